@@ -1,0 +1,46 @@
+# gorping: build, test and demo.
+#
+#   make            static binaries for amd64 and arm64 in bin/
+#   make test       everything: gofmt/vet, unit tests with -race, the ABI layout
+#                   check, and the Soft-RoCE guest tier on the whole matrix
+#   make demo       boot a Soft-RoCE guest and run a gorping server and client in it
+#   make guest SUITE=bookworm ARCH=amd64 [PKGS=./test/guest] [RUN=regex]
+#                   one guest, while iterating
+
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+ARCHES  := amd64 arm64
+
+.PHONY: all build test lint unit abicheck clean
+all: build
+
+build: $(ARCHES:%=bin/gorping-linux-%)
+
+# CGO_ENABLED=0: the product is one static binary with no C behind it.
+bin/gorping-linux-%: FORCE
+	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ .
+
+test: lint unit abicheck guest-matrix
+
+lint:
+	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then \
+		echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags guest ./...
+	$(GO) vet -tags abicheck ./...
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) build -o /dev/null .
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+# Compares every Go ABI mirror with the C uapi headers (gcc, test-only).
+abicheck:
+	$(GO) test -count=1 -tags abicheck -run 'ABI|Layout' ./...
+
+clean:
+	rm -rf bin
+
+FORCE:
+
+-include test/vm/Makefile.fragment.mk
