@@ -1,9 +1,89 @@
 // Command gorping is a pure-Go drop-in replacement for rdma-core's rping.
 package main
 
-import "os"
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
 
-func main() { os.Exit(run(os.Args[1:])) }
+	"github.com/urfave/cli/v2"
 
-// run is a placeholder until the CLI lands.
-func run(args []string) int { return 22 }
+	"github.com/gorping/gorping/rping"
+)
+
+func init() {
+	// cli's default printers run templates through a tabwriter, which would
+	// turn rping's TABs into spaces; print the usage verbatim instead.
+	cli.HelpPrinter = func(w io.Writer, templ string, _ any) { io.WriteString(w, templ) }
+	cli.VersionPrinter = func(c *cli.Context) {
+		fmt.Fprintf(c.App.Writer, "gorping %s (rping-compatible, rdma-core 44 protocol)\n", c.App.Version)
+	}
+}
+
+func main() {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	caught := make(chan syscall.Signal, 1)
+	go func() {
+		s := (<-sigs).(syscall.Signal)
+		// A second signal kills at once if teardown hangs.
+		signal.Reset(s)
+		caught <- s
+		cancel()
+	}()
+	_, posix := os.LookupEnv("POSIXLY_CORRECT")
+	code := run(ctx, os.Args[1:], posix, os.Stdout, os.Stderr)
+	select {
+	case s := <-caught:
+		// rping has no signal handlers: die by the signal, as the shell expects.
+		runtime.LockOSThread()
+		syscall.Tgkill(syscall.Getpid(), syscall.Gettid(), s)
+		os.Exit(128 + int(s))
+	default:
+	}
+	os.Exit(code)
+}
+
+// run is the whole command without process-global effects: it parses args
+// (rping's argv without the program name) and returns the exit status.
+func run(ctx context.Context, args []string, posix bool, stdout, stderr io.Writer) int {
+	status := 0
+	app := &cli.App{
+		Name:                  "gorping",
+		Usage:                 "RDMA ping-pong test, compatible with rdma-core's rping",
+		Version:               version(),
+		CustomAppHelpTemplate: usageText,
+		// rping's own getopt rules parse the command line, not cli's flags.
+		SkipFlagParsing: true,
+		HideHelp:        true,
+		HideHelpCommand: true,
+		HideVersion:     true,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		Action: func(c *cli.Context) error {
+			cfg, act, st := parseArgs(ctx, c.Args().Slice(), posix, stdout, stderr, resolveHost)
+			switch act {
+			case actUsage, actHelp:
+				status = st
+				return cli.ShowAppHelp(c)
+			case actVersion:
+				cli.ShowVersion(c)
+			case actExit:
+				status = st
+			case actRun:
+				status = rping.Run(ctx, cfg)
+			}
+			return nil
+		},
+	}
+	if err := app.RunContext(ctx, append([]string{"rping"}, args...)); err != nil {
+		fmt.Fprintf(stderr, "gorping: %v\n", err)
+		return 1
+	}
+	return status
+}

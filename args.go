@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+
+	"github.com/gorping/gorping/rping"
+)
+
+// optstring is rping's getopt option string. -t takes an argument but has no
+// handler: a vestige that makes rping print its usage.
+const optstring = "a:I:Pp:C:S:t:scvVdq"
+
+// usageText is rping's usage, byte for byte (program name always "rping").
+const usageText = "rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]\n" +
+	"rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]\n" +
+	"\t-c\t\tclient side\n" +
+	"\t-I\t\tSource address to bind to for client.\n" +
+	"\t-s\t\tserver side.  To bind to any address with IPv6 use -a ::0\n" +
+	"\t-v\t\tdisplay ping data to stdout\n" +
+	"\t-V\t\tvalidate ping data\n" +
+	"\t-d\t\tdebug printfs\n" +
+	"\t-S size \tping data size\n" +
+	"\t-C count\tping count times\n" +
+	"\t-a addr\t\taddress\n" +
+	"\t-p port\t\tport\n" +
+	"\t-P\t\tpersistent server mode allowing multiple connections\n" +
+	"\t-q\t\tuse self-created, self-modified QP\n"
+
+// exitUsage is rping's status for usage errors and invalid -S/-C (EINVAL).
+const exitUsage = 22
+
+// optKind classifies what getopt.next found.
+type optKind int
+
+const (
+	optEnd     optKind = iota // no more options
+	optShort                  // a letter of optstring, with its argument if it takes one
+	optBad                    // unknown option or missing argument: getopt's '?'
+	optHelp                   // --help (gorping addition)
+	optVersion                // --version (gorping addition)
+)
+
+// getopt is glibc's getopt(argc, argv, optstring) with opterr = 0: clusters
+// (-dvS100), attached or separate arguments (an argument is taken from the next
+// word even if it starts with '-'), non-option words skipped anywhere (GNU
+// permutation; they are never used, so they are simply passed over) unless
+// POSIXLY_CORRECT is set, which stops at the first one, and "--" ending the
+// options. On top of that it knows the long options --help and --version,
+// abbreviated as getopt_long allows.
+type getopt struct {
+	argv  []string
+	posix bool
+	ind   int // argv word being scanned
+	pos   int // offset in argv[ind] of the next clustered letter; 0 = word not started
+}
+
+func (g *getopt) next() (kind optKind, opt byte, arg string) {
+	if g.pos == 0 {
+		for {
+			if g.ind >= len(g.argv) {
+				return optEnd, 0, ""
+			}
+			w := g.argv[g.ind]
+			if w == "--" {
+				g.ind = len(g.argv)
+				return optEnd, 0, ""
+			}
+			if len(w) >= 2 && w[0] == '-' {
+				break
+			}
+			if g.posix {
+				return optEnd, 0, ""
+			}
+			g.ind++
+		}
+		w := g.argv[g.ind]
+		if strings.HasPrefix(w, "--") {
+			g.ind++
+			return longOpt(w[2:]), 0, ""
+		}
+		g.pos = 1
+	}
+	w := g.argv[g.ind]
+	c := w[g.pos]
+	g.pos++
+	last := g.pos == len(w)
+	if last {
+		g.ind++
+		g.pos = 0
+	}
+	i := strings.IndexByte(optstring, c)
+	if i < 0 || c == ':' {
+		return optBad, c, ""
+	}
+	if i+1 == len(optstring) || optstring[i+1] != ':' {
+		return optShort, c, ""
+	}
+	if !last {
+		arg = w[g.pos:]
+		g.ind++
+		g.pos = 0
+		return optShort, c, arg
+	}
+	if g.ind >= len(g.argv) {
+		return optBad, c, ""
+	}
+	arg = g.argv[g.ind]
+	g.ind++
+	return optShort, c, arg
+}
+
+// longOpt matches "--name" against gorping's two long options, accepting an
+// unambiguous prefix like getopt_long; neither takes an argument.
+func longOpt(name string) optKind {
+	if name == "" || strings.Contains(name, "=") {
+		return optBad
+	}
+	switch {
+	case strings.HasPrefix("help", name):
+		return optHelp
+	case strings.HasPrefix("version", name):
+		return optVersion
+	}
+	return optBad
+}
+
+// action is what the command line asks main to do.
+type action int
+
+const (
+	actRun     action = iota // run rping with the parsed Config
+	actUsage                 // print usage, exit 22
+	actHelp                  // print usage, exit 0
+	actVersion               // print version, exit 0
+	actExit                  // exit with the given status (messages already printed)
+)
+
+// parseArgs is rping's option loop, processed strictly left to right with its
+// side effects (debug lines once -d has been seen, error messages) written as
+// they happen. ret follows rping: -a/-I/-S/-C errors set it, a later
+// successful -a/-I overwrites it with 0, and a valid -S/-C leaves it alone.
+// The returned status is meaningful for actUsage and actExit.
+func parseArgs(ctx context.Context, argv []string, posix bool, stdout, stderr io.Writer, resolve resolver) (cfg rping.Config, act action, status int) {
+	cfg = rping.DefaultConfig()
+	cfg.Stdout, cfg.Stderr = stdout, stderr
+	g := getopt{argv: argv, posix: posix}
+	server := -1
+	ret := 0
+	debugf := func(format string, args ...any) {
+		if cfg.Debug {
+			fmt.Fprintf(stdout, format, args...)
+		}
+	}
+	for {
+		kind, c, arg := g.next()
+		switch kind {
+		case optEnd:
+			if ret != 0 {
+				return cfg, actExit, ret & 0xff
+			}
+			if server < 0 {
+				return cfg, actUsage, exitUsage
+			}
+			cfg.Server = server == 1
+			return cfg, actRun, 0
+		case optBad:
+			return cfg, actUsage, exitUsage
+		case optHelp:
+			return cfg, actHelp, 0
+		case optVersion:
+			return cfg, actVersion, 0
+		}
+		switch c {
+		case 'a':
+			ret = getAddr(ctx, arg, &cfg.Addr, stdout, resolve)
+		case 'I':
+			ret = getAddr(ctx, arg, &cfg.SrcAddr, stdout, resolve)
+		case 'P':
+			cfg.Persistent = true
+		case 'p':
+			v := atoi(arg)
+			cfg.Port = uint16(v)
+			debugf("port %d\n", v)
+		case 's':
+			server = 1
+			debugf("server\n")
+		case 'c':
+			server = 0
+			debugf("client\n")
+		case 'S':
+			// rping compares the size against an unsigned minimum, so it takes
+			// negative sizes and fails later (exit 244); gorping rejects them
+			// here. A rejected size is never used, even if a later -a clears
+			// the error and the run goes on with the previous size.
+			v := atoi(arg)
+			if v < rping.MinSize || v > rping.MaxSize {
+				fmt.Fprintf(stderr, "Invalid size %d (valid range is %d to %d)\n", v, rping.MinSize, rping.MaxSize+1)
+				ret = exitUsage
+			} else {
+				cfg.Size = v
+				debugf("size %d\n", v)
+			}
+		case 'C':
+			// As in rping the count is taken even when rejected: if a later
+			// -a clears the error, a negative count means zero pings.
+			cfg.Count = atoi(arg)
+			if cfg.Count < 0 {
+				fmt.Fprintf(stderr, "Invalid count %d\n", cfg.Count)
+				ret = exitUsage
+			} else {
+				debugf("count %d\n", cfg.Count)
+			}
+		case 'v':
+			cfg.Verbose = true
+			debugf("verbose\n")
+		case 'V':
+			cfg.Validate = true
+			debugf("validate data\n")
+		case 'd':
+			cfg.Debug = true
+		case 'q':
+			cfg.SelfCreateQP = true
+		default: // 't'
+			return cfg, actUsage, exitUsage
+		}
+	}
+}
+
+// getAddr is rping's get_addr: resolve into *dst, or print getaddrinfo's
+// complaint (on stdout, as rping does) and return its negative EAI code.
+func getAddr(ctx context.Context, host string, dst *netip.Addr, stdout io.Writer, resolve resolver) int {
+	a, code := resolve(ctx, host)
+	if code != 0 {
+		fmt.Fprintf(stdout, "getaddrinfo failed (%s) - invalid hostname or IP address\n", gaiStrerror(code))
+		return code
+	}
+	*dst = a
+	return 0
+}
+
+// atoi is glibc's atoi, (int)strtol(s, NULL, 10): leading C-locale white space,
+// an optional sign, decimal digits up to the first non-digit; out-of-range
+// values saturate at the 64-bit long limits and are then truncated to 32 bits.
+func atoi(s string) int {
+	i := 0
+	for i < len(s) && isCSpace(s[i]) {
+		i++
+	}
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
+		i++
+	}
+	const limit = 1 << 63 // |LONG_MIN|; anything above saturates
+	var v uint64
+	for ; i < len(s) && s[i] >= '0' && s[i] <= '9'; i++ {
+		if v > limit/10 {
+			v = limit + 1 // saturated; stays so
+			continue
+		}
+		v = v*10 + uint64(s[i]-'0')
+	}
+	var l int64
+	switch {
+	case neg && v >= limit:
+		l = -1 << 63
+	case neg:
+		l = -int64(v)
+	case v >= limit:
+		l = 1<<63 - 1
+	default:
+		l = int64(v)
+	}
+	return int(int32(l))
+}
+
+func isCSpace(c byte) bool {
+	return c == ' ' || (c >= '\t' && c <= '\r')
+}

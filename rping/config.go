@@ -1,0 +1,51 @@
+package rping
+
+import (
+	"io"
+	"net/netip"
+	"os"
+)
+
+// Config is one rping invocation as the command line describes it. The CLI fills
+// it with rping's getopt rules; Run and the ping loops only read it.
+type Config struct {
+	Server bool // -s (true) or -c (false)
+
+	// Addr is -a: the server's bind address, or the client's destination.
+	// Default 0.0.0.0, which rping's client also connects to when -a is absent.
+	Addr netip.Addr
+	// SrcAddr is -I, the client's source address; the zero Addr (not IsValid)
+	// means -I was not given. The server ignores it.
+	SrcAddr netip.Addr
+
+	Port  uint16 // -p, atoi truncated to 16 bits like rping's htobe16(atoi())
+	Size  int    // -S, always within [MinSize, MaxSize]
+	Count int    // -C; 0 pings forever, negative runs zero pings (as rping does)
+
+	Verbose      bool // -v: print ping data
+	Validate     bool // -V: client compares the echo with what it sent
+	Debug        bool // -d: debug lines on Stdout
+	Persistent   bool // -P: server keeps accepting clients
+	SelfCreateQP bool // -q: the application creates and modifies the QP itself
+
+	// Stdout and Stderr receive rping's two output streams. With Persistent,
+	// several connections write concurrently, one whole line per Write call,
+	// so they must be safe for concurrent use (an *os.File is).
+	Stdout, Stderr io.Writer
+}
+
+// DefaultConfig is rping's state before option parsing: client/server still
+// undecided (Server false), address 0.0.0.0, port 7174, size 64, infinite count,
+// writing to the process's stdout and stderr.
+func DefaultConfig() Config {
+	return Config{
+		Addr:   netip.IPv4Unspecified(),
+		Port:   DefaultPort,
+		Size:   DefaultSize,
+		Stdout: os.Stdout,
+		Stderr: os.Stderr,
+	}
+}
+
+// HasSrcAddr reports whether -I was given.
+func (c *Config) HasSrcAddr() bool { return c.SrcAddr.IsValid() }

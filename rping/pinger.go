@@ -1,0 +1,371 @@
+package rping
+
+import (
+	"bytes"
+	"context"
+)
+
+// Exit statuses the ping loops produce besides rping's own values.
+const (
+	exitFailure     = 255 // rping's "ret = -1"
+	exitInterrupted = 130 // ctx cancelled (SIGINT); main re-raises the signal anyway
+)
+
+// pinger runs rping's per-connection ping loop (rping_test_client /
+// rping_test_server plus the completion handling of rping's CQ thread) over a
+// conn. rping splits this over two threads and a semaphore; here one goroutine
+// handles completions in order until one that would have posted the semaphore,
+// then checks the state as rping's main thread does.
+type pinger struct {
+	c        conn
+	out      printer
+	server   bool
+	size     int
+	count    int
+	verbose  bool
+	validate bool
+
+	state       State
+	remote      advert // last advert received (server)
+	echoLen     int    // server: bytes of the last READ that the echo WRITE sends back
+	interrupted bool   // ctx was cancelled: fail quietly
+}
+
+func newPinger(c conn, cfg *Config, server bool) *pinger {
+	p := &pinger{
+		c:        c,
+		out:      newPrinter(cfg),
+		server:   server,
+		size:     cfg.Size,
+		count:    cfg.Count,
+		verbose:  cfg.Verbose,
+		validate: cfg.Validate,
+		state:    StateConnected,
+	}
+	if server {
+		// The server's go-ahead is its never-written send buffer: 16 zero bytes.
+		clear(c.Region(bufSend).b[:advertLen])
+	}
+	return p
+}
+
+// runPingClient runs the client's ping loop on an established connection and
+// returns the process exit status, having printed rping's failure lines.
+func runPingClient(ctx context.Context, c conn, cfg *Config) int {
+	p := newPinger(c, cfg, false)
+	ret, done := p.clientLoop(ctx)
+	switch {
+	case ret == 0:
+		return 0
+	case p.interrupted:
+		return exitInterrupted
+	case p.state == StateDisconnected:
+		// rping exits 0 here (its loop returns 0 whenever the state is
+		// DISCONNECTED), so a script cannot tell a cut-short run from a full one.
+		if p.count > 0 {
+			p.out.errorf("rping client: peer disconnected after %d of %d pings\n", done, p.count)
+		} else {
+			p.out.errorf("rping client: peer disconnected after %d pings\n", done)
+		}
+		return exitFailure
+	}
+	p.out.errorf("rping client failed: %d\n", ret)
+	return ret & 0xff
+}
+
+// runPingServer serves one client on an accepted connection and returns the
+// exit status: 0 when the client disconnected, else rping's failure value.
+// Like rping, only the non-persistent server prints "rping server failed".
+func runPingServer(ctx context.Context, c conn, cfg *Config) int {
+	p := newPinger(c, cfg, true)
+	ret := p.serverLoop(ctx)
+	switch {
+	case ret == 0:
+		return 0
+	case p.interrupted:
+		return exitInterrupted
+	}
+	if !cfg.Persistent {
+		p.out.errorf("rping server failed: %d\n", ret)
+	}
+	return ret & 0xff
+}
+
+// clientLoop returns rping's ret and the number of completed pings.
+func (p *pinger) clientLoop(ctx context.Context) (ret, done int) {
+	for ping := 0; p.count == 0 || ping < p.count; ping++ {
+		if ret := p.clientPing(ctx, ping); ret != 0 {
+			return ret, ping
+		}
+	}
+	return 0, p.count
+}
+
+// clientPing is one iteration of rping_test_client: advertise start_buf, wait
+// for the go-ahead (the server has READ it), advertise rdma_buf, wait for the
+// go-ahead (the server has WRITTEN the echo into it), check and print.
+func (p *pinger) clientPing(ctx context.Context, ping int) int {
+	p.state = StateRDMAReadAdv
+	start := p.c.Region(bufStart)
+	FillPayload(start.b[:p.size], ping)
+	if ret := p.sendAdvert(start); ret != 0 {
+		return ret
+	}
+	p.awaitWake(ctx)
+	if p.state != StateRDMAWriteAdv {
+		p.mismatch(StateRDMAWriteAdv)
+		return -1
+	}
+	rdma := p.c.Region(bufRDMA)
+	if ret := p.sendAdvert(rdma); ret != 0 {
+		return ret
+	}
+	p.awaitWake(ctx)
+	if p.state != StateRDMAWriteComplete {
+		p.mismatch(StateRDMAWriteComplete)
+		return -1
+	}
+	if p.validate && !bytes.Equal(start.b[:p.size], rdma.b[:p.size]) {
+		p.out.errorf("data mismatch!\n")
+		return -1
+	}
+	if p.verbose {
+		p.out.data("ping data: ", rdma.b[:p.size])
+	}
+	return 0
+}
+
+// sendAdvert is rping_format_send plus the post: advertise r to the server.
+func (p *pinger) sendAdvert(r region) int {
+	a := advert{addr: r.addr, rkey: r.rkey, size: uint32(p.size)}
+	a.encode(p.c.Region(bufSend).b)
+	if p.out.debug {
+		p.out.debugf("RDMA addr %x rkey %x len %d\n", a.addr, a.rkey, p.size)
+	}
+	return p.post(p.c.PostSend())
+}
+
+// post reports a failed post like rping ("post send error %d", the provider's
+// errno, which also becomes the exit status).
+func (p *pinger) post(err error) int {
+	if err == nil {
+		return 0
+	}
+	n := errnoOf(err)
+	if n < 0 {
+		p.out.errorf("post send error %d (%v)\n", n, err)
+	} else {
+		p.out.errorf("post send error %d\n", n)
+	}
+	return n
+}
+
+// serverLoop is rping_test_server: serve pings until the client disconnects.
+func (p *pinger) serverLoop(ctx context.Context) int {
+	for {
+		ret, done := p.serverPing(ctx)
+		if done {
+			return 0
+		}
+		if ret != 0 {
+			// A client that leaves mid-ping (Ctrl-C of an endless rping -c) is
+			// still a normal end for the server, as in rping; the "wait for"
+			// line has said where it stopped.
+			if p.state == StateDisconnected {
+				return 0
+			}
+			return ret
+		}
+	}
+}
+
+// serverPing serves one ping. done is the normal end: the client disconnected
+// between pings (rping prints "wait for RDMA_READ_ADV state 10" there; gorping
+// stays silent).
+func (p *pinger) serverPing(ctx context.Context) (ret int, done bool) {
+	p.awaitWake(ctx)
+	if p.state != StateRDMAReadAdv {
+		if p.state == StateDisconnected {
+			return 0, true
+		}
+		p.mismatch(StateRDMAReadAdv)
+		return -1, false
+	}
+	p.out.debugLine("server received sink adv\n")
+
+	n := int(p.remote.size)
+	rdma := p.c.Region(bufRDMA)
+	if n > len(rdma.b) {
+		// rping would READ past its own rdma_buf (the NIC fails it with a local
+		// length error). Serve the client with a larger buffer instead.
+		if err := p.c.Grow(n); err != nil {
+			p.out.errorf("rping server: client's ping size %d exceeds this server's %d-byte buffer (-S): %v\n", n, len(rdma.b), err)
+			p.state = StateError
+			return -1, false
+		}
+		if rdma = p.c.Region(bufRDMA); n > len(rdma.b) {
+			p.out.errorf("rping server: client's ping size %d exceeds this server's %d-byte buffer (-S)\n", n, len(rdma.b))
+			p.state = StateError
+			return -1, false
+		}
+	}
+	if ret := p.post(p.c.PostRead(n, p.remote.addr, p.remote.rkey)); ret != 0 {
+		return ret, false
+	}
+	p.out.debugLine("server posted rdma read req \n")
+
+	p.awaitWake(ctx)
+	if p.state != StateRDMAReadComplete {
+		p.mismatch(StateRDMAReadComplete)
+		return -1, false
+	}
+	p.out.debugLine("server received read complete\n")
+	// The echo is the C string that was read, NUL included (rping's
+	// strlen(rdma_buf)+1), but never more than was read.
+	read := rdma.b[:n]
+	p.echoLen = min(len(cstring(read))+1, n)
+	if p.verbose {
+		p.out.data("server ping data: ", read)
+	}
+	if ret := p.post(p.c.PostSend()); ret != 0 {
+		return ret, false
+	}
+	p.out.debugLine("server posted go ahead\n")
+
+	p.awaitWake(ctx)
+	if p.state != StateRDMAWriteAdv {
+		p.mismatch(StateRDMAWriteAdv)
+		return -1, false
+	}
+	p.out.debugLine("server received sink adv\n")
+	// Never write more than the client says its sink holds.
+	wlen := min(p.echoLen, int(p.remote.size))
+	if p.out.debug {
+		p.out.debugf("rdma write from lkey %x laddr %x len %d\n", rdma.lkey, rdma.addr, wlen)
+	}
+	if ret := p.post(p.c.PostWrite(wlen, p.remote.addr, p.remote.rkey)); ret != 0 {
+		return ret, false
+	}
+
+	p.awaitWake(ctx)
+	if p.state != StateRDMAWriteComplete {
+		p.mismatch(StateRDMAWriteComplete)
+		return -1, false
+	}
+	p.out.debugLine("server rdma write complete \n")
+	if ret := p.post(p.c.PostSend()); ret != 0 {
+		return ret, false
+	}
+	p.out.debugLine("server posted go ahead\n")
+	return 0, false
+}
+
+// mismatch is rping's complaint after a wake-up in the wrong state.
+func (p *pinger) mismatch(want State) {
+	if !p.interrupted {
+		p.out.errorf("wait for %s state %d\n", want, int(p.state))
+	}
+}
+
+// awaitWake handles completions until one that rping's CQ or CM thread would
+// have answered with sem_post, leaving the resulting state in p.state.
+func (p *pinger) awaitWake(ctx context.Context) {
+	for {
+		c, err := p.c.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				p.interrupted = true
+			} else {
+				p.out.errorf("%v\n", err)
+			}
+			p.state = StateError
+			return
+		}
+		if p.handle(c) {
+			return
+		}
+	}
+}
+
+// handle is rping_cq_event_handler for one entry, plus the two CM events that
+// matter to the loops. It reports whether rping would have woken its main thread.
+func (p *pinger) handle(c completion) (wake bool) {
+	switch c.kind {
+	case compDisconnected:
+		p.state = StateDisconnected
+		return true
+	case compError:
+		p.state = StateError
+		return true
+	}
+	if c.status != wcSuccess {
+		if c.status == wcWRFlushErr {
+			// The QP is going to ERR on disconnect; the DISCONNECTED event
+			// follows. rping's CQ thread skips these silently too.
+			return false
+		}
+		p.out.errorf("cq completion failed status %d\n", c.status)
+		p.state = StateError
+		return true
+	}
+	switch c.kind {
+	case compSend:
+		p.out.debugLine("send completion\n")
+		return false
+	case compWrite:
+		p.out.debugLine("rdma write completion\n")
+		p.state = StateRDMAWriteComplete
+		return true
+	case compRead:
+		p.out.debugLine("rdma read completion\n")
+		p.state = StateRDMAReadComplete
+		return true
+	case compRecv:
+		p.out.debugLine("recv completion\n")
+		if ret := p.recv(c); ret != 0 {
+			p.out.errorf("recv wc error: %d\n", ret)
+			p.state = StateError
+			return true
+		}
+		if err := p.c.PostRecv(); err != nil {
+			p.out.errorf("post recv error: %d\n", errnoOf(err))
+			p.state = StateError
+		}
+		return true
+	}
+	p.out.debugLine("unknown!!!!! completion\n")
+	p.state = StateError
+	return true
+}
+
+// recv is rping's server_recv / client_recv.
+func (p *pinger) recv(c completion) int {
+	if c.byteLen != advertLen {
+		p.out.errorf("Received bogus data, size %d\n", int32(c.byteLen))
+		return -1
+	}
+	if !p.server {
+		// The go-ahead's content is meaningless; only its arrival counts.
+		if p.state == StateRDMAReadAdv {
+			p.state = StateRDMAWriteAdv
+		} else {
+			p.state = StateRDMAWriteComplete
+		}
+		return 0
+	}
+	a := decodeAdvert(p.c.Region(bufRecv).b)
+	if p.out.debug {
+		p.out.debugf("Received rkey %x addr %x len %d from peer\n", a.rkey, a.addr, int32(a.size))
+	}
+	if err := a.check(); err != nil {
+		p.out.errorf("Received bogus advert: %v\n", err)
+		return -1
+	}
+	p.remote = a
+	if p.state <= StateConnected || p.state == StateRDMAWriteComplete {
+		p.state = StateRDMAReadAdv
+	} else {
+		p.state = StateRDMAWriteAdv
+	}
+	return 0
+}

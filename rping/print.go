@@ -1,0 +1,58 @@
+package rping
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+)
+
+// printer writes rping's stdout lines (ping data, -d debug) and stderr lines.
+// Each line is one Write, so concurrent connections never interleave mid-line.
+type printer struct {
+	stdout, stderr io.Writer
+	debug          bool
+	line           []byte // reused for ping-data lines, so printing them allocates nothing
+}
+
+func newPrinter(cfg *Config) printer {
+	return printer{
+		stdout: cfg.Stdout,
+		stderr: cfg.Stderr,
+		debug:  cfg.Debug,
+		line:   make([]byte, 0, 64+MaxSize),
+	}
+}
+
+// debugLine prints a fixed -d line. Lines with arguments go through debugf,
+// guarded by o.debug at the call site so the arguments are not boxed (and
+// allocated) on the hot path when -d is off.
+func (o *printer) debugLine(s string) {
+	if o.debug {
+		io.WriteString(o.stdout, s)
+	}
+}
+
+func (o *printer) debugf(format string, args ...any) {
+	fmt.Fprintf(o.stdout, format, args...)
+}
+
+func (o *printer) errorf(format string, args ...any) {
+	fmt.Fprintf(o.stderr, format, args...)
+}
+
+// data prints prefix, the C string in b, and a newline, as rping's
+// printf("%s%s\n") does, without reading past b.
+func (o *printer) data(prefix string, b []byte) {
+	o.line = append(o.line[:0], prefix...)
+	o.line = append(o.line, cstring(b)...)
+	o.line = append(o.line, '\n')
+	o.stdout.Write(o.line)
+}
+
+// cstring is b up to (not including) its first NUL, or all of b if it has none.
+func cstring(b []byte) []byte {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return b[:i]
+	}
+	return b
+}
