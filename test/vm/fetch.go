@@ -96,7 +96,7 @@ func (r *Rootfs) Release() {
 type Fetcher struct {
 	Target
 	Root    string  // CacheRoot()
-	Mirrors Mirrors // where to fetch from
+	Mirrors Mirrors // where to fetch from; zero: HostMirrors(), looked up only if needed
 	Refresh bool    // re-resolve and fetch what changed even when the cache is complete
 	Log     io.Writer
 }
@@ -219,6 +219,12 @@ func (a apt) run(ctx context.Context, workdir, tool string, args ...string) ([]b
 
 func (f *Fetcher) fetch(ctx context.Context, dir string) (Manifest, error) {
 	m := Manifest{Suite: f.Suite, Arch: f.Arch, Debs: map[string]string{}}
+	if f.Mirrors.Main == "" {
+		var err error
+		if f.Mirrors, err = HostMirrors(); err != nil {
+			return m, err
+		}
+	}
 	a := apt{dir: filepath.Join(dir, "apt"), arch: f.Arch, log: f.Log}
 	for _, d := range []string{"lists/partial", "cache/archives/partial"} {
 		if err := os.MkdirAll(filepath.Join(a.dir, d), 0o755); err != nil {

@@ -1,0 +1,187 @@
+// Command guestrun runs gorping's guest tests (or a shell command) inside a QEMU
+// guest booting a Debian kernel with Soft-RoCE (rdma_rxe) and stock rping.
+//
+//	go run ./test/vm/guestrun                                   # ./test/guest in bookworm/amd64
+//	go run ./test/vm/guestrun -suite trixie -pkgs ./uverbs -run TestX
+//	go run ./test/vm/guestrun -matrix                           # every guest of vm.Matrix
+//	go run ./test/vm/guestrun -cmd 'rping -s -a $GORPING_IPV4 & sleep 1; $GORPING_BIN -c -a $GORPING_IPV4 -C 3 -v'
+//	go run ./test/vm/guestrun -cmd sh -i                        # a shell in the guest
+//
+// Exit status: the guest payload's own status (0 = pass), 3 when the test bed
+// itself failed (fetch, build, boot, setup, a timeout), 77 when a host
+// prerequisite is missing and cannot be installed (with CI=true: 3 instead).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorping/gorping/test/vm"
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	var (
+		suite     = flag.String("suite", "bookworm", "Debian suite of the guest: bookworm or trixie")
+		arch      = flag.String("arch", "amd64", "Debian architecture of the guest: amd64 or arm64")
+		matrix    = flag.Bool("matrix", false, "run every guest: "+targets(vm.Matrix))
+		pkgs      = flag.String("pkgs", "./test/guest", "Go packages (space or comma separated) whose guest-tagged tests run, in order")
+		runRe     = flag.String("run", "", "only tests matching this regexp (go test -run)")
+		cmd       = flag.String("cmd", "", "run this shell command in the guest instead of the tests")
+		inter     = flag.Bool("i", false, "connect stdin to the guest console (use with -cmd, e.g. -cmd sh)")
+		refresh   = flag.Bool("refresh", false, "re-resolve and download changed packages even if the cache is complete")
+		fetchOnly = flag.Bool("fetch-only", false, "only fill the package cache")
+		keep      = flag.Bool("keep", false, "keep the work directory (initramfs, binaries)")
+		noInstall = flag.Bool("no-install", false, "never apt-get install missing host programs")
+		timeout   = flag.Duration("timeout", 0, "deadline of the run step (tests or -cmd); default 10m")
+		bootTO    = flag.Duration("boot-timeout", 0, "deadline from qemu start to /init; default 2m (arm64 4m)")
+		setupTO   = flag.Duration("setup-timeout", 0, "deadline for modules and rxe0; default 2m (arm64 4m)")
+		fetchTO   = flag.Duration("fetch-timeout", 0, "deadline of the package fetch; default 15m")
+		buildTO   = flag.Duration("build-timeout", 0, "deadline of go builds and the initramfs; default 5m")
+	)
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./test/vm/guestrun [flags]\n\n"+
+			"Boots a Debian kernel with Soft-RoCE under QEMU and runs gorping's guest tests there.\n"+
+			"Exit status: the guest's own (0 pass), %d test bed failure, %d host prerequisite missing.\n\n", vm.ExitInfra, vm.ExitSkipped)
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "guestrun: unexpected arguments %q (quote -cmd's command)\n", flag.Args())
+		return 2
+	}
+
+	targetList := []vm.Target{{Suite: *suite, Arch: *arch}}
+	if *matrix {
+		targetList = vm.Matrix
+	}
+	var arches []string
+	for _, t := range targetList {
+		if t.Arch != "amd64" && t.Arch != "arm64" {
+			fmt.Fprintf(os.Stderr, "guestrun: unsupported architecture %q\n", t.Arch)
+			return 2
+		}
+		arches = append(arches, t.Arch)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+
+	switch action, err := vm.EnsurePrereqs(ctx, arches, !*noInstall, os.Stderr); action {
+	case vm.PrereqOK:
+	case vm.PrereqSkip:
+		fmt.Printf("guestrun: SKIPPED, %v\n", err)
+		return vm.ExitSkipped
+	default:
+		fmt.Printf("guestrun: FAILED, %v\n", err)
+		return vm.ExitInfra
+	}
+
+	root, err := moduleRoot()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "guestrun: %v\n", err)
+		return vm.ExitInfra
+	}
+	cache, err := vm.CacheRoot()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "guestrun: %v\n", err)
+		return vm.ExitInfra
+	}
+
+	var reports []vm.Report
+	for _, t := range targetList {
+		to := vm.DefaultTimeouts(t.Arch)
+		set := func(dst *time.Duration, v time.Duration) {
+			if v > 0 {
+				*dst = v
+			}
+		}
+		set(&to.Run, *timeout)
+		set(&to.Boot, *bootTO)
+		set(&to.Setup, *setupTO)
+		set(&to.Fetch, *fetchTO)
+		set(&to.Build, *buildTO)
+		if *fetchOnly {
+			if err := fetch(ctx, t, cache, *refresh, to.Fetch); err != nil {
+				fmt.Printf("guest %s: ERROR in step fetch: %v\n", t, err)
+				return vm.ExitInfra
+			}
+			continue
+		}
+		rep := vm.Run(ctx, vm.Options{
+			Target:      t,
+			ModuleRoot:  root,
+			Pkgs:        strings.FieldsFunc(*pkgs, func(r rune) bool { return r == ',' || r == ' ' }),
+			TestRun:     *runRe,
+			Cmd:         *cmd,
+			Timeouts:    to,
+			Refresh:     *refresh,
+			Interactive: *inter,
+			Keep:        *keep,
+			CacheRoot:   cache,
+			Out:         os.Stdout,
+		})
+		fmt.Println(rep.Verdict())
+		reports = append(reports, rep)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	code := 0
+	if len(reports) > 1 {
+		fmt.Println("summary:")
+	}
+	for _, r := range reports {
+		if len(reports) > 1 {
+			fmt.Println("  " + r.Verdict())
+		}
+		if code == 0 {
+			code = r.ExitCode()
+		}
+	}
+	return code
+}
+
+// fetch fills the cache for one target (-fetch-only).
+func fetch(ctx context.Context, t vm.Target, cache string, refresh bool, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	f := &vm.Fetcher{Target: t, Root: cache, Refresh: refresh, Log: os.Stdout}
+	r, err := f.Fetch(ctx)
+	if err != nil {
+		return err
+	}
+	r.Release()
+	fmt.Printf("guest %s: kernel %s cached in %s\n", t, r.Manifest.Kernel, r.Dir)
+	return nil
+}
+
+// moduleRoot is the directory of the go.mod governing the working directory.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("run guestrun inside the gorping module")
+	}
+	return filepath.Dir(mod), nil
+}
+
+func targets(ts []vm.Target) string {
+	var s []string
+	for _, t := range ts {
+		s = append(s, t.String())
+	}
+	return strings.Join(s, ", ")
+}

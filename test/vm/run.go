@@ -1,0 +1,361 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Timeouts bound every step of a guest run.
+type Timeouts struct {
+	Fetch, Build time.Duration
+	Deadlines
+}
+
+// DefaultTimeouts are generous for a 2-core TCG host that other jobs share:
+// measured boots take 5-20 s (arm64 the slowest).
+func DefaultTimeouts(arch string) Timeouts {
+	t := Timeouts{
+		Fetch: 15 * time.Minute,
+		Build: 5 * time.Minute,
+		Deadlines: Deadlines{
+			Boot: 2 * time.Minute, Setup: 2 * time.Minute, Run: 10 * time.Minute, Shutdown: 30 * time.Second,
+		},
+	}
+	if arch == "arm64" {
+		t.Boot *= 2
+		t.Setup *= 2
+	}
+	return t
+}
+
+// Options describe one guest run.
+type Options struct {
+	Target
+	ModuleRoot  string   // the gorping module's directory
+	Pkgs        []string // Go packages whose guest-tagged tests run, in order
+	TestRun     string   // -test.run regexp
+	Cmd         string   // run this shell command instead of the tests
+	Timeouts    Timeouts
+	Refresh     bool // re-resolve packages even if the cache is complete
+	Interactive bool // our stdin goes to the guest console (with Cmd, e.g. "sh")
+	Keep        bool // keep the work directory (initramfs, binaries)
+	CacheRoot   string
+	Out         io.Writer // progress and the guest console, prefixed "[suite/arch] "
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Target
+	Result
+	Step         Step // where an infrastructure failure happened ("" if none)
+	Fetch, Build time.Duration
+}
+
+// Passed reports whether the guest ran the payload and it exited 0.
+func (r Report) Passed() bool { return r.Err == nil && r.Status == 0 }
+
+// ExitCode is guestrun's exit status for this run: the payload's own status when
+// the guest reported one, ExitInfra when the test bed failed first.
+func (r Report) ExitCode() int {
+	switch {
+	case r.Err != nil:
+		return ExitInfra
+	case r.Status > 0 && r.Status < 256:
+		return r.Status
+	case r.Status != 0:
+		return 1
+	}
+	return 0
+}
+
+// Verdict is the one-line summary of the run.
+func (r Report) Verdict() string {
+	kernel := ""
+	if r.Kernel != "" {
+		kernel = " kernel " + r.Kernel
+	}
+	times := fmt.Sprintf("boot %.1fs, setup %.1fs, run %.1fs", r.Boot.Seconds(), r.Setup.Seconds(), r.Run.Seconds())
+	switch {
+	case r.Err != nil:
+		return fmt.Sprintf("guest %s%s: ERROR in step %s: %v", r.Target, kernel, r.Step, r.Err)
+	case r.Status == 0:
+		return fmt.Sprintf("guest %s%s: PASS (%s)", r.Target, kernel, times)
+	default:
+		return fmt.Sprintf("guest %s%s: FAIL, exit status %d (%s)", r.Target, kernel, r.Status, times)
+	}
+}
+
+// Run fetches, builds, boots and reports one guest. Every step has a deadline,
+// and qemu is killed on every way out (including ctx being cancelled by a signal).
+func Run(ctx context.Context, o Options) (rep Report) {
+	rep = Report{Target: o.Target, Result: Result{Status: -1}}
+	pfx := "[" + o.Target.String() + "] "
+	log := &prefixWriter{w: o.Out, prefix: pfx}
+	defer log.Flush()
+	fail := func(step Step, err error) Report {
+		rep.Step, rep.Err = step, err
+		return rep
+	}
+
+	// 1. Packages.
+	start := time.Now()
+	fctx, cancel := stepContext(ctx, StepFetch, o.Timeouts.Fetch)
+	f := &Fetcher{Target: o.Target, Root: o.CacheRoot, Refresh: o.Refresh, Log: log}
+	rootfs, err := f.Fetch(fctx)
+	cancel()
+	rep.Fetch = time.Since(start)
+	if err != nil {
+		return fail(StepFetch, stepErr(fctx, err))
+	}
+	defer rootfs.Release()
+	rep.Kernel = rootfs.Manifest.Kernel
+
+	// 2. Binaries and initramfs.
+	start = time.Now()
+	bctx, cancel := stepContext(ctx, StepBuild, o.Timeouts.Build)
+	work, img, err := build(bctx, o, rootfs, log)
+	cancel()
+	if work != "" && !o.Keep {
+		defer os.RemoveAll(work)
+	}
+	rep.Build = time.Since(start)
+	if err != nil {
+		return fail(StepBuild, stepErr(bctx, err))
+	}
+	rootfs.Release() // the image holds copies now
+	if o.Keep {
+		fmt.Fprintf(log, "work directory kept: %s\n", work)
+	}
+
+	// 3. Boot and follow the console.
+	kvm, why := KVMUsable(o.Arch)
+	accel := "KVM"
+	if !kvm {
+		accel = "TCG (no KVM: " + why + ")"
+	}
+	q := QEMU{Arch: o.Arch, Kernel: img.kernel, Initrd: img.initrd, MemoryMB: 1024, CPUs: 2, KVM: kvm, Interactive: o.Interactive}
+	fmt.Fprintf(log, "booting kernel %s with %s, initramfs %d files, %.1f MiB\n", rep.Kernel, accel, img.files, float64(img.size)/(1<<20))
+	log.Flush()
+	guest, err := q.Start(ctx, &prefixWriter{w: o.Out, prefix: pfx + "qemu: "})
+	if err != nil {
+		return fail(StepBoot, err)
+	}
+	defer guest.Kill()
+	res := Supervise(ctx, guest.Lines, NewClassifier(img.nonce), o.Timeouts.Deadlines, func(line string) {
+		log.Line(line)
+	})
+	guest.Kill()
+	if res.Kernel == "" {
+		res.Kernel = rep.Kernel
+	}
+	rep.Result = res
+	if res.Err != nil {
+		rep.Step = failedStep(res)
+		if s := guest.Stderr(); s != "" && strings.Contains(res.Err.Error(), "qemu exited") {
+			rep.Err = fmt.Errorf("%w; qemu said: %s", res.Err, s)
+		}
+	}
+	return rep
+}
+
+// failedStep names the guest step a failure belongs to.
+func failedStep(r Result) Step {
+	var te *TimeoutError
+	switch {
+	case errors.As(r.Err, &te):
+		return te.Step
+	case r.Setup > 0 || r.Run > 0:
+		return StepRun
+	case r.Boot > 0:
+		return StepSetup
+	}
+	return StepBoot
+}
+
+// stepContext bounds a host-side step; its cause names the step.
+func stepContext(ctx context.Context, step Step, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, &TimeoutError{Step: step, Limit: d})
+}
+
+// stepErr prefers the step's timeout over the error the timeout provoked.
+func stepErr(ctx context.Context, err error) error {
+	var te *TimeoutError
+	if c := context.Cause(ctx); errors.As(c, &te) {
+		return fmt.Errorf("%w (%v)", te, err)
+	}
+	return err
+}
+
+type image struct {
+	kernel, initrd, nonce string
+	files                 int
+	size                  int64
+}
+
+// build compiles gorping and the guest tests for the target and packs the
+// initramfs. It returns the work directory (to remove) even on failure.
+func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, image, error) {
+	var img image
+	work, err := os.MkdirTemp("", "gorping-guest-"+o.Suite+"-"+o.Arch+"-")
+	if err != nil {
+		return "", img, fmt.Errorf("work directory: %w", err)
+	}
+	goEnv := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.Arch)
+	gorun := func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir, cmd.Env = o.ModuleRoot, goEnv
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return out, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return out, nil
+	}
+
+	extra := []GuestFile{}
+	gorping := filepath.Join(work, "gorping")
+	if _, err := gorun("build", "-o", gorping, "."); err != nil {
+		return work, img, err
+	}
+	extra = append(extra, GuestFile{Path: GuestGorping, Host: gorping, Mode: 0o755})
+
+	spec := InitSpec{
+		Nonce:        nonce(),
+		SetupTimeout: o.Timeouts.Setup * 3 / 4, // report rxe trouble before the host gives up
+		TestRun:      o.TestRun,
+		TestTimeout:  o.Timeouts.Run - 15*time.Second,
+		Cmd:          o.Cmd,
+	}
+	if spec.TestTimeout < time.Second {
+		spec.TestTimeout = o.Timeouts.Run
+	}
+	if o.Cmd != "" {
+		extra = append(extra, GuestFile{Path: "/guest/cmd.sh", Data: []byte(o.Cmd + "\n"), Mode: 0o755})
+	} else {
+		// Only packages with test files; go list keeps the order given.
+		out, err := gorun(append([]string{"list", "-tags", "guest", "-f",
+			"{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}"}, o.Pkgs...)...)
+		if err != nil {
+			return work, img, err
+		}
+		modPath, err := gorun("list", "-m")
+		if err != nil {
+			return work, img, err
+		}
+		for _, pkg := range strings.Fields(string(out)) {
+			name := TestName(strings.TrimSpace(string(modPath)), pkg)
+			bin := filepath.Join(work, name+".test")
+			if _, err := gorun("test", "-c", "-tags", "guest", "-o", bin, pkg); err != nil {
+				return work, img, err
+			}
+			extra = append(extra, GuestFile{Path: "/guest/tests/" + name + ".test", Host: bin, Mode: 0o755})
+			spec.Tests = append(spec.Tests, GuestTest{Name: name, Path: "/guest/tests/" + name + ".test"})
+		}
+		if len(spec.Tests) == 0 {
+			return work, img, fmt.Errorf("no guest tests in %s (nothing to run is not a pass)", strings.Join(o.Pkgs, " "))
+		}
+	}
+
+	kdir := filepath.Join(r.PkgDir(r.Manifest.KernelPackage))
+	img.kernel = filepath.Join(kdir, "boot", "vmlinuz-"+r.Manifest.Kernel)
+	modDir := filepath.Join(kdir, "lib", "modules", r.Manifest.Kernel)
+	if _, err := os.Stat(modDir); err != nil {
+		modDir = filepath.Join(kdir, "usr", "lib", "modules", r.Manifest.Kernel)
+	}
+	steps, notes, err := PlanModules(modDir, RDMAModules)
+	if err != nil {
+		return work, img, err
+	}
+	spec.Modules = steps
+	names := make([]string, len(steps))
+	for i, s := range steps {
+		names[i] = s.Name
+	}
+	fmt.Fprintf(log, "modules: %s\n", strings.Join(names, " "))
+	for _, n := range notes {
+		fmt.Fprintf(log, "modules: %s\n", n)
+	}
+	initScript, err := InitScript(spec)
+	if err != nil {
+		return work, img, err
+	}
+	im := &Image{Target: o.Target, Rootfs: r, Modules: steps, Init: initScript, Extra: extra}
+	img.initrd = filepath.Join(work, "initramfs.cpio.gz")
+	if img.files, err = im.Write(img.initrd); err != nil {
+		return work, img, err
+	}
+	if st, err := os.Stat(img.initrd); err == nil {
+		img.size = st.Size()
+	}
+	img.nonce = spec.Nonce
+	return work, img, nil
+}
+
+// TestName names a package's test binary in the guest: its import path relative
+// to the module, "/" replaced by "_" ("test/guest" -> "test_guest").
+func TestName(module, pkg string) string {
+	rel := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+	if rel == "" {
+		return "gorping"
+	}
+	return strings.ReplaceAll(rel, "/", "_")
+}
+
+func nonce() string {
+	b := make([]byte, 6)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// prefixWriter prefixes every line written through it; Line writes one whole
+// line. It is safe for concurrent use (qemu's stderr and the console).
+type prefixWriter struct {
+	mu     sync.Mutex
+	w      io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.buf = append(p.buf, b...)
+	for {
+		i := bytes.IndexByte(p.buf, '\n')
+		if i < 0 {
+			break
+		}
+		fmt.Fprintf(p.w, "%s%s\n", p.prefix, bytes.TrimRight(p.buf[:i], "\r"))
+		p.buf = p.buf[i+1:]
+	}
+	return len(b), nil
+}
+
+// Line writes one line.
+func (p *prefixWriter) Line(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "%s%s\n", p.prefix, s)
+}
+
+// Flush writes a pending partial line.
+func (p *prefixWriter) Flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.buf) > 0 {
+		fmt.Fprintf(p.w, "%s%s\n", p.prefix, p.buf)
+		p.buf = nil
+	}
+}
