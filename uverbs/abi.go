@@ -1,0 +1,393 @@
+package uverbs
+
+// Kernel ABI of /dev/infiniband/uverbsN: command numbers and the request/response structs of
+// the legacy write() interface. Every struct mirrors a uapi struct field by field with
+// fixed-width types, so its Go layout equals the C layout (checked by abi_layout_test.go with
+// the abicheck build tag). Requests are encoded by copying the struct's bytes into the
+// command arena; responses by copying arena bytes into a struct (see cmd.go).
+
+// Write command numbers (enum ib_uverbs_write_cmds, rdma/ib_user_verbs.h).
+const (
+	cmdGetContext        = 0
+	cmdQueryDevice       = 1
+	cmdQueryPort         = 2
+	cmdAllocPD           = 3
+	cmdDeallocPD         = 4
+	cmdRegMR             = 9
+	cmdDeregMR           = 13
+	cmdCreateCompChannel = 17
+	cmdCreateCQ          = 18
+	cmdDestroyCQ         = 20
+	cmdReqNotifyCQ       = 23
+	cmdCreateQP          = 24
+	cmdQueryQP           = 25
+	cmdModifyQP          = 26
+	cmdDestroyQP         = 27
+	cmdPostSend          = 28
+)
+
+// Exported command numbers a provider needs for its data path (doorbell, arm).
+const (
+	CmdPostSend    uint32 = cmdPostSend    // IB_USER_VERBS_CMD_POST_SEND
+	CmdReqNotifyCQ uint32 = cmdReqNotifyCQ // IB_USER_VERBS_CMD_REQ_NOTIFY_CQ
+)
+
+// cmdNames names commands in error messages.
+var cmdNames = map[uint32]string{
+	cmdGetContext:        "GET_CONTEXT",
+	cmdQueryDevice:       "QUERY_DEVICE",
+	cmdQueryPort:         "QUERY_PORT",
+	cmdAllocPD:           "ALLOC_PD",
+	cmdDeallocPD:         "DEALLOC_PD",
+	cmdRegMR:             "REG_MR",
+	cmdDeregMR:           "DEREG_MR",
+	cmdCreateCompChannel: "CREATE_COMP_CHANNEL",
+	cmdCreateCQ:          "CREATE_CQ",
+	cmdDestroyCQ:         "DESTROY_CQ",
+	cmdReqNotifyCQ:       "REQ_NOTIFY_CQ",
+	cmdCreateQP:          "CREATE_QP",
+	cmdQueryQP:           "QUERY_QP",
+	cmdModifyQP:          "MODIFY_QP",
+	cmdDestroyQP:         "DESTROY_QP",
+	cmdPostSend:          "POST_SEND",
+}
+
+// mirrors struct ib_uverbs_cmd_hdr (rdma/ib_user_verbs.h)
+type cmdHdr struct {
+	Command  uint32
+	InWords  uint16 // whole write length including this header, in 4-byte words
+	OutWords uint16 // response buffer length, in 4-byte words
+}
+
+// mirrors struct ib_uverbs_get_context (rdma/ib_user_verbs.h); driver data follows
+type getContextReq struct {
+	Response uint64
+}
+
+// mirrors struct ib_uverbs_get_context_resp (rdma/ib_user_verbs.h); driver data follows
+type getContextResp struct {
+	AsyncFD        uint32 `abi:"async_fd"`
+	NumCompVectors uint32
+}
+
+// mirrors struct ib_uverbs_query_device (rdma/ib_user_verbs.h)
+type queryDeviceReq struct {
+	Response uint64
+}
+
+// mirrors struct ib_uverbs_query_port (rdma/ib_user_verbs.h)
+type queryPortReq struct {
+	Response uint64
+	PortNum  uint8
+	Reserved [7]uint8
+}
+
+// mirrors struct ib_uverbs_query_port_resp (rdma/ib_user_verbs.h)
+type queryPortResp struct {
+	PortCapFlags  uint32
+	MaxMsgSz      uint32
+	BadPkeyCntr   uint32
+	QkeyViolCntr  uint32
+	GidTblLen     uint32
+	PkeyTblLen    uint16
+	Lid           uint16
+	SmLid         uint16
+	State         uint8
+	MaxMtu        uint8
+	ActiveMtu     uint8
+	Lmc           uint8
+	MaxVlNum      uint8
+	SmSl          uint8
+	SubnetTimeout uint8
+	InitTypeReply uint8
+	ActiveWidth   uint8
+	ActiveSpeed   uint8
+	PhysState     uint8
+	LinkLayer     uint8
+	Flags         uint8
+	Reserved      uint8
+}
+
+// mirrors struct ib_uverbs_alloc_pd (rdma/ib_user_verbs.h); driver data follows
+type allocPDReq struct {
+	Response uint64
+}
+
+// mirrors struct ib_uverbs_alloc_pd_resp (rdma/ib_user_verbs.h); driver data follows
+type allocPDResp struct {
+	PdHandle uint32
+}
+
+// mirrors struct ib_uverbs_dealloc_pd (rdma/ib_user_verbs.h)
+type deallocPDReq struct {
+	PdHandle uint32
+}
+
+// mirrors struct ib_uverbs_reg_mr (rdma/ib_user_verbs.h); driver data follows
+type regMRReq struct {
+	Response    uint64
+	Start       uint64
+	Length      uint64
+	HcaVa       uint64
+	PdHandle    uint32
+	AccessFlags uint32
+}
+
+// mirrors struct ib_uverbs_reg_mr_resp (rdma/ib_user_verbs.h); driver data follows
+type regMRResp struct {
+	MrHandle uint32
+	Lkey     uint32
+	Rkey     uint32
+}
+
+// mirrors struct ib_uverbs_dereg_mr (rdma/ib_user_verbs.h)
+type deregMRReq struct {
+	MrHandle uint32
+}
+
+// mirrors struct ib_uverbs_create_comp_channel (rdma/ib_user_verbs.h)
+type createCompChannelReq struct {
+	Response uint64
+}
+
+// mirrors struct ib_uverbs_create_comp_channel_resp (rdma/ib_user_verbs.h)
+type createCompChannelResp struct {
+	Fd uint32
+}
+
+// mirrors struct ib_uverbs_create_cq (rdma/ib_user_verbs.h); driver data follows
+type createCQReq struct {
+	Response    uint64
+	UserHandle  uint64
+	Cqe         uint32
+	CompVector  uint32
+	CompChannel int32
+	Reserved    uint32
+}
+
+// mirrors struct ib_uverbs_create_cq_resp (rdma/ib_user_verbs.h); driver data follows
+type createCQResp struct {
+	CqHandle uint32
+	Cqe      uint32
+}
+
+// mirrors struct ib_uverbs_destroy_cq (rdma/ib_user_verbs.h)
+type destroyCQReq struct {
+	Response uint64
+	CqHandle uint32
+	Reserved uint32
+}
+
+// mirrors struct ib_uverbs_destroy_cq_resp (rdma/ib_user_verbs.h)
+type destroyCQResp struct {
+	CompEventsReported  uint32
+	AsyncEventsReported uint32
+}
+
+// ReqNotifyCQ mirrors struct ib_uverbs_req_notify_cq (rdma/ib_user_verbs.h): the body of the
+// REQ_NOTIFY_CQ write a provider sends to arm a CQ in the kernel (rxe).
+type ReqNotifyCQ struct {
+	CqHandle      uint32
+	SolicitedOnly uint32
+}
+
+// mirrors struct ib_uverbs_create_qp (rdma/ib_user_verbs.h); driver data follows
+type createQPReq struct {
+	Response      uint64
+	UserHandle    uint64
+	PdHandle      uint32
+	SendCqHandle  uint32
+	RecvCqHandle  uint32
+	SrqHandle     uint32
+	MaxSendWr     uint32
+	MaxRecvWr     uint32
+	MaxSendSge    uint32
+	MaxRecvSge    uint32
+	MaxInlineData uint32
+	SqSigAll      uint8
+	QpType        uint8
+	IsSrq         uint8
+	Reserved      uint8
+}
+
+// mirrors struct ib_uverbs_create_qp_resp (rdma/ib_user_verbs.h); driver data follows
+type createQPResp struct {
+	QpHandle      uint32
+	Qpn           uint32
+	MaxSendWr     uint32
+	MaxRecvWr     uint32
+	MaxSendSge    uint32
+	MaxRecvSge    uint32
+	MaxInlineData uint32
+	Reserved      uint32
+}
+
+// mirrors struct ib_uverbs_qp_dest (rdma/ib_user_verbs.h)
+type qpDest struct {
+	Dgid         [16]uint8
+	FlowLabel    uint32
+	Dlid         uint16
+	Reserved     uint16
+	SgidIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+	Sl           uint8
+	SrcPathBits  uint8
+	StaticRate   uint8
+	IsGlobal     uint8
+	PortNum      uint8
+}
+
+// mirrors struct ib_uverbs_modify_qp (rdma/ib_user_verbs.h)
+type modifyQPReq struct {
+	Dest             qpDest
+	AltDest          qpDest
+	QpHandle         uint32
+	AttrMask         uint32
+	Qkey             uint32
+	RqPsn            uint32
+	SqPsn            uint32
+	DestQpNum        uint32
+	QpAccessFlags    uint32
+	PkeyIndex        uint16
+	AltPkeyIndex     uint16
+	QpState          uint8
+	CurQpState       uint8
+	PathMtu          uint8
+	PathMigState     uint8
+	EnSqdAsyncNotify uint8
+	MaxRdAtomic      uint8
+	MaxDestRdAtomic  uint8
+	MinRnrTimer      uint8
+	PortNum          uint8
+	Timeout          uint8
+	RetryCnt         uint8
+	RnrRetry         uint8
+	AltPortNum       uint8
+	AltTimeout       uint8
+	Reserved         [2]uint8
+}
+
+// mirrors struct ib_uverbs_query_qp (rdma/ib_user_verbs.h)
+type queryQPReq struct {
+	Response uint64
+	QpHandle uint32
+	AttrMask uint32
+}
+
+// mirrors struct ib_uverbs_query_qp_resp (rdma/ib_user_verbs.h)
+type queryQPResp struct {
+	Dest            qpDest
+	AltDest         qpDest
+	MaxSendWr       uint32
+	MaxRecvWr       uint32
+	MaxSendSge      uint32
+	MaxRecvSge      uint32
+	MaxInlineData   uint32
+	Qkey            uint32
+	RqPsn           uint32
+	SqPsn           uint32
+	DestQpNum       uint32
+	QpAccessFlags   uint32
+	PkeyIndex       uint16
+	AltPkeyIndex    uint16
+	QpState         uint8
+	CurQpState      uint8
+	PathMtu         uint8
+	PathMigState    uint8
+	SqDraining      uint8
+	MaxRdAtomic     uint8
+	MaxDestRdAtomic uint8
+	MinRnrTimer     uint8
+	PortNum         uint8
+	Timeout         uint8
+	RetryCnt        uint8
+	RnrRetry        uint8
+	AltPortNum      uint8
+	AltTimeout      uint8
+	SqSigAll        uint8
+	Reserved        [5]uint8
+}
+
+// mirrors struct ib_uverbs_destroy_qp (rdma/ib_user_verbs.h)
+type destroyQPReq struct {
+	Response uint64
+	QpHandle uint32
+	Reserved uint32
+}
+
+// mirrors struct ib_uverbs_destroy_qp_resp (rdma/ib_user_verbs.h)
+type destroyQPResp struct {
+	EventsReported uint32
+}
+
+// PostSendReq mirrors struct ib_uverbs_post_send (rdma/ib_user_verbs.h). rxe and siw use it
+// with WrCount 0 as the send doorbell; the kernel answers with a PostSendResp.
+type PostSendReq struct {
+	Response uint64 // filled by Commander.Write
+	QpHandle uint32
+	WrCount  uint32
+	SgeCount uint32
+	WqeSize  uint32
+}
+
+// PostSendResp mirrors struct ib_uverbs_post_send_resp (rdma/ib_user_verbs.h).
+type PostSendResp struct {
+	BadWr uint32
+}
+
+// mirrors struct ib_uverbs_async_event_desc (rdma/ib_user_verbs.h): one read() of the async fd
+type asyncEventDesc struct {
+	Element   uint64
+	EventType uint32
+	Reserved  uint32
+}
+
+// mirrors struct ib_uverbs_comp_event_desc (rdma/ib_user_verbs.h): one read() of a channel
+type compEventDesc struct {
+	CqHandle uint64
+}
+
+// RDMA_VERBS_IOCTL = _IOWR(RDMA_IOCTL_MAGIC 0x1b, 1, struct ib_uverbs_ioctl_hdr) (rdma/rdma_user_ioctl_cmds.h)
+const rdmaVerbsIoctl = 0xC0181B01
+
+// ioctl object/method/attribute ids (rdma/ib_user_ioctl_cmds.h)
+const (
+	uverbsObjectDevice         = 0
+	uverbsMethodQueryGIDTable  = 5
+	attrGIDTableEntrySize      = 0
+	attrGIDTableFlags          = 1
+	attrGIDTableRespEntries    = 2
+	attrGIDTableRespNumEntries = 3
+	uverbsAttrFMandatory       = 1
+	uverbsAttrFValidOutput     = 2
+)
+
+// mirrors struct ib_uverbs_ioctl_hdr (rdma/rdma_user_ioctl_cmds.h); attributes follow
+type ioctlHdr struct {
+	Length    uint16
+	ObjectId  uint16 `abi:"object_id"`
+	MethodId  uint16 `abi:"method_id"`
+	NumAttrs  uint16
+	Reserved1 uint64 `abi:"reserved1"`
+	DriverId  uint32 `abi:"driver_id"`
+	Reserved2 uint32 `abi:"reserved2"`
+}
+
+// mirrors struct ib_uverbs_attr (rdma/rdma_user_ioctl_cmds.h)
+type ioctlAttr struct {
+	AttrId   uint16 `abi:"attr_id"`
+	Len      uint16
+	Flags    uint16
+	AttrData uint16
+	Data     uint64
+}
+
+// mirrors struct ib_uverbs_gid_entry (rdma/ib_user_ioctl_verbs.h)
+type gidEntry struct {
+	Gid           [16]uint8
+	GidIndex      uint32
+	PortNum       uint32
+	GidType       uint32
+	NetdevIfindex uint32
+}

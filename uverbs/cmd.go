@@ -1,0 +1,143 @@
+package uverbs
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Commands travel through a per-context arena of mmap'd memory: the kernel receives the
+// response buffer as a plain integer address inside the request, so that buffer must not
+// be Go memory (goroutine stacks move). The arena is used under a mutex, one command at a
+// time; requests are built at arenaReqOff, responses land at arenaRespOff.
+const (
+	arenaSize    = 4096
+	arenaRespOff = arenaSize / 2
+	maxReqLen    = arenaRespOff
+	maxRespLen   = arenaSize - arenaRespOff
+)
+
+// ErrClosed is returned by operations on a closed context or object.
+var ErrClosed = errors.New("uverbs: use of closed object")
+
+// CmdError is a failed uverbs command. It unwraps to the kernel's errno, so
+// errors.Is(err, unix.EINVAL) works.
+type CmdError struct {
+	Cmd   string // e.g. "CREATE_QP"
+	Errno unix.Errno
+}
+
+func (e *CmdError) Error() string { return "uverbs " + e.Cmd + ": " + e.Errno.Error() }
+func (e *CmdError) Unwrap() error { return e.Errno }
+
+func cmdName(cmd uint32) string {
+	if n, ok := cmdNames[cmd]; ok {
+		return n
+	}
+	return fmt.Sprintf("command %d", cmd)
+}
+
+// cmdPath is a context's command channel: the uverbs fd plus the arena.
+type cmdPath struct {
+	mu     sync.Mutex
+	fd     int
+	arena  []byte // mmap'd, arenaSize bytes
+	base   uint64 // address of arena[0]
+	closed bool
+	// write issues one command; unix.Write in production, a fake kernel in tests.
+	write func(fd int, p []byte) (int, error)
+}
+
+func sysWrite(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
+
+func newCmdPath(fd int, write func(int, []byte) (int, error)) (*cmdPath, error) {
+	arena, err := unix.Mmap(-1, 0, arenaSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: mmap command arena: %w", err)
+	}
+	if write == nil {
+		write = sysWrite
+	}
+	return &cmdPath{fd: fd, arena: arena, base: uint64(uintptr(unsafe.Pointer(&arena[0]))), write: write}, nil
+}
+
+// close releases the arena; the fd belongs to the caller.
+func (c *cmdPath) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	err := unix.Munmap(c.arena)
+	c.arena = nil
+	return err
+}
+
+// execLocked writes header | core | udIn and returns the respLen-byte response, which
+// aliases the arena: decode it before releasing c.mu. If respLen > 0 the first 8 bytes of
+// core are the request's `response` field and are set to the arena response address.
+func (c *cmdPath) execLocked(cmd uint32, core, udIn []byte, respLen int) ([]byte, error) {
+	if c.closed {
+		return nil, ErrClosed
+	}
+	n := 8 + len(core) + len(udIn)
+	if n%4 != 0 || respLen%4 != 0 || n > maxReqLen || respLen > maxRespLen || n/4 > 0xffff {
+		return nil, fmt.Errorf("uverbs %s: bad command size (request %d, response %d bytes)", cmdName(cmd), n, respLen)
+	}
+	if respLen > 0 && len(core) < 8 {
+		return nil, fmt.Errorf("uverbs %s: request has no response field", cmdName(cmd))
+	}
+	a := c.arena
+	hdr := cmdHdr{Command: cmd, InWords: uint16(n / 4), OutWords: uint16(respLen / 4)}
+	copy(a[0:8], asBytes(&hdr))
+	copy(a[8:], core)
+	copy(a[8+len(core):], udIn)
+	resp := a[arenaRespOff : arenaRespOff+respLen]
+	if respLen > 0 {
+		*(*uint64)(unsafe.Pointer(&a[8])) = c.base + arenaRespOff
+		clear(resp)
+	}
+	w, err := c.write(c.fd, a[:n])
+	if err != nil {
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			return nil, &CmdError{Cmd: cmdName(cmd), Errno: errno}
+		}
+		return nil, fmt.Errorf("uverbs %s: %w", cmdName(cmd), err)
+	}
+	if w != n {
+		return nil, fmt.Errorf("uverbs %s: short write (%d of %d bytes)", cmdName(cmd), w, n)
+	}
+	return resp, nil
+}
+
+// Write implements Commander.
+func (c *cmdPath) Write(cmd uint32, req, resp []byte) error {
+	c.mu.Lock()
+	out, err := c.execLocked(cmd, req, nil, len(resp))
+	if err == nil {
+		copy(resp, out)
+	}
+	c.mu.Unlock()
+	return err
+}
+
+// Fd implements Commander.
+func (c *cmdPath) Fd() int { return c.fd }
+
+// asBytes views a fixed-layout struct as its bytes (host order, which is the ABI's).
+func asBytes[T any](p *T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
+}
+
+// fromBytes copies b into *p; a short b leaves the tail of *p zero, which matches the
+// kernel's own zero-extension of shorter structs.
+func fromBytes[T any](p *T, b []byte) {
+	dst := asBytes(p)
+	clear(dst)
+	copy(dst, b)
+}

@@ -1,0 +1,233 @@
+package uverbs
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Context is an open uverbs device with its kernel ucontext.
+type Context struct {
+	dev            Device
+	provider       Provider
+	prov           ProviderContext
+	cmd            *cmdPath
+	async          *eventFile
+	numCompVectors int
+
+	mu         sync.Mutex
+	closed     bool
+	nextCookie uint64
+	cqs        map[uint64]*CQ
+	qps        map[uint64]*QP
+}
+
+// Open opens dev's uverbs node and creates its context through the registered provider.
+func Open(dev Device) (*Context, error) {
+	p := findProvider(dev)
+	if p == nil {
+		return nil, &UnsupportedDriverError{Device: dev.Name, Driver: dev.Driver, DriverID: dev.DriverID, Supported: supportedDrivers()}
+	}
+	if min, max := p.ABIRange(); dev.ABI < min || dev.ABI > max {
+		return nil, fmt.Errorf("uverbs: device %s: driver ABI version %d is not supported by the %s provider (supported %d..%d)", dev.Name, dev.ABI, p.Driver(), min, max)
+	}
+	fd, err := unix.Open(dev.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, openError(dev.Path, err)
+	}
+	c, err := openContext(dev, p, fd, nil)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return c, nil
+}
+
+func openError(path string, err error) error {
+	switch {
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Errorf("uverbs: open %s: %w: run as root, or give your user read-write access "+
+			"to the device, e.g. with a udev rule like rdma-core's: "+
+			`KERNEL=="uverbs*", SUBSYSTEM=="infiniband_verbs", MODE="0666"`, path, err)
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENODEV), errors.Is(err, unix.ENXIO):
+		return fmt.Errorf("uverbs: open %s: %w (is the ib_uverbs module loaded?)", path, err)
+	}
+	return fmt.Errorf("uverbs: open %s: %w", path, err)
+}
+
+// openContext runs GET_CONTEXT on an open fd. write is the command syscall (nil: write(2)).
+// On error the caller closes fd.
+func openContext(dev Device, p Provider, fd int, write func(int, []byte) (int, error)) (*Context, error) {
+	cmd, err := newCmdPath(fd, write)
+	if err != nil {
+		return nil, err
+	}
+	in, outLen := p.ContextUdata()
+	var req getContextReq
+	var resp getContextResp
+	cmd.mu.Lock()
+	out, err := cmd.execLocked(cmdGetContext, asBytes(&req), in, 8+outLen)
+	var drv []byte
+	if err == nil {
+		fromBytes(&resp, out)
+		drv = append([]byte(nil), out[8:]...)
+	}
+	cmd.mu.Unlock()
+	if err != nil {
+		cmd.close()
+		return nil, fmt.Errorf("uverbs: device %s: %w", dev.Name, err)
+	}
+	async, err := newEventFile(int(resp.AsyncFD), "uverbs async events")
+	if err != nil {
+		cmd.close()
+		return nil, err
+	}
+	c := &Context{
+		dev:            dev,
+		provider:       p,
+		cmd:            cmd,
+		async:          async,
+		numCompVectors: int(resp.NumCompVectors),
+		nextCookie:     1,
+		cqs:            map[uint64]*CQ{},
+		qps:            map[uint64]*QP{},
+	}
+	c.prov, err = p.NewContext(cmd, drv)
+	if err != nil {
+		async.close()
+		cmd.close()
+		return nil, fmt.Errorf("uverbs: device %s: %s provider: %w", dev.Name, p.Driver(), err)
+	}
+	return c, nil
+}
+
+// Device returns the device this context was opened on.
+func (c *Context) Device() Device { return c.dev }
+
+// NumCompVectors is the number of completion vectors (bounds CreateCQ's vector).
+func (c *Context) NumCompVectors() int { return c.numCompVectors }
+
+// Close closes the device. The kernel destroys every object created through the context;
+// their Destroy/Dealloc/Dereg methods then return nil. Completion channels stay open until
+// closed.
+func (c *Context) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	cqs, qps := c.cqs, c.qps
+	c.cqs, c.qps = map[uint64]*CQ{}, map[uint64]*QP{}
+	c.mu.Unlock()
+
+	errs := []error{c.async.close()}
+	// Close the fd under the command lock so no command can race with fd reuse.
+	c.cmd.mu.Lock()
+	errs = append(errs, unix.Close(c.cmd.fd))
+	c.cmd.mu.Unlock()
+	for _, qp := range qps {
+		errs = append(errs, qp.release())
+	}
+	for _, cq := range cqs {
+		errs = append(errs, cq.release())
+	}
+	errs = append(errs, c.prov.Close(), c.cmd.close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("uverbs: close %s: %w", c.dev.Name, err)
+	}
+	return nil
+}
+
+func (c *Context) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// cookie hands out user_handle values; CQs and QPs share the space.
+func (c *Context) cookie() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.nextCookie
+	c.nextCookie++
+	return v
+}
+
+// QueryDevice returns the device attributes (QUERY_DEVICE).
+func (c *Context) QueryDevice() (DeviceAttr, error) {
+	var req queryDeviceReq
+	var attr DeviceAttr
+	c.cmd.mu.Lock()
+	out, err := c.cmd.execLocked(cmdQueryDevice, asBytes(&req), nil, 176)
+	if err == nil {
+		fromBytes(&attr, out)
+		// The GUIDs are __be64: present them as numbers.
+		attr.NodeGUID = binary.BigEndian.Uint64(out[8:16])
+		attr.SysImageGUID = binary.BigEndian.Uint64(out[16:24])
+	}
+	c.cmd.mu.Unlock()
+	if err != nil {
+		return DeviceAttr{}, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
+	}
+	return attr, nil
+}
+
+// QueryPort returns the attributes of port (1-based) (QUERY_PORT).
+func (c *Context) QueryPort(port uint8) (PortAttr, error) {
+	req := queryPortReq{PortNum: port}
+	var r queryPortResp
+	c.cmd.mu.Lock()
+	out, err := c.cmd.execLocked(cmdQueryPort, asBytes(&req), nil, 40)
+	if err == nil {
+		fromBytes(&r, out)
+	}
+	c.cmd.mu.Unlock()
+	if err != nil {
+		return PortAttr{}, fmt.Errorf("uverbs: %s port %d: %w", c.dev.Name, port, err)
+	}
+	return PortAttr{
+		State:        PortState(r.State),
+		PhysState:    r.PhysState,
+		MaxMTU:       MTU(r.MaxMtu),
+		ActiveMTU:    MTU(r.ActiveMtu),
+		LinkLayer:    LinkLayer(r.LinkLayer),
+		GIDTableLen:  r.GidTblLen,
+		PKeyTableLen: r.PkeyTblLen,
+		CapFlags:     r.PortCapFlags,
+		MaxMsgSize:   r.MaxMsgSz,
+		LID:          r.Lid,
+		SMLID:        r.SmLid,
+		LMC:          r.Lmc,
+		SMSL:         r.SmSl,
+		ActiveWidth:  r.ActiveWidth,
+		ActiveSpeed:  r.ActiveSpeed,
+		GRHRequired:  r.Flags&1 != 0,
+	}, nil
+}
+
+// AsyncEvent waits for the next asynchronous event of the context. It returns ctx.Err()
+// when ctx ends and ErrClosed once the context is closed.
+func (c *Context) AsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	b, err := c.async.read(ctx, 16)
+	if err != nil {
+		return AsyncEvent{}, err
+	}
+	var d asyncEventDesc
+	fromBytes(&d, b[:])
+	ev := AsyncEvent{Type: AsyncEventType(d.EventType), Element: d.Element}
+	c.mu.Lock()
+	switch ev.Type {
+	case EventCQErr:
+		ev.CQ = c.cqs[d.Element]
+	case EventQPFatal, EventQPReqErr, EventQPAccessErr, EventCommEst, EventSQDrained,
+		EventPathMig, EventPathMigErr, EventQPLastWQEReached:
+		ev.QP = c.qps[d.Element]
+	}
+	c.mu.Unlock()
+	return ev, nil
+}

@@ -1,0 +1,240 @@
+package uverbs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// CompChannel is a completion channel: an fd on which the kernel queues one event per armed
+// CQ that got a completion.
+type CompChannel struct {
+	ctx *Context
+	ev  *eventFile
+}
+
+// CreateCompChannel creates a completion channel (CREATE_COMP_CHANNEL).
+func (c *Context) CreateCompChannel() (*CompChannel, error) {
+	var req createCompChannelReq
+	var resp createCompChannelResp
+	c.cmd.mu.Lock()
+	out, err := c.cmd.execLocked(cmdCreateCompChannel, asBytes(&req), nil, 4)
+	if err == nil {
+		fromBytes(&resp, out)
+	}
+	c.cmd.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
+	}
+	ev, err := newEventFile(int(resp.Fd), "uverbs completion channel")
+	if err != nil {
+		return nil, err
+	}
+	return &CompChannel{ctx: c, ev: ev}, nil
+}
+
+// Wait reads one completion event and returns its CQ. The caller must re-arm the CQ, poll
+// it, and eventually Ack the event. Wait returns ctx.Err() when ctx ends and ErrClosed when
+// the channel is closed meanwhile.
+func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
+	b, err := ch.ev.read(ctx, 8)
+	if err != nil {
+		return nil, err
+	}
+	var d compEventDesc
+	fromBytes(&d, b[:])
+	ch.ctx.mu.Lock()
+	cq := ch.ctx.cqs[d.CqHandle]
+	ch.ctx.mu.Unlock()
+	if cq == nil {
+		// The kernel drops queued events of a CQ when destroying it, so this means a
+		// channel shared with another context.
+		return nil, fmt.Errorf("uverbs: completion event for unknown CQ cookie %d", d.CqHandle)
+	}
+	cq.evRead.Add(1)
+	if o, ok := cq.prov.(CompEventObserver); ok {
+		o.CompEvent()
+	}
+	return cq, nil
+}
+
+// Close closes the channel; a pending Wait returns ErrClosed. Destroy its CQs first.
+func (ch *CompChannel) Close() error {
+	if err := ch.ev.close(); err != nil && !errors.Is(err, os.ErrClosed) {
+		return fmt.Errorf("uverbs: close completion channel: %w", err)
+	}
+	return nil
+}
+
+// CQ is a completion queue.
+type CQ struct {
+	ctx    *Context
+	handle uint32
+	cookie uint64
+	cqe    int
+	prov   ProviderCQ
+
+	evRead  atomic.Uint64 // completion events Wait returned for this CQ
+	evAcked atomic.Uint64
+	ackCh   chan struct{} // wakes Destroy waiting for acks
+
+	mu         sync.Mutex // Destroy
+	dead       bool       // kernel object destroyed (or its context closed)
+	provClosed bool
+}
+
+// ErrQueueFull is returned by PostSend/PostRecv when the work queue has no free slot. It
+// wraps ENOMEM, as libibverbs reports a full queue.
+var ErrQueueFull = fmt.Errorf("uverbs: work queue full: %w", unix.ENOMEM)
+
+// ErrUnackedEvents is returned by CQ.Destroy while completion events read for the CQ have
+// not been acknowledged with Ack.
+var ErrUnackedEvents = errors.New("uverbs: completion events not acknowledged")
+
+// CreateCQ creates a completion queue with at least cqe entries. ch may be nil (no events);
+// vector selects the completion vector (< NumCompVectors).
+func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
+	if cqe < 1 || cqe > 1<<31-1 {
+		return nil, fmt.Errorf("uverbs: CreateCQ: bad depth %d", cqe)
+	}
+	if ch != nil && ch.ctx != c {
+		return nil, errors.New("uverbs: CreateCQ: completion channel of another context")
+	}
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	in, outLen := c.prov.CQUdata(cqe)
+	cq := &CQ{ctx: c, cookie: c.cookie(), ackCh: make(chan struct{}, 1)}
+	req := createCQReq{UserHandle: cq.cookie, Cqe: uint32(cqe), CompVector: uint32(vector), CompChannel: -1}
+	var resp createCQResp
+	var drv []byte
+	create := func(chFd int) error {
+		req.CompChannel = int32(chFd)
+		c.cmd.mu.Lock()
+		defer c.cmd.mu.Unlock()
+		out, err := c.cmd.execLocked(cmdCreateCQ, asBytes(&req), in, 8+outLen)
+		if err != nil {
+			return err
+		}
+		fromBytes(&resp, out)
+		drv = append([]byte(nil), out[8:]...)
+		return nil
+	}
+	var err error
+	if ch == nil {
+		err = create(-1)
+	} else {
+		// Control keeps the channel fd valid (not closed and reused) during the command.
+		rc, rerr := ch.ev.f.SyscallConn()
+		if rerr != nil {
+			err = ch.ev.closedOr(rerr)
+		} else if cerr := rc.Control(func(fd uintptr) { err = create(int(fd)) }); cerr != nil {
+			err = ch.ev.closedOr(cerr)
+		}
+	}
+	if err != nil {
+		if r, ok := c.prov.(UdataReleaser); ok {
+			r.ReleaseCQUdata(in)
+		}
+		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
+	}
+	cq.handle = resp.CqHandle
+	cq.cqe = int(resp.Cqe)
+	cq.prov, err = c.prov.NewCQ(c.cmd, CQCore{Handle: cq.handle, CQE: cq.cqe, Udata: in}, drv)
+	if err != nil {
+		c.destroyCQCmd(cq.handle) // best effort: the CQ is unusable without its provider
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cq.prov.Close()
+		return nil, ErrClosed
+	}
+	c.cqs[cq.cookie] = cq
+	c.mu.Unlock()
+	return cq, nil
+}
+
+func (c *Context) destroyCQCmd(handle uint32) (destroyCQResp, error) {
+	req := destroyCQReq{CqHandle: handle}
+	var resp destroyCQResp
+	c.cmd.mu.Lock()
+	defer c.cmd.mu.Unlock()
+	out, err := c.cmd.execLocked(cmdDestroyCQ, asBytes(&req), nil, 8)
+	if err == nil {
+		fromBytes(&resp, out)
+	}
+	return resp, err
+}
+
+// CQE returns the depth the kernel granted.
+func (cq *CQ) CQE() int { return cq.cqe }
+
+// Poll fills wc with up to len(wc) completions and returns how many. It does not allocate.
+func (cq *CQ) Poll(wc []WC) (int, error) { return cq.prov.Poll(wc) }
+
+// Arm requests a completion event for the next (solicited-only: next solicited)
+// completion. Events are one-shot: re-arm after each, then poll again.
+func (cq *CQ) Arm(solicitedOnly bool) error { return cq.prov.Arm(solicitedOnly) }
+
+// Ack acknowledges n completion events returned by CompChannel.Wait for this CQ.
+func (cq *CQ) Ack(n int) {
+	if n <= 0 {
+		return
+	}
+	cq.evAcked.Add(uint64(n))
+	select {
+	case cq.ackCh <- struct{}{}:
+	default:
+	}
+}
+
+// Destroy destroys the CQ (DESTROY_CQ). It fails with ErrUnackedEvents, leaving the CQ
+// intact, while events returned by Wait are unacknowledged. If a concurrent Wait returns an
+// event between that check and the kernel's destroy, Destroy waits for its Ack, as
+// ibv_destroy_cq does.
+func (cq *CQ) Destroy() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	c := cq.ctx
+	if cq.dead || c.isClosed() {
+		return nil // Context.Close released it
+	}
+	if read, acked := cq.evRead.Load(), cq.evAcked.Load(); read > acked {
+		return fmt.Errorf("uverbs: destroy CQ: %d of %d completion events unacknowledged, call CQ.Ack first: %w", read-acked, read, ErrUnackedEvents)
+	}
+	resp, err := c.destroyCQCmd(cq.handle)
+	if err != nil {
+		return fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
+	}
+	cq.dead = true
+	c.mu.Lock()
+	delete(c.cqs, cq.cookie)
+	c.mu.Unlock()
+	for cq.evAcked.Load() < uint64(resp.CompEventsReported) {
+		<-cq.ackCh
+	}
+	return cq.closeProvLocked()
+}
+
+func (cq *CQ) closeProvLocked() error {
+	if cq.provClosed {
+		return nil
+	}
+	cq.provClosed = true
+	return cq.prov.Close()
+}
+
+// release frees the provider side after the context closed.
+func (cq *CQ) release() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	cq.dead = true
+	return cq.closeProvLocked()
+}

@@ -1,0 +1,173 @@
+package uverbs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Device is an RDMA device that exposes a uverbs character device.
+type Device struct {
+	Name     string // ibdev name, e.g. "rxe0"
+	Index    int    // kernel ib_device index (RDMA netlink), -1 if unknown
+	Uverbs   string // "uverbs0"
+	Path     string // "/dev/infiniband/uverbs0"
+	NodeGUID uint64 // sysfs node_guid as a number ("5054:00ff:fe96:b707" = 0x505400fffe96b707)
+	Driver   string // "rxe", "siw", "mlx5", ... ("" if unknown)
+	DriverID uint32 // enum rdma_driver_id (rxe 14, siw 18, mlx5 1), 0 if unknown
+	ABI      int    // driver uverbs ABI version (sysfs abi_version)
+}
+
+// enum rdma_driver_id (rdma/ib_user_ioctl_verbs.h) → kernel driver name.
+var driverNames = map[uint32]string{
+	1: "mlx5", 2: "mlx4", 3: "cxgb3", 4: "cxgb4", 5: "mthca", 6: "bnxt_re", 7: "ocrdma",
+	8: "nes", 9: "irdma", 10: "vmw_pvrdma", 11: "qedr", 12: "hns", 13: "usnic", 14: "rxe",
+	15: "hfi1", 16: "qib", 17: "efa", 18: "siw", 19: "erdma", 20: "mana",
+}
+
+// Well-known driver ids used for sysfs inference.
+const (
+	driverIDMLX5 = 1
+	driverIDRXE  = 14
+	driverIDSIW  = 18
+)
+
+// sysfsRoot is where sysfs is mounted; tests point it at a fake tree.
+var sysfsRoot = "/sys"
+
+// devRoot is where the uverbs nodes live.
+const devRoot = "/dev/infiniband"
+
+// Devices lists the RDMA devices with a uverbs character device, ordered by uverbs name.
+// It asks RDMA netlink first (which also yields the driver id) and falls back to sysfs.
+// A machine without RDMA support yields an empty list and no error.
+func Devices() ([]Device, error) {
+	devs, nlErr := netlinkDevices()
+	if nlErr == nil {
+		// Netlink knows no driver name for ids we have no table entry for; sysfs may.
+		for i := range devs {
+			if devs[i].Driver == "" {
+				drv, id := sysfsDriver(sysfsRoot, devs[i].Name)
+				devs[i].Driver = drv
+				if devs[i].DriverID == 0 {
+					devs[i].DriverID = id
+				}
+			}
+		}
+		sortDevices(devs)
+		return devs, nil
+	}
+	devs, err := sysfsDevices(sysfsRoot)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: device discovery: netlink: %v; sysfs: %w", nlErr, err)
+	}
+	return devs, nil
+}
+
+func sortDevices(devs []Device) {
+	sort.Slice(devs, func(i, j int) bool {
+		a, b := uverbsNum(devs[i].Uverbs), uverbsNum(devs[j].Uverbs)
+		if a != b {
+			return a < b
+		}
+		return devs[i].Uverbs < devs[j].Uverbs
+	})
+}
+
+func uverbsNum(s string) int {
+	n, err := strconv.Atoi(strings.TrimPrefix(s, "uverbs"))
+	if err != nil {
+		return 1 << 30
+	}
+	return n
+}
+
+// sysfsDevices scans <root>/class/infiniband_verbs/uverbs*.
+func sysfsDevices(root string) ([]Device, error) {
+	dir := filepath.Join(root, "class", "infiniband_verbs")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return []Device{}, nil
+		}
+		return nil, err
+	}
+	devs := []Device{}
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, "uverbs") {
+			continue // e.g. the global abi_version file
+		}
+		ibdev, err := readSysfs(filepath.Join(dir, name, "ibdev"))
+		if err != nil || ibdev == "" {
+			continue // device going away; skip it rather than fail the whole scan
+		}
+		d := Device{Name: ibdev, Index: -1, Uverbs: name, Path: filepath.Join(devRoot, name)}
+		if s, err := readSysfs(filepath.Join(dir, name, "abi_version")); err == nil {
+			d.ABI, _ = strconv.Atoi(s)
+		}
+		if s, err := readSysfs(filepath.Join(root, "class", "infiniband", ibdev, "node_guid")); err == nil {
+			d.NodeGUID, _ = parseGUID(s)
+		}
+		d.Driver, d.DriverID = sysfsDriver(root, ibdev)
+		devs = append(devs, d)
+	}
+	sortDevices(devs)
+	return devs, nil
+}
+
+// sysfsDriver infers the driver of an ib device from sysfs (verbs.md §2.3): the parent bus
+// device's driver (mlx5_core → mlx5), rxe's `parent` attribute, siw's RNIC node type without
+// a parent bus device.
+func sysfsDriver(root, ibdev string) (string, uint32) {
+	base := filepath.Join(root, "class", "infiniband", ibdev)
+	if link, err := os.Readlink(filepath.Join(base, "device", "driver")); err == nil {
+		drv := filepath.Base(link)
+		if drv == "mlx5_core" {
+			return "mlx5", driverIDMLX5
+		}
+		return drv, 0
+	}
+	if _, err := os.Stat(filepath.Join(base, "parent")); err == nil {
+		return "rxe", driverIDRXE
+	}
+	if nt, err := readSysfs(filepath.Join(base, "node_type")); err == nil {
+		if _, err := os.Lstat(filepath.Join(base, "device")); strings.HasPrefix(nt, "4") && err != nil {
+			return "siw", driverIDSIW
+		}
+	}
+	return "", 0
+}
+
+func readSysfs(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// parseGUID parses sysfs's "xxxx:xxxx:xxxx:xxxx" (big-endian 16-bit groups).
+func parseGUID(s string) (uint64, error) {
+	parts := strings.Split(strings.TrimSpace(s), ":")
+	if len(parts) != 4 {
+		return 0, fmt.Errorf("uverbs: bad GUID %q", s)
+	}
+	var g uint64
+	for _, p := range parts {
+		if len(p) == 0 || len(p) > 4 {
+			return 0, fmt.Errorf("uverbs: bad GUID %q", s)
+		}
+		v, err := strconv.ParseUint(p, 16, 16)
+		if err != nil {
+			return 0, fmt.Errorf("uverbs: bad GUID %q", s)
+		}
+		g = g<<16 | v
+	}
+	return g, nil
+}

@@ -1,0 +1,273 @@
+package uverbs
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// fakeKernel stands in for the uverbs char device: it checks the write header, records the
+// request, and answers by writing into the response buffer the request points at, which
+// must lie inside the command arena (exactly what the real kernel would dereference).
+type fakeKernel struct {
+	t        testing.TB
+	mu       sync.Mutex
+	record   bool
+	writes   [][]byte // every request, header included
+	handlers map[uint32]func(req []byte) ([]byte, error)
+}
+
+func newFakeKernel(t testing.TB) *fakeKernel {
+	return &fakeKernel{t: t, record: true, handlers: map[uint32]func([]byte) ([]byte, error){}}
+}
+
+func (k *fakeKernel) on(cmd uint32, h func(req []byte) ([]byte, error)) { k.handlers[cmd] = h }
+
+// write implements cmdPath.write. p is a prefix of the arena.
+func (k *fakeKernel) write(fd int, p []byte) (int, error) {
+	if len(p) < 8 {
+		return 0, unix.EINVAL
+	}
+	cmd := binary.LittleEndian.Uint32(p[0:4])
+	inWords := int(binary.LittleEndian.Uint16(p[4:6]))
+	outWords := int(binary.LittleEndian.Uint16(p[6:8]))
+	if inWords*4 != len(p) {
+		return 0, unix.EINVAL
+	}
+	if k.record {
+		k.mu.Lock()
+		k.writes = append(k.writes, append([]byte(nil), p...))
+		k.mu.Unlock()
+	}
+	h := k.handlers[cmd]
+	if h == nil {
+		return 0, unix.EOPNOTSUPP
+	}
+	resp, err := h(p[8:])
+	if err != nil {
+		return 0, err
+	}
+	if outWords > 0 {
+		arena := p[:cap(p)]
+		addr := binary.LittleEndian.Uint64(p[8:16])
+		off := int(addr - uint64(uintptr(unsafe.Pointer(&arena[0]))))
+		if off < 0 || off+outWords*4 > len(arena) {
+			return 0, unix.EFAULT
+		}
+		// Like the kernel: copy what fits, zero the rest of the core area.
+		n := copy(arena[off:off+outWords*4], resp)
+		clear(arena[off+n : off+outWords*4])
+	}
+	return len(p), nil
+}
+
+func (k *fakeKernel) last() []byte {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.writes) == 0 {
+		return nil
+	}
+	return k.writes[len(k.writes)-1]
+}
+
+func (k *fakeKernel) find(cmd uint32) []byte {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i := len(k.writes) - 1; i >= 0; i-- {
+		if binary.LittleEndian.Uint32(k.writes[i]) == cmd {
+			return k.writes[i]
+		}
+	}
+	return nil
+}
+
+// le builds little-endian bytes from fixed-width values.
+func le(vals ...any) []byte {
+	var b []byte
+	for _, v := range vals {
+		switch x := v.(type) {
+		case uint8:
+			b = append(b, x)
+		case uint16:
+			b = binary.LittleEndian.AppendUint16(b, x)
+		case uint32:
+			b = binary.LittleEndian.AppendUint32(b, x)
+		case int32:
+			b = binary.LittleEndian.AppendUint32(b, uint32(x))
+		case uint64:
+			b = binary.LittleEndian.AppendUint64(b, x)
+		case []byte:
+			b = append(b, x...)
+		default:
+			panic(fmt.Sprintf("le: %T", v))
+		}
+	}
+	return b
+}
+
+func zeros(n int) []byte { return make([]byte, n) }
+
+// fakeProvider exercises the provider seam: it has driver data on GET_CONTEXT and
+// CREATE_CQ/QP and a data path that goes through the Commander.
+type fakeProvider struct{}
+
+const fakeDriverID = 99
+
+func (fakeProvider) Driver() string                        { return "fake" }
+func (fakeProvider) DriverID() uint32                      { return fakeDriverID }
+func (fakeProvider) ABIRange() (int, int)                  { return 1, 1 }
+func (fakeProvider) ContextUdata() (in []byte, outLen int) { return []byte{1, 2, 3, 4}, 8 }
+func (fakeProvider) NewContext(cmd Commander, resp []byte) (ProviderContext, error) {
+	if len(resp) != 8 {
+		return nil, fmt.Errorf("fake: context resp %d bytes", len(resp))
+	}
+	return &fakeProvCtx{ctxResp: append([]byte(nil), resp...)}, nil
+}
+
+type fakeProvCtx struct {
+	ctxResp []byte
+	closed  bool
+	qps     []*fakeProvQP
+}
+
+func (p *fakeProvCtx) CQUdata(cqe int) ([]byte, int) { return nil, 16 }
+func (p *fakeProvCtx) NewCQ(cmd Commander, core CQCore, resp []byte) (ProviderCQ, error) {
+	if len(resp) != 16 {
+		return nil, fmt.Errorf("fake: cq resp %d bytes", len(resp))
+	}
+	return &fakeProvCQ{cmd: cmd, core: core, resp: append([]byte(nil), resp...)}, nil
+}
+func (p *fakeProvCtx) QPUdata(attr *QPInitAttr) ([]byte, int) { return nil, 32 }
+func (p *fakeProvCtx) NewQP(cmd Commander, core QPCore, resp []byte) (ProviderQP, error) {
+	q := &fakeProvQP{core: core}
+	p.qps = append(p.qps, q)
+	return q, nil
+}
+func (p *fakeProvCtx) Close() error { p.closed = true; return nil }
+
+type fakeProvCQ struct {
+	cmd      Commander
+	core     CQCore
+	resp     []byte
+	arm      ReqNotifyCQ
+	events   int
+	closed   bool
+	pending  []WC
+	closeErr error
+}
+
+func (q *fakeProvCQ) Poll(wc []WC) (int, error) {
+	n := copy(wc, q.pending)
+	q.pending = q.pending[n:]
+	return n, nil
+}
+func (q *fakeProvCQ) Arm(solicited bool) error {
+	q.arm = ReqNotifyCQ{CqHandle: q.core.Handle}
+	if solicited {
+		q.arm.SolicitedOnly = 1
+	}
+	return q.cmd.Write(CmdReqNotifyCQ, asBytes(&q.arm), nil)
+}
+func (q *fakeProvCQ) Close() error { q.closed = true; return q.closeErr }
+func (q *fakeProvCQ) CompEvent()   { q.events++ }
+
+type fakeProvQP struct {
+	core   QPCore
+	sends  int
+	recvs  int
+	states []QPState
+	closed bool
+}
+
+func (q *fakeProvQP) PostSend(wr *SendWR) error { q.sends++; return nil }
+func (q *fakeProvQP) PostRecv(wr *RecvWR) error { q.recvs++; return nil }
+func (q *fakeProvQP) Close() error              { q.closed = true; return nil }
+func (q *fakeProvQP) SetState(s QPState) error  { q.states = append(q.states, s); return nil }
+
+func init() { Register(fakeProvider{}) }
+
+// testEnv is a context on a fake kernel. Event fds are pipes the test writes events into.
+type testEnv struct {
+	k          *fakeKernel
+	ctx        *Context
+	asyncW     *os.File // write end of the async event pipe
+	chanW      []*os.File
+	nextHandle uint32
+}
+
+var fakeDev = Device{Name: "fake0", Index: 3, Uverbs: "uverbs7", Path: "/dev/null", DriverID: fakeDriverID, Driver: "fake", ABI: 1}
+
+func pipe(t testing.TB) (r, w *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, w
+}
+
+// dupFd hands the "kernel's" fd to the context, which then owns (and closes) it.
+func dupFd(t testing.TB, f *os.File) uint32 {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nfd int
+	var derr error
+	rc.Control(func(fd uintptr) { nfd, derr = unix.Dup(int(fd)) })
+	if derr != nil {
+		t.Fatal(derr)
+	}
+	return uint32(nfd)
+}
+
+func newTestEnv(t testing.TB) *testEnv {
+	t.Helper()
+	e := &testEnv{k: newFakeKernel(t), nextHandle: 100}
+	asyncR, asyncW := pipe(t)
+	e.asyncW = asyncW
+	t.Cleanup(func() { asyncR.Close(); asyncW.Close() })
+	e.k.on(cmdGetContext, func(req []byte) ([]byte, error) {
+		return le(dupFd(t, asyncR), uint32(4), []byte("drvresp!")), nil
+	})
+	e.k.on(cmdCreateCompChannel, func(req []byte) ([]byte, error) {
+		r, w := pipe(t)
+		e.chanW = append(e.chanW, w)
+		t.Cleanup(func() { r.Close(); w.Close() })
+		return le(dupFd(t, r)), nil
+	})
+	handle := func() uint32 { e.nextHandle++; return e.nextHandle }
+	e.k.on(cmdAllocPD, func(req []byte) ([]byte, error) { return le(handle()), nil })
+	e.k.on(cmdDeallocPD, func(req []byte) ([]byte, error) { return nil, nil })
+	e.k.on(cmdRegMR, func(req []byte) ([]byte, error) { return le(handle(), uint32(0x1111), uint32(0x2222)), nil })
+	e.k.on(cmdDeregMR, func(req []byte) ([]byte, error) { return nil, nil })
+	e.k.on(cmdCreateCQ, func(req []byte) ([]byte, error) {
+		cqe := binary.LittleEndian.Uint32(req[16:20])
+		return le(handle(), cqe+1, []byte("cq-mminfo-16byte")), nil
+	})
+	e.k.on(cmdDestroyCQ, func(req []byte) ([]byte, error) { return le(uint32(0), uint32(0)), nil })
+	e.k.on(cmdReqNotifyCQ, func(req []byte) ([]byte, error) { return nil, nil })
+	e.k.on(cmdCreateQP, func(req []byte) ([]byte, error) {
+		return le(handle(), uint32(0x11), uint32(31), uint32(3), uint32(2), uint32(1), uint32(64), uint32(0), zeros(32)), nil
+	})
+	e.k.on(cmdModifyQP, func(req []byte) ([]byte, error) { return nil, nil })
+	e.k.on(cmdDestroyQP, func(req []byte) ([]byte, error) { return le(uint32(0)), nil })
+	devnull, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, err := openContext(fakeDev, fakeProvider{}, devnull, e.k.write)
+	if err != nil {
+		unix.Close(devnull)
+		t.Fatal(err)
+	}
+	e.ctx = ctx
+	t.Cleanup(func() { ctx.Close() })
+	return e
+}

@@ -1,0 +1,200 @@
+package uverbs
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Buffer is memory for RDMA: an anonymous mapping, never Go heap, so the kernel may pin it
+// and DMA into it while the garbage collector knows nothing about it.
+type Buffer struct {
+	mem  []byte // the whole mapping
+	size int
+}
+
+// NewBuffer maps size bytes of zeroed, page-aligned memory.
+func NewBuffer(size int) (*Buffer, error) {
+	if size <= 0 {
+		return nil, fmt.Errorf("uverbs: buffer size %d", size)
+	}
+	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: mmap %d-byte buffer: %w", size, err)
+	}
+	return &Buffer{mem: mem, size: size}, nil
+}
+
+// Bytes returns the buffer's memory. It is invalid after Free.
+func (b *Buffer) Bytes() []byte { return b.mem[:b.size:b.size] }
+
+// Addr returns the buffer's virtual address (what SGEs and remote peers use).
+func (b *Buffer) Addr() uint64 {
+	if len(b.mem) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(&b.mem[0])))
+}
+
+// Len returns the buffer size in bytes.
+func (b *Buffer) Len() int { return b.size }
+
+// Free unmaps the buffer. Deregister its MRs first.
+func (b *Buffer) Free() error {
+	if b.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(b.mem)
+	b.mem = nil
+	if err != nil {
+		return fmt.Errorf("uverbs: munmap buffer: %w", err)
+	}
+	return nil
+}
+
+// PD is a protection domain.
+type PD struct {
+	ctx    *Context
+	handle uint32
+	mu     sync.Mutex
+	dead   bool
+}
+
+// AllocPD allocates a protection domain (ALLOC_PD).
+func (c *Context) AllocPD() (*PD, error) {
+	var in []byte
+	var outLen int
+	if u, ok := c.prov.(PDUdater); ok {
+		in, outLen = u.PDUdata()
+	}
+	var req allocPDReq
+	var resp allocPDResp
+	c.cmd.mu.Lock()
+	out, err := c.cmd.execLocked(cmdAllocPD, asBytes(&req), in, 4+outLen)
+	if err == nil {
+		fromBytes(&resp, out)
+	}
+	c.cmd.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
+	}
+	return &PD{ctx: c, handle: resp.PdHandle}, nil
+}
+
+// Context returns the PD's context.
+func (pd *PD) Context() *Context { return pd.ctx }
+
+// Dealloc frees the PD (DEALLOC_PD). The kernel refuses (EBUSY) while QPs or MRs use it.
+func (pd *PD) Dealloc() error {
+	pd.mu.Lock()
+	defer pd.mu.Unlock()
+	if pd.dead || pd.ctx.isClosed() {
+		pd.dead = true
+		return nil
+	}
+	req := deallocPDReq{PdHandle: pd.handle}
+	pd.ctx.cmd.mu.Lock()
+	_, err := pd.ctx.cmd.execLocked(cmdDeallocPD, asBytes(&req), nil, 0)
+	pd.ctx.cmd.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("uverbs: %s: %w", pd.ctx.dev.Name, err)
+	}
+	pd.dead = true
+	return nil
+}
+
+// MR is a registered memory region.
+type MR struct {
+	pd     *PD
+	handle uint32
+	LKey   uint32
+	RKey   uint32
+	Addr   uint64
+	Len    int
+	mu     sync.Mutex
+	dead   bool
+}
+
+// getrlimitMemlock is unix.Getrlimit for RLIMIT_MEMLOCK; tests replace it.
+var getrlimitMemlock = func() (unix.Rlimit, error) {
+	var r unix.Rlimit
+	err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r)
+	return r, err
+}
+
+// RegMR registers the whole buffer (REG_MR, I/O virtual address = its address).
+func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
+	if b == nil || b.mem == nil {
+		return nil, errors.New("uverbs: RegMR of a nil or freed buffer")
+	}
+	c := pd.ctx
+	var in []byte
+	var outLen int
+	if u, ok := c.prov.(MRUdater); ok {
+		in, outLen = u.MRUdata(access)
+	}
+	req := regMRReq{
+		Start:       b.Addr(),
+		Length:      uint64(b.size),
+		HcaVa:       b.Addr(),
+		PdHandle:    pd.handle,
+		AccessFlags: uint32(access),
+	}
+	var resp regMRResp
+	c.cmd.mu.Lock()
+	out, err := c.cmd.execLocked(cmdRegMR, asBytes(&req), in, 12+outLen)
+	if err == nil {
+		fromBytes(&resp, out)
+	}
+	c.cmd.mu.Unlock()
+	if err != nil {
+		return nil, regMRError(c.dev.Name, b.size, err)
+	}
+	return &MR{pd: pd, handle: resp.MrHandle, LKey: resp.Lkey, RKey: resp.Rkey, Addr: b.Addr(), Len: b.size}, nil
+}
+
+// regMRError explains the usual cause of ENOMEM/EPERM: pinned pages are charged to
+// RLIMIT_MEMLOCK.
+func regMRError(dev string, size int, err error) error {
+	if !errors.Is(err, unix.ENOMEM) && !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("uverbs: %s: register %d bytes: %w", dev, size, err)
+	}
+	lim, lerr := getrlimitMemlock()
+	if lerr != nil {
+		return fmt.Errorf("uverbs: %s: register %d bytes: %w (pinned memory counts against RLIMIT_MEMLOCK; check `ulimit -l`)", dev, size, err)
+	}
+	if lim.Cur == unix.RLIM_INFINITY {
+		return fmt.Errorf("uverbs: %s: register %d bytes: %w (RLIMIT_MEMLOCK is unlimited, so the kernel itself is short of memory)", dev, size, err)
+	}
+	return fmt.Errorf("uverbs: %s: register %d bytes: %w: the locked-memory limit RLIMIT_MEMLOCK is %s "+
+		"(`ulimit -l` shows %s KiB); raise it (ulimit -l unlimited, limits.conf memlock, systemd LimitMEMLOCK=) "+
+		"or run with CAP_IPC_LOCK", dev, size, err, formatBytes(lim.Cur), strconv.FormatUint(lim.Cur/1024, 10))
+}
+
+func formatBytes(n uint64) string {
+	return strconv.FormatUint(n, 10) + " bytes"
+}
+
+// Dereg deregisters the MR (DEREG_MR).
+func (mr *MR) Dereg() error {
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
+	c := mr.pd.ctx
+	if mr.dead || c.isClosed() {
+		mr.dead = true
+		return nil
+	}
+	req := deregMRReq{MrHandle: mr.handle}
+	c.cmd.mu.Lock()
+	_, err := c.cmd.execLocked(cmdDeregMR, asBytes(&req), nil, 0)
+	c.cmd.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
+	}
+	mr.dead = true
+	return nil
+}

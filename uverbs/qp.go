@@ -1,0 +1,302 @@
+package uverbs
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// QP is a queue pair.
+type QP struct {
+	ctx    *Context
+	pd     *PD
+	handle uint32
+	qpn    uint32
+	cookie uint64
+	typ    QPType
+	cap    QPCap
+	prov   ProviderQP
+
+	mu         sync.Mutex // Modify, Destroy
+	dead       bool
+	provClosed bool
+}
+
+// CreateQP creates a queue pair in RESET (CREATE_QP).
+func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
+	c := pd.ctx
+	if attr.SendCQ == nil || attr.RecvCQ == nil {
+		return nil, errors.New("uverbs: CreateQP: SendCQ and RecvCQ are required")
+	}
+	if attr.SendCQ.ctx != c || attr.RecvCQ.ctx != c {
+		return nil, errors.New("uverbs: CreateQP: CQ of another context")
+	}
+	if attr.Type == 0 {
+		attr.Type = QPTypeRC
+	}
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	in, outLen := c.prov.QPUdata(&attr)
+	qp := &QP{ctx: c, pd: pd, cookie: c.cookie(), typ: attr.Type}
+	req := createQPReq{
+		UserHandle:    qp.cookie,
+		PdHandle:      pd.handle,
+		SendCqHandle:  attr.SendCQ.handle,
+		RecvCqHandle:  attr.RecvCQ.handle,
+		MaxSendWr:     attr.Cap.MaxSendWR,
+		MaxRecvWr:     attr.Cap.MaxRecvWR,
+		MaxSendSge:    attr.Cap.MaxSendSGE,
+		MaxRecvSge:    attr.Cap.MaxRecvSGE,
+		MaxInlineData: attr.Cap.MaxInlineData,
+		QpType:        uint8(attr.Type),
+	}
+	if attr.SigAll {
+		req.SqSigAll = 1
+	}
+	var resp createQPResp
+	var drv []byte
+	c.cmd.mu.Lock()
+	out, err := c.cmd.execLocked(cmdCreateQP, asBytes(&req), in, 32+outLen)
+	if err == nil {
+		fromBytes(&resp, out)
+		drv = append([]byte(nil), out[32:]...)
+	}
+	c.cmd.mu.Unlock()
+	if err != nil {
+		if r, ok := c.prov.(UdataReleaser); ok {
+			r.ReleaseQPUdata(in)
+		}
+		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
+	}
+	qp.handle, qp.qpn = resp.QpHandle, resp.Qpn
+	qp.cap = QPCap{
+		MaxSendWR:     resp.MaxSendWr,
+		MaxRecvWR:     resp.MaxRecvWr,
+		MaxSendSGE:    resp.MaxSendSge,
+		MaxRecvSGE:    resp.MaxRecvSge,
+		MaxInlineData: resp.MaxInlineData,
+	}
+	core := QPCore{
+		Handle: qp.handle, QPN: qp.qpn, Type: attr.Type, Cap: qp.cap, SigAll: attr.SigAll,
+		SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov, Udata: in,
+	}
+	qp.prov, err = c.prov.NewQP(c.cmd, core, drv)
+	if err != nil {
+		c.destroyQPCmd(qp.handle) // best effort: unusable without its provider
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		qp.prov.Close()
+		return nil, ErrClosed
+	}
+	c.qps[qp.cookie] = qp
+	c.mu.Unlock()
+	return qp, nil
+}
+
+func (c *Context) destroyQPCmd(handle uint32) (destroyQPResp, error) {
+	req := destroyQPReq{QpHandle: handle}
+	var resp destroyQPResp
+	c.cmd.mu.Lock()
+	defer c.cmd.mu.Unlock()
+	out, err := c.cmd.execLocked(cmdDestroyQP, asBytes(&req), nil, 4)
+	if err == nil {
+		fromBytes(&resp, out)
+	}
+	return resp, err
+}
+
+// Num returns the QP number.
+func (qp *QP) Num() uint32 { return qp.qpn }
+
+// Cap returns the capabilities the driver granted (may exceed those requested).
+func (qp *QP) Cap() QPCap { return qp.cap }
+
+// Type returns the QP's transport type.
+func (qp *QP) Type() QPType { return qp.typ }
+
+// PostSend posts one send work request. It does not allocate.
+func (qp *QP) PostSend(wr *SendWR) error { return qp.prov.PostSend(wr) }
+
+// PostRecv posts one receive work request. It does not allocate.
+func (qp *QP) PostRecv(wr *RecvWR) error { return qp.prov.PostRecv(wr) }
+
+func destFromAH(ah *AHAttr) qpDest {
+	return qpDest{
+		Dgid:         ah.GRH.DGID,
+		FlowLabel:    ah.GRH.FlowLabel,
+		Dlid:         ah.DLID,
+		SgidIndex:    ah.GRH.SGIDIndex,
+		HopLimit:     ah.GRH.HopLimit,
+		TrafficClass: ah.GRH.TrafficClass,
+		Sl:           ah.SL,
+		SrcPathBits:  ah.SrcPathBits,
+		StaticRate:   ah.StaticRate,
+		IsGlobal:     ah.IsGlobal,
+		PortNum:      ah.PortNum,
+	}
+}
+
+func ahFromDest(d *qpDest) AHAttr {
+	return AHAttr{
+		GRH: GlobalRoute{
+			DGID: d.Dgid, FlowLabel: d.FlowLabel, SGIDIndex: d.SgidIndex,
+			HopLimit: d.HopLimit, TrafficClass: d.TrafficClass,
+		},
+		DLID: d.Dlid, SL: d.Sl, SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate,
+		IsGlobal: d.IsGlobal, PortNum: d.PortNum,
+	}
+}
+
+// modifyReq converts attr to the MODIFY_QP body. Like libibverbs it copies every field and
+// lets mask tell the kernel which ones count.
+func modifyReq(handle uint32, attr *QPAttr, mask QPAttrMask) modifyQPReq {
+	return modifyQPReq{
+		Dest:             destFromAH(&attr.AH),
+		AltDest:          destFromAH(&attr.AltAH),
+		QpHandle:         handle,
+		AttrMask:         uint32(mask),
+		Qkey:             attr.QKey,
+		RqPsn:            attr.RQPSN,
+		SqPsn:            attr.SQPSN,
+		DestQpNum:        attr.DestQPNum,
+		QpAccessFlags:    uint32(attr.AccessFlags),
+		PkeyIndex:        attr.PKeyIndex,
+		AltPkeyIndex:     attr.AltPKeyIndex,
+		QpState:          uint8(attr.State),
+		CurQpState:       uint8(attr.CurState),
+		PathMtu:          uint8(attr.PathMTU),
+		PathMigState:     uint8(attr.PathMigState),
+		EnSqdAsyncNotify: attr.EnSQDAsyncNotify,
+		MaxRdAtomic:      attr.MaxRdAtomic,
+		MaxDestRdAtomic:  attr.MaxDestRdAtomic,
+		MinRnrTimer:      attr.MinRNRTimer,
+		PortNum:          attr.PortNum,
+		Timeout:          attr.Timeout,
+		RetryCnt:         attr.RetryCnt,
+		RnrRetry:         attr.RNRRetry,
+		AltPortNum:       attr.AltPortNum,
+		AltTimeout:       attr.AltTimeout,
+	}
+}
+
+// Modify changes QP attributes (MODIFY_QP); mask selects the fields of attr that apply.
+func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+	if mask&^qpAttrWriteMaskSupported != 0 {
+		return fmt.Errorf("uverbs MODIFY_QP: attribute mask %#x has bits beyond DEST_QPN, which the write interface rejects", uint32(mask))
+	}
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.dead {
+		return ErrClosed
+	}
+	c := qp.ctx
+	req := modifyReq(qp.handle, attr, mask)
+	c.cmd.mu.Lock()
+	_, err := c.cmd.execLocked(cmdModifyQP, asBytes(&req), nil, 0)
+	c.cmd.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("uverbs: %s QP %d to %v (mask %#x): %w", c.dev.Name, qp.qpn, attr.State, uint32(mask), err)
+	}
+	if mask&QPAttrState != 0 {
+		if o, ok := qp.prov.(QPStateObserver); ok {
+			if err := o.SetState(attr.State); err != nil {
+				return fmt.Errorf("uverbs: %s QP %d now %v: %s provider: %w", c.dev.Name, qp.qpn, attr.State, c.provider.Driver(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// Query returns the QP's attributes (QUERY_QP); mask selects what the kernel fills in.
+func (qp *QP) Query(mask QPAttrMask) (*QPAttr, error) {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	if qp.dead {
+		return nil, ErrClosed
+	}
+	c := qp.ctx
+	req := queryQPReq{QpHandle: qp.handle, AttrMask: uint32(mask)}
+	var r queryQPResp
+	c.cmd.mu.Lock()
+	out, err := c.cmd.execLocked(cmdQueryQP, asBytes(&req), nil, 128)
+	if err == nil {
+		fromBytes(&r, out)
+	}
+	c.cmd.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: %s QP %d: %w", c.dev.Name, qp.qpn, err)
+	}
+	return qpAttrFromQuery(&r), nil
+}
+
+func qpAttrFromQuery(r *queryQPResp) *QPAttr {
+	return &QPAttr{
+		State:           QPState(r.QpState),
+		CurState:        QPState(r.CurQpState),
+		PathMTU:         MTU(r.PathMtu),
+		PathMigState:    uint32(r.PathMigState),
+		QKey:            r.Qkey,
+		RQPSN:           r.RqPsn,
+		SQPSN:           r.SqPsn,
+		DestQPNum:       r.DestQpNum,
+		AccessFlags:     AccessFlags(r.QpAccessFlags),
+		AH:              ahFromDest(&r.Dest),
+		AltAH:           ahFromDest(&r.AltDest),
+		MaxSendWR:       r.MaxSendWr,
+		MaxRecvWR:       r.MaxRecvWr,
+		MaxSendSGE:      r.MaxSendSge,
+		MaxRecvSGE:      r.MaxRecvSge,
+		MaxInlineData:   r.MaxInlineData,
+		PKeyIndex:       r.PkeyIndex,
+		AltPKeyIndex:    r.AltPkeyIndex,
+		SQDraining:      r.SqDraining,
+		MaxRdAtomic:     r.MaxRdAtomic,
+		MaxDestRdAtomic: r.MaxDestRdAtomic,
+		MinRNRTimer:     r.MinRnrTimer,
+		PortNum:         r.PortNum,
+		Timeout:         r.Timeout,
+		RetryCnt:        r.RetryCnt,
+		RNRRetry:        r.RnrRetry,
+		AltPortNum:      r.AltPortNum,
+		AltTimeout:      r.AltTimeout,
+	}
+}
+
+// Destroy destroys the QP (DESTROY_QP). Async events are acknowledged when read, so there is
+// nothing to wait for.
+func (qp *QP) Destroy() error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	c := qp.ctx
+	if qp.dead || c.isClosed() {
+		return nil
+	}
+	if _, err := c.destroyQPCmd(qp.handle); err != nil {
+		return fmt.Errorf("uverbs: %s QP %d: %w", c.dev.Name, qp.qpn, err)
+	}
+	qp.dead = true
+	c.mu.Lock()
+	delete(c.qps, qp.cookie)
+	c.mu.Unlock()
+	return qp.closeProvLocked()
+}
+
+func (qp *QP) closeProvLocked() error {
+	if qp.provClosed {
+		return nil
+	}
+	qp.provClosed = true
+	return qp.prov.Close()
+}
+
+// release frees the provider side after the context closed.
+func (qp *QP) release() error {
+	qp.mu.Lock()
+	defer qp.mu.Unlock()
+	qp.dead = true
+	return qp.closeProvLocked()
+}

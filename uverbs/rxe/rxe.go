@@ -1,0 +1,367 @@
+// Package rxe is gorping's provider for Soft-RoCE (the rdma_rxe kernel driver): the send,
+// receive and completion queues are rings the kernel shares through mmap on the uverbs fd;
+// sends need a POST_SEND doorbell write, receives and polling need no system call, and a CQ
+// is armed with a REQ_NOTIFY_CQ write. It registers itself with uverbs on import.
+package rxe
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gorping/gorping/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+func init() { uverbs.Register(provider{}) }
+
+type provider struct{}
+
+func (provider) Driver() string                        { return rxeDriver }
+func (provider) DriverID() uint32                      { return rxeDriverID }
+func (provider) ABIRange() (int, int)                  { return rxeABIMin, rxeABIMax }
+func (provider) ContextUdata() (in []byte, outLen int) { return nil, 0 }
+
+func (provider) NewContext(cmd uverbs.Commander, resp []byte) (uverbs.ProviderContext, error) {
+	return &rxeContext{mmap: mmapShared, munmap: unix.Munmap}, nil
+}
+
+func mmapShared(fd int, off uint64, size int) ([]byte, error) {
+	return unix.Mmap(fd, int64(off), size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+}
+
+// rxeContext holds the ring mapping functions; tests substitute fakes for them.
+type rxeContext struct {
+	mmap   func(fd int, off uint64, size int) ([]byte, error)
+	munmap func([]byte) error
+}
+
+func (c *rxeContext) Close() error { return nil }
+
+func (c *rxeContext) CQUdata(cqe int) ([]byte, int) { return nil, createCQLen }
+
+// mapRing maps one queue described by mi (each rxe queue can be mapped exactly once).
+func (c *rxeContext) mapRing(fd int, mi mminfo, minElem int, what string) (*ring, error) {
+	if mi.Size < ringDataOff || mi.Size > 1<<31 {
+		return nil, fmt.Errorf("rxe: %s mmap size %d out of range", what, mi.Size)
+	}
+	mem, err := c.mmap(fd, mi.Offset, int(mi.Size))
+	if err != nil {
+		return nil, fmt.Errorf("rxe: mmap %s (offset %#x, %d bytes): %w", what, mi.Offset, mi.Size, err)
+	}
+	r, err := newRing(mem, minElem)
+	if err != nil {
+		c.munmap(mem)
+		return nil, fmt.Errorf("rxe: %s: %w", what, err)
+	}
+	return r, nil
+}
+
+func (c *rxeContext) NewCQ(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
+	if len(resp) < createCQLen {
+		return nil, fmt.Errorf("rxe: CREATE_CQ driver response is %d bytes, want %d", len(resp), createCQLen)
+	}
+	var r createCQResp
+	copy(asBytes(&r), resp)
+	rg, err := c.mapRing(cmd.Fd(), r.Mi, cqeMinSize, "completion queue")
+	if err != nil {
+		return nil, err
+	}
+	cq := &cq{ctx: c, cmd: cmd, ring: rg}
+	cq.arm[0] = uverbs.ReqNotifyCQ{CqHandle: core.Handle, SolicitedOnly: 0}
+	cq.arm[1] = uverbs.ReqNotifyCQ{CqHandle: core.Handle, SolicitedOnly: 1}
+	return cq, nil
+}
+
+func (c *rxeContext) QPUdata(attr *uverbs.QPInitAttr) ([]byte, int) {
+	return nil, createQPLen // rxe rejects any driver input on CREATE_QP
+}
+
+func (c *rxeContext) NewQP(cmd uverbs.Commander, core uverbs.QPCore, resp []byte) (uverbs.ProviderQP, error) {
+	if len(resp) < createQPLen {
+		return nil, fmt.Errorf("rxe: CREATE_QP driver response is %d bytes, want %d", len(resp), createQPLen)
+	}
+	if core.Type != uverbs.QPTypeRC && core.Type != uverbs.QPTypeUC {
+		return nil, fmt.Errorf("rxe: QP type %d not supported by gorping (RC and UC only)", core.Type)
+	}
+	var r createQPResp
+	copy(asBytes(&r), resp)
+	sq, err := c.mapRing(cmd.Fd(), r.SqMi, sendWQESize+sgeSize*int(core.Cap.MaxSendSGE), "send queue")
+	if err != nil {
+		return nil, err
+	}
+	var rq *ring
+	if r.RqMi.Size != 0 { // no RQ with an SRQ
+		rq, err = c.mapRing(cmd.Fd(), r.RqMi, recvWQESize+sgeSize*int(core.Cap.MaxRecvSGE), "receive queue")
+		if err != nil {
+			c.munmap(sq.mem)
+			return nil, err
+		}
+	}
+	qp := &qp{
+		ctx:        c,
+		cmd:        cmd,
+		sq:         sq,
+		rq:         rq,
+		sigAll:     core.SigAll,
+		maxSendSGE: int(core.Cap.MaxSendSGE),
+		maxRecvSGE: int(core.Cap.MaxRecvSGE),
+	}
+	// SGEs must also fit the slot the kernel sized.
+	qp.maxSendSGE = min(qp.maxSendSGE, (sq.elemSize()-sendWQESize)/sgeSize)
+	if rq != nil {
+		qp.maxRecvSGE = min(qp.maxRecvSGE, (rq.elemSize()-recvWQESize)/sgeSize)
+	}
+	qp.db = uverbs.PostSendReq{QpHandle: core.Handle, WqeSize: doorbellWQE}
+	return qp, nil
+}
+
+// cq is an rxe completion queue: the kernel produces ib_uverbs_wc CQEs into the ring.
+type cq struct {
+	ctx    *rxeContext
+	cmd    uverbs.Commander
+	mu     sync.Mutex // one consumer; also guards ring against Close
+	ring   *ring
+	closed atomic.Bool
+	arm    [2]uverbs.ReqNotifyCQ // [0] any completion, [1] solicited only
+}
+
+// Poll copies up to len(wc) CQEs and returns them to the kernel in one index update.
+func (q *cq) Poll(wc []uverbs.WC) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ring == nil {
+		return 0, uverbs.ErrClosed
+	}
+	r := q.ring
+	n := min(r.available(), uint32(min(len(wc), 1<<24)))
+	for i := uint32(0); i < n; i++ {
+		wc[i] = *(*uverbs.WC)(r.slot(r.own + i))
+	}
+	if n > 0 {
+		r.release(n)
+	}
+	return int(n), nil
+}
+
+// Arm asks the kernel for one completion event (REQ_NOTIFY_CQ).
+func (q *cq) Arm(solicitedOnly bool) error {
+	if q.closed.Load() {
+		return uverbs.ErrClosed
+	}
+	i := 0
+	if solicitedOnly {
+		i = 1
+	}
+	return q.cmd.Write(uverbs.CmdReqNotifyCQ, asBytes(&q.arm[i]), nil)
+}
+
+// Close unmaps the ring; the core calls it after DESTROY_CQ.
+func (q *cq) Close() error {
+	q.closed.Store(true)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ring == nil {
+		return nil
+	}
+	err := q.ctx.munmap(q.ring.mem)
+	q.ring = nil
+	if err != nil {
+		return fmt.Errorf("rxe: munmap completion queue: %w", err)
+	}
+	return nil
+}
+
+// Errors of the posting path are preallocated: posting must not allocate.
+var (
+	errTooManySGE  = fmt.Errorf("rxe: more SGEs than the QP allows: %w", unix.EINVAL)
+	errBadOpcode   = fmt.Errorf("rxe: work request opcode not supported by gorping (SEND, RDMA WRITE, RDMA READ and their IMM forms only): %w", unix.EINVAL)
+	errInline      = fmt.Errorf("rxe: inline sends are not supported by gorping: %w", unix.EOPNOTSUPP)
+	errTooLong     = fmt.Errorf("rxe: work request longer than 4 GiB: %w", unix.EINVAL)
+	errNoRQ        = fmt.Errorf("rxe: QP has no receive queue: %w", unix.EINVAL)
+	errRecvInReset = fmt.Errorf("rxe: cannot post a receive to a QP in RESET (move it to INIT first): %w", unix.EINVAL)
+)
+
+// qp is an rxe queue pair: user space produces WQEs into the SQ and RQ rings.
+type qp struct {
+	ctx        *rxeContext
+	cmd        uverbs.Commander
+	sigAll     bool
+	maxSendSGE int
+	maxRecvSGE int
+
+	state  atomic.Uint32 // uverbs.QPState last set through MODIFY_QP
+	closed atomic.Bool
+
+	sqMu      sync.Mutex
+	sq        *ring
+	pendingDB bool // WQEs produced before RTS: ring once the QP gets there
+	db        uverbs.PostSendReq
+	dbResp    uverbs.PostSendResp
+
+	rqMu sync.Mutex
+	rq   *ring
+}
+
+// sendLength validates wr and returns its payload length.
+func (q *qp) sendLength(wr *uverbs.SendWR) (uint32, error) {
+	switch wr.Opcode {
+	case uverbs.WRSend, uverbs.WRSendWithImm, uverbs.WRRDMAWrite, uverbs.WRRDMAWriteWithImm, uverbs.WRRDMARead:
+	default:
+		return 0, errBadOpcode
+	}
+	if wr.Flags&uverbs.SendInline != 0 {
+		return 0, errInline
+	}
+	if len(wr.SGE) > q.maxSendSGE {
+		return 0, errTooManySGE
+	}
+	return sgeLength(wr.SGE)
+}
+
+func sgeLength(sges []uverbs.SGE) (uint32, error) {
+	var total uint64
+	for i := range sges {
+		total += uint64(sges[i].Length)
+	}
+	if total > 1<<32-1 {
+		return 0, errTooLong
+	}
+	return uint32(total), nil
+}
+
+// PostSend writes one send WQE (rxe_send_wqe + SGEs) and rings the doorbell.
+func (q *qp) PostSend(wr *uverbs.SendWR) error {
+	length, err := q.sendLength(wr)
+	if err != nil {
+		return err
+	}
+	flags := uint32(wr.Flags)
+	if q.sigAll {
+		flags |= uint32(uverbs.SendSignaled)
+	}
+	var imm uint32
+	if wr.Opcode == uverbs.WRSendWithImm || wr.Opcode == uverbs.WRRDMAWriteWithImm {
+		imm = wr.Imm
+	}
+	q.sqMu.Lock()
+	defer q.sqMu.Unlock()
+	r := q.sq
+	if r == nil {
+		return uverbs.ErrClosed
+	}
+	if r.producerFull() {
+		return uverbs.ErrQueueFull
+	}
+	p := r.produceSlot()
+	// Assigning the whole header also clears the fields the kernel used as scratch space
+	// the last time it owned this slot.
+	*(*sendWQE)(p) = sendWQE{
+		Wr: sendWR{
+			WrID:       wr.ID,
+			Opcode:     uint32(wr.Opcode),
+			SendFlags:  flags,
+			Ex:         imm,
+			RemoteAddr: wr.RemoteAddr,
+			Rkey:       wr.RKey,
+		},
+		Dma: dmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGE))},
+	}
+	if len(wr.SGE) > 0 {
+		copy(unsafe.Slice((*uverbs.SGE)(unsafe.Add(p, sendWQESize)), len(wr.SGE)), wr.SGE)
+	}
+	r.publish()
+	if uverbs.QPState(q.state.Load()) < uverbs.QPSRTS {
+		// The kernel refuses the doorbell (EINVAL) before RTS but keeps the WQE queued.
+		q.pendingDB = true
+		return nil
+	}
+	return q.doorbellLocked()
+}
+
+// doorbellLocked tells the kernel new WQEs are in the SQ (POST_SEND with no WRs).
+func (q *qp) doorbellLocked() error {
+	q.pendingDB = false
+	return q.cmd.Write(uverbs.CmdPostSend, asBytes(&q.db), asBytes(&q.dbResp))
+}
+
+// PostRecv writes one receive WQE; the kernel picks it up without a system call.
+func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
+	if len(wr.SGE) > q.maxRecvSGE {
+		return errTooManySGE
+	}
+	length, err := sgeLength(wr.SGE)
+	if err != nil {
+		return err
+	}
+	q.rqMu.Lock()
+	defer q.rqMu.Unlock()
+	r := q.rq
+	if r == nil {
+		if q.closed.Load() {
+			return uverbs.ErrClosed
+		}
+		return errNoRQ
+	}
+	if uverbs.QPState(q.state.Load()) == uverbs.QPSReset {
+		return errRecvInReset
+	}
+	if r.producerFull() {
+		return uverbs.ErrQueueFull
+	}
+	p := r.produceSlot()
+	*(*recvWQE)(p) = recvWQE{
+		WrID: wr.ID,
+		Dma:  dmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGE))},
+	}
+	if len(wr.SGE) > 0 {
+		copy(unsafe.Slice((*uverbs.SGE)(unsafe.Add(p, recvWQESize)), len(wr.SGE)), wr.SGE)
+	}
+	r.publish()
+	return nil
+}
+
+// SetState records the state MODIFY_QP set and rings a doorbell deferred until RTS.
+func (q *qp) SetState(s uverbs.QPState) error {
+	q.state.Store(uint32(s))
+	if s < uverbs.QPSRTS {
+		return nil
+	}
+	q.sqMu.Lock()
+	defer q.sqMu.Unlock()
+	if !q.pendingDB || q.sq == nil {
+		return nil
+	}
+	if err := q.doorbellLocked(); err != nil {
+		return fmt.Errorf("rxe: deferred send doorbell: %w", err)
+	}
+	return nil
+}
+
+// Close unmaps the rings; the core calls it after DESTROY_QP.
+func (q *qp) Close() error {
+	q.closed.Store(true)
+	q.sqMu.Lock()
+	q.rqMu.Lock()
+	defer q.sqMu.Unlock()
+	defer q.rqMu.Unlock()
+	var errs []error
+	if q.sq != nil {
+		errs = append(errs, q.ctx.munmap(q.sq.mem))
+		q.sq = nil
+	}
+	if q.rq != nil {
+		errs = append(errs, q.ctx.munmap(q.rq.mem))
+		q.rq = nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("rxe: munmap queue pair rings: %w", err)
+	}
+	return nil
+}
+
+func asBytes[T any](p *T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
+}

@@ -1,0 +1,509 @@
+package uverbs
+
+import "strconv"
+
+// QPState is a queue pair state (enum ib_qp_state; same values in libibverbs).
+type QPState uint32
+
+const (
+	QPSReset QPState = 0
+	QPSInit  QPState = 1
+	QPSRTR   QPState = 2
+	QPSRTS   QPState = 3
+	QPSSQD   QPState = 4
+	QPSSQE   QPState = 5
+	QPSErr   QPState = 6
+)
+
+var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
+
+func (s QPState) String() string {
+	if int(s) < len(qpStateNames) {
+		return qpStateNames[s]
+	}
+	return "QPState(" + strconv.FormatUint(uint64(s), 10) + ")"
+}
+
+// QPAttrMask selects the QPAttr fields MODIFY_QP/QUERY_QP act on (enum ib_qp_attr_mask).
+type QPAttrMask uint32
+
+const (
+	QPAttrState              QPAttrMask = 1 << 0
+	QPAttrCurState           QPAttrMask = 1 << 1
+	QPAttrEnSQDAsyncNotify   QPAttrMask = 1 << 2
+	QPAttrAccessFlags        QPAttrMask = 1 << 3
+	QPAttrPKeyIndex          QPAttrMask = 1 << 4
+	QPAttrPort               QPAttrMask = 1 << 5
+	QPAttrQKey               QPAttrMask = 1 << 6
+	QPAttrAV                 QPAttrMask = 1 << 7
+	QPAttrPathMTU            QPAttrMask = 1 << 8
+	QPAttrTimeout            QPAttrMask = 1 << 9
+	QPAttrRetryCnt           QPAttrMask = 1 << 10
+	QPAttrRNRRetry           QPAttrMask = 1 << 11
+	QPAttrRQPSN              QPAttrMask = 1 << 12
+	QPAttrMaxQPRdAtomic      QPAttrMask = 1 << 13
+	QPAttrAltPath            QPAttrMask = 1 << 14
+	QPAttrMinRNRTimer        QPAttrMask = 1 << 15
+	QPAttrSQPSN              QPAttrMask = 1 << 16
+	QPAttrMaxDestRdAtomic    QPAttrMask = 1 << 17
+	QPAttrPathMigState       QPAttrMask = 1 << 18
+	QPAttrCap                QPAttrMask = 1 << 19
+	QPAttrDestQPN            QPAttrMask = 1 << 20
+	qpAttrWriteMaskSupported QPAttrMask = 1<<21 - 1 // the write form rejects higher bits
+)
+
+// AccessFlags are memory region / QP access rights (enum ib_access_flags).
+type AccessFlags uint32
+
+const (
+	AccessLocalWrite   AccessFlags = 1 << 0
+	AccessRemoteWrite  AccessFlags = 1 << 1
+	AccessRemoteRead   AccessFlags = 1 << 2
+	AccessRemoteAtomic AccessFlags = 1 << 3
+	AccessMWBind       AccessFlags = 1 << 4
+	AccessZeroBased    AccessFlags = 1 << 5
+	AccessOnDemand     AccessFlags = 1 << 6
+)
+
+// MTU is an IB path MTU enum (IB_MTU_256 = 1 … IB_MTU_4096 = 5).
+type MTU uint32
+
+const (
+	MTU256  MTU = 1
+	MTU512  MTU = 2
+	MTU1024 MTU = 3
+	MTU2048 MTU = 4
+	MTU4096 MTU = 5
+)
+
+// Bytes returns the MTU in bytes, 0 for an invalid value.
+func (m MTU) Bytes() int {
+	if m < MTU256 || m > MTU4096 {
+		return 0
+	}
+	return 128 << m
+}
+
+// QPType is a queue pair transport type (enum ib_qp_type).
+type QPType uint8
+
+const (
+	QPTypeRC QPType = 2
+	QPTypeUC QPType = 3
+	QPTypeUD QPType = 4
+)
+
+// WROpcode is a send work request opcode (enum ib_uverbs_wr_opcode).
+type WROpcode uint32
+
+const (
+	WRRDMAWrite        WROpcode = 0
+	WRRDMAWriteWithImm WROpcode = 1
+	WRSend             WROpcode = 2
+	WRSendWithImm      WROpcode = 3
+	WRRDMARead         WROpcode = 4
+	WRAtomicCmpAndSwp  WROpcode = 5
+	WRAtomicFetchAdd   WROpcode = 6
+	WRLocalInv         WROpcode = 7
+	WRBindMW           WROpcode = 8
+	WRSendWithInv      WROpcode = 9
+)
+
+// SendFlags modify a send work request (enum ib_send_flags).
+type SendFlags uint32
+
+const (
+	SendFence     SendFlags = 1 << 0
+	SendSignaled  SendFlags = 1 << 1
+	SendSolicited SendFlags = 1 << 2
+	SendInline    SendFlags = 1 << 3
+)
+
+// WCStatus is a work completion status (enum ib_wc_status). Convert to int for the numeric
+// value rping prints ("cq completion failed status %d").
+type WCStatus uint32
+
+const (
+	WCSuccess        WCStatus = 0
+	WCLocLenErr      WCStatus = 1
+	WCLocQPOpErr     WCStatus = 2
+	WCLocEECOpErr    WCStatus = 3
+	WCLocProtErr     WCStatus = 4
+	WCWRFlushErr     WCStatus = 5
+	WCMWBindErr      WCStatus = 6
+	WCBadRespErr     WCStatus = 7
+	WCLocAccessErr   WCStatus = 8
+	WCRemInvReqErr   WCStatus = 9
+	WCRemAccessErr   WCStatus = 10
+	WCRemOpErr       WCStatus = 11
+	WCRetryExcErr    WCStatus = 12
+	WCRNRRetryExcErr WCStatus = 13
+	WCLocRDDViolErr  WCStatus = 14
+	WCRemInvRDReqErr WCStatus = 15
+	WCRemAbortErr    WCStatus = 16
+	WCInvEECNErr     WCStatus = 17
+	WCInvEECStateErr WCStatus = 18
+	WCFatalErr       WCStatus = 19
+	WCRespTimeoutErr WCStatus = 20
+	WCGeneralErr     WCStatus = 21
+)
+
+var wcStatusNames = [...]string{
+	"SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR",
+	"WR_FLUSH_ERR", "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR",
+	"REM_ACCESS_ERR", "REM_OP_ERR", "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR",
+	"REM_INV_RD_REQ_ERR", "REM_ABORT_ERR", "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR",
+	"RESP_TIMEOUT_ERR", "GENERAL_ERR",
+}
+
+// String returns the libibverbs name without the IBV_WC_ prefix, e.g. "WR_FLUSH_ERR".
+func (s WCStatus) String() string {
+	if int(s) < len(wcStatusNames) {
+		return wcStatusNames[s]
+	}
+	return "WCStatus(" + strconv.FormatUint(uint64(s), 10) + ")"
+}
+
+// WCOpcode is a work completion opcode (enum ib_uverbs_wc_opcode / ib_wc_opcode).
+type WCOpcode uint32
+
+const (
+	WCSend            WCOpcode = 0
+	WCRDMAWrite       WCOpcode = 1
+	WCRDMARead        WCOpcode = 2
+	WCCompSwap        WCOpcode = 3
+	WCFetchAdd        WCOpcode = 4
+	WCBindMW          WCOpcode = 5
+	WCLocalInv        WCOpcode = 6
+	WCRecv            WCOpcode = 128
+	WCRecvRDMAWithImm WCOpcode = 129
+)
+
+func (o WCOpcode) String() string {
+	switch o {
+	case WCSend:
+		return "SEND"
+	case WCRDMAWrite:
+		return "RDMA_WRITE"
+	case WCRDMARead:
+		return "RDMA_READ"
+	case WCCompSwap:
+		return "COMP_SWAP"
+	case WCFetchAdd:
+		return "FETCH_ADD"
+	case WCBindMW:
+		return "BIND_MW"
+	case WCLocalInv:
+		return "LOCAL_INV"
+	case WCRecv:
+		return "RECV"
+	case WCRecvRDMAWithImm:
+		return "RECV_RDMA_WITH_IMM"
+	}
+	return "WCOpcode(" + strconv.FormatUint(uint64(o), 10) + ")"
+}
+
+// WCFlags describe a work completion (enum ib_wc_flags).
+type WCFlags uint32
+
+const (
+	WCFlagGRH     WCFlags = 1 << 0
+	WCFlagWithImm WCFlags = 1 << 1
+	WCFlagWithInv WCFlags = 1 << 2
+)
+
+// WC is one work completion. It mirrors struct ib_uverbs_wc (rdma/ib_user_verbs.h), which is
+// also the layout of an rxe CQE, so providers may copy it in one move.
+type WC struct {
+	WRID         uint64   `abi:"wr_id"`
+	Status       WCStatus `abi:"status"`
+	Opcode       WCOpcode `abi:"opcode"`
+	VendorErr    uint32   `abi:"vendor_err"`
+	ByteLen      uint32   `abi:"byte_len"`
+	Imm          uint32   `abi:"ex.imm_data"` // immediate data (network order) or invalidated rkey
+	QPNum        uint32   `abi:"qp_num"`
+	SrcQP        uint32   `abi:"src_qp"`
+	Flags        WCFlags  `abi:"wc_flags"`
+	PKeyIndex    uint16   `abi:"pkey_index"`
+	SLID         uint16   `abi:"slid"`
+	SL           uint8    `abi:"sl"`
+	DLIDPathBits uint8    `abi:"dlid_path_bits"`
+	PortNum      uint8    `abi:"port_num"`
+	_            uint8
+}
+
+// SGE is one scatter/gather element. It mirrors struct ib_uverbs_sge
+// (rdma/ib_user_verbs.h), the same layout as rxe's struct rxe_sge.
+type SGE struct {
+	Addr   uint64 `abi:"addr"`
+	Length uint32 `abi:"length"`
+	LKey   uint32 `abi:"lkey"`
+}
+
+// SendWR is a send work request. Reuse WRs across posts: PostSend does not allocate.
+type SendWR struct {
+	ID         uint64
+	Opcode     WROpcode
+	Flags      SendFlags
+	SGE        []SGE
+	RemoteAddr uint64 // RDMA READ/WRITE
+	RKey       uint32 // RDMA READ/WRITE
+	Imm        uint32 // *_WITH_IMM: immediate data, network byte order
+}
+
+// RecvWR is a receive work request.
+type RecvWR struct {
+	ID  uint64
+	SGE []SGE
+}
+
+// QPCap are queue pair capacities (struct ib_qp_cap).
+type QPCap struct {
+	MaxSendWR     uint32
+	MaxRecvWR     uint32
+	MaxSendSGE    uint32
+	MaxRecvSGE    uint32
+	MaxInlineData uint32
+}
+
+// QPInitAttr describes a queue pair to create.
+type QPInitAttr struct {
+	SendCQ *CQ
+	RecvCQ *CQ
+	Type   QPType
+	Cap    QPCap
+	SigAll bool // every send WR generates a completion
+}
+
+// GlobalRoute mirrors struct ib_uverbs_global_route (rdma/ib_user_verbs.h).
+type GlobalRoute struct {
+	DGID         [16]byte `abi:"dgid"`
+	FlowLabel    uint32   `abi:"flow_label"`
+	SGIDIndex    uint8    `abi:"sgid_index"`
+	HopLimit     uint8    `abi:"hop_limit"`
+	TrafficClass uint8    `abi:"traffic_class"`
+	_            uint8
+}
+
+// AHAttr mirrors struct ib_uverbs_ah_attr (rdma/ib_user_verbs.h): an address vector.
+type AHAttr struct {
+	GRH         GlobalRoute `abi:"grh"`
+	DLID        uint16      `abi:"dlid"`
+	SL          uint8       `abi:"sl"`
+	SrcPathBits uint8       `abi:"src_path_bits"`
+	StaticRate  uint8       `abi:"static_rate"`
+	IsGlobal    uint8       `abi:"is_global"`
+	PortNum     uint8       `abi:"port_num"`
+	_           uint8
+}
+
+// QPAttr mirrors struct ib_uverbs_qp_attr (rdma/ib_user_verbs.h, 144 bytes). rdma_cm's
+// INIT_QP_ATTR answers with exactly this layout, so rdmacm can overlay it and hand it to
+// QP.Modify. Modify uses its mask argument, not AttrMask.
+type QPAttr struct {
+	AttrMask         QPAttrMask  `abi:"qp_attr_mask"`
+	State            QPState     `abi:"qp_state"`
+	CurState         QPState     `abi:"cur_qp_state"`
+	PathMTU          MTU         `abi:"path_mtu"`
+	PathMigState     uint32      `abi:"path_mig_state"`
+	QKey             uint32      `abi:"qkey"`
+	RQPSN            uint32      `abi:"rq_psn"`
+	SQPSN            uint32      `abi:"sq_psn"`
+	DestQPNum        uint32      `abi:"dest_qp_num"`
+	AccessFlags      AccessFlags `abi:"qp_access_flags"`
+	AH               AHAttr      `abi:"ah_attr"`
+	AltAH            AHAttr      `abi:"alt_ah_attr"`
+	MaxSendWR        uint32      `abi:"max_send_wr"`
+	MaxRecvWR        uint32      `abi:"max_recv_wr"`
+	MaxSendSGE       uint32      `abi:"max_send_sge"`
+	MaxRecvSGE       uint32      `abi:"max_recv_sge"`
+	MaxInlineData    uint32      `abi:"max_inline_data"`
+	PKeyIndex        uint16      `abi:"pkey_index"`
+	AltPKeyIndex     uint16      `abi:"alt_pkey_index"`
+	EnSQDAsyncNotify uint8       `abi:"en_sqd_async_notify"`
+	SQDraining       uint8       `abi:"sq_draining"`
+	MaxRdAtomic      uint8       `abi:"max_rd_atomic"`
+	MaxDestRdAtomic  uint8       `abi:"max_dest_rd_atomic"`
+	MinRNRTimer      uint8       `abi:"min_rnr_timer"`
+	PortNum          uint8       `abi:"port_num"`
+	Timeout          uint8       `abi:"timeout"`
+	RetryCnt         uint8       `abi:"retry_cnt"`
+	RNRRetry         uint8       `abi:"rnr_retry"`
+	AltPortNum       uint8       `abi:"alt_port_num"`
+	AltTimeout       uint8       `abi:"alt_timeout"`
+	_                [5]uint8
+}
+
+// DeviceAttr mirrors struct ib_uverbs_query_device_resp (rdma/ib_user_verbs.h, 176 bytes),
+// except that NodeGUID and SysImageGUID are converted to host-order numbers.
+type DeviceAttr struct {
+	FWVer                 uint64 `abi:"fw_ver"`
+	NodeGUID              uint64 `abi:"node_guid"`
+	SysImageGUID          uint64 `abi:"sys_image_guid"`
+	MaxMRSize             uint64 `abi:"max_mr_size"`
+	PageSizeCap           uint64 `abi:"page_size_cap"`
+	VendorID              uint32 `abi:"vendor_id"`
+	VendorPartID          uint32 `abi:"vendor_part_id"`
+	HWVer                 uint32 `abi:"hw_ver"`
+	MaxQP                 uint32 `abi:"max_qp"`
+	MaxQPWR               uint32 `abi:"max_qp_wr"`
+	DeviceCapFlags        uint32 `abi:"device_cap_flags"`
+	MaxSGE                uint32 `abi:"max_sge"`
+	MaxSGERd              uint32 `abi:"max_sge_rd"`
+	MaxCQ                 uint32 `abi:"max_cq"`
+	MaxCQE                uint32 `abi:"max_cqe"`
+	MaxMR                 uint32 `abi:"max_mr"`
+	MaxPD                 uint32 `abi:"max_pd"`
+	MaxQPRdAtom           uint32 `abi:"max_qp_rd_atom"`
+	MaxEERdAtom           uint32 `abi:"max_ee_rd_atom"`
+	MaxResRdAtom          uint32 `abi:"max_res_rd_atom"`
+	MaxQPInitRdAtom       uint32 `abi:"max_qp_init_rd_atom"`
+	MaxEEInitRdAtom       uint32 `abi:"max_ee_init_rd_atom"`
+	AtomicCap             uint32 `abi:"atomic_cap"`
+	MaxEE                 uint32 `abi:"max_ee"`
+	MaxRDD                uint32 `abi:"max_rdd"`
+	MaxMW                 uint32 `abi:"max_mw"`
+	MaxRawIPv6QP          uint32 `abi:"max_raw_ipv6_qp"`
+	MaxRawEthyQP          uint32 `abi:"max_raw_ethy_qp"`
+	MaxMcastGrp           uint32 `abi:"max_mcast_grp"`
+	MaxMcastQPAttach      uint32 `abi:"max_mcast_qp_attach"`
+	MaxTotalMcastQPAttach uint32 `abi:"max_total_mcast_qp_attach"`
+	MaxAH                 uint32 `abi:"max_ah"`
+	MaxFMR                uint32 `abi:"max_fmr"`
+	MaxMapPerFMR          uint32 `abi:"max_map_per_fmr"`
+	MaxSRQ                uint32 `abi:"max_srq"`
+	MaxSRQWR              uint32 `abi:"max_srq_wr"`
+	MaxSRQSGE             uint32 `abi:"max_srq_sge"`
+	MaxPKeys              uint16 `abi:"max_pkeys"`
+	LocalCAAckDelay       uint8  `abi:"local_ca_ack_delay"`
+	PhysPortCnt           uint8  `abi:"phys_port_cnt"`
+	_                     [4]uint8
+}
+
+// PortState is a port state (enum ib_port_state).
+type PortState uint8
+
+const (
+	PortNop         PortState = 0
+	PortDown        PortState = 1
+	PortInit        PortState = 2
+	PortArmed       PortState = 3
+	PortActive      PortState = 4
+	PortActiveDefer PortState = 5
+)
+
+var portStateNames = [...]string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"}
+
+func (s PortState) String() string {
+	if int(s) < len(portStateNames) {
+		return portStateNames[s]
+	}
+	return "PortState(" + strconv.FormatUint(uint64(s), 10) + ")"
+}
+
+// LinkLayer is a port's link layer (IB_LINK_LAYER_*).
+type LinkLayer uint8
+
+const (
+	LinkLayerUnspecified LinkLayer = 0
+	LinkLayerInfiniBand  LinkLayer = 1
+	LinkLayerEthernet    LinkLayer = 2
+)
+
+func (l LinkLayer) String() string {
+	switch l {
+	case LinkLayerInfiniBand:
+		return "InfiniBand"
+	case LinkLayerEthernet:
+		return "Ethernet"
+	}
+	return "Unspecified"
+}
+
+// PortAttr are a port's attributes (from struct ib_uverbs_query_port_resp).
+type PortAttr struct {
+	State        PortState
+	PhysState    uint8
+	MaxMTU       MTU
+	ActiveMTU    MTU
+	LinkLayer    LinkLayer
+	GIDTableLen  uint32
+	PKeyTableLen uint16
+	CapFlags     uint32
+	MaxMsgSize   uint32
+	LID          uint16
+	SMLID        uint16
+	LMC          uint8
+	SMSL         uint8
+	ActiveWidth  uint8
+	ActiveSpeed  uint8
+	GRHRequired  bool
+}
+
+// AsyncEventType is an asynchronous event type (enum ib_event_type).
+type AsyncEventType uint32
+
+const (
+	EventCQErr            AsyncEventType = 0
+	EventQPFatal          AsyncEventType = 1
+	EventQPReqErr         AsyncEventType = 2
+	EventQPAccessErr      AsyncEventType = 3
+	EventCommEst          AsyncEventType = 4
+	EventSQDrained        AsyncEventType = 5
+	EventPathMig          AsyncEventType = 6
+	EventPathMigErr       AsyncEventType = 7
+	EventDeviceFatal      AsyncEventType = 8
+	EventPortActive       AsyncEventType = 9
+	EventPortErr          AsyncEventType = 10
+	EventLIDChange        AsyncEventType = 11
+	EventPKeyChange       AsyncEventType = 12
+	EventSMChange         AsyncEventType = 13
+	EventSRQErr           AsyncEventType = 14
+	EventSRQLimitReached  AsyncEventType = 15
+	EventQPLastWQEReached AsyncEventType = 16
+	EventClientReregister AsyncEventType = 17
+	EventGIDChange        AsyncEventType = 18
+	EventWQFatal          AsyncEventType = 19
+)
+
+var asyncEventNames = [...]string{
+	"CQ_ERR", "QP_FATAL", "QP_REQ_ERR", "QP_ACCESS_ERR", "COMM_EST", "SQ_DRAINED", "PATH_MIG",
+	"PATH_MIG_ERR", "DEVICE_FATAL", "PORT_ACTIVE", "PORT_ERR", "LID_CHANGE", "PKEY_CHANGE",
+	"SM_CHANGE", "SRQ_ERR", "SRQ_LIMIT_REACHED", "QP_LAST_WQE_REACHED", "CLIENT_REREGISTER",
+	"GID_CHANGE", "WQ_FATAL",
+}
+
+func (t AsyncEventType) String() string {
+	if int(t) < len(asyncEventNames) {
+		return asyncEventNames[t]
+	}
+	return "AsyncEventType(" + strconv.FormatUint(uint64(t), 10) + ")"
+}
+
+// AsyncEvent is one event read from the context's async event fd. Element is the port
+// number for port/device events and the object's cookie otherwise; CQ or QP is set when the
+// event names a live object of this context. Reading an event acknowledges it.
+type AsyncEvent struct {
+	Type    AsyncEventType
+	Element uint64
+	CQ      *CQ
+	QP      *QP
+}
+
+// GIDType is a GID's type (IB_UVERBS_GID_TYPE_*).
+type GIDType uint32
+
+const (
+	GIDTypeIB     GIDType = 0
+	GIDTypeRoCEv1 GIDType = 1
+	GIDTypeRoCEv2 GIDType = 2
+)
+
+// GIDEntry is one valid GID table entry.
+type GIDEntry struct {
+	GID     [16]byte // network order
+	Index   uint32
+	Port    uint32
+	Type    GIDType
+	IfIndex uint32 // 0 if no netdev
+}
