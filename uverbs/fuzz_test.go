@@ -1,0 +1,90 @@
+package uverbs
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// Decoders of kernel bytes must never panic, whatever the kernel (or a fake) sends.
+
+func FuzzNetlink(f *testing.F) {
+	dev := append(nlAttrBytes(nldevAttrDevIndex, u32b(3)), nlAttrBytes(nldevAttrDevName, []byte("rxe0\x00"))...)
+	f.Add(appendNLMsg(nil, nldevType(nldevCmdGet), 2, 1, dev))
+	f.Add(appendNLMsg(nil, nldevType(nldevCmdGetChardev), 0, 2, nlAttrBytes(nldevAttrChardevName, []byte("uverbs0"))))
+	f.Add(appendNLMsg(nil, 2 /* NLMSG_ERROR */, 0, 2, u32b(0xfffffffe)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		msgs, err := parseNLMessages(b)
+		if err != nil {
+			return
+		}
+		for _, m := range msgs {
+			parseNLDevice(m.Payload)
+			parseNLChardev(m.Payload)
+			nlError(m.Payload)
+			attrs, err := parseNLAttrs(m.Payload)
+			if err != nil {
+				continue
+			}
+			for _, a := range attrs {
+				if len(a.Data) > len(m.Payload) {
+					t.Fatalf("attribute longer than its message")
+				}
+				attrU32(a.Data)
+				attrUint(a.Data)
+				attrString(a.Data)
+			}
+		}
+	})
+}
+
+func FuzzResponses(f *testing.F) {
+	f.Add(make([]byte, 176))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var qd DeviceAttr
+		fromBytes(&qd, b)
+		var qp queryPortResp
+		fromBytes(&qp, b)
+		var q queryQPResp
+		fromBytes(&q, b)
+		a := qpAttrFromQuery(&q)
+		r := modifyReq(1, a, QPAttrState)
+		if r.Dest.Dgid != q.Dest.Dgid || r.QpState != q.QpState {
+			t.Fatal("query→modify lost the address vector or state")
+		}
+		var cq createCQResp
+		fromBytes(&cq, b)
+		var qpr createQPResp
+		fromBytes(&qpr, b)
+		var ev asyncEventDesc
+		fromBytes(&ev, b)
+		var ce compEventDesc
+		fromBytes(&ce, b)
+		if len(b) >= 8 {
+			parseGIDEntries(b[:8], b[8:])
+		}
+	})
+}
+
+func FuzzSysfsText(f *testing.F) {
+	f.Add("5054:00ff:fe96:b707")
+	f.Add("fe80:0000:0000:0000:5054:00ff:fe12:3456")
+	f.Fuzz(func(t *testing.T, s string) {
+		if g, err := parseGUID(s); err == nil {
+			back := fmt.Sprintf("%04x:%04x:%04x:%04x", g>>48, g>>32&0xffff, g>>16&0xffff, g&0xffff)
+			if g2, err := parseGUID(back); err != nil || g2 != g {
+				t.Fatalf("GUID %q → %#x → %q does not round-trip", s, g, back)
+			}
+		}
+		if g, err := parseGID(s); err == nil {
+			var parts []string
+			for k := 0; k < 16; k += 2 {
+				parts = append(parts, fmt.Sprintf("%02x%02x", g[k], g[k+1]))
+			}
+			if g2, err := parseGID(strings.Join(parts, ":")); err != nil || g2 != g {
+				t.Fatalf("GID %q does not round-trip", s)
+			}
+		}
+	})
+}
