@@ -26,13 +26,13 @@ type createQPResp struct {
 // mirrors struct rxe_queue_buf (rdma/rdma_user_rxe.h) without its flexible data[]: the ring
 // header, with producer and consumer indices on separate cache lines.
 type queueBuf struct {
-	Log2ElemSize  uint32 // slot stride = 1 << Log2ElemSize
-	IndexMask     uint32 // slots - 1
-	Pad1          [30]uint32
+	Log2ElemSize  uint32     // slot stride = 1 << Log2ElemSize
+	IndexMask     uint32     // slots - 1
+	Pad1          [30]uint32 `abi:"pad_1"`
 	ProducerIndex uint32
-	Pad2          [31]uint32
+	Pad2          [31]uint32 `abi:"pad_2"`
 	ConsumerIndex uint32
-	Pad3          [31]uint32
+	Pad3          [31]uint32 `abi:"pad_3"`
 }
 
 const (
