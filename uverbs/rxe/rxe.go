@@ -242,9 +242,16 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	if q.sigAll {
 		flags |= uint32(uverbs.SendSignaled)
 	}
-	var imm uint32
-	if wr.Opcode == uverbs.WRSendWithImm || wr.Opcode == uverbs.WRRDMAWriteWithImm {
+	var imm, rkey uint32
+	var raddr uint64
+	switch wr.Opcode {
+	case uverbs.WRSendWithImm:
 		imm = wr.Imm
+	case uverbs.WRRDMAWriteWithImm:
+		imm = wr.Imm
+		raddr, rkey = wr.RemoteAddr, wr.RKey
+	case uverbs.WRRDMAWrite, uverbs.WRRDMARead:
+		raddr, rkey = wr.RemoteAddr, wr.RKey
 	}
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
@@ -264,10 +271,13 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 			Opcode:     uint32(wr.Opcode),
 			SendFlags:  flags,
 			Ex:         imm,
-			RemoteAddr: wr.RemoteAddr,
-			Rkey:       wr.RKey,
+			RemoteAddr: raddr,
+			Rkey:       rkey,
 		},
-		Dma: dmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGE))},
+		// The kernel takes the RETH virtual address from iova, not from wr.rdma, and
+		// advances it as it segments the message.
+		Iova: raddr,
+		Dma:  dmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGE))},
 	}
 	if len(wr.SGE) > 0 {
 		copy(unsafe.Slice((*uverbs.SGE)(unsafe.Add(p, sendWQESize)), len(wr.SGE)), wr.SGE)

@@ -288,7 +288,7 @@ func TestPostSendWQE(t *testing.T) {
 		{"union tail", 36, u64(36), 0},
 		{"status", 144, uint64(u32(144)), 0},
 		{"state", 148, uint64(u32(148)), 0},
-		{"iova", 152, u64(152), 0},
+		{"iova = remote_addr", 152, u64(152), 0xdead0000},
 		{"mask", 160, uint64(u32(160)), 0},
 		{"ssn", 176, uint64(u32(176)), 0},
 		{"dma.length", 184, uint64(u32(184)), 128},
@@ -327,13 +327,15 @@ func TestPostSendWQE(t *testing.T) {
 		t.Fatalf("deferred doorbell: cmds %v req % x resp %v", tq.cmd.cmds, tq.cmd.reqs, tq.cmd.resps)
 	}
 	// In RTS every post rings. SEND_WITH_IMM carries the immediate.
-	wr2 := &uverbs.SendWR{ID: 2, Opcode: uverbs.WRSendWithImm, SGE: wr.SGE[:1], Imm: 0x12345678}
+	// A stale RemoteAddr/RKey in a reused WR must not leak into a SEND WQE.
+	wr2 := &uverbs.SendWR{ID: 2, Opcode: uverbs.WRSendWithImm, SGE: wr.SGE[:1], Imm: 0x12345678, RemoteAddr: 0x999, RKey: 9}
 	if err := q.PostSend(wr2); err != nil {
 		t.Fatal(err)
 	}
 	w2 := tq.sq[ringDataOff+256:]
 	if binary.LittleEndian.Uint32(w2[12:]) != 3 || binary.LittleEndian.Uint32(w2[20:]) != 0x12345678 ||
-		binary.LittleEndian.Uint32(w2[196:]) != 1 || binary.LittleEndian.Uint32(w2[184:]) != 100 {
+		binary.LittleEndian.Uint32(w2[196:]) != 1 || binary.LittleEndian.Uint32(w2[184:]) != 100 ||
+		binary.LittleEndian.Uint64(w2[24:]) != 0 || binary.LittleEndian.Uint32(w2[32:]) != 0 || binary.LittleEndian.Uint64(w2[152:]) != 0 {
 		t.Errorf("SEND_WITH_IMM WQE % x", w2[:208])
 	}
 	if len(tq.cmd.cmds) != 2 {
