@@ -208,3 +208,16 @@ func TestParseGIDEntries(t *testing.T) {
 		t.Error("count beyond buffer accepted")
 	}
 }
+
+// verbs.md §1.7's worked example: QUERY_GID_TABLE on rxe for N entries.
+func TestGIDTableIoctlGolden(t *testing.T) {
+	const n, base = 4, 0x7f0000001000
+	mem := make([]byte, gidIoctlEntriesOff)
+	buildGIDTableIoctl(mem, base, n, 14)
+	want := le(uint16(88), uint16(0), uint16(5), uint16(4), uint64(0), uint32(14), uint32(0),
+		uint16(0), uint16(8), uint16(1), uint16(0), uint64(32),
+		uint16(1), uint16(4), uint16(0), uint16(0), uint64(0),
+		uint16(2), uint16(32*n), uint16(1), uint16(0), uint64(base+96),
+		uint16(3), uint16(8), uint16(1), uint16(0), uint64(base+88))
+	checkBytes(t, "QUERY_GID_TABLE", mem[:88], want)
+}

@@ -53,39 +53,48 @@ func (c *Context) GIDTable() ([]GIDEntry, error) {
 	return all, nil
 }
 
+// Layout of the QUERY_GID_TABLE ioctl buffer: header, 4 attributes, count, entries.
+const (
+	gidIoctlAttrsOff   = 24
+	gidIoctlCountOff   = gidIoctlAttrsOff + 4*16
+	gidIoctlEntriesOff = gidIoctlCountOff + 8
+)
+
+// buildGIDTableIoctl lays out UVERBS_METHOD_QUERY_GID_TABLE for n entries in mem, whose
+// first byte is at address base.
+func buildGIDTableIoctl(mem []byte, base uint64, n int, driverID uint32) {
+	hdr := ioctlHdr{
+		Length:   uint16(gidIoctlAttrsOff + 4*16),
+		ObjectId: uverbsObjectDevice,
+		MethodId: uverbsMethodQueryGIDTable,
+		NumAttrs: 4,
+		DriverId: driverID,
+	}
+	attrs := [4]ioctlAttr{
+		{AttrId: attrGIDTableEntrySize, Len: 8, Flags: uverbsAttrFMandatory, Data: 32},
+		{AttrId: attrGIDTableFlags, Len: 4, Data: 0},
+		{AttrId: attrGIDTableRespEntries, Len: uint16(32 * n), Flags: uverbsAttrFMandatory, Data: base + gidIoctlEntriesOff},
+		{AttrId: attrGIDTableRespNumEntries, Len: 8, Flags: uverbsAttrFMandatory, Data: base + gidIoctlCountOff},
+	}
+	copy(mem, asBytes(&hdr))
+	copy(mem[gidIoctlAttrsOff:], asBytes(&attrs))
+}
+
 // queryGIDTableIoctl runs UVERBS_METHOD_QUERY_GID_TABLE. Header, attributes, count and
 // entries live in one temporary mapping: the kernel gets their addresses as integers.
 func (c *Context) queryGIDTableIoctl(n int) ([]GIDEntry, error) {
-	const (
-		attrsOff   = 24
-		countOff   = attrsOff + 4*16
-		entriesOff = countOff + 8
-	)
-	size := entriesOff + 32*n
+	size := gidIoctlEntriesOff + 32*n
 	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: mmap GID query buffer: %w", err)
 	}
 	defer unix.Munmap(mem)
-	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
-	hdr := ioctlHdr{
-		Length:   uint16(attrsOff + 4*16),
-		ObjectId: uverbsObjectDevice,
-		MethodId: uverbsMethodQueryGIDTable,
-		NumAttrs: 4,
-		DriverId: c.dev.DriverID,
+	// The ioctl header must carry the device's driver id or the kernel says EINVAL.
+	driverID := c.dev.DriverID
+	if driverID == 0 {
+		driverID = c.provider.DriverID()
 	}
-	if hdr.DriverId == 0 {
-		hdr.DriverId = c.provider.DriverID()
-	}
-	attrs := [4]ioctlAttr{
-		{AttrId: attrGIDTableEntrySize, Len: 8, Flags: uverbsAttrFMandatory, Data: 32},
-		{AttrId: attrGIDTableFlags, Len: 4, Data: 0},
-		{AttrId: attrGIDTableRespEntries, Len: uint16(32 * n), Flags: uverbsAttrFMandatory, Data: base + entriesOff},
-		{AttrId: attrGIDTableRespNumEntries, Len: 8, Flags: uverbsAttrFMandatory, Data: base + countOff},
-	}
-	copy(mem, asBytes(&hdr))
-	copy(mem[attrsOff:], asBytes(&attrs))
+	buildGIDTableIoctl(mem, uint64(uintptr(unsafe.Pointer(&mem[0]))), n, driverID)
 
 	c.cmd.mu.Lock()
 	if c.cmd.closed {
@@ -97,7 +106,7 @@ func (c *Context) queryGIDTableIoctl(n int) ([]GIDEntry, error) {
 	if errno != 0 {
 		return nil, &CmdError{Cmd: "QUERY_GID_TABLE", Errno: errno}
 	}
-	return parseGIDEntries(mem[countOff:countOff+8], mem[entriesOff:])
+	return parseGIDEntries(mem[gidIoctlCountOff:gidIoctlCountOff+8], mem[gidIoctlEntriesOff:])
 }
 
 // parseGIDEntries decodes the QUERY_GID_TABLE answer: a u64 count and the entries.

@@ -1,7 +1,5 @@
 package rxe
 
-import "github.com/gorping/gorping/uverbs"
-
 // Go mirrors of rdma/rdma_user_rxe.h. Fixed-width fields only, so the Go layout equals the
 // C layout (abi_layout_test.go, build tag abicheck, compares them with gcc's).
 
@@ -101,5 +99,5 @@ type recvWQE struct {
 	Dma      dmaInfo
 }
 
-// The ring slots hold struct rxe_sge, which uverbs.SGE mirrors (same layout as ib_uverbs_sge).
-var _ = uverbs.SGE{}
+// SGEs in the WQEs are struct rxe_sge, which uverbs.SGE mirrors (same layout as
+// ib_uverbs_sge); CQ slots start with struct ib_uverbs_wc, which uverbs.WC mirrors.

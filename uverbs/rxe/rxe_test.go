@@ -33,14 +33,14 @@ func (f *fakeCmd) Fd() int { return 42 }
 
 // fakeKernelRings plays the kernel's side of the mmap: offsets name pre-built rings.
 type fakeKernelRings struct {
-	t      *testing.T
+	t      testing.TB
 	rings  map[uint64][]byte
 	mapped map[uint64]bool
 	unmaps int
 }
 
 // newRingMem builds a queue mapping the way rxe_queue_init lays it out.
-func newRingMem(t *testing.T, slots int, log2Elem uint32) []byte {
+func newRingMem(t testing.TB, slots int, log2Elem uint32) []byte {
 	t.Helper()
 	size := ringDataOff + slots<<log2Elem
 	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
@@ -70,7 +70,7 @@ func (k *fakeKernelRings) mmap(fd int, off uint64, size int) ([]byte, error) {
 
 func (k *fakeKernelRings) munmap(b []byte) error { k.unmaps++; return nil }
 
-func newFakeRxe(t *testing.T) (*rxeContext, *fakeKernelRings) {
+func newFakeRxe(t testing.TB) (*rxeContext, *fakeKernelRings) {
 	k := &fakeKernelRings{t: t, rings: map[uint64][]byte{}, mapped: map[uint64]bool{}}
 	t.Cleanup(func() {
 		for _, m := range k.rings {
@@ -108,7 +108,7 @@ func TestProviderIdentity(t *testing.T) {
 	}
 }
 
-func newTestCQ(t *testing.T, slots int) (*cq, []byte, *fakeCmd, *fakeKernelRings) {
+func newTestCQ(t testing.TB, slots int) (*cq, []byte, *fakeCmd, *fakeKernelRings) {
 	ctx, k := newFakeRxe(t)
 	mem := newRingMem(t, slots, 7) // 128-byte CQEs, as rxe rounds struct rxe_cqe
 	k.rings[4096] = mem
@@ -237,7 +237,7 @@ type testQP struct {
 	k      *fakeKernelRings
 }
 
-func newTestQP(t *testing.T, sqSlots, rqSlots int, sigAll bool) testQP {
+func newTestQP(t testing.TB, sqSlots, rqSlots int, sigAll bool) testQP {
 	ctx, k := newFakeRxe(t)
 	sq := newRingMem(t, sqSlots, 8) // 256 bytes: 208 + 1 SGE, rounded up
 	rq := newRingMem(t, rqSlots, 6) // 64 bytes: 40 + 1 SGE, rounded up

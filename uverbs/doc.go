@@ -1,0 +1,15 @@
+// Package uverbs talks to the kernel's RDMA verbs character devices
+// (/dev/infiniband/uverbsN) without libibverbs: device discovery over RDMA netlink and
+// sysfs, the legacy write() command ABI of rdma/ib_user_verbs.h for the control path
+// (context, PD, MR, CQ, completion channel, QP), and event fds read through the Go
+// netpoller.
+//
+// The data path (posting work requests, polling, arming) is driver specific and lives in
+// providers such as uverbs/rxe, which register themselves with Register. Import the
+// providers you need for their side effect:
+//
+//	import _ "github.com/gorping/gorping/uverbs/rxe"
+//
+// Memory the kernel accesses by address (registered buffers, rings, command responses)
+// is always mmap'd, never Go heap.
+package uverbs
