@@ -1,0 +1,128 @@
+package rdmacm
+
+// EventType is enum rdma_cm_event_type.
+type EventType uint32
+
+// Event types a kernel (6.1 … 6.12) reports on an rdma_cm channel.
+const (
+	EventAddrResolved    EventType = 0
+	EventAddrError       EventType = 1
+	EventRouteResolved   EventType = 2
+	EventRouteError      EventType = 3
+	EventConnectRequest  EventType = 4
+	EventConnectResponse EventType = 5
+	EventConnectError    EventType = 6
+	EventUnreachable     EventType = 7
+	EventRejected        EventType = 8
+	EventEstablished     EventType = 9
+	EventDisconnected    EventType = 10
+	EventDeviceRemoval   EventType = 11
+	EventMulticastJoin   EventType = 12
+	EventMulticastError  EventType = 13
+	EventAddrChange      EventType = 14
+	EventTimewaitExit    EventType = 15
+)
+
+var eventNames = [...]string{
+	"RDMA_CM_EVENT_ADDR_RESOLVED",
+	"RDMA_CM_EVENT_ADDR_ERROR",
+	"RDMA_CM_EVENT_ROUTE_RESOLVED",
+	"RDMA_CM_EVENT_ROUTE_ERROR",
+	"RDMA_CM_EVENT_CONNECT_REQUEST",
+	"RDMA_CM_EVENT_CONNECT_RESPONSE",
+	"RDMA_CM_EVENT_CONNECT_ERROR",
+	"RDMA_CM_EVENT_UNREACHABLE",
+	"RDMA_CM_EVENT_REJECTED",
+	"RDMA_CM_EVENT_ESTABLISHED",
+	"RDMA_CM_EVENT_DISCONNECTED",
+	"RDMA_CM_EVENT_DEVICE_REMOVAL",
+	"RDMA_CM_EVENT_MULTICAST_JOIN",
+	"RDMA_CM_EVENT_MULTICAST_ERROR",
+	"RDMA_CM_EVENT_ADDR_CHANGE",
+	"RDMA_CM_EVENT_TIMEWAIT_EXIT",
+}
+
+// String returns the name rdma_event_str gives the event ("UNKNOWN EVENT" for
+// numbers it does not know, as librdmacm v44 … HEAD print).
+func (t EventType) String() string {
+	if int(t) < len(eventNames) {
+		return eventNames[t]
+	}
+	return "UNKNOWN EVENT"
+}
+
+// ConnParam is struct rdma_conn_param: what Connect / Accept send, and what a
+// CONNECT_REQUEST / CONNECT_RESPONSE / ESTABLISHED / REJECTED event carries.
+//
+// ResponderResources / InitiatorDepth 0xFF (MaxRDAtomic) mean "device
+// maximum" for Connect and "the peer's request, clamped to the device
+// maximum" for Accept, as in librdmacm. The device maxima come from the
+// caller: MaxResponderResources / MaxInitiatorDepth (ibv_device_attr
+// max_qp_rd_atom / max_qp_init_rd_atom, clamped to 255 by the caller); 0 means
+// unknown, which skips librdmacm's range check (EINVAL) and the clamping.
+// They are never sent to the kernel.
+type ConnParam struct {
+	PrivateData        []byte // ≤ 256 bytes; the transport may allow fewer
+	ResponderResources uint8
+	InitiatorDepth     uint8
+	FlowControl        uint8
+	RetryCount         uint8
+	RNRRetryCount      uint8
+	SRQ                bool
+	QPNum              uint32 // used only when no QP is attached (-q mode); events: the peer's QPN
+
+	MaxResponderResources uint8 // device limit, see above; input only
+	MaxInitiatorDepth     uint8 // device limit, see above; input only
+}
+
+// MaxRDAtomic is RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH.
+const MaxRDAtomic = noOverride
+
+// Event is one rdma_cm event of an ID. For EventConnectRequest, Child is the
+// new (not yet accepted) connection ID; Accept, Reject or Destroy it.
+// Status is the kernel's status: a negative errno, or for EventRejected the
+// (positive) IB CM reject reason.
+type Event struct {
+	Type   EventType
+	Status int32
+	Child  *ID
+	Param  ConnParam
+}
+
+// rawEvent is a decoded rdma_ucm_event_resp.
+type rawEvent struct {
+	uid    uint64
+	handle uint32
+	typ    EventType
+	status int32
+	param  ConnParam
+}
+
+// decodeEvent decodes a GET_EVENT response (short input is zero-extended).
+func decodeEvent(b []byte) rawEvent {
+	var r eventResp
+	copy(bytesOf(&r), b)
+	return rawEvent{
+		uid:    r.UID,
+		handle: r.ID,
+		typ:    EventType(r.Event),
+		status: r.Status,
+		param:  decodeConnParam(&r.Conn),
+	}
+}
+
+func decodeConnParam(c *connParam) ConnParam {
+	p := ConnParam{
+		ResponderResources: c.ResponderResources,
+		InitiatorDepth:     c.InitiatorDepth,
+		FlowControl:        c.FlowControl,
+		RetryCount:         c.RetryCount,
+		RNRRetryCount:      c.RnrRetryCount,
+		SRQ:                c.Srq != 0,
+		QPNum:              c.QPNum,
+	}
+	if n := int(c.PrivateDataLen); n > 0 {
+		p.PrivateData = append([]byte(nil), c.PrivateData[:n]...)
+	}
+	return p
+}
