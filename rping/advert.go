@@ -43,7 +43,7 @@ func (a advert) check() error {
 	if a.size < MinSize || a.size > MaxSize {
 		return fmt.Errorf("size %d (valid range is %d to %d)", int32(a.size), MinSize, MaxSize)
 	}
-	if a.addr == 0 || a.addr+uint64(a.size) < a.addr {
+	if a.addr == 0 || a.addr+uint64(a.size)-1 < a.addr { // zero, or wraps past 2^64
 		return fmt.Errorf("buffer address %#x with size %d", a.addr, a.size)
 	}
 	return nil
