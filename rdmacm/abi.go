@@ -1,6 +1,10 @@
 package rdmacm
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/gorping/gorping/uverbs"
+)
 
 // Command numbers, port spaces and query options of the rdma_cm write() ABI
 // (enum in rdma/rdma_user_cm.h, RDMA_USER_CM_ABI_VERSION 4).
@@ -215,75 +219,19 @@ type eventResp struct {
 	Ece      ece
 }
 
-// mirrors struct ib_uverbs_global_route (rdma/ib_user_verbs.h)
-type globalRoute struct {
-	Dgid         [16]uint8
-	FlowLabel    uint32
-	SgidIndex    uint8
-	HopLimit     uint8
-	TrafficClass uint8
-	Reserved     uint8
-}
-
-// mirrors struct ib_uverbs_ah_attr (rdma/ib_user_verbs.h)
-type ahAttr struct {
-	Grh         globalRoute
-	Dlid        uint16
-	Sl          uint8
-	SrcPathBits uint8
-	StaticRate  uint8
-	IsGlobal    uint8
-	PortNum     uint8
-	Reserved    uint8
-}
-
-// mirrors struct ib_uverbs_qp_attr (rdma/ib_user_verbs.h): the INIT_QP_ATTR response.
-type qpAttr struct {
-	QPAttrMask       uint32 `abi:"qp_attr_mask"`
-	QPState          uint32 `abi:"qp_state"`
-	CurQPState       uint32 `abi:"cur_qp_state"`
-	PathMtu          uint32
-	PathMigState     uint32
-	Qkey             uint32
-	RqPsn            uint32
-	SqPsn            uint32
-	DestQPNum        uint32 `abi:"dest_qp_num"`
-	QPAccessFlags    uint32 `abi:"qp_access_flags"`
-	AhAttr           ahAttr
-	AltAhAttr        ahAttr
-	MaxSendWR        uint32
-	MaxRecvWR        uint32
-	MaxSendSge       uint32
-	MaxRecvSge       uint32
-	MaxInlineData    uint32
-	PkeyIndex        uint16
-	AltPkeyIndex     uint16
-	EnSqdAsyncNotify uint8
-	SqDraining       uint8
-	MaxRdAtomic      uint8
-	MaxDestRdAtomic  uint8
-	MinRnrTimer      uint8
-	PortNum          uint8
-	Timeout          uint8
-	RetryCnt         uint8
-	RnrRetry         uint8
-	AltPortNum       uint8
-	AltTimeout       uint8
-	Reserved         [5]uint8
-}
-
-// QP attribute mask bits and states used by the hidden transitions
-// (enum ib_qp_attr_mask / ib_qp_state, same values as IBV_QP_* / IBV_QPS_*).
+// QP attribute mask bits and states used by the hidden transitions.
+// INIT_QP_ATTR answers with struct ib_uverbs_qp_attr, which uverbs.QPAttr
+// mirrors (checked by uverbs' abicheck test), so it is decoded straight into it.
 const (
-	qpMaskState = 0x1
+	qpMaskState = uverbs.QPAttrState
 	// qpMaskRoCEObsolete are bits 21-24 (old SMAC/VID bits); librdmacm clears
 	// them from the kernel's RTR mask on InfiniBand link-layer ports.
-	qpMaskRoCEObsolete = 0xE00000
+	qpMaskRoCEObsolete uverbs.QPAttrMask = 0xE00000
 
-	qpsInit = 1
-	qpsRTR  = 2
-	qpsRTS  = 3
-	qpsErr  = 6
+	qpsInit = uverbs.QPSInit
+	qpsRTR  = uverbs.QPSRTR
+	qpsRTS  = uverbs.QPSRTS
+	qpsErr  = uverbs.QPSErr
 
 	// noOverride (RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH) keeps the kernel's
 	// max_dest_rd_atomic / max_rd_atomic.
@@ -327,7 +275,7 @@ var _ = [1]struct{}{}[unsafe.Sizeof(disconnectCmd{})-sizeofDisconnect]
 var _ = [1]struct{}{}[unsafe.Sizeof(initQPAttr{})-sizeofInitQPAttr]
 var _ = [1]struct{}{}[unsafe.Sizeof(getEvent{})-sizeofGetEvent]
 var _ = [1]struct{}{}[unsafe.Sizeof(eventResp{})-sizeofEventResp]
-var _ = [1]struct{}{}[unsafe.Sizeof(qpAttr{})-sizeofQPAttr]
+var _ = [1]struct{}{}[unsafe.Sizeof(uverbs.QPAttr{})-sizeofQPAttr]
 var _ = [1]struct{}{}[unsafe.Sizeof(pathRecData{})-sizeofPathRecData]
 
 // bytesOf views an ABI struct as the bytes the kernel reads or writes. The

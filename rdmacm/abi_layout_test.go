@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/gorping/gorping/internal/abicheck"
+	"github.com/gorping/gorping/uverbs"
 )
 
 // TestABILayout compares every Go mirror in abi.go with rdma/rdma_user_cm.h
-// (and the ib_user_verbs.h / ib_user_sa.h structs it embeds) through gcc.
+// (and the ib_user_verbs.h / ib_user_sa.h structs it uses) through gcc.
 func TestABILayout(t *testing.T) {
 	abicheck.Check(t, []string{"rdma/rdma_user_cm.h"},
 		abicheck.Struct{C: "struct rdma_ucm_cmd_hdr", Go: cmdHdr{}},
@@ -34,9 +35,10 @@ func TestABILayout(t *testing.T) {
 		abicheck.Struct{C: "struct rdma_ucm_init_qp_attr", Go: initQPAttr{}},
 		abicheck.Struct{C: "struct rdma_ucm_get_event", Go: getEvent{}},
 		abicheck.Struct{C: "struct rdma_ucm_event_resp", Go: eventResp{}},
-		abicheck.Struct{C: "struct ib_uverbs_global_route", Go: globalRoute{}},
-		abicheck.Struct{C: "struct ib_uverbs_ah_attr", Go: ahAttr{}},
-		abicheck.Struct{C: "struct ib_uverbs_qp_attr", Go: qpAttr{}},
+		// INIT_QP_ATTR's response is decoded straight into uverbs.QPAttr.
+		abicheck.Struct{C: "struct ib_uverbs_qp_attr", Go: uverbs.QPAttr{}},
+		abicheck.Struct{C: "struct ib_uverbs_ah_attr", Go: uverbs.AHAttr{}},
+		abicheck.Struct{C: "struct ib_uverbs_global_route", Go: uverbs.GlobalRoute{}},
 	)
 }
 

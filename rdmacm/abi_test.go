@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -143,7 +144,7 @@ func TestCommandBodies(t *testing.T) {
 	}
 	checkBody(t, "DISCONNECT", f.last(cmdDisconnect), make(golden, 4).u32(0, h))
 
-	f.attrs[qpsRTR] = qpAttr{QPState: qpsRTR}
+	f.attrs[qpsRTR] = uverbs.QPAttr{State: qpsRTR}
 	if _, err := id.initQPAttr(qpsRTR); err != nil {
 		t.Fatal(err)
 	}
@@ -369,4 +370,32 @@ func FuzzDecodeQueryAddr(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestMatchDevice(t *testing.T) {
+	devs := []uverbs.Device{
+		{Name: "siw0", Index: 1, NodeGUID: 0x505400fffe96b707},
+		{Name: "rxe0", Index: 2, NodeGUID: 0x505400fffe96b707},
+		{Name: "mlx5_0", Index: -1, NodeGUID: 0x1122334455667788},
+	}
+	for _, tc := range []struct {
+		guid  uint64
+		index int
+		want  string
+	}{
+		{0x505400fffe96b707, 2, "rxe0"}, // shared GUID: the index decides
+		{0x505400fffe96b707, 1, "siw0"},
+		{0x505400fffe96b707, -1, "siw0"},  // kernel without ibdev_index: GUID alone
+		{0x1122334455667788, 7, "mlx5_0"}, // device index unknown: GUID alone
+	} {
+		d, err := matchDevice(devs, AddrInfo{NodeGUID: tc.guid, IbdevIndex: tc.index})
+		if err != nil || d.Name != tc.want {
+			t.Errorf("GUID %x index %d: got %q, %v; want %q", tc.guid, tc.index, d.Name, err, tc.want)
+		}
+	}
+	for _, info := range []AddrInfo{{NodeGUID: 0x505400fffe96b707, IbdevIndex: 3}, {NodeGUID: 1, IbdevIndex: -1}} {
+		if _, err := matchDevice(devs, info); !errors.Is(err, unix.ENODEV) {
+			t.Errorf("%+v: got %v, want ENODEV", info, err)
+		}
+	}
 }

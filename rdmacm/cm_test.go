@@ -123,7 +123,7 @@ func TestConnectResponseHiddenSteps(t *testing.T) {
 			if ev.Type != EventEstablished || ev.Status != 0 || ev.Param.QPNum != 0x33 {
 				t.Fatalf("got %v status %d param %+v, want ESTABLISHED", ev.Type, ev.Status, ev.Param)
 			}
-			rtrMask := cmAttrs()[qpsRTR].QPAttrMask
+			rtrMask := cmAttrs()[qpsRTR].AttrMask
 			if ib {
 				rtrMask &^= 0xE00000
 			}
@@ -136,7 +136,7 @@ func TestConnectResponseHiddenSteps(t *testing.T) {
 			// Active side: librdmacm passes RDMA_MAX_RESP_RES / RDMA_MAX_INIT_DEPTH,
 			// i.e. keeps the kernel's rd_atomic values.
 			if rtr, rts := m[2].attr, m[3].attr; rtr.MaxDestRdAtomic != 9 || rts.MaxRdAtomic != 9 ||
-				rtr.DestQPNum != 0x11 || rtr.RqPsn != 0x1234 || rts.SqPsn != 0x5678 {
+				rtr.DestQPNum != 0x11 || rtr.RQPSN != 0x1234 || rts.SQPSN != 0x5678 {
 				t.Fatalf("modify attributes changed: rtr %+v rts %+v", rtr, rts)
 			}
 			checkBody(t, "ACCEPT", f.last(cmdAccept), make(golden, 296).u32(280, id.handle))
@@ -158,7 +158,7 @@ func TestConnectResponseFailure(t *testing.T) {
 	if ev.Type != EventConnectError || ev.Status != -int32(unix.EINVAL) {
 		t.Fatalf("got %v status %d, want CONNECT_ERROR -22", ev.Type, ev.Status)
 	}
-	rtrMask := cmAttrs()[qpsRTR].QPAttrMask
+	rtrMask := cmAttrs()[qpsRTR].AttrMask
 	wantOps(t, f.log.take(), "INIT_QP_ATTR(1)", "modify(1, 0x39)",
 		"INIT_QP_ATTR(2)", fmt.Sprintf("modify(2, %#x)", rtrMask), "modify(6, 0x1)")
 	// librdmacm swallows the REJECTED / DISCONNECTED that follow.
@@ -186,8 +186,8 @@ func TestConnectResponseAcceptFails(t *testing.T) {
 	if ev.Type != EventConnectError || ev.Status != -int32(unix.EIO) {
 		t.Fatalf("got %v status %d, want CONNECT_ERROR -5", ev.Type, ev.Status)
 	}
-	if m := qp.modifies(); m[len(m)-1].attr.QPState != qpsErr {
-		t.Fatalf("QP left in state %d", m[len(m)-1].attr.QPState)
+	if m := qp.modifies(); m[len(m)-1].attr.State != qpsErr {
+		t.Fatalf("QP left in state %d", m[len(m)-1].attr.State)
 	}
 }
 
@@ -243,7 +243,7 @@ func TestAcceptHiddenSteps(t *testing.T) {
 	if err := c.Accept(p); err != nil {
 		t.Fatal(err)
 	}
-	rtrMask := cmAttrs()[qpsRTR].QPAttrMask &^ 0xE00000
+	rtrMask := cmAttrs()[qpsRTR].AttrMask &^ 0xE00000
 	wantOps(t, f.log.take(), "INIT_QP_ATTR(1)", "modify(1, 0x39)",
 		"INIT_QP_ATTR(2)", fmt.Sprintf("modify(2, %#x)", rtrMask),
 		"INIT_QP_ATTR(3)", "modify(3, 0x12e01)", "ACCEPT valid=1")
@@ -261,7 +261,7 @@ func TestAcceptHiddenSteps(t *testing.T) {
 	if err := c.Accept(p); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("got %v", err)
 	}
-	if m := qp.modifies(); m[len(m)-1].attr.QPState != qpsErr || m[len(m)-1].mask != qpMaskState {
+	if m := qp.modifies(); m[len(m)-1].attr.State != qpsErr || m[len(m)-1].mask != qpMaskState {
 		t.Fatalf("after a failed ACCEPT the QP got %+v", m[len(m)-1])
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,13 +23,13 @@ type fakeDev struct {
 	log    *opLog
 	cmds   []fakeCmd
 	handle uint32
-	uidOf  map[uint32]uint64 // kernel handle → uid (CREATE_ID, ACCEPT valid=1)
-	given  map[uint64]uint32 // events handed out per uid
-	fail   map[uint32]error  // command → error to return
-	attrs  map[uint32]qpAttr // INIT_QP_ATTR answers by state
-	answer map[uint32][]byte // other responses by command
-	respIn map[uint32][]byte // response buffers as handed in (pre-filled defaults)
-	errs   chan error        // a GET_EVENT failure to report
+	uidOf  map[uint32]uint64                // kernel handle → uid (CREATE_ID, ACCEPT valid=1)
+	given  map[uint64]uint32                // events handed out per uid
+	fail   map[uint32]error                 // command → error to return
+	attrs  map[uverbs.QPState]uverbs.QPAttr // INIT_QP_ATTR answers by state
+	answer map[uint32][]byte                // other responses by command
+	respIn map[uint32][]byte                // response buffers as handed in (pre-filled defaults)
+	errs   chan error                       // a GET_EVENT failure to report
 
 	events chan []byte
 	gate   chan struct{} // if non-nil, getEvent waits on it after taking an event
@@ -66,7 +67,7 @@ func newFakeDev(t *testing.T) *fakeDev {
 	return &fakeDev{
 		t: t, log: &opLog{}, handle: 100,
 		uidOf: map[uint32]uint64{}, given: map[uint64]uint32{}, fail: map[uint32]error{},
-		attrs: map[uint32]qpAttr{}, answer: map[uint32][]byte{}, respIn: map[uint32][]byte{},
+		attrs: map[uverbs.QPState]uverbs.QPAttr{}, answer: map[uint32][]byte{}, respIn: map[uint32][]byte{},
 		errs:   make(chan error, 1),
 		events: make(chan []byte, 64), closed: make(chan struct{}),
 	}
@@ -115,7 +116,7 @@ func (f *fakeDev) exec(cmd uint32, body []byte, respOff int, resp []byte) error 
 		ne.PutUint32(resp, f.given[f.uidOf[h]])
 		delete(f.uidOf, h)
 	case cmdInitQPAttr:
-		state := ne.Uint32(body[12:])
+		state := uverbs.QPState(ne.Uint32(body[12:]))
 		a, ok := f.attrs[state]
 		if !ok {
 			return unix.EINVAL
@@ -189,22 +190,22 @@ func (f *fakeDev) queue(uid uint64, handle uint32, typ EventType, status int32, 
 type fakeQP struct {
 	log     *opLog
 	num     uint32
-	failAt  uint32 // state whose modify fails with EINVAL (0: none)
+	failAt  uverbs.QPState // state whose modify fails with EINVAL (0: none)
 	mu      sync.Mutex
 	history []qpModify
 }
 
 type qpModify struct {
-	attr qpAttr
-	mask uint32
+	attr uverbs.QPAttr
+	mask uverbs.QPAttrMask
 }
 
-func (q *fakeQP) modify(a *qpAttr, mask uint32) error {
-	q.log.add(fmt.Sprintf("modify(%d, %#x)", a.QPState, mask))
+func (q *fakeQP) modify(a *uverbs.QPAttr, mask uverbs.QPAttrMask) error {
+	q.log.add(fmt.Sprintf("modify(%d, %#x)", uint32(a.State), uint32(mask)))
 	q.mu.Lock()
 	q.history = append(q.history, qpModify{*a, mask})
 	q.mu.Unlock()
-	if q.failAt != 0 && a.QPState == q.failAt {
+	if q.failAt != 0 && a.State == q.failAt {
 		return unix.EINVAL
 	}
 	return nil
@@ -219,13 +220,13 @@ func (q *fakeQP) modifies() []qpModify {
 }
 
 // Kernel-like INIT_QP_ATTR answers for an IB/RoCE id after the CM exchange.
-func cmAttrs() map[uint32]qpAttr {
-	return map[uint32]qpAttr{
-		qpsInit: {QPAttrMask: 0x39, QPState: qpsInit, QPAccessFlags: 0x7, PortNum: 1},
-		qpsRTR: {QPAttrMask: 0x1 | 0x80 | 0x100 | 0x100000 | 0x1000 | 0x20000 | 0x8000 | 0xE00000,
-			QPState: qpsRTR, PathMtu: 3, DestQPNum: 0x11, RqPsn: 0x1234, MaxDestRdAtomic: 9, PortNum: 1},
-		qpsRTS: {QPAttrMask: 0x1 | 0x10000 | 0x200 | 0x400 | 0x800 | 0x2000,
-			QPState: qpsRTS, SqPsn: 0x5678, Timeout: 14, RetryCnt: 7, RnrRetry: 7, MaxRdAtomic: 9},
+func cmAttrs() map[uverbs.QPState]uverbs.QPAttr {
+	return map[uverbs.QPState]uverbs.QPAttr{
+		qpsInit: {AttrMask: 0x39, State: qpsInit, AccessFlags: 0x7, PortNum: 1},
+		qpsRTR: {AttrMask: 0x1 | 0x80 | 0x100 | 0x100000 | 0x1000 | 0x20000 | 0x8000 | 0xE00000,
+			State: qpsRTR, PathMTU: 3, DestQPNum: 0x11, RQPSN: 0x1234, MaxDestRdAtomic: 9, PortNum: 1},
+		qpsRTS: {AttrMask: 0x1 | 0x10000 | 0x200 | 0x400 | 0x800 | 0x2000,
+			State: qpsRTS, SQPSN: 0x5678, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 9},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gorping/gorping/uverbs"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,7 +39,7 @@ type ID struct {
 // cmQP is what the hidden transitions need from a verbs QP: *uverbs.QP
 // through an adapter, a recorder in tests.
 type cmQP interface {
-	modify(attr *qpAttr, mask uint32) error
+	modify(attr *uverbs.QPAttr, mask uverbs.QPAttrMask) error
 	qpNum() uint32
 }
 
@@ -255,10 +256,10 @@ func decodeQueryAddr(r *queryAddrResp) AddrInfo {
 
 // initQPAttr asks the kernel for the attributes and mask that move a QP of
 // this ID to state.
-func (id *ID) initQPAttr(state uint32) (qpAttr, error) {
-	cmd := initQPAttr{ID: id.handle, QPState: state}
-	var a qpAttr
-	err := id.exec(fmt.Sprintf("init qp attr (state %d)", state), cmdInitQPAttr, bytesOf(&cmd),
+func (id *ID) initQPAttr(state uverbs.QPState) (uverbs.QPAttr, error) {
+	cmd := initQPAttr{ID: id.handle, QPState: uint32(state)}
+	var a uverbs.QPAttr
+	err := id.exec("init qp attr ("+state.String()+")", cmdInitQPAttr, bytesOf(&cmd),
 		int(unsafe.Offsetof(cmd.Response)), bytesOf(&a))
 	return a, err
 }
@@ -284,12 +285,12 @@ func (id *ID) attachQP(qp cmQP, ib bool) error {
 // modifyFromCM moves qp to state with the attributes INIT_QP_ATTR returns.
 // For RTR it clears the obsolete RoCE mask bits on InfiniBand ports and
 // overrides max_dest_rd_atomic, for RTS max_rd_atomic (unless noOverride).
-func (id *ID) modifyFromCM(qp cmQP, state uint32, ib bool, override uint8) error {
+func (id *ID) modifyFromCM(qp cmQP, state uverbs.QPState, ib bool, override uint8) error {
 	a, err := id.initQPAttr(state)
 	if err != nil {
 		return err
 	}
-	mask := a.QPAttrMask
+	mask := a.AttrMask
 	switch state {
 	case qpsRTR:
 		if ib {
@@ -304,7 +305,7 @@ func (id *ID) modifyFromCM(qp cmQP, state uint32, ib bool, override uint8) error
 		}
 	}
 	if err := qp.modify(&a, mask); err != nil {
-		return fmt.Errorf("rdmacm: modify qp to state %d: %w", state, err)
+		return fmt.Errorf("rdmacm: modify qp to %v: %w", state, err)
 	}
 	return nil
 }
@@ -328,7 +329,7 @@ func (id *ID) qpToErr() error {
 	if qp == nil {
 		return nil
 	}
-	a := qpAttr{QPState: qpsErr}
+	a := uverbs.QPAttr{State: qpsErr}
 	if err := qp.modify(&a, qpMaskState); err != nil {
 		return fmt.Errorf("rdmacm: modify qp to error state: %w", err)
 	}
