@@ -182,6 +182,10 @@ func elfDeps(file string) (needed []string, interp string, err error) {
 	return needed, interp, nil
 }
 
+// dlopenedLibs are libraries loaded by name at run time rather than through
+// DT_NEEDED.
+var dlopenedLibs = []string{"libgcc_s.so.1"}
+
 // GuestFile is a file the caller adds to the image (gorping, test binaries).
 type GuestFile struct {
 	Path string // absolute guest path
@@ -243,6 +247,15 @@ func (im *Image) Write(out string) (int, error) {
 		if _, ok := view[need]; !ok {
 			return 0, fmt.Errorf("fetched packages lack %s", need)
 		}
+	}
+	// glibc dlopen()s libgcc_s for pthread_exit and thread cancellation, so no
+	// DT_NEEDED names it; without it rping aborts at exit.
+	for _, lib := range dlopenedLibs {
+		p := "/usr/lib/" + Triplet(im.Arch) + "/" + lib
+		if _, ok := view[p]; !ok {
+			return 0, fmt.Errorf("fetched packages lack %s", p)
+		}
+		roots = append(roots, p)
 	}
 	sort.Strings(roots)
 	keep, err := view.closure(roots, im.Arch)

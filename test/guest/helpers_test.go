@@ -1,0 +1,209 @@
+//go:build guest
+
+package guest
+
+// Helpers for tests that run inside the QEMU guest (see test/vm). The guest has
+// rxe0 on dummy interface d0 with GORPING_IPV4 and GORPING_IPV6, stock rping on
+// PATH, and GORPING_BIN / GORPING_RDMA_TOOL pointing at gorping and iproute2's rdma.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Env returns the environment variable name, failing the test if it is unset:
+// a guest test outside the guest must fail loudly, never pass vacuously.
+func Env(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set: run this test in the guest (go run ./test/vm/guestrun)", name)
+	}
+	return v
+}
+
+// IPv4 and IPv6 are the addresses of the guest's rxe0 netdev.
+func IPv4(t testing.TB) string { return Env(t, "GORPING_IPV4") }
+func IPv6(t testing.TB) string { return Env(t, "GORPING_IPV6") }
+
+// GorpingBin is the gorping binary under test.
+func GorpingBin(t testing.TB) string { return Env(t, "GORPING_BIN") }
+
+// RDMATool is iproute2's rdma (busybox has none).
+func RDMATool(t testing.TB) string { return Env(t, "GORPING_RDMA_TOOL") }
+
+// StockRping is rdma-core's rping from the guest's PATH.
+func StockRping(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("rping")
+	if err != nil {
+		t.Fatalf("stock rping not found: %v", err)
+	}
+	return p
+}
+
+// lockedBuffer collects a process's output while the test may read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Proc is a process started by a test; the test's cleanup kills it if it is
+// still running, so no test leaves a server behind for the next.
+type Proc struct {
+	Name   string
+	cmd    *exec.Cmd
+	stdout lockedBuffer
+	stderr lockedBuffer
+	done   chan struct{}
+	err    error
+}
+
+// Start runs name with args in the background.
+func Start(t testing.TB, name string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{Name: name + " " + strings.Join(args, " "), done: make(chan struct{})}
+	p.cmd = exec.Command(name, args...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", p.Name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if p.Running() {
+			t.Logf("killing %s (still running at test end)", p.Name)
+			p.Kill()
+		}
+	})
+	return p
+}
+
+// Running reports whether the process has not exited yet.
+func (p *Proc) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill kills the process (and its process group) and waits for it.
+func (p *Proc) Kill() {
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Stdout and Stderr are what the process printed so far.
+func (p *Proc) Stdout() string { return p.stdout.String() }
+func (p *Proc) Stderr() string { return p.stderr.String() }
+
+// Wait waits up to timeout for the process to exit and returns its exit code
+// (-1 if a signal killed it). On timeout the process is killed and the test
+// fails with what it printed.
+func (p *Proc) Wait(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.Kill()
+		t.Fatalf("%s did not exit within %s\nstdout:\n%s\nstderr:\n%s", p.Name, timeout, p.Stdout(), p.Stderr())
+	}
+	var ee *exec.ExitError
+	switch {
+	case p.err == nil:
+		return 0
+	case errors.As(p.err, &ee):
+		return ee.ExitCode()
+	}
+	t.Fatalf("wait for %s: %v", p.Name, p.err)
+	return -1
+}
+
+// Result is a finished process.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// Run runs name with args to completion within timeout.
+func Run(t testing.TB, timeout time.Duration, name string, args ...string) Result {
+	t.Helper()
+	p := Start(t, name, args...)
+	code := p.Wait(t, timeout)
+	return Result{Stdout: p.Stdout(), Stderr: p.Stderr(), Code: code}
+}
+
+// Listener is one listening rdma_cm id as `rdma resource show cm_id` reports it.
+type Listener struct {
+	Comm, SrcAddr string
+	PID           int
+}
+
+// WaitListening waits until process pid has an rdma_cm id in state LISTEN on
+// addr:port (as rdma prints it, e.g. "192.0.2.1:7174", "2001:db8::1:7174"), or
+// fails the test after timeout. It polls the kernel's view of the listener, so
+// a client started afterwards cannot race the server's rdma_listen.
+func WaitListening(t testing.TB, server *Proc, addr string, port int, timeout time.Duration) {
+	t.Helper()
+	want := fmt.Sprintf("%s:%d", addr, port)
+	pid := fmt.Sprint(server.cmd.Process.Pid)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last string
+	for {
+		out, err := exec.CommandContext(ctx, RDMATool(t), "resource", "show", "cm_id").CombinedOutput()
+		last = string(out)
+		if err == nil {
+			for _, line := range strings.Split(last, "\n") {
+				f := strings.Fields(line)
+				if fieldAfter(f, "state") == "LISTEN" && fieldAfter(f, "pid") == pid && fieldAfter(f, "src-addr") == want {
+					return
+				}
+			}
+		}
+		if !server.Running() {
+			t.Fatalf("%s exited before listening on %s\nstdout:\n%s\nstderr:\n%s", server.Name, want, server.Stdout(), server.Stderr())
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s not listening on %s after %s; rdma resource show cm_id:\n%s", server.Name, want, timeout, last)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// fieldAfter returns the word following key in f ("state LISTEN" -> "LISTEN").
+func fieldAfter(f []string, key string) string {
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == key {
+			return f[i+1]
+		}
+	}
+	return ""
+}

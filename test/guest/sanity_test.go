@@ -1,0 +1,92 @@
+//go:build guest
+
+package guest
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorping/gorping/rping"
+)
+
+// TestStockRpingOverRxe proves the guest itself: stock rping, server and client,
+// ping-pongs over rxe0 on IPv4 and IPv6 and prints exactly what rping prints.
+// If this fails, no gorping test in this guest means anything.
+func TestStockRpingOverRxe(t *testing.T) {
+	const pings = 10
+	for _, tc := range []struct {
+		name string
+		addr string
+		port int // one port per case, so WaitListening cannot see the other's server
+	}{
+		{"IPv4", IPv4(t), 7174},
+		{"IPv6", IPv6(t), 7175},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := StockRping(t)
+			port := strconv.Itoa(tc.port)
+			srv := Start(t, bin, "-s", "-a", tc.addr, "-p", port)
+			WaitListening(t, srv, tc.addr, tc.port, 30*time.Second)
+
+			cli := Run(t, 60*time.Second, bin, "-c", "-a", tc.addr, "-p", port, "-C", strconv.Itoa(pings), "-v", "-V")
+			srvCode := srv.Wait(t, 30*time.Second)
+
+			if want := ExpectedPingLines(pings, rping.DefaultSize); cli.Stdout != want {
+				t.Errorf("client stdout:\n%s\nwant:\n%s", cli.Stdout, want)
+			}
+			CheckStockExit(t, "client", cli)
+			if srvCode != 0 {
+				t.Errorf("server exit status %d, want 0\nstderr:\n%s", srvCode, srv.Stderr())
+			}
+			if out := srv.Stdout(); out != "" {
+				t.Errorf("server without -v printed on stdout:\n%s", out)
+			}
+		})
+	}
+}
+
+// ExpectedPingLines is what `rping -c -v -S size -C count` prints on stdout.
+func ExpectedPingLines(count, size int) string {
+	var b strings.Builder
+	for i := range count {
+		fmt.Fprintf(&b, "ping data: %s\n", rping.PayloadString(i, size))
+	}
+	return b.String()
+}
+
+// v44SpuriousExit is the one stderr line of rdma-core v44's spurious exit 255
+// (rping.md §6.1): after a successful run, rping's CM thread calls
+// rdma_get_cm_event on the channel main has already closed, perror()s and
+// exit(-1)s. Fixed upstream in v59 and stable v44.11 ("rping: Fix spurious
+// failure return codes"); Debian bookworm ships 44.0 and trixie 56.1.
+const v44SpuriousExit = "rdma_get_cm_event: Bad file descriptor"
+
+// CheckStockExit fails the test unless a stock rping run exited 0, or exited 255
+// with nothing on stderr but the known v44 message (and the racy, harmless
+// "... DISCONNECT EVENT..." line): the caller has checked stdout, so in that case
+// the run did everything it should and only the exit code is the known bug.
+func CheckStockExit(t testing.TB, who string, r Result) {
+	t.Helper()
+	if r.Code == 0 {
+		return
+	}
+	var other []string
+	sawBug := false
+	for _, line := range strings.Split(strings.TrimRight(r.Stderr, "\n"), "\n") {
+		switch {
+		case line == v44SpuriousExit:
+			sawBug = true
+		case line == "client DISCONNECT EVENT..." || line == "server DISCONNECT EVENT..." || line == "":
+		default:
+			other = append(other, line)
+		}
+	}
+	if r.Code == 255 && sawBug && len(other) == 0 {
+		t.Logf("%s: exit 255 from the known rping v44 bug (%q), accepted", who, v44SpuriousExit)
+		return
+	}
+	t.Errorf("%s exit status %d, want 0\nstderr:\n%s", who, r.Code, r.Stderr)
+}
