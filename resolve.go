@@ -17,6 +17,11 @@ type resolver func(ctx context.Context, host string) (netip.Addr, int)
 // every inet_aton form ("127.1", "0x7f.0.0.1"), numeric IPv6 (with %scope),
 // then a name lookup through Go's resolver (/etc/hosts, DNS).
 func resolveHost(ctx context.Context, host string) (netip.Addr, int) {
+	return resolveWith(ctx, host, net.DefaultResolver.LookupNetIP)
+}
+
+// resolveWith is resolveHost with the name lookup as a parameter, for tests.
+func resolveWith(ctx context.Context, host string, lookup func(ctx context.Context, network, host string) ([]netip.Addr, error)) (netip.Addr, int) {
 	if a, ok := parseInetAton(host); ok {
 		return a, 0
 	}
@@ -26,7 +31,7 @@ func resolveHost(ctx context.Context, host string) (netip.Addr, int) {
 	if host == "" {
 		return netip.Addr{}, eaiNoName
 	}
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	addrs, err := lookup(ctx, "ip", host)
 	if err != nil {
 		return netip.Addr{}, eaiCode(err)
 	}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// wantUsage is rping.md §1.3, typed out independently of usageText.
+var wantUsage = strings.Join([]string{
+	"rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]",
+	"rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]",
+	"\t-c\t\tclient side",
+	"\t-I\t\tSource address to bind to for client.",
+	"\t-s\t\tserver side.  To bind to any address with IPv6 use -a ::0",
+	"\t-v\t\tdisplay ping data to stdout",
+	"\t-V\t\tvalidate ping data",
+	"\t-d\t\tdebug printfs",
+	"\t-S size \tping data size",
+	"\t-C count\tping count times",
+	"\t-a addr\t\taddress",
+	"\t-p port\t\tport",
+	"\t-P\t\tpersistent server mode allowing multiple connections",
+	"\t-q\t\tuse self-created, self-modified QP",
+	"",
+}, "\n")
+
+func runCLI(posix bool, args ...string) (status int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	status = run(context.Background(), args, posix, &o, &e)
+	return status, o.String(), e.String()
+}
+
+func TestRunUsageAndExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		posix  bool
+		status int
+		stdout string
+		stderr string
+	}{
+		{nil, false, 22, wantUsage, ""},
+		{[]string{"foo"}, false, 22, wantUsage, ""},
+		{[]string{"foo", "-s"}, true, 22, wantUsage, ""},
+		{[]string{"--", "-s"}, false, 22, wantUsage, ""},
+		{[]string{"-t", "x", "-s"}, false, 22, wantUsage, ""},
+		{[]string{"-s", "-p"}, false, 22, wantUsage, ""},
+		{[]string{"-d", "-s", "-Z"}, false, 22, "server\n" + wantUsage, ""},
+		{[]string{"-S", "1", "-S", "64", "-s"}, false, 22, "", "Invalid size 1 (valid range is 23 to 65536)\n"},
+		{[]string{"-C", "-3", "-c"}, false, 22, "", "Invalid count -3\n"},
+		{[]string{"--help"}, false, 0, wantUsage, ""},
+		{[]string{"-s", "--help"}, false, 0, wantUsage, ""},
+		{[]string{"help"}, false, 22, wantUsage, ""}, // a word, not cli's help command
+	} {
+		st, out, errOut := runCLI(tc.posix, tc.args...)
+		if st != tc.status || out != tc.stdout || errOut != tc.stderr {
+			t.Errorf("%q: exit %d\nstdout %q\nstderr %q\nwant exit %d\nstdout %q\nstderr %q", tc.args, st, out, errOut, tc.status, tc.stdout, tc.stderr)
+		}
+	}
+}
+
+func TestRunVersion(t *testing.T) {
+	st, out, errOut := runCLI(false, "--version")
+	if st != 0 || errOut != "" || !strings.HasPrefix(out, "gorping ") || !strings.HasSuffix(out, " (rping-compatible, rdma-core 44 protocol)\n") {
+		t.Errorf("--version: exit %d stdout %q stderr %q", st, out, errOut)
+	}
+	defer func(v string) { buildVersion = v }(buildVersion)
+	buildVersion = "v1.2.3"
+	if _, out, _ := runCLI(false, "--version"); out != "gorping v1.2.3 (rping-compatible, rdma-core 44 protocol)\n" {
+		t.Errorf("--version with buildVersion: %q", out)
+	}
+}
