@@ -38,15 +38,40 @@ func TestNoDevicesRun(t *testing.T) {
 	}
 }
 
-// The built binary exits with the statuses rping's do (os.Exit path, env).
-func TestBinaryExitStatus(t *testing.T) {
-	hostHasNoRDMA(t)
+// buildBinary builds gorping into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "rping")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	build := exec.Command(gobin, "build", "-ldflags", "-X main.buildVersion=v9.9.9", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// execute runs bin and returns its exit status and output.
+func execute(t *testing.T, bin string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), o.String(), e.String()
+	}
+	if err != nil {
+		t.Fatalf("%s %q: %v", bin, args, err)
+	}
+	return 0, o.String(), e.String()
+}
+
+// The built binary exits with the statuses rping's do (os.Exit path, env).
+func TestBinaryExitStatus(t *testing.T) {
+	hostHasNoRDMA(t)
+	bin := buildBinary(t)
 	for _, tc := range []struct {
 		args   []string
 		env    []string
@@ -63,31 +88,21 @@ func TestBinaryExitStatus(t *testing.T) {
 		{[]string{"--version"}, nil, 0, "gorping v9.9.9 (rping-compatible, rdma-core 44 protocol)\n", ""},
 		{[]string{"--help"}, nil, 0, wantUsage, ""},
 	} {
-		cmd := exec.Command(bin, tc.args...)
-		cmd.Env = append(os.Environ(), tc.env...)
+		env := append(os.Environ(), tc.env...)
 		if tc.env == nil {
-			cmd.Env = withoutPosixlyCorrect(os.Environ())
+			env = withoutPosixlyCorrect(os.Environ())
 		}
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		err := cmd.Run()
-		st := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			st = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("%q: %v", tc.args, err)
-		}
+		st, stdout, stderr := execute(t, bin, env, tc.args...)
 		if tc.status == -1 {
 			// Invalid dotted names go to the resolver: EAI_NONAME (254), or
 			// EAI_AGAIN (253) without working DNS; either way the message.
-			if (st != 254 && st != 253) || !strings.HasPrefix(o.String(), "getaddrinfo failed (") {
-				t.Errorf("%q: exit %d stdout %q", tc.args, st, o.String())
+			if (st != 254 && st != 253) || !strings.HasPrefix(stdout, "getaddrinfo failed (") {
+				t.Errorf("%q: exit %d stdout %q", tc.args, st, stdout)
 			}
 			continue
 		}
-		if st != tc.status || o.String() != tc.stdout || e.String() != tc.stderr {
-			t.Errorf("%q env %q: exit %d stdout %q stderr %q, want %d %q %q", tc.args, tc.env, st, o.String(), e.String(), tc.status, tc.stdout, tc.stderr)
+		if st != tc.status || stdout != tc.stdout || stderr != tc.stderr {
+			t.Errorf("%q env %q: exit %d stdout %q stderr %q, want %d %q %q", tc.args, tc.env, st, stdout, stderr, tc.status, tc.stdout, tc.stderr)
 		}
 	}
 }
@@ -100,4 +115,51 @@ func withoutPosixlyCorrect(env []string) []string {
 		}
 	}
 	return out
+}
+
+// TestSameAsRping runs Debian's rping (rdmacm-utils 44.0) and gorping side by
+// side on this RDMA-less host: same stdout, stderr and exit status for every
+// command line, except the deliberate differences listed in rping.md §6 /
+// the README compatibility table.
+func TestSameAsRping(t *testing.T) {
+	hostHasNoRDMA(t)
+	const rping = "/usr/bin/rping"
+	if _, err := os.Stat(rping); err != nil {
+		t.Skipf("%s not installed (apt-get install rdmacm-utils): %v", rping, err)
+	}
+	bin := buildBinary(t)
+	env := withoutPosixlyCorrect(os.Environ())
+	cases := [][]string{
+		{}, {"-s"}, {"-c"}, {"-s", "-c"}, {"-dvsP"}, {"-dS100", "-s"},
+		{"-d", "-S100", "-s", "-C5", "-vV", "-p", "99999"},
+		{"-S", "1", "-a", "127.0.0.1", "-s"}, {"-S", "1", "-S", "64", "-s"}, {"-S", "abc", "-s"},
+		{"-S", "65536", "-s"}, {"-S", "65535", "-s"}, {"-S", "22", "-s"}, {"-S", "23", "-s"},
+		{"-C", "-1", "-s"}, {"-C", "-1", "-a", "127.0.0.1", "-c"}, {"-a", "foo", "-s"},
+		{"-a", "foo", "-a", "127.0.0.1", "-s"}, {"-I", "foo", "-c"}, {"-a", "::0", "-s"},
+		{"-a", "127.1", "-c"}, {"-a", "0x7f.1", "-c"}, {"-s", "foo"}, {"foo", "-s"}, {"--", "-s"},
+		{"-s", "--", "-c"}, {"-t", "x", "-s"}, {"-s", "-t"}, {"-s", "-p"}, {"-p", "-s"}, {"-a", "-s"},
+		{"-x"}, {"-d", "-sx"}, {"-s", "-:"}, {"-d", "-s", "-S"}, {"-S", "1", "-x", "-s"},
+		{"-d", "-p", "abc", "-s"}, {"-d", "-C", "abc", "-c"}, {"-d", "-p", "0x10", "-s"},
+		{"-S", " 100", "-d", "-s"}, {"-S", "4294967360", "-d", "-s"}, {"-d", "-C", "2147483648", "-c"},
+		{"-dd", "-s"}, {"-v", "-d", "-V", "-s", "-c", "-C", "3", "-S", "64", "-p", "1"},
+		{"-S", "1", "-C", "-1", "-a", "foo", "-s"}, {"-a", "", "-s"}, {"-a", "1.2.3.4.5", "-s"},
+		{"-a", "fe80::1%nosuchif", "-s"}, {"-a", "fe80::1%lo", "-s"},
+		{"-I", "127.0.0.1", "-c", "-a", "127.0.0.1", "-d"}, {"-", "-s"}, {"-sa127.0.0.1"},
+		{"-vvVV", "-s", "-q", "-P"}, {"-h"}, {"-s", "-d", "-S", "1", "-C", "-2"},
+	}
+	for _, args := range cases {
+		rs, ro, re := execute(t, rping, env, args...)
+		gs, gout, gerr := execute(t, bin, env, args...)
+		if rs != gs || ro != gout || re != gerr {
+			t.Errorf("%q: rping exit %d stdout %q stderr %q; gorping exit %d stdout %q stderr %q", args, rs, ro, re, gs, gout, gerr)
+		}
+	}
+	posix := append(env, "POSIXLY_CORRECT=1")
+	for _, args := range [][]string{{"foo", "-s"}, {"-s", "foo", "-c"}} {
+		rs, ro, re := execute(t, rping, posix, args...)
+		gs, gout, gerr := execute(t, bin, posix, args...)
+		if rs != gs || ro != gout || re != gerr {
+			t.Errorf("POSIXLY_CORRECT %q: rping %d %q %q; gorping %d %q %q", args, rs, ro, re, gs, gout, gerr)
+		}
+	}
 }
