@@ -138,9 +138,15 @@ func (q QEMU) Start(ctx context.Context, stderrEcho io.Writer) (*Guest, error) {
 	}
 	lines := make(chan string, 64)
 	g.Lines = lines
+	var src io.Reader = out
+	if q.Interactive {
+		// A shell prompt has no newline: pass the console through unprefixed as
+		// it comes, and split lines only for the markers.
+		src = io.TeeReader(out, os.Stdout)
+	}
 	go func() {
 		defer close(lines)
-		r := bufio.NewReaderSize(out, 64<<10)
+		r := bufio.NewReaderSize(src, 64<<10)
 		for {
 			s, err := r.ReadString('\n')
 			if s != "" {

@@ -153,7 +153,9 @@ func Run(ctx context.Context, o Options) (rep Report) {
 	}
 	defer guest.Kill()
 	res := Supervise(ctx, guest.Lines, NewClassifier(img.nonce), o.Timeouts.Deadlines, func(line string) {
-		log.Line(line)
+		if !o.Interactive { // interactive: qemu.Start passes the console through raw
+			log.Line(line)
+		}
 	})
 	guest.Kill()
 	if res.Kernel == "" {

@@ -6,6 +6,10 @@
 //	go run ./test/vm/guestrun -matrix                           # every guest of vm.Matrix
 //	go run ./test/vm/guestrun -cmd 'rping -s -a $GORPING_IPV4 & sleep 1; $GORPING_BIN -c -a $GORPING_IPV4 -C 3 -v'
 //	go run ./test/vm/guestrun -cmd sh -i                        # a shell in the guest
+//	go run ./test/vm/guestrun -script test/vm/demo.sh           # gorping server and client
+//
+// Use a built binary (make guest, or go build ./test/vm/guestrun) where the exit
+// status matters: go run turns every non-zero status into 1.
 //
 // Exit status: the guest payload's own status (0 = pass), 3 when the test bed
 // itself failed (fetch, build, boot, setup, a timeout), 77 when a host
@@ -37,6 +41,7 @@ func run() int {
 		pkgs      = flag.String("pkgs", "./test/guest", "Go packages (space or comma separated) whose guest-tagged tests run, in order")
 		runRe     = flag.String("run", "", "only tests matching this regexp (go test -run)")
 		cmd       = flag.String("cmd", "", "run this shell command in the guest instead of the tests")
+		script    = flag.String("script", "", "run this shell script file in the guest instead of the tests")
 		inter     = flag.Bool("i", false, "connect stdin to the guest console (use with -cmd, e.g. -cmd sh)")
 		refresh   = flag.Bool("refresh", false, "re-resolve and download changed packages even if the cache is complete")
 		fetchOnly = flag.Bool("fetch-only", false, "only fill the package cache")
@@ -58,6 +63,19 @@ func run() int {
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "guestrun: unexpected arguments %q (quote -cmd's command)\n", flag.Args())
 		return 2
+	}
+
+	if *script != "" {
+		if *cmd != "" {
+			fmt.Fprintln(os.Stderr, "guestrun: -cmd and -script exclude each other")
+			return 2
+		}
+		b, err := os.ReadFile(*script)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "guestrun: %v\n", err)
+			return 2
+		}
+		*cmd = string(b)
 	}
 
 	targetList := []vm.Target{{Suite: *suite, Arch: *arch}}
