@@ -555,3 +555,155 @@ func TestGuestCloseWakesAndReleases(t *testing.T) {
 		t.Errorf("open fds: %d, before %d", n, fds)
 	}
 }
+
+// freePort returns a port no rdma_cm id uses on addr right now.
+func freePort(t *testing.T, ch *rdmacm.Channel, addr netip.Addr) uint16 {
+	t.Helper()
+	probe, a := listen(t, ch, addr)
+	if err := probe.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	return a.Port()
+}
+
+// stockRping starts the guest's librdmacm rping with args; wait returns its
+// exit error and output once it exits (bounded).
+func stockRping(t *testing.T, args ...string) (wait func() (error, string)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*eventTimeout)
+	cmd := exec.CommandContext(ctx, "rping", args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("rping %v: %v", args, err)
+	}
+	return func() (error, string) {
+		defer cancel()
+		err := cmd.Wait()
+		if ctx.Err() != nil {
+			t.Errorf("rping %v did not exit in time:\n%s", args, out.String())
+		}
+		return err, out.String()
+	}
+}
+
+// waitListening polls the kernel's cm_id table until somebody listens on a.
+func waitListening(t *testing.T, a netip.AddrPort) {
+	t.Helper()
+	tool := os.Getenv("GORPING_RDMA_TOOL")
+	want := "src-addr " + a.String() + " "
+	deadline := time.Now().Add(eventTimeout)
+	for {
+		out, _ := exec.Command(tool, "resource", "show", "cm_id").CombinedOutput()
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "state LISTEN") && strings.Contains(line+" ", want) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nobody listens on %v:\n%s", a, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Interoperation with librdmacm: stock rping as the peer of the CM handshake
+// (REQ/REP/RTU with rdmacm's hidden QP steps on our side) and of one SEND.
+func TestGuestInteropStockRping(t *testing.T) {
+	if _, err := exec.LookPath("rping"); err != nil {
+		t.Fatalf("stock rping not in the guest: %v", err)
+	}
+	rxe := rxeDevice(t)
+	addr := guestAddrs(t)["ipv4"]
+	setup := func(t *testing.T) (*uverbs.PD, uverbs.DeviceAttr) {
+		vctx, err := uverbs.Open(rxe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { vctx.Close() })
+		attr, err := vctx.QueryDevice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pd, err := vctx.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { pd.Dealloc() })
+		return pd, attr
+	}
+
+	t.Run("our-client", func(t *testing.T) {
+		pd, _ := setup(t)
+		ch := openChannel(t)
+		defer ch.Close()
+		dst := netip.AddrPortFrom(addr, freePort(t, ch, addr))
+		wait := stockRping(t, "-s", "-d", "-a", addr.String(), "-p", fmt.Sprint(dst.Port()), "-C", "1")
+		waitListening(t, dst)
+		c := createID(t, ch)
+		resolve(t, c, dst)
+		v := newVerbs(t, pd)
+		defer v.free(t)
+		if err := c.AttachQP(v.qp, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Connect(rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}); err != nil {
+			t.Fatal(err)
+		}
+		waitEvent(t, c, rdmacm.EventEstablished)
+		if err := c.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		err, out := wait()
+		t.Logf("stock rping server: %v\n%s", err, out)
+		// The server only reports ESTABLISHED after our RTU (ACCEPT valid=0).
+		for _, want := range []string{"RDMA_CM_EVENT_ESTABLISHED", "server DISCONNECT EVENT..."} {
+			if !strings.Contains(out, want) {
+				t.Errorf("stock server output lacks %q", want)
+			}
+		}
+	})
+
+	t.Run("our-server", func(t *testing.T) {
+		pd, attr := setup(t)
+		ch := openChannel(t)
+		defer ch.Close()
+		l, la := listen(t, ch, addr)
+		wait := stockRping(t, "-c", "-d", "-a", addr.String(), "-p", fmt.Sprint(la.Port()), "-C", "1", "-S", "100")
+		req := waitEvent(t, l, rdmacm.EventConnectRequest)
+		s := req.Child
+		v := newVerbs(t, pd)
+		defer v.free(t)
+		if err := s.AttachQP(v.qp, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.qp.PostRecv(&uverbs.RecvWR{ID: 1, SGE: []uverbs.SGE{{Addr: v.mr.Addr, Length: 16, LKey: v.mr.LKey}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Accept(rdmacm.ConnParam{ResponderResources: rdmacm.MaxRDAtomic, InitiatorDepth: rdmacm.MaxRDAtomic,
+			RetryCount: 7, RNRRetryCount: 7, MaxResponderResources: uint8(min(attr.MaxQPRdAtom, 255)),
+			MaxInitiatorDepth: uint8(min(attr.MaxQPInitRdAtom, 255))}); err != nil {
+			t.Fatal(err)
+		}
+		waitEvent(t, s, rdmacm.EventEstablished)
+		// The client's first SEND is its advert: {buf be64, rkey be32, size be32}.
+		wc := v.poll(t)
+		if wc.Status != uverbs.WCSuccess || wc.ByteLen != 16 {
+			t.Fatalf("advert completion %+v", wc)
+		}
+		if size := v.buf.Bytes()[12:16]; !bytes.Equal(size, []byte{0, 0, 0, 100}) {
+			t.Errorf("advert size field % x, want 100", size)
+		}
+		if err := s.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		err, out := wait()
+		t.Logf("stock rping client: %v\n%s", err, out)
+		for _, want := range []string{"RDMA_CM_EVENT_ESTABLISHED", "client DISCONNECT EVENT..."} {
+			if !strings.Contains(out, want) {
+				t.Errorf("stock client output lacks %q", want)
+			}
+		}
+	})
+}
