@@ -275,7 +275,16 @@ func (f *Fetcher) fetch(ctx context.Context, dir string) (Manifest, error) {
 	if err := os.MkdirAll(debs, 0o755); err != nil {
 		return m, fmt.Errorf("create debs dir: %w", err)
 	}
-	out, err = a.run(ctx, debs, "apt-get", append([]string{"download", "--print-uris"}, pkgs...)...)
+	// In an empty directory: apt leaves out files already present in the
+	// current one, and we need every package's file name.
+	empty := filepath.Join(a.dir, "print-uris")
+	if err := os.RemoveAll(empty); err != nil {
+		return m, fmt.Errorf("clear %s: %w", empty, err)
+	}
+	if err := os.MkdirAll(empty, 0o755); err != nil {
+		return m, fmt.Errorf("create %s: %w", empty, err)
+	}
+	out, err = a.run(ctx, empty, "apt-get", append([]string{"download", "--print-uris"}, pkgs...)...)
 	if err != nil {
 		return m, err
 	}
