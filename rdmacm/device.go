@@ -28,11 +28,11 @@ type cmdDevice interface {
 	close() error
 }
 
-const (
-	devPath     = "/dev/infiniband/rdma_cm"
-	abiSysfs    = "/sys/class/misc/rdma_cm/abi_version"
-	abiSysfsOld = "/sys/class/infiniband_ucma/abi_version"
-)
+const devPath = "/dev/infiniband/rdma_cm"
+
+// abiFiles are where sysfs tells the rdma_cm ABI version (newer kernels, then
+// older ones), in librdmacm's order after its netlink query.
+var abiFiles = []string{"/sys/class/misc/rdma_cm/abi_version", "/sys/class/infiniband_ucma/abi_version"}
 
 // fdDevice is the real rdma_cm character device. The fd is non-blocking and
 // registered with Go's netpoller: GET_EVENT parks in rc.Read until ucma's poll
@@ -80,7 +80,7 @@ func openDevice() (*fdDevice, error) {
 // checkABI accepts the device only if sysfs says ABI 4. Like librdmacm it
 // proceeds when sysfs has no version file (and would fail later on a mismatch).
 func checkABI() error {
-	for _, p := range []string{abiSysfs, abiSysfsOld} {
+	for _, p := range abiFiles {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue
