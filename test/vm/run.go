@@ -58,7 +58,8 @@ type Options struct {
 type Report struct {
 	Target
 	Result
-	Step         Step // where an infrastructure failure happened ("" if none)
+	Step         Step   // where an infrastructure failure happened ("" if none)
+	Payload      string // "tests" or "cmd": what the run step ran
 	Fetch, Build time.Duration
 }
 
@@ -85,7 +86,7 @@ func (r Report) Verdict() string {
 	if r.Kernel != "" {
 		kernel = " kernel " + r.Kernel
 	}
-	times := fmt.Sprintf("boot %.1fs, setup %.1fs, run %.1fs", r.Boot.Seconds(), r.Setup.Seconds(), r.Run.Seconds())
+	times := fmt.Sprintf("boot %.1fs, setup %.1fs, %s %.1fs", r.Boot.Seconds(), r.Setup.Seconds(), r.Payload, r.Run.Seconds())
 	switch {
 	case r.Err != nil:
 		return fmt.Sprintf("guest %s%s: ERROR in step %s: %v", r.Target, kernel, r.Step, r.Err)
@@ -99,7 +100,10 @@ func (r Report) Verdict() string {
 // Run fetches, builds, boots and reports one guest. Every step has a deadline,
 // and qemu is killed on every way out (including ctx being cancelled by a signal).
 func Run(ctx context.Context, o Options) (rep Report) {
-	rep = Report{Target: o.Target, Result: Result{Status: -1}}
+	rep = Report{Target: o.Target, Result: Result{Status: -1}, Payload: "tests"}
+	if o.Cmd != "" {
+		rep.Payload = "cmd"
+	}
 	pfx := "[" + o.Target.String() + "] "
 	log := &prefixWriter{w: o.Out, prefix: pfx}
 	defer log.Flush()

@@ -1,0 +1,176 @@
+package vm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReportVerdictAndExitCode(t *testing.T) {
+	tg := Target{"bookworm", "amd64"}
+	res := Result{Kernel: "6.1.0-57-amd64", Boot: 6100 * time.Millisecond, Setup: time.Second, Run: 3200 * time.Millisecond}
+	pass := Report{Target: tg, Result: res, Payload: "tests"}
+	if got, want := pass.Verdict(), "guest bookworm/amd64 kernel 6.1.0-57-amd64: PASS (boot 6.1s, setup 1.0s, tests 3.2s)"; got != want {
+		t.Errorf("verdict %q, want %q", got, want)
+	}
+	if pass.ExitCode() != 0 || !pass.Passed() {
+		t.Errorf("pass: exit %d", pass.ExitCode())
+	}
+	fail := pass
+	fail.Status = 42
+	if fail.ExitCode() != 42 || !strings.Contains(fail.Verdict(), "FAIL, exit status 42") {
+		t.Errorf("fail: exit %d, %q", fail.ExitCode(), fail.Verdict())
+	}
+	infra := pass
+	infra.Status, infra.Step, infra.Err = -1, StepBoot, &TimeoutError{Step: StepBoot, Limit: time.Minute}
+	if infra.ExitCode() != ExitInfra || !strings.Contains(infra.Verdict(), `ERROR in step boot: timeout: step "boot" did not finish within 1m0s`) {
+		t.Errorf("infra: exit %d, %q", infra.ExitCode(), infra.Verdict())
+	}
+	// A reported failure wins over an exit status seen before it.
+	both := pass
+	both.Err = errors.New("guest kernel panic: x")
+	if both.ExitCode() != ExitInfra {
+		t.Errorf("panic after exit 0: exit %d", both.ExitCode())
+	}
+}
+
+func TestFailedStep(t *testing.T) {
+	cases := []struct {
+		r    Result
+		want Step
+	}{
+		{Result{Err: &TimeoutError{Step: StepSetup}}, StepSetup},
+		{Result{Err: ErrPanic}, StepBoot},
+		{Result{Err: ErrPanic, Boot: time.Second}, StepSetup},
+		{Result{Err: ErrPanic, Boot: time.Second, Setup: time.Second}, StepRun},
+	}
+	for _, tc := range cases {
+		if got := failedStep(tc.r); got != tc.want {
+			t.Errorf("failedStep(%+v) = %s, want %s", tc.r, got, tc.want)
+		}
+	}
+}
+
+func TestTestName(t *testing.T) {
+	for pkg, want := range map[string]string{
+		"github.com/gorping/gorping":            "gorping",
+		"github.com/gorping/gorping/test/guest": "test_guest",
+		"github.com/gorping/gorping/uverbs/rxe": "uverbs_rxe",
+	} {
+		if got := TestName("github.com/gorping/gorping", pkg); got != want {
+			t.Errorf("TestName(%s) = %s, want %s", pkg, got, want)
+		}
+	}
+}
+
+func TestInitScript(t *testing.T) {
+	b, err := InitScript(InitSpec{
+		Nonce:        "n1",
+		Modules:      []LoadStep{{Name: "ib_core", Required: true}, {Name: "configfs"}},
+		SetupTimeout: 30 * time.Second,
+		Tests:        []GuestTest{{Name: "test_guest", Path: "/guest/tests/test_guest.test"}},
+		TestRun:      "TestA|Test'B",
+		TestTimeout:  time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for _, want := range []string{
+		"#!/usr/bin/busybox sh\n",
+		"load ib_core /modules/00-ib_core.ko required\n",
+		"load configfs /modules/01-configfs.ko optional\n",
+		"IP='/usr/bin/ip'\n",
+		"$RDMA link add rxe0 type rxe netdev d0",
+		"if [ $i -ge 300 ]",
+		`/guest/tests/test_guest.test -test.v -test.timeout=1m0s -test.run='TestA|Test'\''B'`,
+		"mark test-end test_guest $s\n",
+		"GORPING_BIN=/usr/local/bin/gorping GORPING_IPV4=192.0.2.1 GORPING_IPV6=2001:db8::1 GORPING_RDMA_TOOL=$RDMA",
+		`mark() { echo "@@gr-n1 $*"; }`,
+		"mark exit $st\npoweroff -f\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("init script lacks %q:\n%s", want, s)
+		}
+	}
+	b, err = InitScript(InitSpec{Nonce: "n2", Cmd: "echo hi", SetupTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); !strings.Contains(s, "sh /guest/cmd.sh\nst=$?\n") || strings.Contains(s, "test-start") {
+		t.Errorf("cmd script:\n%s", s)
+	}
+}
+
+func TestMergedUsr(t *testing.T) {
+	for in, want := range map[string]string{
+		"/bin/ip":                        "/usr/bin/ip",
+		"lib/x86_64-linux-gnu/libc.so.6": "/usr/lib/x86_64-linux-gnu/libc.so.6",
+		"/lib64/ld-linux-x86-64.so.2":    "/usr/lib64/ld-linux-x86-64.so.2",
+		"/usr/bin/rping":                 "/usr/bin/rping",
+		"/etc/libibverbs.d/rxe.driver":   "/etc/libibverbs.d/rxe.driver",
+		"/library/x":                     "/library/x",
+	} {
+		if got := MergedUsr(in); got != want {
+			t.Errorf("MergedUsr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestGuestViewResolve(t *testing.T) {
+	v := guestView{
+		"/usr/lib64/ld-linux-x86-64.so.2":                {link: "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"},
+		"/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2": {host: "/h/ld"},
+		"/usr/lib/x86_64-linux-gnu/libnl-3.so.200":       {link: "libnl-3.so.200.26.0"},
+		"/usr/lib/x86_64-linux-gnu/libnl-3.so.200.26.0":  {host: "/h/nl"},
+		"/usr/lib/loop": {link: "loop"},
+	}
+	chain, err := v.resolve("/lib64/ld-linux-x86-64.so.2")
+	if err != nil || len(chain) != 2 || chain[1] != "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" {
+		t.Fatalf("absolute link through /lib: %q, %v", chain, err)
+	}
+	chain, err = v.resolve("/usr/lib/x86_64-linux-gnu/libnl-3.so.200")
+	if err != nil || len(chain) != 2 || chain[1] != "/usr/lib/x86_64-linux-gnu/libnl-3.so.200.26.0" {
+		t.Fatalf("relative link: %q, %v", chain, err)
+	}
+	if _, err := v.resolve("/usr/lib/loop"); err == nil {
+		t.Fatal("symlink loop not detected")
+	}
+	if _, err := v.resolve("/usr/lib/missing"); err == nil {
+		t.Fatal("missing file not reported")
+	}
+}
+
+func TestParseDependsAndPrintURIs(t *testing.T) {
+	deps := ParseDepends([]byte(`iproute2
+ |Depends: debconf
+  Depends: <debconf-2.0>
+    cdebconf
+    debconf
+  Depends: libbpf1
+  PreDepends: libc6
+  Recommends: libatm1
+rdmacm-utils
+  Depends: librdmacm1t64
+linux-image-amd64
+  Depends: linux-image-6.12.118+deb13-amd64
+`))
+	if got := deps["iproute2"]; len(got) != 3 || got[0][0] != "debconf" || len(got[0]) != 1 || got[1][0] != "libbpf1" || got[2][0] != "libc6" {
+		t.Errorf("iproute2 groups: %q", got)
+	}
+	if got := deps["linux-image-amd64"]; len(got) != 1 || got[0][0] != "linux-image-6.12.118+deb13-amd64" {
+		t.Errorf("kernel metapackage: %q", got)
+	}
+	files := ParsePrintURIs([]byte(`'http://mirror.example/debian/pool/main/g/glibc/libc6_2.41-12%2bdeb13u5_amd64.deb' libc6_2.41-12+deb13u5_amd64.deb 2850108 SHA256:b5
+'http://mirror.example/debian/pool/main/b/busybox/busybox-static_1%3a1.37.0-6_amd64.deb' busybox-static_1%3a1.37.0-6_amd64.deb 1 SHA256:00
+`))
+	if files["libc6"] != "libc6_2.41-12+deb13u5_amd64.deb" || files["busybox-static"] != "busybox-static_1%3a1.37.0-6_amd64.deb" || len(files) != 2 {
+		t.Errorf("print-uris: %q", files)
+	}
+	for name, want := range map[string]bool{"libc6": true, "zlib1g": true, "libcap2-bin": false, "libtirpc-common": false, "debconf": false, "libpam-modules": false} {
+		if isLibraryPackage(name) != want {
+			t.Errorf("isLibraryPackage(%s) = %v", name, !want)
+		}
+	}
+}
