@@ -23,9 +23,9 @@ func newPrinter(cfg *Config) printer {
 	}
 }
 
-// debugLine prints a fixed -d line. Lines with arguments go through debugf,
-// guarded by o.debug at the call site so the arguments are not boxed (and
-// allocated) on the hot path when -d is off.
+// debugLine prints a fixed -d line. Lines with arguments go through debugf;
+// on the per-ping path its callers check o.debug first, so the arguments are
+// not boxed (and allocated) when -d is off.
 func (o *printer) debugLine(s string) {
 	if o.debug {
 		io.WriteString(o.stdout, s)
@@ -33,7 +33,9 @@ func (o *printer) debugLine(s string) {
 }
 
 func (o *printer) debugf(format string, args ...any) {
-	fmt.Fprintf(o.stdout, format, args...)
+	if o.debug {
+		fmt.Fprintf(o.stdout, format, args...)
+	}
 }
 
 func (o *printer) errorf(format string, args ...any) {

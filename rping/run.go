@@ -2,70 +2,389 @@ package rping
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"strings"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/gorping/gorping/rdmacm"
+	"github.com/gorping/gorping/uverbs"
 )
 
-// exitNoDevice is rping's exit status when no RDMA device exists: ENODEV, the
-// errno of rdma_create_event_channel, which rping returns from main.
-const exitNoDevice = 19
+// Exit statuses of Run besides the ping loops'.
+const (
+	exitNoDevice = 19 // ENODEV: rping returns rdma_create_event_channel's errno
+)
 
-// exitNotWired is what the stub Run returns once devices exist (EOPNOTSUPP).
-const exitNotWired = 95
+// rping's rdma_cm timeouts and listen backlog.
+const (
+	resolveTimeout = 2000 * time.Millisecond
+	listenBacklog  = 3
+)
 
-// countDevices reports how many uverbs devices the host has. It is a variable so
-// tests can pretend either way.
-//
-// TODO(lead): switch to len(uverbs.Devices()) once uverbs builds; this reads
-// the same sysfs class libibverbs scans.
-var countDevices = sysfsVerbsDevices
-
-// sysfsVerbsDevices counts /sys/class/infiniband_verbs/uverbs*. A missing class
-// directory (no ib_uverbs module) means no devices, as for libibverbs.
-func sysfsVerbsDevices() (int, error) {
-	ents, err := os.ReadDir("/sys/class/infiniband_verbs")
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("list uverbs devices: %w", err)
-	}
-	n := 0
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "uverbs") {
-			n++
-		}
-	}
-	return n, nil
+// countDevices reports how many RDMA devices with a uverbs node exist; a
+// variable so tests can pretend either way.
+var countDevices = func() (int, error) {
+	devs, err := uverbs.Devices()
+	return len(devs), err
 }
 
 // Run executes one rping invocation described by cfg and returns the process
-// exit status (0..255). Like rping, the first thing after option parsing is
-// opening the rdma_cm event channel, which fails with "No RDMA devices were
-// detected" (exit 19) on a host without RDMA devices.
-//
-// STUB: the rdma_cm/uverbs glue that implements conn and drives
-// runPingClient/runPingServer is not wired yet; with devices present Run says
-// so and returns 95 (EOPNOTSUPP).
+// exit status (0..255), printing what rping prints.
 func Run(ctx context.Context, cfg Config) int {
+	out := &printer{stdout: cfg.Stdout, stderr: cfg.Stderr, debug: cfg.Debug}
+	// rping's first step after option parsing: the event channel, which
+	// librdmacm refuses (ENODEV) when no verbs device exists.
 	n, err := countDevices()
 	if err != nil {
-		perror(cfg.Stderr, "failed to create RDMA CM event channel", err)
-		if e := errnoOf(err); e > 0 {
-			return e & 0xff
-		}
-		return exitFailure
+		perror(out.stderr, "failed to create RDMA CM event channel", err)
+		return statusOf(errnoOf(err))
 	}
 	if n == 0 {
-		fmt.Fprintln(cfg.Stderr, "No RDMA devices were detected")
+		out.errorf("No RDMA devices were detected\n")
 		return exitNoDevice
 	}
+	cm, err := rdmacm.Open()
+	if err != nil {
+		perror(out.stderr, "failed to create RDMA CM event channel", err)
+		return statusOf(errnoOf(err))
+	}
+	defer cm.Close()
+	id, err := cm.CreateID()
+	if err != nil {
+		perror(out.stderr, "rdma_create_id", err)
+		return exitFailure
+	}
+	out.debugf("created cm_id %p\n", id)
+	if cfg.Server {
+		return runServer(ctx, &cfg, out, id)
+	}
+	return runClient(ctx, &cfg, out, id)
+}
+
+// statusOf is the exit status for rping's int return value.
+func statusOf(ret int) int { return ret & 0xff }
+
+// quit reports how a wait for a CM event ended when it did not get one.
+func quit(ctx context.Context, out *printer, err error) int {
 	if ctx.Err() != nil {
 		return exitInterrupted
 	}
-	fmt.Fprintln(cfg.Stderr, "gorping: the RDMA data path is not wired up yet")
-	return exitNotWired
+	out.errorf("rdma_get_cm_event: %s\n", Strerror(err))
+	return exitFailure
 }
+
+// cmError prints an error CM event as rping's CM thread does and reports
+// whether ev is one (rping then exits 255).
+func cmError(out *printer, ev rdmacm.Event) bool {
+	switch ev.Type {
+	case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventConnectError,
+		rdmacm.EventUnreachable, rdmacm.EventRejected:
+		out.errorf("cma event %s, error %d\n", ev.Type, ev.Status)
+		return true
+	case rdmacm.EventDeviceRemoval:
+		out.errorf("cma detected device removal!!!!\n")
+		return true
+	}
+	return false
+}
+
+func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) int {
+	destroy := func() {
+		out.debugf("destroy cm_id %p\n", id)
+		id.Destroy()
+	}
+	var src netip.AddrPort
+	if cfg.HasSrcAddr() {
+		src = netip.AddrPortFrom(cfg.SrcAddr, 0)
+	}
+	if err := id.ResolveAddr(src, netip.AddrPortFrom(cfg.Addr, cfg.Port), resolveTimeout); err != nil {
+		perror(out.stderr, "rdma_resolve_addr", err)
+		destroy()
+		return exitFailure
+	}
+	state := StateIdle
+	for state != StateRouteResolved && state != StateError {
+		ev, err := id.Event(ctx)
+		if err != nil {
+			destroy()
+			return quit(ctx, out, err)
+		}
+		out.debugf("cma_event type %s cma_id %p (parent)\n", ev.Type, id)
+		if cmError(out, ev) {
+			state = StateError
+			break
+		}
+		switch ev.Type {
+		case rdmacm.EventAddrResolved:
+			state = StateAddrResolved
+			if err := id.ResolveRoute(resolveTimeout); err != nil {
+				perror(out.stderr, "rdma_resolve_route", err)
+				state = StateError
+			}
+		case rdmacm.EventRouteResolved:
+			state = StateRouteResolved
+		default:
+			out.errorf("unhandled event: %s, ignoring\n", ev.Type)
+		}
+	}
+	if state != StateRouteResolved {
+		out.errorf("waiting for addr/route resolution state %d\n", int(state))
+		destroy()
+		return exitFailure
+	}
+	out.debugLine("rdma_resolve_addr - rdma_resolve_route successful\n")
+
+	c, ret := newVerbsConn(id, cfg, out, false)
+	if ret != 0 {
+		out.errorf("setup_qp failed: %d\n", ret)
+		destroy()
+		return statusOf(ret)
+	}
+	defer c.close()
+	if ret := c.setupBuffers(cfg.Size, true); ret != 0 {
+		out.errorf("rping_setup_buffers failed: %d\n", ret)
+		return statusOf(ret)
+	}
+	if err := c.PostRecv(); err != nil {
+		out.errorf("ibv_post_recv failed: %d\n", errnoOf(err))
+		return statusOf(errnoOf(err))
+	}
+	c.start(ctx)
+	if ret := connectClient(ctx, c, out, state); ret != 0 {
+		if ret == exitInterrupted {
+			return ret
+		}
+		out.errorf("connect error %d\n", ret)
+		return statusOf(ret)
+	}
+	c.watchCM(ctx)
+	st := runPingClient(ctx, c, cfg)
+	c.disconnect()
+	return st
+}
+
+// connectClient is rping_connect_client: CONNECT, then wait for the
+// connection (ESTABLISHED with an rdma_cm-driven QP; CONNECT_RESPONSE in -q
+// mode, after which the application moves its QP and sends the RTU).
+func connectClient(ctx context.Context, c *verbsConn, out *printer, state State) int {
+	p := rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: sendRetry, RNRRetryCount: sendRetry,
+		QPNum:                 c.qp.Num(),
+		MaxResponderResources: uint8(min(c.devAttr.MaxQPRdAtom, 255)),
+		MaxInitiatorDepth:     uint8(min(c.devAttr.MaxQPInitRdAtom, 255))}
+	if err := c.id.Connect(p); err != nil {
+		perror(out.stderr, "rdma_connect", err)
+		return -1
+	}
+	for state != StateConnected && state != StateError {
+		ev, err := c.id.Event(ctx)
+		if err != nil {
+			if ret := quit(ctx, out, err); ret == exitInterrupted {
+				return ret
+			}
+			return -1
+		}
+		out.debugf("cma_event type %s cma_id %p (parent)\n", ev.Type, c.id)
+		if cmError(out, ev) {
+			break // rping's main thread then finds the state unchanged
+		}
+		switch ev.Type {
+		case rdmacm.EventEstablished:
+			out.debugLine("ESTABLISHED\n")
+			state = StateConnected
+		case rdmacm.EventConnectResponse:
+			out.debugLine("CONNECT_RESPONSE\n")
+			state = StateConnected
+		case rdmacm.EventDisconnected:
+			out.errorf("client DISCONNECT EVENT...\n")
+			state = StateDisconnected
+		default:
+			out.errorf("unhandled event: %s, ignoring\n", ev.Type)
+			continue
+		}
+		break
+	}
+	if state != StateConnected {
+		out.errorf("wait for CONNECTED state %d\n", int(state))
+		return -1
+	}
+	if c.selfQP {
+		if err := c.selfModify(); err != nil {
+			perror(out.stderr, "rping_modify_qp", err)
+			return -1
+		}
+		if err := c.id.Establish(); err != nil {
+			perror(out.stderr, "rdma_establish", err)
+			return -1
+		}
+	}
+	out.debugLine("rdma_connect successful\n")
+	return 0
+}
+
+func runServer(ctx context.Context, cfg *Config, out *printer, listener *rdmacm.ID) int {
+	defer func() {
+		out.debugf("destroy cm_id %p\n", listener)
+		listener.Destroy()
+	}()
+	if err := listener.Bind(netip.AddrPortFrom(cfg.Addr, cfg.Port)); err != nil {
+		perror(out.stderr, "rdma_bind_addr", err)
+		return exitFailure
+	}
+	out.debugLine("rdma_bind_addr successful\n")
+	out.debugLine("rdma_listen\n")
+	if err := listener.Listen(listenBacklog); err != nil {
+		perror(out.stderr, "rdma_listen", err)
+		return exitFailure
+	}
+	if cfg.Persistent {
+		return servePersistent(ctx, cfg, out, listener)
+	}
+	child, ret := nextRequest(ctx, out, listener)
+	if child == nil {
+		if ret != exitInterrupted {
+			out.errorf("wait for CONNECT_REQUEST state %d\n", int(StateIdle))
+		}
+		return ret
+	}
+	// rping keeps listening while it serves, and a second client's request
+	// clobbers the running session; gorping turns further clients away.
+	rctx, stopRejecting := context.WithCancel(ctx)
+	rejected := make(chan struct{})
+	go func() {
+		defer close(rejected)
+		for {
+			extra, _ := nextRequest(rctx, out, listener)
+			if extra == nil {
+				return
+			}
+			extra.Reject()
+			extra.Destroy()
+		}
+	}()
+	st := serve(ctx, cfg, out, child)
+	stopRejecting()
+	<-rejected
+	return st
+}
+
+// nextRequest waits for the next CONNECT_REQUEST on the listener. Other events
+// are printed and skipped (error events on a listener concern no session).
+func nextRequest(ctx context.Context, out *printer, listener *rdmacm.ID) (*rdmacm.ID, int) {
+	for {
+		ev, err := listener.Event(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, exitInterrupted
+			}
+			out.errorf("rdma_get_cm_event: %s\n", Strerror(err))
+			return nil, exitFailure
+		}
+		if ev.Type == rdmacm.EventConnectRequest && ev.Child != nil {
+			out.debugf("cma_event type %s cma_id %p (child)\n", ev.Type, ev.Child)
+			out.debugf("child cma %p\n", ev.Child)
+			return ev.Child, 0
+		}
+		out.debugf("cma_event type %s cma_id %p (parent)\n", ev.Type, listener)
+		if !cmError(out, ev) {
+			out.errorf("unhandled event: %s, ignoring\n", ev.Type)
+		}
+	}
+}
+
+// servePersistent is rping -P: every client is served by its own goroutine
+// until a signal ends the server. A failing client only ends its own session
+// (rping exits on any error CM event of any client).
+func servePersistent(ctx context.Context, cfg *Config, out *printer, listener *rdmacm.ID) int {
+	var sessions sync.WaitGroup
+	for {
+		child, ret := nextRequest(ctx, out, listener)
+		if child == nil {
+			sessions.Wait() // they see ctx too
+			return ret
+		}
+		sessions.Go(func() { serve(ctx, cfg, out, child) })
+	}
+}
+
+// serve runs one server-side connection: rping's setup_qp, setup_buffers,
+// first RECV, cq thread, accept, ping loop and teardown for a child ID.
+func serve(ctx context.Context, cfg *Config, out *printer, child *rdmacm.ID) int {
+	c, ret := newVerbsConn(child, cfg, out, true)
+	if ret != 0 {
+		out.errorf("setup_qp failed: %d\n", ret)
+		child.Reject()
+		child.Destroy()
+		return statusOf(ret)
+	}
+	defer c.close()
+	reject := func() { child.Reject() }
+	if ret := c.setupBuffers(cfg.Size, false); ret != 0 {
+		out.errorf("rping_setup_buffers failed: %d\n", ret)
+		reject()
+		return statusOf(ret)
+	}
+	if err := c.PostRecv(); err != nil {
+		out.errorf("ibv_post_recv failed: %d\n", errnoOf(err))
+		reject()
+		return statusOf(errnoOf(err))
+	}
+	c.start(ctx)
+	if ret := accept(ctx, c, out); ret != 0 {
+		if ret == exitInterrupted {
+			return ret
+		}
+		out.errorf("connect error %d\n", ret)
+		return statusOf(ret)
+	}
+	c.watchCM(ctx)
+	st := runPingServer(ctx, c, cfg)
+	c.disconnect()
+	return st
+}
+
+// accept is rping_accept: accept the request (in -q mode after moving the
+// QP to RTS by hand) and wait for the connection to be established.
+func accept(ctx context.Context, c *verbsConn, out *printer) int {
+	out.debugLine("accepting client connection request\n")
+	p := rdmacm.ConnParam{ResponderResources: rdmacm.MaxRDAtomic, InitiatorDepth: rdmacm.MaxRDAtomic,
+		RetryCount: sendRetry, RNRRetryCount: sendRetry,
+		MaxResponderResources: uint8(min(c.devAttr.MaxQPRdAtom, 255)),
+		MaxInitiatorDepth:     uint8(min(c.devAttr.MaxQPInitRdAtom, 255))}
+	if c.selfQP {
+		if err := c.selfModify(); err != nil {
+			perror(out.stderr, "rping_modify_qp", err)
+			return -1
+		}
+		p.ResponderResources, p.InitiatorDepth, p.QPNum = 1, 1, c.qp.Num()
+	}
+	if err := c.id.Accept(p); err != nil {
+		perror(out.stderr, "rdma_accept", err)
+		return -1
+	}
+	for {
+		ev, err := c.id.Event(ctx)
+		if err != nil {
+			if ret := quit(ctx, out, err); ret == exitInterrupted {
+				return ret
+			}
+			return -1
+		}
+		out.debugf("cma_event type %s cma_id %p (child)\n", ev.Type, c.id)
+		switch {
+		case ev.Type == rdmacm.EventEstablished:
+			out.debugLine("ESTABLISHED\n")
+			return 0
+		case ev.Type == rdmacm.EventDisconnected:
+			out.errorf("server DISCONNECT EVENT...\n")
+			out.errorf("wait for CONNECTED state %d\n", int(StateDisconnected))
+			return -1
+		case cmError(out, ev):
+			out.errorf("wait for CONNECTED state %d\n", int(StateError))
+			return -1
+		}
+		out.errorf("unhandled event: %s, ignoring\n", ev.Type)
+	}
+}
+
+// ensure the verbs conn satisfies the ping loops' interface.
+var _ conn = (*verbsConn)(nil)

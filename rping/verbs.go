@@ -1,0 +1,424 @@
+package rping
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gorping/gorping/rdmacm"
+	"github.com/gorping/gorping/uverbs"
+	_ "github.com/gorping/gorping/uverbs/rxe" // the providers gorping ships
+)
+
+// Per-connection verbs sizes, as rping's (§3.6 of the spec).
+const (
+	cqDepth   = 32
+	sqDepth   = 16
+	rqDepth   = 2
+	sendRetry = 7
+)
+
+// verbsConn is a conn over one rdma_cm connection: rping's rping_cb minus the
+// protocol state. A goroutine per connection replaces rping's CQ thread: it
+// waits on the completion channel, re-arms, drains the CQ and hands each
+// completion to the ping loop; another turns the connection's CM events into
+// completions (rping's CM thread).
+type verbsConn struct {
+	out    *printer
+	id     *rdmacm.ID
+	label  string // "parent" or "child" in cma_event debug lines
+	role   string // "client" or "server" in "… DISCONNECT EVENT..."
+	selfQP bool
+
+	vctx    *uverbs.Context
+	devAttr uverbs.DeviceAttr
+	port    uint8
+	ib      bool
+	pd      *uverbs.PD
+	ch      *uverbs.CompChannel
+	cq      *uverbs.CQ
+	qp      *uverbs.QP
+	bufs    [numBufs]*uverbs.Buffer
+	mrs     [numBufs]*uverbs.MR
+
+	recvWR  uverbs.RecvWR
+	recvSGE [1]uverbs.SGE
+	sendWR  uverbs.SendWR
+	sendSGE [1]uverbs.SGE
+	rdmaWR  uverbs.SendWR
+	rdmaSGE [1]uverbs.SGE
+
+	comps  chan completion
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// newVerbsConn is rping_setup_qp: verbs context, PD, completion channel, CQ
+// (armed once) and QP for id, whose device is known (resolved or requested).
+// On failure it has printed rping's message and returns the status to print
+// with "setup_qp failed: %d".
+func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbsConn, int) {
+	c := &verbsConn{out: out, id: id, selfQP: cfg.SelfCreateQP, label: "parent", role: "client"}
+	if server {
+		c.label, c.role = "child", "server"
+	}
+	dev, err := id.Device()
+	if err != nil {
+		out.errorf("rping: no RDMA device for the connection: %v\n", err)
+		return nil, errnoOf(err)
+	}
+	if c.vctx, err = uverbs.Open(dev); err != nil {
+		out.errorf("rping: open %s: %v\n", dev.Name, err)
+		return nil, errnoOf(err)
+	}
+	fail := func(msg string, err error) (*verbsConn, int) {
+		out.errorf("%s\n", msg)
+		c.free()
+		return nil, errnoOf(err)
+	}
+	if c.devAttr, err = c.vctx.QueryDevice(); err != nil {
+		return fail("ibv_query_device failed", err)
+	}
+	ai, err := id.Query()
+	if err != nil {
+		return fail("rdma_query_addr failed", err)
+	}
+	c.port = ai.PortNum
+	pa, err := c.vctx.QueryPort(c.port)
+	if err != nil {
+		return fail("ibv_query_port failed", err)
+	}
+	c.ib = pa.LinkLayer == uverbs.LinkLayerInfiniBand
+	if c.pd, err = c.vctx.AllocPD(); err != nil {
+		return fail("ibv_alloc_pd failed", err)
+	}
+	out.debugf("created pd %p\n", c.pd)
+	if c.ch, err = c.vctx.CreateCompChannel(); err != nil {
+		return fail("ibv_create_comp_channel failed", err)
+	}
+	out.debugf("created channel %p\n", c.ch)
+	if c.cq, err = c.vctx.CreateCQ(cqDepth, c.ch, 0); err != nil {
+		return fail("ibv_create_cq failed", err)
+	}
+	out.debugf("created cq %p\n", c.cq)
+	if err = c.cq.Arm(false); err != nil {
+		// rping prints the create message here too (copy-paste); say what failed.
+		return fail("ibv_req_notify_cq failed", err)
+	}
+	c.qp, err = c.pd.CreateQP(uverbs.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq, Type: uverbs.QPTypeRC,
+		Cap: uverbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		if c.selfQP {
+			perror(out.stderr, "ibv_create_qp", err)
+		} else {
+			perror(out.stderr, "rdma_create_qp", err)
+		}
+		c.free()
+		return nil, -1
+	}
+	if c.selfQP {
+		// rping -q: INIT by hand so the first RECV can be posted.
+		a := uverbs.QPAttr{State: uverbs.QPSInit, PKeyIndex: 0, PortNum: c.port, AccessFlags: 0}
+		err = c.qp.Modify(&a, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
+		if err != nil {
+			perror(out.stderr, "ibv_modify_qp", err)
+			c.free()
+			return nil, -1
+		}
+	} else if err = id.AttachQP(c.qp, c.ib); err != nil {
+		perror(out.stderr, "rdma_create_qp", err)
+		c.free()
+		return nil, -1
+	}
+	out.debugf("created qp %p\n", c.qp)
+	return c, 0
+}
+
+// setupBuffers is rping_setup_buffers: mmap'd buffers registered with rping's
+// access rights, and the reusable work requests. It returns 0 or the status
+// to print with "rping_setup_buffers failed: %d".
+func (c *verbsConn) setupBuffers(size int, client bool) int {
+	c.out.debugf("rping_setup_buffers called on cb %p\n", c)
+	rw := uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite
+	type spec struct {
+		id     bufID
+		size   int
+		access uverbs.AccessFlags
+		name   string
+	}
+	specs := []spec{{bufRecv, advertLen, uverbs.AccessLocalWrite, "recv_buf"}, {bufSend, advertLen, 0, "send_buf"},
+		{bufRDMA, size, rw, "rdma_buf"}}
+	if client {
+		specs = append(specs, spec{bufStart, size, rw, "start_buf"})
+	}
+	for _, s := range specs {
+		b, err := uverbs.NewBuffer(s.size)
+		if err != nil {
+			c.out.errorf("%s malloc failed\n", s.name)
+			return -12
+		}
+		mr, err := c.pd.RegMR(b, s.access)
+		if err != nil {
+			b.Free()
+			c.out.errorf("%s reg_mr failed\n", s.name)
+			return errnoOf(err)
+		}
+		c.bufs[s.id], c.mrs[s.id] = b, mr
+	}
+	c.recvSGE[0] = uverbs.SGE{Addr: c.mrs[bufRecv].Addr, Length: advertLen, LKey: c.mrs[bufRecv].LKey}
+	c.recvWR = uverbs.RecvWR{SGE: c.recvSGE[:]}
+	c.sendSGE[0] = uverbs.SGE{Addr: c.mrs[bufSend].Addr, Length: advertLen, LKey: c.mrs[bufSend].LKey}
+	c.sendWR = uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGE: c.sendSGE[:]}
+	c.rdmaSGE[0] = uverbs.SGE{Addr: c.mrs[bufRDMA].Addr, LKey: c.mrs[bufRDMA].LKey}
+	c.rdmaWR = uverbs.SendWR{Flags: uverbs.SendSignaled, SGE: c.rdmaSGE[:]}
+	c.out.debugLine("allocated & registered buffers...\n")
+	return 0
+}
+
+// start runs the completion goroutine (rping's cq_thread).
+func (c *verbsConn) start(ctx context.Context) {
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.comps = make(chan completion, 2*cqDepth)
+	c.wg.Add(1)
+	go c.cqLoop(ctx)
+	c.out.debugLine("cq_thread started.\n")
+}
+
+// watchCM runs the connection's CM event goroutine (rping's CM thread, for
+// the events that arrive once the connection is up).
+func (c *verbsConn) watchCM(ctx context.Context) {
+	c.wg.Add(1)
+	go c.cmLoop(ctx)
+}
+
+func (c *verbsConn) push(ctx context.Context, comp completion) bool {
+	select {
+	case c.comps <- comp:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (c *verbsConn) cqLoop(ctx context.Context) {
+	defer c.wg.Done()
+	var wc [8]uverbs.WC
+	for {
+		cq, err := c.ch.Wait(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.out.errorf("Failed to get cq event!\n")
+				c.push(ctx, completion{kind: compError})
+			}
+			return
+		}
+		// Re-arm before draining, so a completion after the drain raises an event.
+		if err := cq.Arm(false); err != nil {
+			cq.Ack(1)
+			c.out.errorf("Failed to set notify!\n")
+			c.push(ctx, completion{kind: compError})
+			return
+		}
+		ok := true
+		for ok {
+			n, err := cq.Poll(wc[:])
+			if err != nil {
+				c.out.errorf("poll error %d\n", errnoOf(err))
+				ok = c.push(ctx, completion{kind: compError})
+				break
+			}
+			if n == 0 {
+				break
+			}
+			for i := range n {
+				if ok = c.push(ctx, wcCompletion(&wc[i])); !ok {
+					break
+				}
+			}
+		}
+		cq.Ack(1)
+		if !ok {
+			return
+		}
+	}
+}
+
+// wcCompletion translates a work completion for the ping loop.
+func wcCompletion(wc *uverbs.WC) completion {
+	comp := completion{status: int(wc.Status), byteLen: wc.ByteLen}
+	switch wc.Opcode {
+	case uverbs.WCSend:
+		comp.kind = compSend
+	case uverbs.WCRecv:
+		comp.kind = compRecv
+	case uverbs.WCRDMARead:
+		comp.kind = compRead
+	case uverbs.WCRDMAWrite:
+		comp.kind = compWrite
+	}
+	return comp
+}
+
+func (c *verbsConn) cmLoop(ctx context.Context) {
+	defer c.wg.Done()
+	for {
+		ev, err := c.id.Event(ctx)
+		if err != nil {
+			return
+		}
+		if c.out.debug {
+			c.out.debugf("cma_event type %s cma_id %p (%s)\n", ev.Type, c.id, c.label)
+		}
+		comp, ok := cmCompletion(c.out, ev, c.role)
+		if ok && !c.push(ctx, comp) {
+			return
+		}
+	}
+}
+
+// cmCompletion is rping_cma_event_handler for a connected ID: it prints
+// rping's lines and says which completion, if any, the ping loop gets.
+func cmCompletion(out *printer, ev rdmacm.Event, role string) (completion, bool) {
+	switch ev.Type {
+	case rdmacm.EventDisconnected:
+		out.errorf("%s DISCONNECT EVENT...\n", role)
+		return completion{kind: compDisconnected}, true
+	case rdmacm.EventDeviceRemoval:
+		out.errorf("cma detected device removal!!!!\n")
+		return completion{kind: compError}, true
+	case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventConnectError,
+		rdmacm.EventUnreachable, rdmacm.EventRejected:
+		out.errorf("cma event %s, error %d\n", ev.Type, ev.Status)
+		return completion{kind: compError}, true
+	case rdmacm.EventEstablished:
+		out.debugLine("ESTABLISHED\n")
+		return completion{}, false
+	}
+	out.errorf("unhandled event: %s, ignoring\n", ev.Type)
+	return completion{}, false
+}
+
+// selfModify is rping_self_modify_qp (-q): INIT, RTR, RTS with the kernel's
+// attributes, verbatim.
+func (c *verbsConn) selfModify() error {
+	for _, s := range []uverbs.QPState{uverbs.QPSInit, uverbs.QPSRTR, uverbs.QPSRTS} {
+		a, mask, err := c.id.InitQPAttr(s)
+		if err != nil {
+			return fmt.Errorf("init qp attr %v: %w", s, err)
+		}
+		if err := c.qp.Modify(a, mask); err != nil {
+			return fmt.Errorf("modify qp to %v: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// disconnect is rping_disconnect: in -q mode the QP goes to ERR first (rdma_cm
+// does that only for QPs it owns), so posted work requests flush.
+func (c *verbsConn) disconnect() {
+	if c.selfQP {
+		a := uverbs.QPAttr{State: uverbs.QPSErr}
+		c.qp.Modify(&a, uverbs.QPAttrState)
+	}
+	c.id.Disconnect()
+}
+
+// close stops the goroutines, destroys the ID and frees the verbs resources.
+func (c *verbsConn) close() {
+	if c.cancel != nil {
+		c.cancel()
+		c.wg.Wait()
+	}
+	c.out.debugf("destroy cm_id %p\n", c.id)
+	c.id.Destroy()
+	c.free()
+}
+
+// free releases the verbs resources in rping's order: buffers, QP, CQ,
+// channel, PD, then the device context.
+func (c *verbsConn) free() {
+	if c.mrs[bufRecv] != nil {
+		c.out.debugf("rping_free_buffers called on cb %p\n", c)
+	}
+	for i := range c.mrs {
+		if c.mrs[i] != nil {
+			c.mrs[i].Dereg()
+			c.mrs[i] = nil
+		}
+		if c.bufs[i] != nil {
+			c.bufs[i].Free()
+			c.bufs[i] = nil
+		}
+	}
+	var errs []error
+	if c.qp != nil {
+		errs = append(errs, c.qp.Destroy())
+	}
+	if c.cq != nil {
+		errs = append(errs, c.cq.Destroy())
+	}
+	if c.ch != nil {
+		errs = append(errs, c.ch.Close())
+	}
+	if c.pd != nil {
+		errs = append(errs, c.pd.Dealloc())
+	}
+	if c.vctx != nil {
+		errs = append(errs, c.vctx.Close())
+	}
+	if err := errors.Join(errs...); err != nil && c.out.debug {
+		c.out.debugf("teardown: %v\n", err)
+	}
+}
+
+// conn implementation.
+
+func (c *verbsConn) Region(id bufID) region {
+	mr := c.mrs[id]
+	return region{b: c.bufs[id].Bytes()[:mr.Len], addr: mr.Addr, lkey: mr.LKey, rkey: mr.RKey}
+}
+
+func (c *verbsConn) PostRecv() error { return c.qp.PostRecv(&c.recvWR) }
+
+func (c *verbsConn) PostSend() error { return c.qp.PostSend(&c.sendWR) }
+
+func (c *verbsConn) PostRead(n int, raddr uint64, rkey uint32) error {
+	return c.postRDMA(uverbs.WRRDMARead, n, raddr, rkey)
+}
+
+func (c *verbsConn) PostWrite(n int, raddr uint64, rkey uint32) error {
+	return c.postRDMA(uverbs.WRRDMAWrite, n, raddr, rkey)
+}
+
+func (c *verbsConn) postRDMA(op uverbs.WROpcode, n int, raddr uint64, rkey uint32) error {
+	c.rdmaWR.Opcode, c.rdmaWR.RemoteAddr, c.rdmaWR.RKey = op, raddr, rkey
+	c.rdmaSGE[0].Length = uint32(n)
+	return c.qp.PostSend(&c.rdmaWR)
+}
+
+func (c *verbsConn) Next(ctx context.Context) (completion, error) {
+	select {
+	case comp := <-c.comps:
+		return comp, nil
+	case <-ctx.Done():
+		return completion{}, ctx.Err()
+	}
+}
+
+func (c *verbsConn) Grow(size int) error {
+	b, err := uverbs.NewBuffer(size)
+	if err != nil {
+		return fmt.Errorf("rdma_buf of %d bytes: %w", size, err)
+	}
+	mr, err := c.pd.RegMR(b, uverbs.AccessLocalWrite|uverbs.AccessRemoteRead|uverbs.AccessRemoteWrite)
+	if err != nil {
+		b.Free()
+		return fmt.Errorf("rdma_buf of %d bytes: reg_mr: %w", size, err)
+	}
+	c.mrs[bufRDMA].Dereg()
+	c.bufs[bufRDMA].Free()
+	c.bufs[bufRDMA], c.mrs[bufRDMA] = b, mr
+	c.rdmaSGE[0].Addr, c.rdmaSGE[0].LKey = mr.Addr, mr.LKey
+	return nil
+}
