@@ -1,7 +1,7 @@
 # Soft-RoCE guest tier (test/vm), included by the top-level Makefile.
 #
 #   make guest [SUITE=bookworm] [ARCH=amd64] [PKGS=./test/guest] [RUN=regex]
-#   make guest-matrix [PKGS=...]      every guest: bookworm/amd64, trixie/amd64, bookworm/arm64
+#   make guest-matrix [MATRIX_PKGS=all] every guest: bookworm/amd64, trixie/amd64, bookworm/arm64
 #   make demo [SUITE=...] [ARCH=...]  gorping server + client in a guest
 #   make guest-shell                  interactive busybox shell in a guest
 #   GUEST_FLAGS='-refresh -timeout 20m' adds guestrun flags.
@@ -14,6 +14,8 @@
 SUITE       ?= bookworm
 ARCH        ?= amd64
 PKGS        ?= ./test/guest
+# guest-matrix (and so `make test`) runs every package with guest-tagged tests.
+MATRIX_PKGS ?= all
 RUN         ?=
 GUEST_FLAGS ?=
 GUESTRUN    := bin/guestrun
@@ -30,7 +32,7 @@ guest: $(GUESTRUN)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -pkgs '$(PKGS)' $(if $(RUN),-run '$(RUN)') $(GUEST_FLAGS); $(guest_skip_ok)
 
 guest-matrix: $(GUESTRUN)
-	@$(GUESTRUN) -matrix -pkgs '$(PKGS)' $(if $(RUN),-run '$(RUN)') $(GUEST_FLAGS); $(guest_skip_ok)
+	@$(GUESTRUN) -matrix -pkgs '$(MATRIX_PKGS)' $(if $(RUN),-run '$(RUN)') $(GUEST_FLAGS); $(guest_skip_ok)
 
 demo: $(GUESTRUN)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/demo.sh $(GUEST_FLAGS); $(guest_skip_ok)

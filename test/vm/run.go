@@ -250,17 +250,25 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 	if o.Cmd != "" {
 		extra = append(extra, GuestFile{Path: "/guest/cmd.sh", Data: []byte(o.Cmd + "\n"), Mode: 0o755})
 	} else {
-		// Only packages with test files; go list keeps the order given.
-		out, err := gorun(append([]string{"list", "-tags", "guest", "-f",
-			"{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}"}, o.Pkgs...)...)
-		if err != nil {
-			return work, img, err
-		}
 		modPath, err := gorun("list", "-m")
 		if err != nil {
 			return work, img, err
 		}
-		for _, pkg := range strings.Fields(string(out)) {
+		var pkgs []string
+		if len(o.Pkgs) == 1 && o.Pkgs[0] == "all" {
+			pkgs, err = guestPackages(gorun, strings.TrimSpace(string(modPath)))
+		} else {
+			// Only packages with test files; go list keeps the order given.
+			var out []byte
+			out, err = gorun(append([]string{"list", "-tags", "guest", "-f",
+				"{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}"}, o.Pkgs...)...)
+			pkgs = strings.Fields(string(out))
+		}
+		if err != nil {
+			return work, img, err
+		}
+		fmt.Fprintf(log, "guest test packages: %s\n", strings.Join(pkgs, " "))
+		for _, pkg := range pkgs {
 			name := TestName(strings.TrimSpace(string(modPath)), pkg)
 			bin := filepath.Join(work, name+".test")
 			if _, err := gorun("test", "-c", "-tags", "guest", "-o", bin, pkg); err != nil {
@@ -307,6 +315,62 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 	}
 	img.nonce = spec.Nonce
 	return work, img, nil
+}
+
+// guestPackages finds the module's packages with guest-tagged tests: those whose
+// test files differ with and without -tags guest. The sanity test (test/guest)
+// runs first: if stock rping fails, nothing after it means anything.
+func guestPackages(gorun func(...string) ([]byte, error), module string) ([]string, error) {
+	const f = "{{.ImportPath}} {{.TestGoFiles}} {{.XTestGoFiles}}"
+	plain, err := gorun("list", "-e", "-f", f, "./...")
+	if err != nil {
+		return nil, err
+	}
+	tagged, err := gorun("list", "-e", "-tags", "guest", "-f", f, "./...")
+	if err != nil {
+		return nil, err
+	}
+	return diffGuestPackages(string(plain), string(tagged), module+"/test/guest"), nil
+}
+
+// diffGuestPackages compares two `go list` outputs (a line per package: import
+// path, then its test files) and returns the packages that gain a test file with
+// the tag, first first. Files the tag removes (`//go:build !guest`) don't count.
+func diffGuestPackages(plain, tagged, first string) []string {
+	files := func(out string) map[string]map[string]bool {
+		m := map[string]map[string]bool{}
+		for _, l := range strings.Split(out, "\n") {
+			f := strings.Fields(strings.NewReplacer("[", " ", "]", " ").Replace(l))
+			if len(f) == 0 {
+				continue
+			}
+			m[f[0]] = map[string]bool{}
+			for _, name := range f[1:] {
+				m[f[0]][name] = true
+			}
+		}
+		return m
+	}
+	before := files(plain)
+	var pkgs []string
+	for _, l := range strings.Split(tagged, "\n") {
+		f := strings.Fields(strings.NewReplacer("[", " ", "]", " ").Replace(l))
+		if len(f) == 0 {
+			continue
+		}
+		gained := false
+		for _, name := range f[1:] {
+			gained = gained || !before[f[0]][name]
+		}
+		switch {
+		case !gained:
+		case f[0] == first:
+			pkgs = append([]string{f[0]}, pkgs...)
+		default:
+			pkgs = append(pkgs, f[0])
+		}
+	}
+	return pkgs
 }
 
 // TestName names a package's test binary in the guest: its import path relative

@@ -174,3 +174,13 @@ linux-image-amd64
 		}
 	}
 }
+
+func TestDiffGuestPackages(t *testing.T) {
+	plain := "m/a [a_test.go] []\nm/b [] []\nm/test/guest [] []\nm/c [c_test.go] []\nm/d [d_test.go host_test.go] []\n"
+	// m/d only loses a //go:build !guest file: no guest tests there.
+	tagged := "m/a [a_test.go] []\nm/b [b_guest_test.go] []\nm/test/guest [helpers_test.go sanity_test.go] []\nm/c [c_test.go] [x_test.go]\nm/d [d_test.go] []\n"
+	got := diffGuestPackages(plain, tagged, "m/test/guest")
+	if strings.Join(got, " ") != "m/test/guest m/b m/c" {
+		t.Fatalf("got %q", got)
+	}
+}

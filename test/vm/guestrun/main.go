@@ -38,7 +38,7 @@ func run() int {
 		suite     = flag.String("suite", "bookworm", "Debian suite of the guest: bookworm or trixie")
 		arch      = flag.String("arch", "amd64", "Debian architecture of the guest: amd64 or arm64")
 		matrix    = flag.Bool("matrix", false, "run every guest: "+targets(vm.Matrix))
-		pkgs      = flag.String("pkgs", "./test/guest", "Go packages (space or comma separated) whose guest-tagged tests run, in order")
+		pkgs      = flag.String("pkgs", "./test/guest", "Go packages (space or comma separated) whose guest-tagged tests run, in order; \"all\": every package with guest-tagged tests")
 		runRe     = flag.String("run", "", "only tests matching this regexp (go test -run)")
 		cmd       = flag.String("cmd", "", "run this shell command in the guest instead of the tests")
 		script    = flag.String("script", "", "run this shell script file in the guest instead of the tests")
