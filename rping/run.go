@@ -157,7 +157,7 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 		out.errorf("connect error %d\n", ret)
 		return statusOf(ret)
 	}
-	c.watchCM(ctx)
+	c.watchCM()
 	st := runPingClient(ctx, c, cfg)
 	c.disconnect()
 	return st
@@ -336,7 +336,7 @@ func serve(ctx context.Context, cfg *Config, out *printer, child *rdmacm.ID) int
 		out.errorf("connect error %d\n", ret)
 		return statusOf(ret)
 	}
-	c.watchCM(ctx)
+	c.watchCM()
 	st := runPingServer(ctx, c, cfg)
 	c.disconnect()
 	return st

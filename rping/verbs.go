@@ -50,6 +50,7 @@ type verbsConn struct {
 	rdmaSGE [1]uverbs.SGE
 
 	comps  chan completion
+	ctx    context.Context // the goroutines' context; cancel ends them
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -178,18 +179,18 @@ func (c *verbsConn) setupBuffers(size int, client bool) int {
 
 // start runs the completion goroutine (rping's cq_thread).
 func (c *verbsConn) start(ctx context.Context) {
-	ctx, c.cancel = context.WithCancel(ctx)
+	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.comps = make(chan completion, 2*cqDepth)
 	c.wg.Add(1)
-	go c.cqLoop(ctx)
+	go c.cqLoop(c.ctx)
 	c.out.debugLine("cq_thread started.\n")
 }
 
 // watchCM runs the connection's CM event goroutine (rping's CM thread, for
-// the events that arrive once the connection is up).
-func (c *verbsConn) watchCM(ctx context.Context) {
+// the events that arrive once the connection is up). Call after start.
+func (c *verbsConn) watchCM() {
 	c.wg.Add(1)
-	go c.cmLoop(ctx)
+	go c.cmLoop(c.ctx)
 }
 
 func (c *verbsConn) push(ctx context.Context, comp completion) bool {
