@@ -139,16 +139,18 @@ func TestSuperviseDeadlines(t *testing.T) {
 	}
 
 	// Each step's deadline is its own: a slow boot does not eat into setup.
+	// (Wide margins: this runs with -race on a loaded 2-core host.)
+	d2 := Deadlines{Boot: 400 * time.Millisecond, Setup: 1500 * time.Millisecond, Run: time.Second, Shutdown: time.Second}
 	ch := make(chan string)
 	go func() {
-		time.Sleep(40 * time.Millisecond) // within Boot
+		time.Sleep(100 * time.Millisecond) // within Boot
 		ch <- m + "init"
-		time.Sleep(50 * time.Millisecond) // within Setup, beyond Boot's remainder
+		time.Sleep(700 * time.Millisecond) // within Setup, beyond Boot's remaining 300ms
 		ch <- m + "ready"
 		ch <- m + "exit 0"
 		close(ch)
 	}()
-	if res := Supervise(context.Background(), ch, NewClassifier("n"), d, func(string) {}); res.Err != nil || res.Status != 0 {
+	if res := Supervise(context.Background(), ch, NewClassifier("n"), d2, func(string) {}); res.Err != nil || res.Status != 0 {
 		t.Fatalf("per-step deadlines: %+v", res)
 	}
 }
