@@ -1,0 +1,332 @@
+//go:build guest
+
+package guest
+
+// Helpers for the interop, error-path and leak tests: which binary plays which
+// role, listener detection that works for multi-threaded processes, the
+// kernel's view of RDMA resources (rdma resource show) and a process's open
+// file descriptors.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorping/gorping/rping"
+)
+
+// impl is one rping implementation: gorping or rdma-core's rping.
+type impl struct {
+	name string // "gorping" or "stock"
+	bin  string
+}
+
+func (i impl) isStock() bool { return i.name == "stock" }
+
+func gorpingImpl(t testing.TB) impl { return impl{"gorping", GorpingBin(t)} }
+func stockImpl(t testing.TB) impl   { return impl{"stock", StockRping(t)} }
+
+// portSeq hands every server its own port, so a test can never talk to (or
+// see the listener of) a server of an earlier test.
+var portSeq atomic.Int32
+
+func freshPort() int { return 7300 + int(portSeq.Add(1)) }
+
+// pidOf is the process id of p.
+func pidOf(p *Proc) int { return p.cmd.Process.Pid }
+
+// tasksOf returns the thread ids of process pid. rdma's restrack records the
+// thread that created an object ("pid" in rdma resource show is that thread's
+// id), and a Go program creates its objects on whatever thread runs the
+// goroutine, so "belongs to process pid" means "pid is one of its tasks".
+func tasksOf(pid int) map[int]bool {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	m := make(map[int]bool, len(ents))
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			m[n] = true
+		}
+	}
+	return m
+}
+
+// waitFor polls cond every 20 ms until it holds, failing the test after timeout.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// rdmaEntry is one line of `rdma resource show <kind>`: its key/value words.
+type rdmaEntry struct {
+	kind string
+	line string
+	kv   map[string]string
+}
+
+// kernel reports whether the kernel owns the object (rdma prints the owner
+// in brackets, e.g. "comm [ib_core]").
+func (e rdmaEntry) kernel() bool { return strings.HasPrefix(e.kv["comm"], "[") }
+
+// pid is the creating thread's id, 0 if rdma printed none (the thread is gone).
+func (e rdmaEntry) pid() int { n, _ := strconv.Atoi(e.kv["pid"]); return n }
+
+// rdmaKinds are the object kinds whose leaks matter: everything rping creates.
+var rdmaKinds = []string{"cm_id", "qp", "cq", "mr", "pd", "ctx"}
+
+// rdmaResources lists the objects of kind as the kernel's restrack sees them.
+func rdmaResources(t testing.TB, kind string) []rdmaEntry {
+	t.Helper()
+	out, err := exec.Command(RDMATool(t), "resource", "show", kind).CombinedOutput()
+	if err != nil {
+		t.Fatalf("rdma resource show %s: %v\n%s", kind, err, out)
+	}
+	var ents []rdmaEntry
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		e := rdmaEntry{kind: kind, line: line, kv: map[string]string{}}
+		// Keys are not all followed by one value (rdma prints some flags
+		// bare), so take the word after the first occurrence of each word.
+		for i := 0; i+1 < len(f); i++ {
+			if _, seen := e.kv[f[i]]; !seen {
+				e.kv[f[i]] = f[i+1]
+			}
+		}
+		ents = append(ents, e)
+	}
+	return ents
+}
+
+// userResources returns every RDMA object a user process owns, by kind.
+func userResources(t testing.TB) map[string][]rdmaEntry {
+	t.Helper()
+	m := map[string][]rdmaEntry{}
+	for _, k := range rdmaKinds {
+		for _, e := range rdmaResources(t, k) {
+			if !e.kernel() {
+				m[k] = append(m[k], e)
+			}
+		}
+	}
+	return m
+}
+
+func describeResources(m map[string][]rdmaEntry) string {
+	var b strings.Builder
+	for _, k := range rdmaKinds {
+		for _, e := range m[k] {
+			fmt.Fprintf(&b, "  %s: %s\n", k, e.line)
+		}
+	}
+	if b.Len() == 0 {
+		return "  (none)\n"
+	}
+	return b.String()
+}
+
+// cleanSummary is `rdma resource show` (per-device totals) of an idle guest,
+// learned the first time the detailed listing shows no user object. Checking
+// the one-line summary first keeps the common case to a single rdma call.
+var (
+	cleanMu      sync.Mutex
+	cleanSummary string
+)
+
+func rdmaSummary(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command(RDMATool(t), "resource", "show").CombinedOutput()
+	if err != nil {
+		t.Fatalf("rdma resource show: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// rdmaIdle reports whether no user process owns any RDMA object, and if not,
+// what is left.
+func rdmaIdle(t testing.TB) (bool, map[string][]rdmaEntry) {
+	t.Helper()
+	cleanMu.Lock()
+	defer cleanMu.Unlock()
+	sum := rdmaSummary(t)
+	if cleanSummary != "" && sum == cleanSummary {
+		return true, nil
+	}
+	left := userResources(t)
+	if len(left) > 0 {
+		return false, left
+	}
+	// Nothing of a user: re-read the summary, the idle totals may have moved
+	// (e.g. objects that were being torn down between the two reads).
+	cleanSummary = rdmaSummary(t)
+	return true, nil
+}
+
+// waitRDMAIdle waits until no user process owns an RDMA object. After a
+// process exits the kernel releases its objects when its files close, but
+// some of that work is deferred, hence the wait.
+func waitRDMAIdle(t testing.TB, timeout time.Duration, when string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		idle, left := rdmaIdle(t)
+		if idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("RDMA objects still owned by processes %s (waited %s):\n%s", when, timeout, describeResources(left))
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// leakGuard checks that a test starts and ends with no RDMA object owned by
+// any process. Call it before starting processes: cleanups run last-in
+// first-out, so the final check runs after Start's cleanups killed whatever
+// was still running.
+func leakGuard(t *testing.T) {
+	t.Helper()
+	waitRDMAIdle(t, 30*time.Second, "before the test (left over by an earlier test)")
+	if t.Failed() {
+		t.FailNow()
+	}
+	t.Cleanup(func() { waitRDMAIdle(t, 30*time.Second, "after every process of the test exited") })
+}
+
+// procResources counts the RDMA objects of process p by kind.
+func procResources(t testing.TB, p *Proc) map[string]int {
+	t.Helper()
+	tasks := tasksOf(pidOf(p))
+	m := map[string]int{}
+	for _, k := range rdmaKinds {
+		for _, e := range rdmaResources(t, k) {
+			if !e.kernel() && tasks[e.pid()] {
+				m[k]++
+			}
+		}
+	}
+	return m
+}
+
+// fdTargets lists process pid's open descriptors as "fd -> target", sorted.
+func fdTargets(pid int) ([]string, error) {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list fds of %d: %w", pid, err)
+	}
+	var l []string
+	for _, e := range ents {
+		target, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // closed while we looked
+		}
+		l = append(l, e.Name()+" -> "+target)
+	}
+	sort.Strings(l)
+	return l, nil
+}
+
+// waitListen waits until process p (any of its threads) has an rdma_cm id in
+// state LISTEN on addr:port ("192.0.2.1:7174", "2001:db8::1:7174").
+func waitListen(t testing.TB, p *Proc, addr string, port int, timeout time.Duration) {
+	t.Helper()
+	want := fmt.Sprintf("%s:%d", addr, port)
+	deadline := time.Now().Add(timeout)
+	var last []rdmaEntry
+	for {
+		last = rdmaResources(t, "cm_id")
+		tasks := tasksOf(pidOf(p))
+		for _, e := range last {
+			if e.kv["state"] == "LISTEN" && e.kv["src-addr"] == want && tasks[e.pid()] {
+				return
+			}
+		}
+		if !p.Running() {
+			t.Fatalf("%s exited before listening on %s\nstdout:\n%s\nstderr:\n%s", p.Name, want, p.Stdout(), p.Stderr())
+		}
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			for _, e := range last {
+				b.WriteString(e.line + "\n")
+			}
+			t.Fatalf("%s (pid %d) not listening on %s after %s; rdma resource show cm_id:\n%s", p.Name, pidOf(p), want, timeout, b.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// expectedServerLines is what `rping -s -v` prints for a client's count
+// pings of size bytes.
+func expectedServerLines(count, size int) string {
+	var b strings.Builder
+	for i := range count {
+		fmt.Fprintf(&b, "server ping data: %s\n", rping.PayloadString(i, size))
+	}
+	return b.String()
+}
+
+// checkPingPrefix checks that out is whole ping lines with prefix ("ping
+// data: " or "server ping data: ") for pings 0, 1, 2, ... and returns how many.
+// Used for runs that end by a kill, where only the count is unknown.
+func checkPingPrefix(t testing.TB, who, prefix, out string, size int) int {
+	t.Helper()
+	if out == "" {
+		return 0
+	}
+	if !strings.HasSuffix(out, "\n") {
+		t.Errorf("%s stdout ends in a partial line: %q", who, out[max(0, len(out)-80):])
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	for i, l := range lines {
+		if want := prefix + rping.PayloadString(i, size); l != want {
+			t.Errorf("%s stdout line %d:\n got %q\nwant %q", who, i+1, l, want)
+			break
+		}
+	}
+	return len(lines)
+}
+
+// onlyLines fails the test if text has a line outside allowed (an empty
+// text passes). It is how the tests accept rping's racy, harmless lines
+// ("client DISCONNECT EVENT...") while catching anything else.
+func onlyLines(t testing.TB, who, text string, allowed ...string) {
+	t.Helper()
+	ok := map[string]bool{}
+	for _, a := range allowed {
+		ok[a] = true
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		if l != "" && !ok[l] {
+			t.Errorf("%s printed an unexpected line %q; whole output:\n%s", who, l, text)
+			return
+		}
+	}
+}
+
+// noCrash fails the test if a Go runtime crash shows in stderr.
+func noCrash(t testing.TB, who, stderr string) {
+	t.Helper()
+	for _, s := range []string{"panic:", "fatal error:", "goroutine ", "SIGSEGV"} {
+		if strings.Contains(stderr, s) {
+			t.Errorf("%s crashed (%q in stderr):\n%s", who, s, stderr)
+			return
+		}
+	}
+}
