@@ -9,7 +9,7 @@
 
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+LDFLAGS := -s -w -X main.buildVersion=$(VERSION)
 ARCHES  := amd64 arm64
 
 .PHONY: all build test lint unit abicheck clean
