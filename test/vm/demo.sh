@@ -1,11 +1,15 @@
 # make demo: a gorping server and a gorping client over Soft-RoCE in the guest.
 # Runs inside the guest (busybox sh) via `guestrun -script test/vm/demo.sh`.
-echo "== gorping server on $GORPING_IPV4, client -C 5 -v -V"
+echo "== gorping server on $GORPING_IPV4 (rxe0 = Soft-RoCE on dummy d0), client -C 5 -v -V"
+echo "   Each ping: the client SENDs an advert of its buffer, the server RDMA READs it"
+echo "   (server ping data), SENDs a go-ahead, gets a second advert and RDMA WRITEs the"
+echo "   data back into the client's buffer (ping data), which the client validates (-V)."
 $GORPING_BIN -s -a "$GORPING_IPV4" -v &
 server=$!
 # Wait (up to 30 s) until the server's rdma_cm id listens: no sleep-and-hope.
 i=0
-until $GORPING_RDMA_TOOL resource show cm_id | grep -q "state LISTEN.*pid $server "; do
+# (Match on the command name: rdma lists the id under whichever thread created it.)
+until $GORPING_RDMA_TOOL resource show cm_id | grep "state LISTEN" | grep -q "comm gorping"; do
 	i=$((i+1))
 	if [ $i -gt 300 ] || ! kill -0 $server 2>/dev/null; then
 		echo "demo: gorping server is not listening"
@@ -23,4 +27,6 @@ kill $server 2>/dev/null
 wait $server
 srv=$?
 echo "== client exit $client, server exit $srv"
+echo "== RDMA resources now (the kernel's own only: gorping released everything):"
+$GORPING_RDMA_TOOL resource show
 [ $client -eq 0 ] && [ $srv -eq 0 ]
