@@ -12,7 +12,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.buildVersion=$(VERSION)
 ARCHES  := amd64 arm64
 
-.PHONY: all build test lint unit abicheck clean
+.PHONY: all build test host-deps lint unit abicheck clean
 all: build
 
 build: $(ARCHES:%=bin/gorping-linux-%)
@@ -21,7 +21,16 @@ build: $(ARCHES:%=bin/gorping-linux-%)
 bin/gorping-linux-%: FORCE
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ .
 
-test: lint unit abicheck guest-matrix
+test: host-deps lint unit abicheck guest-matrix
+
+# The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
+# host. Installed only as root on Debian (like qemu for the guest tier).
+host-deps:
+	@if [ ! -x /usr/bin/rping ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing rdmacm-utils (stock rping) for the side-by-side CLI test"; \
+		(apt-get install -y --no-install-recommends rdmacm-utils >/dev/null 2>&1 || \
+		 (apt-get update >/dev/null && apt-get install -y --no-install-recommends rdmacm-utils >/dev/null)) || \
+		echo "*** could not install rdmacm-utils: TestSameAsRping will not run ***"; fi
 
 lint:
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then \
