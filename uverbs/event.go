@@ -20,6 +20,11 @@ type eventFile struct {
 	f      *os.File
 	mu     sync.Mutex // one reader at a time: deadlines are per file, not per reader
 	closed atomic.Bool
+
+	buf         [16]byte        // read target; returned by value
+	watched     context.Context // the ctx whose cancellation hook is registered
+	stopWatch   func() bool
+	deadlineSet bool // a cancellation set a past read deadline
 }
 
 // aLongTimeAgo is a deadline in the past: it makes a pending read return at once.
@@ -40,42 +45,65 @@ func newEventFile(fd int, name string) (*eventFile, error) {
 
 // read reads exactly one event of n ≤ 16 bytes. It returns ctx.Err() when ctx ends first and
 // ErrClosed when the file is closed meanwhile.
+//
+// It allocates nothing in the steady state (the ping loop waits here for every
+// completion): the read buffer lives in e, and the cancellation hook is registered once
+// per distinct ctx instead of once per call.
 func (e *eventFile) read(ctx context.Context, n int) ([16]byte, error) {
-	var buf [16]byte
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return buf, err
+		return e.buf, err
 	}
-	// A cancellation of an earlier read may have left a past deadline behind.
-	if err := e.f.SetReadDeadline(time.Time{}); err != nil {
-		return buf, e.closedOr(err)
-	}
-	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { e.f.SetReadDeadline(aLongTimeAgo) })
-		defer stop()
+	e.watch(ctx)
+	// A cancellation of an earlier context may have left a past deadline behind.
+	if e.deadlineSet {
+		if err := e.f.SetReadDeadline(time.Time{}); err != nil {
+			return e.buf, e.closedOr(err)
+		}
+		e.deadlineSet = false
 	}
 	for {
-		k, err := e.f.Read(buf[:n])
+		k, err := e.f.Read(e.buf[:n])
 		switch {
 		case err == nil && k == n:
-			return buf, nil
+			return e.buf, nil
 		case err == nil && k == 0, errors.Is(err, io.EOF):
-			return buf, fmt.Errorf("uverbs: %s: unexpected end of file", e.f.Name())
+			return e.buf, fmt.Errorf("uverbs: %s: unexpected end of file", e.f.Name())
 		case err == nil:
-			return buf, fmt.Errorf("uverbs: %s: short event read (%d of %d bytes)", e.f.Name(), k, n)
+			return e.buf, fmt.Errorf("uverbs: %s: short event read (%d of %d bytes)", e.f.Name(), k, n)
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			if cerr := ctx.Err(); cerr != nil {
-				return buf, cerr
+				return e.buf, cerr
 			}
-			// A late cancellation of an earlier read; our context is alive, keep waiting.
+			// A late cancellation of an earlier context; ours is alive, keep waiting.
 			if err := e.f.SetReadDeadline(time.Time{}); err != nil {
-				return buf, e.closedOr(err)
+				return e.buf, e.closedOr(err)
 			}
+			e.deadlineSet = false
 		default:
-			return buf, e.closedOr(fmt.Errorf("uverbs: read %s: %w", e.f.Name(), err))
+			return e.buf, e.closedOr(fmt.Errorf("uverbs: read %s: %w", e.f.Name(), err))
 		}
 	}
+}
+
+// watch makes ctx's cancellation interrupt a pending read by setting a deadline in the
+// past. The hook stays registered for as long as callers keep passing the same ctx.
+// Called with e.mu held.
+func (e *eventFile) watch(ctx context.Context) {
+	if ctx == e.watched || ctx.Done() == nil {
+		return
+	}
+	if e.stopWatch != nil {
+		e.stopWatch()
+	}
+	e.watched = ctx
+	e.stopWatch = context.AfterFunc(ctx, func() {
+		e.f.SetReadDeadline(aLongTimeAgo)
+		e.mu.Lock() // serialised with read's own deadline handling
+		e.deadlineSet = true
+		e.mu.Unlock()
+	})
 }
 
 // closedOr maps any failure after close (os.ErrClosed from Read, the internal "use of
@@ -89,5 +117,11 @@ func (e *eventFile) closedOr(err error) error {
 
 func (e *eventFile) close() error {
 	e.closed.Store(true)
-	return e.f.Close()
+	err := e.f.Close() // first: it wakes a read that holds e.mu
+	e.mu.Lock()
+	if e.stopWatch != nil {
+		e.stopWatch()
+	}
+	e.mu.Unlock()
+	return err
 }

@@ -1,0 +1,60 @@
+//go:build guest
+
+package rping
+
+import (
+	"context"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestGuestPingLoopAllocatesNothing checks the real data path (rxe rings,
+// doorbell, completion channel), not a fake: a client and a server in this
+// process run 100 and then 1100 validated pings, and the extra 1000 pings must
+// not add allocations. Both runs pay the same setup and teardown, so the
+// difference is what the ping loops themselves allocate.
+//
+// The figures (time and CPU per ping) are logged, not asserted: speed depends
+// on the machine and on TCG.
+func TestGuestPingLoopAllocatesNothing(t *testing.T) {
+	addr := guestAddr(t, "GORPING_IPV4")
+	measure := func(count int) (mallocs uint64, wall, cpu time.Duration) {
+		p := port()
+		sv := newRunner(true, addr, p, 64, 0)
+		cl := newRunner(false, addr, p, 64, count)
+		cl.cfg.Validate = true
+		var before, after runtime.MemStats
+		var ru0, ru1 syscall.Rusage
+		sv.start(context.Background())
+		listening(t, p) // polls the rdma tool: allocates, so it stays outside the window
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+		start := time.Now()
+		if st := cl.start(context.Background()).wait(t, "client"); st != 0 {
+			t.Fatalf("client exit %d, stderr %q", st, cl.stderr)
+		}
+		if st := sv.wait(t, "server"); st != 0 {
+			t.Fatalf("server exit %d, stderr %q", st, sv.stderr)
+		}
+		wall = time.Since(start)
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		runtime.ReadMemStats(&after)
+		cpu = time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+		return after.Mallocs - before.Mallocs, wall, cpu
+	}
+	m1, w1, c1 := measure(100)
+	m2, w2, c2 := measure(1100)
+	extra := int64(m2) - int64(m1)
+	perPing := float64(extra) / 1000
+	t.Logf("allocations: %d for 100 pings, %d for 1100 pings: %.3f per extra ping", m1, m2, perPing)
+	t.Logf("per ping (client+server in one process): %.1f µs wall, %.1f µs CPU",
+		float64((w2-w1).Microseconds())/1000, float64((c2-c1).Microseconds())/1000)
+	// Setup differs slightly from run to run (goroutine scheduling, listener
+	// polling in the test helper), so allow a small constant, never a per-ping cost.
+	if perPing > 0.05 {
+		t.Errorf("the ping loop allocates: %.3f allocations per ping (%d extra for 1000 pings)", perPing, extra)
+	}
+}
