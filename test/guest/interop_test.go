@@ -26,7 +26,8 @@ const (
 type pingCase struct {
 	server, client impl
 	addr           string   // -a of both sides
-	listenAddr     string   // numeric form of addr if addr is a name
+	listenAddr     string   // address the server listens on, if not addr (a name, a wildcard)
+	srvAddr        string   // server's -a if not addr; "none" for no -a (rping's 0.0.0.0)
 	port           int      // -p of both sides; 0 means rping's default (no -p)
 	srvOpts        []string // server flags besides -s -a -p
 	cliOpts        []string // client flags besides -c -a -p
@@ -40,6 +41,13 @@ func (c *pingCase) args(server bool) []string {
 	opts := c.cliOpts
 	if server {
 		a[0], opts = "-s", c.srvOpts
+		switch c.srvAddr {
+		case "":
+		case "none":
+			a = a[:1]
+		default:
+			a[2] = c.srvAddr
+		}
 	}
 	if c.port != 0 {
 		a = append(a, "-p", strconv.Itoa(c.port))
@@ -82,7 +90,11 @@ var (
 // rping's stdout depends on the flags, not on the run) and returns both stdouts.
 func stockReference(t *testing.T, c pingCase) stockRef {
 	t.Helper()
-	key := strings.Join(c.srvOpts, " ") + " | " + strings.Join(c.cliOpts, " ") + " @" + c.addr
+	k := c // the key: every flag, but any explicit port is the same port
+	if k.port != 0 {
+		k.port = 1
+	}
+	key := strings.Join(k.args(true), " ") + " | " + strings.Join(k.args(false), " ")
 	refMu.Lock()
 	defer refMu.Unlock()
 	if r, ok := refs[key]; ok {
@@ -90,7 +102,10 @@ func stockReference(t *testing.T, c pingCase) stockRef {
 	}
 	st := stockImpl(t)
 	ref := c
-	ref.server, ref.client, ref.port = st, st, freshPort()
+	ref.server, ref.client = st, st
+	if c.port != 0 {
+		ref.port = freshPort()
+	}
 	srv, cli := ref.run(t)
 	CheckStockExit(t, "stock reference client", cli)
 	CheckStockExit(t, "stock reference server", srv)
@@ -307,6 +322,24 @@ func TestInterop(t *testing.T) {
 					c.cliOpts = append(c.cliOpts, "-q")
 				}
 				runCase(t, f.name+"/"+qc.name, c)
+			}
+		}
+	})
+
+	// A server bound to a wildcard: rping's default 0.0.0.0 (no -a) and the
+	// usage text's "-a ::0", which takes IPv4 clients too.
+	t.Run("AnyAddress", func(t *testing.T) {
+		for _, w := range []struct{ name, srvAddr, listen, cliAddr string }{
+			{"NoAddress_IPv4Client", "none", "0.0.0.0", IPv4(t)},
+			{"IPv6Any_IPv6Client", "::0", "::", IPv6(t)},
+			{"IPv6Any_IPv4Client", "::0", "::", IPv4(t)},
+		} {
+			for _, p := range pairs(t) {
+				runCase(t, w.name+"/"+p.name, pingCase{
+					server: p.server, client: p.client, addr: w.cliAddr, srvAddr: w.srvAddr, listenAddr: w.listen,
+					port: freshPort(), srvOpts: []string{"-v"}, cliOpts: pingOpts(3, rping.DefaultSize),
+					count: 3, size: rping.DefaultSize, cliVerbose: true, srvVerbose: true,
+				})
 			}
 		}
 	})
