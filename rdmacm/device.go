@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -51,7 +52,9 @@ func openDevice() (*fdDevice, error) {
 	}
 	fd, err := unix.Open(devPath, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, fmt.Errorf("rdmacm: open %s: %w", devPath, err)
+		// A *fs.PathError, so callers can tell the node's own failure
+		// (EACCES, ENOENT) from the ABI check's.
+		return nil, fmt.Errorf("rdmacm: %w", &fs.PathError{Op: "open", Path: devPath, Err: err})
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
