@@ -259,6 +259,18 @@ func TestInterop(t *testing.T) {
 		})
 	}
 
+	// A server with a bigger -S than its client echoes the client's size.
+	t.Run("ServerBiggerSize", func(t *testing.T) {
+		for _, p := range pairs(t) {
+			runCase(t, p.name, pingCase{
+				server: p.server, client: p.client, addr: IPv6(t), port: freshPort(),
+				srvOpts: []string{"-v", "-S", strconv.Itoa(rping.MaxSize)},
+				cliOpts: pingOpts(5, 1000),
+				count:   5, size: 1000, cliVerbose: true, srvVerbose: true,
+			})
+		}
+	})
+
 	// Without -v neither side prints anything on stdout.
 	t.Run("Quiet", func(t *testing.T) {
 		for _, p := range pairs(t) {
