@@ -8,7 +8,6 @@ package guest
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -165,45 +164,35 @@ type Listener struct {
 	PID           int
 }
 
-// WaitListening waits until process pid has an rdma_cm id in state LISTEN on
+// WaitListening waits until server has an rdma_cm id in state LISTEN on
 // addr:port (as rdma prints it, e.g. "192.0.2.1:7174", "2001:db8::1:7174"), or
 // fails the test after timeout. It polls the kernel's view of the listener, so
-// a client started afterwards cannot race the server's rdma_listen.
+// a client started afterwards cannot race the server's rdma_listen. rdma lists
+// an id under the thread that created it, which for gorping (Go) is seldom the
+// main thread, so any thread of the process counts.
 func WaitListening(t testing.TB, server *Proc, addr string, port int, timeout time.Duration) {
 	t.Helper()
 	want := fmt.Sprintf("%s:%d", addr, port)
-	pid := fmt.Sprint(server.cmd.Process.Pid)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var last string
+	deadline := time.Now().Add(timeout)
+	var last []rdmaEntry
 	for {
-		out, err := exec.CommandContext(ctx, RDMATool(t), "resource", "show", "cm_id").CombinedOutput()
-		last = string(out)
-		if err == nil {
-			for _, line := range strings.Split(last, "\n") {
-				f := strings.Fields(line)
-				if fieldAfter(f, "state") == "LISTEN" && fieldAfter(f, "pid") == pid && fieldAfter(f, "src-addr") == want {
-					return
-				}
+		last = rdmaResources(t, "cm_id")
+		tasks := tasksOf(pidOf(server))
+		for _, e := range last {
+			if e.kv["state"] == "LISTEN" && e.kv["src-addr"] == want && tasks[e.pid()] {
+				return
 			}
 		}
 		if !server.Running() {
 			t.Fatalf("%s exited before listening on %s\nstdout:\n%s\nstderr:\n%s", server.Name, want, server.Stdout(), server.Stderr())
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s not listening on %s after %s; rdma resource show cm_id:\n%s", server.Name, want, timeout, last)
-		case <-time.After(50 * time.Millisecond):
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			for _, e := range last {
+				b.WriteString(e.line + "\n")
+			}
+			t.Fatalf("%s (pid %d) not listening on %s after %s; rdma resource show cm_id:\n%s", server.Name, pidOf(server), want, timeout, b.String())
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// fieldAfter returns the word following key in f ("state LISTEN" -> "LISTEN").
-func fieldAfter(f []string, key string) string {
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] == key {
-			return f[i+1]
-		}
-	}
-	return ""
 }

@@ -243,35 +243,6 @@ func fdTargets(pid int) ([]string, error) {
 	return l, nil
 }
 
-// waitListen waits until process p (any of its threads) has an rdma_cm id in
-// state LISTEN on addr:port ("192.0.2.1:7174", "2001:db8::1:7174").
-func waitListen(t testing.TB, p *Proc, addr string, port int, timeout time.Duration) {
-	t.Helper()
-	want := fmt.Sprintf("%s:%d", addr, port)
-	deadline := time.Now().Add(timeout)
-	var last []rdmaEntry
-	for {
-		last = rdmaResources(t, "cm_id")
-		tasks := tasksOf(pidOf(p))
-		for _, e := range last {
-			if e.kv["state"] == "LISTEN" && e.kv["src-addr"] == want && tasks[e.pid()] {
-				return
-			}
-		}
-		if !p.Running() {
-			t.Fatalf("%s exited before listening on %s\nstdout:\n%s\nstderr:\n%s", p.Name, want, p.Stdout(), p.Stderr())
-		}
-		if time.Now().After(deadline) {
-			var b strings.Builder
-			for _, e := range last {
-				b.WriteString(e.line + "\n")
-			}
-			t.Fatalf("%s (pid %d) not listening on %s after %s; rdma resource show cm_id:\n%s", p.Name, pidOf(p), want, timeout, b.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // expectedServerLines is what `rping -s -v` prints for a client's count
 // pings of size bytes.
 func expectedServerLines(count, size int) string {
