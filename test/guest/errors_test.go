@@ -251,7 +251,7 @@ func testServerKilled(t *testing.T, server impl) {
 	leakGuard(t)
 	addr, port := IPv4(t), freshPort()
 	srv := Start(t, server.bin, "-s", "-a", addr, "-p", strconv.Itoa(port))
-	waitListen(t, srv, addr, port, 30*time.Second)
+	WaitListening(t, srv, addr, port, 30*time.Second)
 	cli := Start(t, GorpingBin(t), "-c", "-a", addr, "-p", strconv.Itoa(port), "-C", "0", "-v", "-V")
 	waitFor(t, 120*time.Second, "the client's first pings", func() bool {
 		return strings.Count(cli.Stdout(), "\n") >= killAfter || !cli.Running()
@@ -291,7 +291,7 @@ func testClientKilled(t *testing.T, client impl, persistent bool) {
 		args = append(args, "-P")
 	}
 	srv := Start(t, GorpingBin(t), args...)
-	waitListen(t, srv, addr, port, 30*time.Second)
+	WaitListening(t, srv, addr, port, 30*time.Second)
 	cli := Start(t, client.bin, "-c", "-a", addr, "-p", strconv.Itoa(port), "-C", "0", "-V")
 	waitFor(t, 120*time.Second, "the server's first pings", func() bool {
 		return strings.Count(srv.Stdout(), "\n") >= killAfter || !cli.Running() || !srv.Running()

@@ -72,7 +72,7 @@ func (c *pingCase) run(t *testing.T) (srv, cli Result) {
 		listen = c.listenAddr
 	}
 	sp := Start(t, c.server.bin, c.args(true)...)
-	waitListen(t, sp, listen, port, 30*time.Second)
+	WaitListening(t, sp, listen, port, 30*time.Second)
 	cli = Run(t, c.clientTimeout(), c.client.bin, c.args(false)...)
 	code := sp.Wait(t, 30*time.Second)
 	return Result{Stdout: sp.Stdout(), Stderr: sp.Stderr(), Code: code}, cli
@@ -392,7 +392,7 @@ func testPersistentManyClients(t *testing.T, addr string, nGorping, nStock int) 
 	g, s := gorpingImpl(t), stockImpl(t)
 	port := freshPort()
 	srv := Start(t, g.bin, "-s", "-P", "-a", addr, "-p", strconv.Itoa(port), "-S", strconv.Itoa(rping.MaxSize))
-	waitListen(t, srv, addr, port, 30*time.Second)
+	WaitListening(t, srv, addr, port, 30*time.Second)
 
 	const count = 20
 	sizes := []int{rping.MinSize, rping.DefaultSize, 1000, 4096}

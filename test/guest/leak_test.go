@@ -78,7 +78,7 @@ func TestLeaks(t *testing.T) {
 		addr, port := IPv4(t), freshPort()
 		ps := strconv.Itoa(port)
 		srv := Start(t, g.bin, "-s", "-P", "-a", addr, "-p", ps)
-		waitListen(t, srv, addr, port, 30*time.Second)
+		WaitListening(t, srv, addr, port, 30*time.Second)
 		base := snapshot(t, srv)
 		t.Logf("post-listen baseline: %s", base)
 		if base.rdma["cm_id"] != 1 || base.rdma["qp"] != 0 || base.rdma["mr"] != 0 {
@@ -134,7 +134,7 @@ func TestLeaks(t *testing.T) {
 		addr, port := IPv6(t), freshPort()
 		ps := strconv.Itoa(port)
 		srv := Start(t, g.bin, "-s", "-a", addr, "-p", ps)
-		waitListen(t, srv, addr, port, 30*time.Second)
+		WaitListening(t, srv, addr, port, 30*time.Second)
 		cli := Start(t, g.bin, "-c", "-a", addr, "-p", ps, "-C", "0", "-v", "-V")
 		pings := func(n int) {
 			waitFor(t, 120*time.Second, fmt.Sprintf("%d pings", n), func() bool {
