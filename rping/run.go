@@ -2,9 +2,12 @@ package rping
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gorping/gorping/rdmacm"
 	"github.com/gorping/gorping/uverbs"
@@ -46,6 +49,7 @@ func Run(ctx context.Context, cfg Config) int {
 	cm, err := rdmacm.Open()
 	if err != nil {
 		perror(out.stderr, "failed to create RDMA CM event channel", err)
+		out.hint(cmOpenHint(err))
 		return statusOf(errnoOf(err))
 	}
 	defer cm.Close()
@@ -99,26 +103,43 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 	}
 	if err := id.ResolveAddr(src, netip.AddrPortFrom(cfg.Addr, cfg.Port), resolveTimeout); err != nil {
 		perror(out.stderr, "rdma_resolve_addr", err)
+		if errors.Is(err, unix.ENODEV) {
+			out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
+		}
 		destroy()
 		return exitFailure
 	}
 	state := StateIdle
-	for state != StateRouteResolved && state != StateError {
+	failed := false // an error event: rping's main thread then finds the state unchanged
+	for !failed && state != StateRouteResolved && state != StateError {
 		ev, err := id.Event(ctx)
 		if err != nil {
 			destroy()
 			return quit(ctx, out, err)
 		}
 		out.debugf("cma_event type %s cma_id %p (parent)\n", ev.Type, id)
-		if cmError(out, ev) {
-			state = StateError
+		if failed = cmError(out, ev); failed {
+			if ev.Type == rdmacm.EventAddrError && ev.Status == -int32(unix.ENODEV) {
+				out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
+			}
 			break
 		}
 		switch ev.Type {
 		case rdmacm.EventAddrResolved:
+			// librdmacm opens the ID's verbs device here and turns a failure
+			// into ADDR_ERROR with status -1.
+			if hint := probeDevice(id); hint != "" {
+				out.errorf("cma event %s, error %d\n", rdmacm.EventAddrError, -1)
+				out.hint(hint)
+				failed = true
+				break
+			}
 			state = StateAddrResolved
 			if err := id.ResolveRoute(resolveTimeout); err != nil {
 				perror(out.stderr, "rdma_resolve_route", err)
+				if errors.Is(err, unix.ENODEV) {
+					out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
+				}
 				state = StateError
 			}
 		case rdmacm.EventRouteResolved:
@@ -228,6 +249,16 @@ func runServer(ctx context.Context, cfg *Config, out *printer, listener *rdmacm.
 	}()
 	if err := listener.Bind(netip.AddrPortFrom(cfg.Addr, cfg.Port)); err != nil {
 		perror(out.stderr, "rdma_bind_addr", err)
+		if errors.Is(err, unix.ENODEV) {
+			out.hint(hostNet.noDeviceHint(netip.Addr{}, cfg.Addr))
+		}
+		return exitFailure
+	}
+	if hint := boundDevice(listener, cfg.Addr); hint != "" {
+		// What librdmacm's rdma_bind_addr reports when it cannot open the
+		// device of the address.
+		perror(out.stderr, "rdma_bind_addr", unix.ENODEV)
+		out.hint(hint)
 		return exitFailure
 	}
 	out.debugLine("rdma_bind_addr successful\n")
@@ -265,6 +296,43 @@ func runServer(ctx context.Context, cfg *Config, out *printer, listener *rdmacm.
 	stopRejecting()
 	<-rejected
 	return st
+}
+
+// probeDevice opens and closes the verbs device of id, as librdmacm does when
+// an ID gets its device (address resolved, bound to an address), so a device
+// that cannot be used fails there as with rping. It returns "" or the hint.
+func probeDevice(id *rdmacm.ID) string {
+	dev, err := id.Device()
+	if err != nil {
+		return "gorping: " + err.Error()
+	}
+	vctx, err := uverbs.Open(dev)
+	if err != nil {
+		return verbsOpenHint(dev, err)
+	}
+	vctx.Close()
+	return ""
+}
+
+// boundDevice checks the device of a listener bound to addr: "" if addr is a
+// wildcard or its device opens, else the hint. The kernel binds a loopback
+// address without a device; only InfiniBand loopback reaches such a listener
+// (rping then listens in vain on RoCE and iWARP).
+func boundDevice(listener *rdmacm.ID, addr netip.Addr) string {
+	if addr.IsUnspecified() {
+		return ""
+	}
+	ai, err := listener.Query()
+	if err != nil {
+		return "" // the first connection will tell
+	}
+	if ai.NodeGUID == 0 {
+		if hostNet.ibPort() {
+			return ""
+		}
+		return hostNet.noDeviceHint(netip.Addr{}, addr)
+	}
+	return probeDevice(listener)
 }
 
 // nextRequest waits for the next CONNECT_REQUEST on the listener. Other events

@@ -10,7 +10,8 @@ import (
 )
 
 // With a device reported but no /dev/infiniband/rdma_cm (this host), Run fails
-// like rping's rdma_create_event_channel: perror text and the errno as status.
+// like rping's rdma_create_event_channel: perror text and the errno as status,
+// then says which module is missing.
 func TestRunNoRdmaCM(t *testing.T) {
 	if _, err := os.Stat("/dev/infiniband/rdma_cm"); err == nil {
 		t.Fatal("this host has /dev/infiniband/rdma_cm; the !guest tests assume none")
@@ -22,7 +23,9 @@ func TestRunNoRdmaCM(t *testing.T) {
 	cfg.Server = true
 	cfg.Stdout, cfg.Stderr = &bytes.Buffer{}, &stderr
 	st := Run(context.Background(), cfg)
-	if st != 2 || stderr.String() != "failed to create RDMA CM event channel: No such file or directory\n" {
-		t.Errorf("exit %d stderr %q, want 2 and ENOENT's perror line", st, stderr.String())
+	want := "failed to create RDMA CM event channel: No such file or directory\n" +
+		"gorping: /dev/infiniband/rdma_cm does not exist: load the rdma_ucm kernel module (modprobe rdma_ucm)\n"
+	if st != 2 || stderr.String() != want {
+		t.Errorf("exit %d stderr %q, want 2 and %q", st, stderr.String(), want)
 	}
 }

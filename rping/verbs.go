@@ -66,11 +66,11 @@ func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbs
 	}
 	dev, err := id.Device()
 	if err != nil {
-		out.errorf("rping: no RDMA device for the connection: %v\n", err)
+		out.hint("gorping: " + err.Error())
 		return nil, errnoOf(err)
 	}
 	if c.vctx, err = uverbs.Open(dev); err != nil {
-		out.errorf("rping: open %s: %v\n", dev.Name, err)
+		out.hint(verbsOpenHint(dev, err))
 		return nil, errnoOf(err)
 	}
 	fail := func(msg string, err error) (*verbsConn, int) {
@@ -163,6 +163,8 @@ func (c *verbsConn) setupBuffers(size int, client bool) int {
 		if err != nil {
 			b.Free()
 			c.out.errorf("%s reg_mr failed\n", s.name)
+			lim, limErr := getMemlock()
+			c.out.hint(memlockHint(s.size, err, lim, limErr))
 			return errnoOf(err)
 		}
 		c.bufs[s.id], c.mrs[s.id] = b, mr

@@ -1,0 +1,229 @@
+package rping
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gorping/gorping/uverbs"
+)
+
+// The errors a user meets first on a new machine (device permissions, the
+// locked-memory limit, an address without an RDMA device, a port without the
+// GID a connection needs) get one line more than rping prints: a hint, after
+// rping's own line, that says what to do. rping's lines and exit statuses
+// stay as they are. Every hint starts with "gorping: ".
+
+const (
+	accessFix = `run as root or grant access (udev rule MODE="0666" for rdma_cm and uverbs*)`
+	linkShow  = "rdma link show lists the RDMA devices and their netdevs"
+)
+
+// hint prints a hint line; "" prints nothing.
+func (o *printer) hint(s string) {
+	if s != "" {
+		o.errorf("%s\n", s)
+	}
+}
+
+// cmOpenHint explains why /dev/infiniband/rdma_cm did not open; "" if the
+// error is not about the device node.
+func cmOpenHint(err error) string {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) {
+		return ""
+	}
+	switch {
+	case errors.Is(pe.Err, unix.EACCES), errors.Is(pe.Err, unix.EPERM):
+		return fmt.Sprintf("gorping: %s is not accessible: %s", pe.Path, accessFix)
+	case errors.Is(pe.Err, unix.ENOENT):
+		return fmt.Sprintf("gorping: %s does not exist: load the rdma_ucm kernel module (modprobe rdma_ucm)", pe.Path)
+	}
+	return ""
+}
+
+// verbsOpenHint explains why dev's uverbs device could not be opened.
+func verbsOpenHint(dev uverbs.Device, err error) string {
+	switch {
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Sprintf("gorping: %s (%s) is not accessible: %s", dev.Path, dev.Name, accessFix)
+	case errors.Is(err, unix.ENOENT):
+		return fmt.Sprintf("gorping: %s (%s) does not exist: load the ib_uverbs kernel module (modprobe ib_uverbs)", dev.Path, dev.Name)
+	}
+	return "gorping: " + err.Error() // e.g. a driver gorping has no provider for
+}
+
+// memlockHint explains a failed registration of size bytes when the
+// locked-memory limit is the likely cause: the kernel charges pinned pages to
+// RLIMIT_MEMLOCK and answers EPERM (limit 0) or ENOMEM (limit reached).
+func memlockHint(size int, err error, lim unix.Rlimit, limErr error) string {
+	if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOMEM) || limErr != nil || lim.Cur == unix.RLIM_INFINITY {
+		return ""
+	}
+	return fmt.Sprintf("gorping: registering %d bytes failed: RLIMIT_MEMLOCK is %d bytes; raise it with ulimit -l or systemd LimitMEMLOCK=", size, lim.Cur)
+}
+
+// getMemlock reads RLIMIT_MEMLOCK; tests replace it.
+var getMemlock = func() (unix.Rlimit, error) {
+	var r unix.Rlimit
+	err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r)
+	return r, err
+}
+
+// netView is what the address hints need to know about this host; tests fake it.
+type netView struct {
+	route    func(dst, src netip.Addr) (route, error)
+	ifName   func(index int) string
+	owner    func(a netip.Addr) string    // netdev holding address a, "" if none
+	rdmaDevs func(netdev string) []string // RDMA devices on netdev ("rxe1")
+	ibPort   func() bool                  // some RDMA port has InfiniBand link layer
+}
+
+const sysfsIB = "/sys/class/infiniband"
+
+var hostNet = netView{
+	route: lookupRoute,
+	ifName: func(index int) string {
+		if ifi, err := net.InterfaceByIndex(index); err == nil {
+			return ifi.Name
+		}
+		return fmt.Sprintf("interface %d", index)
+	},
+	owner:    addrOwner,
+	rdmaDevs: func(netdev string) []string { return sysfsRDMADevs(sysfsIB, netdev) },
+	ibPort:   func() bool { return sysfsIBPort(sysfsIB) },
+}
+
+// noDeviceHint explains why rdma_cm found no RDMA device for a client's
+// connection to dst (from src, -I, if valid), or, with dst invalid, for a
+// server bound to src.
+func (v netView) noDeviceHint(dst, src netip.Addr) string {
+	dst, src = dst.WithZone("").Unmap(), src.WithZone("").Unmap()
+	notOn := func(a netip.Addr, netdev string) string {
+		return fmt.Sprintf("gorping: %s is on %s, which has no RDMA device: %s; use an address of one of them", a, netdev, linkShow)
+	}
+	if src.IsValid() {
+		if nd := v.owner(src); nd != "" {
+			devs := v.rdmaDevs(nd)
+			if len(devs) == 0 {
+				return notOn(src, nd)
+			}
+			if !dst.IsValid() {
+				return noGIDHint(devs, nd, src, src)
+			}
+		}
+		if !dst.IsValid() {
+			return fmt.Sprintf("gorping: %s is not on an RDMA device: %s; use an address of one of them", src, linkShow)
+		}
+	}
+	// To a local address rdma_cm connects through the device of the netdev
+	// holding it (the route itself says lo).
+	if nd := v.owner(dst); nd != "" {
+		devs := v.rdmaDevs(nd)
+		if len(devs) == 0 {
+			return notOn(dst, nd)
+		}
+		return noGIDHint(devs, nd, dst, dst)
+	}
+	if r, err := v.route(dst, src); err == nil && r.ifindex != 0 {
+		nd := v.ifName(r.ifindex)
+		devs := v.rdmaDevs(nd)
+		if len(devs) == 0 {
+			return fmt.Sprintf("gorping: the route to %s goes through %s, which has no RDMA device: %s; use an address reachable through one of them", dst, nd, linkShow)
+		}
+		return noGIDHint(devs, nd, r.src, dst)
+	}
+	return fmt.Sprintf("gorping: no RDMA device reaches %s: %s; use an address reachable through one of them", dst, linkShow)
+}
+
+// noGIDHint: netdev has RDMA devices, but none has a GID for src (the
+// address rdma_cm needs there), as when the netdev has no address of its own.
+func noGIDHint(devs []string, netdev string, src, dst netip.Addr) string {
+	d := strings.Join(devs, ", ")
+	if !src.IsValid() {
+		return fmt.Sprintf("gorping: %s (netdev %s) has no GID for a source address of the route to %s: add an address to %s (ip addr add ADDR dev %s)",
+			d, netdev, dst, netdev, netdev)
+	}
+	if src == dst {
+		return fmt.Sprintf("gorping: %s (netdev %s) has no GID for %s: re-add the address to %s (ip addr add ADDR dev %s) or use another one of its addresses",
+			d, netdev, src, netdev, netdev)
+	}
+	return fmt.Sprintf("gorping: %s (netdev %s) has no GID for %s, the source address of the route to %s: add an address to %s (ip addr add ADDR dev %s) or pass one of its addresses with -I",
+		d, netdev, src, dst, netdev, netdev)
+}
+
+// addrOwner is the name of the netdev that holds address a, or "".
+func addrOwner(a netip.Addr) string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifi := range ifs {
+		addrs, err := ifi.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, ad := range addrs {
+			if n, ok := ad.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a {
+					return ifi.Name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// sysfsRDMADevs lists the RDMA devices under root (/sys/class/infiniband) that
+// sit on netdev: a soft device's parent, a NIC's own netdev, or a netdev in a
+// port's GID table.
+func sysfsRDMADevs(root, netdev string) []string {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	var devs []string
+	for _, e := range ents {
+		dir := filepath.Join(root, e.Name())
+		if onNetdev(dir, netdev) {
+			devs = append(devs, e.Name())
+		}
+	}
+	return devs
+}
+
+func onNetdev(dir, netdev string) bool {
+	if b, err := os.ReadFile(filepath.Join(dir, "parent")); err == nil && strings.TrimSpace(string(b)) == netdev {
+		return true
+	}
+	if _, err := os.Stat(filepath.Join(dir, "device", "net", netdev)); err == nil {
+		return true
+	}
+	ndevs, _ := filepath.Glob(filepath.Join(dir, "ports", "*", "gid_attrs", "ndevs", "*"))
+	for _, f := range ndevs {
+		// Unused GID entries fail to read (EINVAL).
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == netdev {
+			return true
+		}
+	}
+	return false
+}
+
+// sysfsIBPort reports whether some RDMA port under root has InfiniBand link
+// layer (over which rdma_cm can loop back to a 127.0.0.1 listener).
+func sysfsIBPort(root string) bool {
+	lls, _ := filepath.Glob(filepath.Join(root, "*", "ports", "*", "link_layer"))
+	for _, f := range lls {
+		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == "InfiniBand" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,255 @@
+package rping
+
+import (
+	"bytes"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gorping/gorping/uverbs"
+)
+
+const (
+	wantAccessRDMACM = `gorping: /dev/infiniband/rdma_cm is not accessible: run as root or grant access (udev rule MODE="0666" for rdma_cm and uverbs*)`
+	wantAccessUverbs = `gorping: /dev/infiniband/uverbs0 (rxe0) is not accessible: run as root or grant access (udev rule MODE="0666" for rdma_cm and uverbs*)`
+)
+
+func TestCMOpenHint(t *testing.T) {
+	open := func(e error) error {
+		return fmt.Errorf("rdmacm: %w", &fs.PathError{Op: "open", Path: "/dev/infiniband/rdma_cm", Err: e})
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{open(unix.EACCES), wantAccessRDMACM},
+		{open(unix.EPERM), wantAccessRDMACM},
+		{open(unix.ENOENT), "gorping: /dev/infiniband/rdma_cm does not exist: load the rdma_ucm kernel module (modprobe rdma_ucm)"},
+		{open(unix.EMFILE), ""},
+		// The ABI check's EPERM is not about access to the node.
+		{fmt.Errorf("rdmacm: /sys/class/misc/rdma_cm/abi_version is \"3\", need 4: %w", unix.EPERM), ""},
+	} {
+		if got := cmOpenHint(tc.err); got != tc.want {
+			t.Errorf("cmOpenHint(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestVerbsOpenHint(t *testing.T) {
+	dev := uverbs.Device{Name: "rxe0", Path: "/dev/infiniband/uverbs0"}
+	unsupported := &uverbs.UnsupportedDriverError{Device: "mlx5_0", Driver: "mlx5", DriverID: 1, Supported: []string{"rxe"}}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("uverbs: open /dev/infiniband/uverbs0: %w", unix.EACCES), wantAccessUverbs},
+		{unix.EPERM, wantAccessUverbs},
+		{unix.ENOENT, "gorping: /dev/infiniband/uverbs0 (rxe0) does not exist: load the ib_uverbs kernel module (modprobe ib_uverbs)"},
+		{unsupported, "gorping: " + unsupported.Error()},
+	} {
+		if got := verbsOpenHint(dev, tc.err); got != tc.want {
+			t.Errorf("verbsOpenHint(%v) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestMemlockHint(t *testing.T) {
+	lim := func(n uint64) unix.Rlimit { return unix.Rlimit{Cur: n, Max: unix.RLIM_INFINITY} }
+	reg := func(e error) error { return fmt.Errorf("uverbs: rxe0: register 16 bytes: %w", e) }
+	for _, tc := range []struct {
+		size   int
+		err    error
+		lim    unix.Rlimit
+		limErr error
+		want   string
+	}{
+		{16, reg(unix.EPERM), lim(0), nil, "gorping: registering 16 bytes failed: RLIMIT_MEMLOCK is 0 bytes; raise it with ulimit -l or systemd LimitMEMLOCK="},
+		{65536, reg(unix.ENOMEM), lim(65536), nil, "gorping: registering 65536 bytes failed: RLIMIT_MEMLOCK is 65536 bytes; raise it with ulimit -l or systemd LimitMEMLOCK="},
+		{16, reg(unix.ENOMEM), lim(unix.RLIM_INFINITY), nil, ""}, // the limit is not the cause
+		{16, reg(unix.EFAULT), lim(0), nil, ""},
+		{16, reg(unix.EPERM), lim(0), unix.EINVAL, ""},
+	} {
+		if got := memlockHint(tc.size, tc.err, tc.lim, tc.limErr); got != tc.want {
+			t.Errorf("memlockHint(%d, %v, %d, %v) = %q, want %q", tc.size, tc.err, tc.lim.Cur, tc.limErr, got, tc.want)
+		}
+	}
+}
+
+func TestPrinterHint(t *testing.T) {
+	var b bytes.Buffer
+	out := &printer{stderr: &b}
+	out.hint("")
+	out.hint("gorping: x")
+	if b.String() != "gorping: x\n" {
+		t.Errorf("printed %q", b.String())
+	}
+}
+
+// fakeHost is a host with lo (127.0.0.1), d0 (192.0.2.1, rxe0), d1 (rxe1, no
+// address; 198.51.100.0/24 routed there with d0's source address), eth9
+// (203.0.113.1, no RDMA device, default route).
+func fakeHost(routeErr error) netView {
+	owners := map[netip.Addr]string{
+		netip.MustParseAddr("127.0.0.1"):   "lo",
+		netip.MustParseAddr("::1"):         "lo",
+		netip.MustParseAddr("192.0.2.1"):   "d0",
+		netip.MustParseAddr("203.0.113.1"): "eth9",
+	}
+	names := map[int]string{1: "lo", 3: "d0", 4: "d1", 5: "eth9"}
+	return netView{
+		route: func(dst, src netip.Addr) (route, error) {
+			if routeErr != nil {
+				return route{}, routeErr
+			}
+			if netip.MustParsePrefix("198.51.100.0/24").Contains(dst) {
+				if !src.IsValid() {
+					src = netip.MustParseAddr("192.0.2.1")
+				}
+				return route{ifindex: 4, src: src}, nil
+			}
+			if dst == netip.MustParseAddr("198.18.0.1") { // a route without any source address
+				return route{ifindex: 4}, nil
+			}
+			return route{ifindex: 5, src: netip.MustParseAddr("203.0.113.1")}, nil
+		},
+		ifName: func(i int) string { return names[i] },
+		owner:  func(a netip.Addr) string { return owners[a] },
+		rdmaDevs: func(nd string) []string {
+			return map[string][]string{"d0": {"rxe0"}, "d1": {"rxe1"}}[nd]
+		},
+		ibPort: func() bool { return false },
+	}
+}
+
+func TestNoDeviceHint(t *testing.T) {
+	const (
+		linkHint = "rdma link show lists the RDMA devices and their netdevs"
+		loopback = "gorping: 127.0.0.1 is on lo, which has no RDMA device: " + linkHint + "; use an address of one of them"
+	)
+	a := netip.MustParseAddr
+	var none netip.Addr
+	for _, tc := range []struct {
+		name     string
+		dst, src netip.Addr
+		routeErr error
+		want     string
+	}{
+		{"client to loopback", a("127.0.0.1"), none, nil, loopback},
+		{"client from loopback (-I)", a("192.0.2.1"), a("127.0.0.1"), nil, loopback},
+		{"server on loopback", none, a("127.0.0.1"), nil, loopback},
+		{"server on IPv6 loopback", none, a("::1"), nil, "gorping: ::1 is on lo, which has no RDMA device: " + linkHint + "; use an address of one of them"},
+		{"server on a netdev without RDMA", none, a("203.0.113.1"), nil,
+			"gorping: 203.0.113.1 is on eth9, which has no RDMA device: " + linkHint + "; use an address of one of them"},
+		{"client to a local address without RDMA", a("203.0.113.1"), none, nil,
+			"gorping: 203.0.113.1 is on eth9, which has no RDMA device: " + linkHint + "; use an address of one of them"},
+		{"IPv4-mapped", a("::ffff:127.0.0.1"), none, nil, loopback},
+		{"route through a netdev without RDMA", a("10.1.2.3"), none, nil,
+			"gorping: the route to 10.1.2.3 goes through eth9, which has no RDMA device: " + linkHint + "; use an address reachable through one of them"},
+		{"route through an RDMA netdev without the GID", a("198.51.100.2"), none, nil,
+			"gorping: rxe1 (netdev d1) has no GID for 192.0.2.1, the source address of the route to 198.51.100.2: add an address to d1 (ip addr add ADDR dev d1) or pass one of its addresses with -I"},
+		{"-I address of another RDMA netdev", a("198.51.100.2"), a("192.0.2.1"), nil,
+			"gorping: rxe1 (netdev d1) has no GID for 192.0.2.1, the source address of the route to 198.51.100.2: add an address to d1 (ip addr add ADDR dev d1) or pass one of its addresses with -I"},
+		{"route without a source address", a("198.18.0.1"), none, nil,
+			"gorping: rxe1 (netdev d1) has no GID for a source address of the route to 198.18.0.1: add an address to d1 (ip addr add ADDR dev d1)"},
+		{"local address of an RDMA netdev", a("192.0.2.1"), none, nil,
+			"gorping: rxe0 (netdev d0) has no GID for 192.0.2.1: re-add the address to d0 (ip addr add ADDR dev d0) or use another one of its addresses"},
+		{"server on an RDMA netdev's address", none, a("192.0.2.1"), nil,
+			"gorping: rxe0 (netdev d0) has no GID for 192.0.2.1: re-add the address to d0 (ip addr add ADDR dev d0) or use another one of its addresses"},
+		{"server on an address of no netdev", none, a("198.51.100.9"), nil,
+			"gorping: 198.51.100.9 is not on an RDMA device: " + linkHint + "; use an address of one of them"},
+		{"no route", a("10.1.2.3"), none, unix.ENETUNREACH,
+			"gorping: no RDMA device reaches 10.1.2.3: " + linkHint + "; use an address reachable through one of them"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fakeHost(tc.routeErr).noDeviceHint(tc.dst, tc.src); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A fake /sys/class/infiniband: rxe0 on d0 (parent file), mlx5_0 on eth0
+// (device/net), siw0 known only by its GID table, ib0 with an InfiniBand port.
+func TestSysfsRDMADevs(t *testing.T) {
+	root := t.TempDir()
+	write := func(p, s string) {
+		p = filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("rxe0/parent", "d0\n")
+	write("rxe0/ports/1/link_layer", "Ethernet\n")
+	write("mlx5_0/device/net/eth0/ifindex", "2\n")
+	write("mlx5_0/ports/1/link_layer", "Ethernet\n")
+	write("siw0/ports/1/gid_attrs/ndevs/0", "eth1\n")
+	write("siw0/ports/1/link_layer", "Ethernet\n")
+	// An unused GID entry, which fails to read (a directory here, EINVAL in sysfs).
+	if err := os.MkdirAll(filepath.Join(root, "siw0/ports/1/gid_attrs/ndevs/1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for nd, want := range map[string][]string{"d0": {"rxe0"}, "eth0": {"mlx5_0"}, "eth1": {"siw0"}, "lo": nil} {
+		if got := sysfsRDMADevs(root, nd); !slices.Equal(got, want) {
+			t.Errorf("sysfsRDMADevs(%s) = %q, want %q", nd, got, want)
+		}
+	}
+	if sysfsIBPort(root) {
+		t.Errorf("sysfsIBPort: true without an InfiniBand port")
+	}
+	write("ib0/ports/1/link_layer", "InfiniBand\n")
+	if !sysfsIBPort(root) {
+		t.Errorf("sysfsIBPort: false with an InfiniBand port")
+	}
+	if got := sysfsRDMADevs(filepath.Join(root, "missing"), "d0"); got != nil {
+		t.Errorf("no sysfs: %q", got)
+	}
+}
+
+// The kernel routes 127.0.0.1 through lo, on any Linux host.
+func TestLookupRoute(t *testing.T) {
+	lo, err := net.InterfaceByName("lo")
+	if err != nil {
+		t.Fatalf("no lo: %v", err)
+	}
+	r, err := lookupRoute(netip.MustParseAddr("127.0.0.1"), netip.Addr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ifindex != lo.Index || r.src != netip.MustParseAddr("127.0.0.1") {
+		t.Errorf("route to 127.0.0.1: %+v, want ifindex %d src 127.0.0.1", r, lo.Index)
+	}
+	if owner := addrOwner(netip.MustParseAddr("127.0.0.1")); owner != "lo" {
+		t.Errorf("addrOwner(127.0.0.1) = %q, want lo", owner)
+	}
+}
+
+func TestRouteRequestLayout(t *testing.T) {
+	req := routeRequest(netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("192.0.2.1"))
+	// nlmsghdr 16 + rtmsg 12 + two 8-byte attributes
+	if len(req) != 16+12+8+8 {
+		t.Fatalf("length %d", len(req))
+	}
+	if got := int(req[16]); got != unix.AF_INET {
+		t.Errorf("family %d", got)
+	}
+	if req[17] != 32 || req[18] != 32 {
+		t.Errorf("dst_len %d src_len %d", req[17], req[18])
+	}
+	if !bytes.Equal(req[32:36], []byte{198, 51, 100, 2}) || !bytes.Equal(req[40:44], []byte{192, 0, 2, 1}) {
+		t.Errorf("addresses % x", req[28:])
+	}
+	req6 := routeRequest(netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("192.0.2.1"))
+	if len(req6) != 16+12+20 || req6[16] != unix.AF_INET6 || req6[17] != 128 || req6[18] != 0 {
+		t.Errorf("IPv6 request with an IPv4 source: % x", req6)
+	}
+}
