@@ -12,7 +12,7 @@ import (
 
 // TestGuestPingLoopAllocatesNothing checks the real data path (rxe rings,
 // doorbell, completion channel), not a fake: a client and a server in this
-// process run 100 and then 1100 validated pings, and the extra 1000 pings must
+// process run 100 and then 2100 validated pings, and the extra 2000 pings must
 // not add allocations. Both runs pay the same setup and teardown, so the
 // difference is what the ping loops themselves allocate.
 //
@@ -46,15 +46,16 @@ func TestGuestPingLoopAllocatesNothing(t *testing.T) {
 		return after.Mallocs - before.Mallocs, wall, cpu
 	}
 	m1, w1, c1 := measure(100)
-	m2, w2, c2 := measure(1100)
+	m2, w2, c2 := measure(2100)
 	extra := int64(m2) - int64(m1)
-	perPing := float64(extra) / 1000
-	t.Logf("allocations: %d for 100 pings, %d for 1100 pings: %.3f per extra ping", m1, m2, perPing)
+	perPing := float64(extra) / 2000
+	t.Logf("allocations: %d for 100 pings, %d for 2100 pings: %.3f per extra ping", m1, m2, perPing)
 	t.Logf("per ping (client+server in one process): %.1f µs wall, %.1f µs CPU",
-		float64((w2-w1).Microseconds())/1000, float64((c2-c1).Microseconds())/1000)
-	// Setup differs slightly from run to run (goroutine scheduling, listener
-	// polling in the test helper), so allow a small constant, never a per-ping cost.
-	if perPing > 0.05 {
-		t.Errorf("the ping loop allocates: %.3f allocations per ping (%d extra for 1000 pings)", perPing, extra)
+		float64((w2-w1).Microseconds())/2000, float64((c2-c1).Microseconds())/2000)
+	// One allocation anywhere in either loop would cost at least 1 per ping.
+	// Setup and teardown vary a little from run to run (seen: up to ~130
+	// objects), so the bound tolerates a constant of 500, never a per-ping cost.
+	if perPing > 0.25 {
+		t.Errorf("the ping loop allocates: %.3f allocations per ping (%d extra for 2000 pings)", perPing, extra)
 	}
 }
