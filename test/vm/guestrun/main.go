@@ -154,7 +154,7 @@ func run() int {
 			break
 		}
 	}
-	code := 0
+	code, passed := 0, 0
 	if len(reports) > 1 {
 		fmt.Println("summary:")
 	}
@@ -162,10 +162,15 @@ func run() int {
 		if len(reports) > 1 {
 			fmt.Println("  " + r.Verdict())
 		}
+		if r.ExitCode() == 0 {
+			passed++
+		}
 		if code == 0 {
 			code = r.ExitCode()
 		}
 	}
+	// The plain closing line CI tools read: one count per guest.
+	fmt.Printf("guests: %d passed, %d failed\n", passed, len(reports)-passed)
 	return code
 }
 
