@@ -3,6 +3,7 @@
 #   make guest [SUITE=bookworm] [ARCH=amd64] [PKGS=./test/guest] [RUN=regex]
 #   make guest-matrix [MATRIX_PKGS=all] every guest: bookworm/amd64, trixie/amd64, bookworm/arm64
 #   make demo [SUITE=...] [ARCH=...]  gorping server + client in a guest
+#   make bench [SUITE=...] [ARCH=...] timing figures: stock rping vs gorping, rxe data path
 #   make guest-shell                  interactive busybox shell in a guest
 #   GUEST_FLAGS='-refresh -timeout 20m' adds guestrun flags.
 #
@@ -23,7 +24,7 @@ GUESTRUN    := bin/guestrun
 # Turns guestrun's "skipped" (77) into a loud note instead of a make error.
 guest_skip_ok = st=$$?; if [ $$st -eq 77 ]; then echo "*** guest tier SKIPPED: host prerequisite missing (see above) ***"; exit 0; fi; exit $$st
 
-.PHONY: guest guest-matrix demo guest-shell
+.PHONY: guest guest-matrix demo bench guest-shell
 
 $(GUESTRUN): FORCE
 	$(GO) build -o $@ ./test/vm/guestrun
@@ -36,6 +37,11 @@ guest-matrix: $(GUESTRUN)
 
 demo: $(GUESTRUN)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/demo.sh $(GUEST_FLAGS); $(guest_skip_ok)
+
+# Times stock rping and gorping against each other in a guest (figures, not a test).
+bench: $(GUESTRUN)
+	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/bench.sh $(GUEST_FLAGS); $(guest_skip_ok)
+	$(GO) test -run '^$$' -bench . -benchmem ./uverbs/rxe
 
 guest-shell: $(GUESTRUN)
 	$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -i -cmd sh -timeout 8h $(GUEST_FLAGS)
