@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/internal/guesttest"
 	"github.com/gorping/gorping/rdmacm"
 	"github.com/gorping/gorping/uverbs"
 	_ "github.com/gorping/gorping/uverbs/rxe"
@@ -21,7 +22,7 @@ import (
 )
 
 // The guest (test/vm) has rxe0 on dummy interface d0 with 192.0.2.1 and 2001:db8::1.
-const guestDev = "rxe0"
+const guestDev = guesttest.DeviceName
 
 // eventTimeout bounds each wait for an event: TCG guests are slow, never this slow.
 const eventTimeout = 30 * time.Second
@@ -41,21 +42,6 @@ func guestAddrs(t *testing.T) map[string]netip.Addr {
 		m[name] = a
 	}
 	return m
-}
-
-func rxeDevice(t *testing.T) uverbs.Device {
-	t.Helper()
-	devs, err := uverbs.Devices()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range devs {
-		if d.Name == guestDev {
-			return d
-		}
-	}
-	t.Fatalf("no %s in %+v", guestDev, devs)
-	panic("unreachable")
 }
 
 // cmIDs counts this process's rdma_cm ids the kernel tracks (`rdma resource
@@ -163,7 +149,7 @@ func resolve(t *testing.T, id *rdmacm.ID, dst netip.AddrPort) {
 // Listen, resolve and query on rxe0 over IPv4 and IPv6; Device() maps both
 // the listener and the resolved id to rxe0's uverbs node.
 func TestGuestResolveQueryDevice(t *testing.T) {
-	rxe := rxeDevice(t)
+	rxe := guesttest.RxeDevice(t)
 	fds, ids := openFDs(t), cmIDs(t)
 	for name, addr := range guestAddrs(t) {
 		t.Run(name, func(t *testing.T) {
@@ -304,7 +290,7 @@ func appModify(t *testing.T, id *rdmacm.ID, qp *uverbs.QP, states ...uverbs.QPSt
 // A full rping-style connection between two ids of one channel, with real
 // rxe QPs: librdmacm-owned QPs (the hidden transitions) and the -q mode.
 func TestGuestConnectAccept(t *testing.T) {
-	rxe := rxeDevice(t)
+	rxe := guesttest.RxeDevice(t)
 	fds, ids := openFDs(t), cmIDs(t)
 	for _, tc := range []struct {
 		name  string
@@ -481,7 +467,7 @@ func TestGuestConnectAccept(t *testing.T) {
 // Connecting to a port nobody listens on: the IB CM rejects with reason 8
 // (invalid service id), and the attached QP is in ERR when the app sees it.
 func TestGuestRejectedNoListener(t *testing.T) {
-	rxe := rxeDevice(t)
+	rxe := guesttest.RxeDevice(t)
 	addr := guestAddrs(t)["ipv4"]
 	ch := openChannel(t)
 	defer ch.Close()
@@ -614,7 +600,7 @@ func TestGuestInteropStockRping(t *testing.T) {
 	if _, err := exec.LookPath("rping"); err != nil {
 		t.Fatalf("stock rping not in the guest: %v", err)
 	}
-	rxe := rxeDevice(t)
+	rxe := guesttest.RxeDevice(t)
 	addr := guestAddrs(t)["ipv4"]
 	setup := func(t *testing.T) (*uverbs.PD, uverbs.DeviceAttr) {
 		vctx, err := uverbs.Open(rxe)

@@ -13,30 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/internal/guesttest"
 	"github.com/gorping/gorping/uverbs"
 	_ "github.com/gorping/gorping/uverbs/rxe"
 	"golang.org/x/sys/unix"
 )
 
 // The guest (test/vm) has rxe0 on dummy interface d0 with 192.0.2.1 and 2001:db8::1.
-const guestDev = "rxe0"
+const guestDev = guesttest.DeviceName
 
 var guestIPv4 = netip.MustParseAddr("192.0.2.1")
-
-func findRXE(t *testing.T) uverbs.Device {
-	t.Helper()
-	devs, err := uverbs.Devices()
-	if err != nil {
-		t.Fatalf("Devices: %v", err)
-	}
-	for _, d := range devs {
-		if d.Name == guestDev {
-			return d
-		}
-	}
-	t.Fatalf("%s not among %+v", guestDev, devs)
-	panic("unreachable")
-}
 
 func sysfs(t *testing.T, path string) string {
 	t.Helper()
@@ -48,7 +34,7 @@ func sysfs(t *testing.T, path string) string {
 }
 
 func TestGuestDiscovery(t *testing.T) {
-	d := findRXE(t)
+	d := guesttest.RxeDevice(t)
 	if d.Driver != "rxe" || d.DriverID != 14 || d.ABI != 2 || d.Index < 0 {
 		t.Errorf("rxe0 = %+v, want driver rxe/14, ABI 2, a netlink index", d)
 	}
@@ -94,7 +80,7 @@ func TestGuestDiscovery(t *testing.T) {
 
 func open(t *testing.T) *uverbs.Context {
 	t.Helper()
-	ctx, err := uverbs.Open(findRXE(t))
+	ctx, err := uverbs.Open(guesttest.RxeDevice(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -7,70 +7,21 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"os"
-	"os/exec"
-	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/internal/guesttest"
 	"github.com/gorping/gorping/uverbs"
 	_ "github.com/gorping/gorping/uverbs/rxe"
 )
 
-const guestDev = "rxe0"
+const guestDev = guesttest.DeviceName
 
 // The guest's rxe0 sits on d0 with 192.0.2.1; its RoCE v2 GID is ::ffff:192.0.2.1.
 var guestGID = netip.MustParseAddr("192.0.2.1").As16()
 
 // eventTimeout bounds each wait for a completion: TCG guests are slow, never this slow.
 const eventTimeout = 30 * time.Second
-
-// resources parses `rdma resource show` for rxe0: "0: rxe0: pd 1 cq 2 qp 1 cm_id 0 mr 0 ctx 0".
-func resources(t *testing.T) map[string]int {
-	t.Helper()
-	tool := os.Getenv("GORPING_RDMA_TOOL")
-	if tool == "" {
-		t.Fatal("GORPING_RDMA_TOOL is not set (run inside the guest harness)")
-	}
-	out, err := exec.Command(tool, "resource", "show").CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s resource show: %v\n%s", tool, err, out)
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if !strings.Contains(line, guestDev+":") {
-			continue
-		}
-		m := map[string]int{}
-		for _, f := range regexp.MustCompile(`([a-z_]+) (\d+)`).FindAllStringSubmatch(line, -1) {
-			m[f[1]], _ = strconv.Atoi(f[2])
-		}
-		for _, k := range []string{"pd", "cq", "qp", "mr"} {
-			if _, ok := m[k]; !ok {
-				t.Fatalf("no %q count in %q", k, line)
-			}
-		}
-		return m
-	}
-	t.Fatalf("no %s line in:\n%s", guestDev, out)
-	return nil
-}
-
-func rxeDevice(t *testing.T) uverbs.Device {
-	t.Helper()
-	devs, err := uverbs.Devices()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range devs {
-		if d.Name == guestDev {
-			return d
-		}
-	}
-	t.Fatalf("no %s in %+v", guestDev, devs)
-	panic("unreachable")
-}
 
 // side is one end of the loopback connection.
 type side struct {
@@ -136,8 +87,8 @@ func (c *collector) waitFor(s *side, n int) []uverbs.WC {
 // TestGuestLoopbackRC connects two RC QPs of rxe0 to each other by hand (no rdma_cm) and
 // runs SEND/RECV, RDMA WRITE and RDMA READ between them through the mmap'd rings.
 func TestGuestLoopbackRC(t *testing.T) {
-	before := resources(t)
-	dev := rxeDevice(t)
+	before := guesttest.ResourceCounts(t)
+	dev := guesttest.RxeDevice(t)
 	ctx, err := uverbs.Open(dev)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +146,7 @@ func TestGuestLoopbackRC(t *testing.T) {
 	a, b := mk("A"), mk("B")
 	col := &collector{t: t, ch: ch, sides: []*side{a, b}}
 
-	mid := resources(t)
+	mid := guesttest.ResourceCounts(t)
 	for k, d := range map[string]int{"pd": 1, "cq": 2, "qp": 2, "mr": 2} {
 		if mid[k]-before[k] != d {
 			t.Errorf("%s count %d → %d, want +%d", k, before[k], mid[k], d)
@@ -404,7 +355,7 @@ func TestGuestLoopbackRC(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed = true
-	after := resources(t)
+	after := guesttest.ResourceCounts(t)
 	for k, v := range before {
 		if after[k] != v {
 			t.Errorf("%s count %d before, %d after teardown", k, v, after[k])
@@ -414,8 +365,8 @@ func TestGuestLoopbackRC(t *testing.T) {
 
 // TestGuestCloseReleases: closing a context with live objects frees them all in the kernel.
 func TestGuestCloseReleases(t *testing.T) {
-	before := resources(t)
-	ctx, err := uverbs.Open(rxeDevice(t))
+	before := guesttest.ResourceCounts(t)
+	ctx, err := uverbs.Open(guesttest.RxeDevice(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +388,7 @@ func TestGuestCloseReleases(t *testing.T) {
 	if _, err := cq.Poll(make([]uverbs.WC, 1)); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("Poll after Close: %v", err)
 	}
-	after := resources(t)
+	after := guesttest.ResourceCounts(t)
 	for k, v := range before {
 		if after[k] != v {
 			t.Errorf("%s count %d before, %d after Close", k, v, after[k])
