@@ -170,8 +170,16 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 		out.errorf("ibv_post_recv failed: %d\n", errnoOf(err))
 		return statusOf(errnoOf(err))
 	}
+	return converse(ctx, c, cfg, out, func() int { return connectClient(ctx, c, out, state) }, runPingClient)
+}
+
+// converse is what rping's client and server share once the first RECV is
+// posted: start the completion goroutine, connect (or accept), run the ping
+// loop, disconnect.
+func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
+	connect func() int, ping func(context.Context, conn, *Config) int) int {
 	c.start(ctx)
-	if ret := connectClient(ctx, c, out, state); ret != 0 {
+	if ret := connect(); ret != 0 {
 		if ret == exitInterrupted {
 			return ret
 		}
@@ -179,7 +187,7 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 		return statusOf(ret)
 	}
 	c.watchCM()
-	st := runPingClient(ctx, c, cfg)
+	st := ping(ctx, c, cfg)
 	c.disconnect()
 	return st
 }
@@ -396,18 +404,7 @@ func serve(ctx context.Context, cfg *Config, out *printer, child *rdmacm.ID) int
 		reject()
 		return statusOf(errnoOf(err))
 	}
-	c.start(ctx)
-	if ret := accept(ctx, c, out); ret != 0 {
-		if ret == exitInterrupted {
-			return ret
-		}
-		out.errorf("connect error %d\n", ret)
-		return statusOf(ret)
-	}
-	c.watchCM()
-	st := runPingServer(ctx, c, cfg)
-	c.disconnect()
-	return st
+	return converse(ctx, c, cfg, out, func() int { return accept(ctx, c, out) }, runPingServer)
 }
 
 // accept is rping_accept: accept the request (in -q mode after moving the
