@@ -1,0 +1,46 @@
+// Package mmio holds the few instructions a hardware RDMA provider needs that Go has no
+// intrinsic for: barriers between CPU stores, DMA by the NIC and write-combining MMIO, a
+// single 64-bit store to device memory, and the 64-byte BlueFlame copy. They are written
+// in per-architecture assembly (amd64, arm64) so the binary stays cgo-free.
+//
+// The barrier names follow what each one orders:
+//
+//	ToDevice    normal-memory stores (WQEs, doorbell records) before later stores the
+//	            device observes (the doorbell record, the MMIO doorbell)
+//	FromDevice  a load of device-written memory (a CQE's owner byte) before later loads
+//	            (the rest of the CQE)
+//	WCStart     system-memory stores before a write-combining MMIO store
+//	Flush       push write-combining MMIO stores out of the CPU; also orders them
+//
+// On amd64 ToDevice is only a compiler barrier (stores are not reordered with stores);
+// FromDevice is LFENCE, WCStart and Flush are SFENCE. On arm64 all stores use DSB ST and
+// FromDevice uses DSB LD: the full-system forms libmlx5 44 (Debian bookworm) uses, stronger
+// than the outer-shareable DMB later releases moved ToDevice/FromDevice to.
+package mmio
+
+import "unsafe"
+
+// Supported reports whether this architecture has real implementations. Elsewhere the
+// functions panic, and providers that need them must not register.
+const Supported = supported
+
+// ToDevice orders earlier normal-memory stores before later stores the device observes.
+func ToDevice() { toDevice() }
+
+// FromDevice orders an earlier load of device-written memory before later loads.
+func FromDevice() { fromDevice() }
+
+// WCStart orders earlier system-memory stores before a following write-combining store.
+func WCStart() { wcStart() }
+
+// Flush flushes write-combining stores out of the CPU.
+func Flush() { flush() }
+
+// Store64 stores the 8 bytes at src to dst with one 64-bit store instruction (never a
+// locked read-modify-write). Both must be 8-byte aligned. The bytes are copied as they lie
+// in memory, so a big-endian doorbell built in memory reaches the device unchanged.
+func Store64(dst, src unsafe.Pointer) { store64(dst, src) }
+
+// Copy64 copies 64 bytes from src to dst in ascending address order with 64-bit (amd64)
+// or 128-bit vector (arm64) stores: one BlueFlame chunk. Both must be 8-byte aligned.
+func Copy64(dst, src unsafe.Pointer) { copy64(dst, src) }

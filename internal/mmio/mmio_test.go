@@ -1,0 +1,26 @@
+package mmio
+
+import (
+	"testing"
+	"unsafe"
+)
+
+func TestStoreAndCopy(t *testing.T) {
+	var src, dst [8]uint64
+	for i := range src {
+		src[i] = 0x0102030405060708 * uint64(i+1)
+	}
+	Store64(unsafe.Pointer(&dst[3]), unsafe.Pointer(&src[5]))
+	if dst[3] != src[5] || dst[2] != 0 || dst[4] != 0 {
+		t.Fatalf("Store64 wrote %#x around %#x", dst, src[5])
+	}
+	dst = [8]uint64{}
+	Copy64(unsafe.Pointer(&dst), unsafe.Pointer(&src))
+	if dst != src {
+		t.Fatalf("Copy64: got %#x, want %#x", dst, src)
+	}
+	ToDevice()
+	FromDevice()
+	WCStart()
+	Flush()
+}
