@@ -1,0 +1,228 @@
+package mlx5
+
+// Go mirrors of the mlx5 driver parts of the uverbs commands (rdma/mlx5-abi.h) and the
+// offsets of the hardware formats user space reads and writes (infiniband/mlx5dv.h, which
+// describes the device's WQE and CQE layout). The udata structs are host-endian like every
+// uverbs command; WQEs, CQEs and doorbell records are big-endian and handled as bytes at the
+// offsets below. abi_layout_test.go (build tag abicheck) compares all of it with gcc's view
+// of the C headers.
+
+const (
+	mlx5DriverID = 1 // RDMA_DRIVER_MLX5
+	mlx5Driver   = "mlx5"
+	mlx5ABI      = 1 // the only driver ABI version libmlx5 accepts (sysfs abi_version)
+)
+
+// mirrors struct mlx5_ib_alloc_ucontext_req_v2 (rdma/mlx5-abi.h)
+type allocUcontextReq struct {
+	TotalNumBfregs      uint32
+	NumLowLatencyBfregs uint32
+	Flags               uint32 // MLX5_IB_ALLOC_UCTX_DEVX: never set, no DEVX
+	CompMask            uint32
+	MaxCqeVersion       uint8
+	Reserved0           uint8
+	Reserved1           uint16
+	Reserved2           uint32
+	LibCaps             uint64
+}
+
+// mirrors struct mlx5_ib_alloc_ucontext_resp (rdma/mlx5-abi.h)
+type allocUcontextResp struct {
+	QpTabSize          uint32
+	BfRegSize          uint32
+	TotBfregs          uint32
+	CacheLineSize      uint32
+	MaxSqDescSz        uint16
+	MaxRqDescSz        uint16
+	MaxSendWqebb       uint32
+	MaxRecvWr          uint32
+	MaxSrqRecvWr       uint32
+	NumPorts           uint16
+	FlowActionFlags    uint16
+	CompMask           uint32
+	ResponseLength     uint32
+	CqeVersion         uint8
+	CmdsSuppUhw        uint8
+	EthMinInline       uint8
+	ClockInfoVersions  uint8
+	HcaCoreClockOffset uint64
+	LogUarSize         uint32
+	NumUarsPerPage     uint32
+	NumDynBfregs       uint32
+	DumpFillMkey       uint32
+}
+
+// mirrors struct mlx5_ib_alloc_pd_resp (rdma/mlx5-abi.h)
+type allocPDResp struct {
+	Pdn uint32
+}
+
+// mirrors struct mlx5_ib_create_cq (rdma/mlx5-abi.h)
+type createCQReq struct {
+	BufAddr          uint64
+	DbAddr           uint64
+	CqeSize          uint32
+	CqeCompEn        uint8
+	CqeCompResFormat uint8
+	Flags            uint16
+	UarPageIndex     uint16
+	Reserved0        uint16
+	Reserved1        uint32
+}
+
+// mirrors struct mlx5_ib_create_cq_resp (rdma/mlx5-abi.h)
+type createCQResp struct {
+	Cqn      uint32
+	Reserved uint32
+}
+
+// mirrors struct mlx5_ib_create_qp (rdma/mlx5-abi.h)
+type createQPReq struct {
+	BufAddr    uint64
+	DbAddr     uint64
+	SqWqeCount uint32
+	RqWqeCount uint32
+	RqWqeShift uint32
+	Flags      uint32
+	Uidx       uint32
+	BfregIndex uint32
+	SqBufAddr  uint64 `abi:"sq_buf_addr"`
+	EceOptions uint32
+	DciStreams uint16 `abi:"dci_streams"`
+	Reserved   uint16
+}
+
+// mirrors struct mlx5_ib_create_qp_resp (rdma/mlx5-abi.h)
+type createQPResp struct {
+	BfregIndex uint32
+	EceOptions uint32
+	CompMask   uint32
+	Tirn       uint32
+	Tisn       uint32
+	Rqn        uint32
+	Sqn        uint32
+	Reserved1  uint32
+	TirIcmAddr uint64
+}
+
+// Sizes of the udata, checked against the C structs.
+const (
+	allocUcontextReqLen  = 32
+	allocUcontextRespLen = 72
+	allocPDRespLen       = 4
+	createCQReqLen       = 32
+	createCQRespLen      = 8
+	createQPReqLen       = 56
+	createQPRespLen      = 40
+)
+
+// GET_CONTEXT request values (enum mlx5_lib_caps).
+const (
+	libCap4KUAR   = 1 << 0 // we understand 4 KiB UARs inside larger system pages
+	libCapDynUAR  = 1 << 1 // never asked: it would make every UAR an ioctl object
+	cqeVersionMax = 1      // CQEs carry the QP's user index
+)
+
+// UAR mmap commands (enum mlx5_ib_mmap_cmd); the offset is (cmd<<8 | index) pages.
+const (
+	mmapRegularPage = 0 // the kernel maps it write-combining when it can
+)
+
+// UAR layout: each 4 KiB UAR has its BlueFlame registers from 0x800, two per UAR usable by
+// user space; the CQ arm doorbell is at 0x20 of the context's first UAR.
+const (
+	uarSize          = 4096
+	bfOffset         = 0x800 // MLX5_BF_OFFSET
+	bfregsPerUAR     = 4     // MLX5_NUM_DRIVER_UARS * ... : gross numbering step per UAR
+	usableBfregsUAR  = 2     // the first two of each UAR belong to user space
+	cqDoorbellOffset = 0x20  // MLX5_CQ_DOORBELL
+)
+
+// Doorbell record slots (big-endian u32 each).
+const (
+	dbrRecv  = 0 // MLX5_RCV_DBR: QP receive counter
+	dbrSend  = 1 // MLX5_SND_DBR: QP send counter
+	dbrSetCI = 0 // MLX5_CQ_SET_CI: CQ consumer index
+	dbrArm   = 1 // MLX5_CQ_ARM_DB: CQ arm word
+)
+
+// Work queue element formats (infiniband/mlx5dv.h).
+const (
+	sendWQEBB    = 64 // MLX5_SEND_WQE_BB: send queue basic block
+	ctrlSegSize  = 16 // struct mlx5_wqe_ctrl_seg
+	raddrSegSize = 16 // struct mlx5_wqe_raddr_seg
+	dataSegSize  = 16 // struct mlx5_wqe_data_seg
+	inlineHdrLen = 4  // struct mlx5_wqe_inl_data_seg
+	inlineSeg    = 0x80000000
+	invalidLKey  = 0x100 // MLX5_INVALID_LKEY: ends a short receive scatter list
+
+	// struct mlx5_wqe_ctrl_seg
+	ctrlOpmodIdxOpcode = 0
+	ctrlQpnDs          = 4
+	ctrlSignature      = 8
+	ctrlFmCeSe         = 11
+	ctrlImm            = 12
+
+	// struct mlx5_wqe_raddr_seg
+	raddrRaddr = 0
+	raddrRkey  = 8
+
+	// struct mlx5_wqe_data_seg
+	dataByteCount = 0
+	dataLKey      = 4
+	dataAddr      = 8
+)
+
+// fm_ce_se bits of the control segment.
+const (
+	ctrlCQUpdate  = 2 << 2 // MLX5_WQE_CTRL_CQ_UPDATE: generate a CQE
+	ctrlSolicited = 1 << 1 // MLX5_WQE_CTRL_SOLICITED
+	ctrlFence     = 4 << 5 // MLX5_WQE_CTRL_FENCE
+)
+
+// Send WQE opcodes (MLX5_OPCODE_*).
+const (
+	opNOP          = 0x00
+	opRDMAWrite    = 0x08
+	opRDMAWriteImm = 0x09
+	opSend         = 0x0a
+	opSendImm      = 0x0b
+	opRDMARead     = 0x10
+	opAtomicCS     = 0x11
+	opAtomicFA     = 0x12
+	opSendInval    = 0x01
+)
+
+// CQE format (struct mlx5_cqe64 / struct mlx5_err_cqe) and opcodes (MLX5_CQE_*).
+const (
+	cqeSize = 64
+
+	cqeSrqnUidx      = 32
+	cqeImmInvalPkey  = 36
+	cqeByteCnt       = 44
+	cqeSopDropQpn    = 56
+	cqeWqeCounter    = 60
+	cqeSignature     = 62
+	cqeOpOwn         = 63
+	cqeFlagsRqpn     = 24
+	cqeSlid          = 22
+	cqeMlPath        = 17
+	cqeVendorErrSynd = 54
+	cqeSyndrome      = 55
+
+	cqeOwnerMask   = 1
+	cqeReq         = 0
+	cqeRespWrImm   = 1
+	cqeRespSend    = 2
+	cqeRespSendImm = 3
+	cqeRespSendInv = 4
+	cqeReqErr      = 13
+	cqeRespErr     = 14
+	cqeInvalid     = 15
+)
+
+// CQ arm doorbell command bits (MLX5_CQ_DB_REQ_NOT*).
+const (
+	cqDBReqNot    = 0
+	cqDBReqNotSol = 1 << 24
+)

@@ -1,0 +1,299 @@
+package mlx5
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gorping/gorping/internal/mmio"
+	"github.com/gorping/gorping/uverbs"
+)
+
+// syndromeNames names the error CQE syndromes (MLX5_CQE_SYNDROME_*).
+var syndromeNames = map[uint8]string{
+	0x01: "LOCAL_LENGTH_ERR",
+	0x02: "LOCAL_QP_OP_ERR",
+	0x04: "LOCAL_PROT_ERR",
+	0x05: "WR_FLUSH_ERR",
+	0x06: "MW_BIND_ERR",
+	0x10: "BAD_RESP_ERR",
+	0x11: "LOCAL_ACCESS_ERR",
+	0x12: "REMOTE_INVAL_REQ_ERR",
+	0x13: "REMOTE_ACCESS_ERR",
+	0x14: "REMOTE_OP_ERR",
+	0x15: "TRANSPORT_RETRY_EXC_ERR",
+	0x16: "RNR_RETRY_EXC_ERR",
+	0x22: "REMOTE_ABORTED_ERR",
+}
+
+// SyndromeName names an error CQE syndrome ("REMOTE_ACCESS_ERR"), or gives its number.
+func SyndromeName(s uint8) string {
+	if n, ok := syndromeNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("syndrome %#02x", s)
+}
+
+// syndromeStatus maps an error CQE syndrome to a completion status, as libmlx5 does.
+func syndromeStatus(s uint8) uverbs.WCStatus {
+	switch s {
+	case 0x01:
+		return uverbs.WCLocLenErr
+	case 0x02:
+		return uverbs.WCLocQPOpErr
+	case 0x04:
+		return uverbs.WCLocProtErr
+	case 0x05:
+		return uverbs.WCWRFlushErr
+	case 0x06:
+		return uverbs.WCMWBindErr
+	case 0x10:
+		return uverbs.WCBadRespErr
+	case 0x11:
+		return uverbs.WCLocAccessErr
+	case 0x12:
+		return uverbs.WCRemInvReqErr
+	case 0x13:
+		return uverbs.WCRemAccessErr
+	case 0x14:
+		return uverbs.WCRemOpErr
+	case 0x15:
+		return uverbs.WCRetryExcErr
+	case 0x16:
+		return uverbs.WCRNRRetryExcErr
+	case 0x22:
+		return uverbs.WCRemAbortErr
+	}
+	return uverbs.WCGeneralErr
+}
+
+// armWord is the CQ arm doorbell word: sequence number, command and consumer index.
+func armWord(sn uint32, solicited bool, ci uint32) uint32 {
+	cmd := uint32(cqDBReqNot)
+	if solicited {
+		cmd = cqDBReqNotSol
+	}
+	return (sn&3)<<28 | cmd | ci&0xffffff
+}
+
+// qpTable maps the user index a QP was created with (reported in every CQE with
+// cqe_version 1) to the QP's queues.
+type qpTable struct {
+	mu   sync.RWMutex
+	qps  []*qp // index = uidx
+	free []uint32
+}
+
+func (t *qpTable) add(q *qp) uint32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var u uint32
+	if n := len(t.free); n > 0 {
+		u = t.free[n-1]
+		t.free = t.free[:n-1]
+		t.qps[u] = q
+	} else {
+		u = uint32(len(t.qps))
+		t.qps = append(t.qps, q)
+	}
+	return u
+}
+
+func (t *qpTable) remove(u uint32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if int(u) < len(t.qps) && t.qps[u] != nil {
+		t.qps[u] = nil
+		t.free = append(t.free, u)
+	}
+}
+
+func (t *qpTable) get(u uint32) *qp {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if int(u) < len(t.qps) {
+		return t.qps[u]
+	}
+	return nil
+}
+
+// cqRing is the data path of one CQ: the CQE buffer the device writes, the consumer index
+// and the doorbell record.
+type cqRing struct {
+	mu      sync.Mutex
+	buf     []byte // ncqe * 64
+	ncqe    uint32
+	ci      uint32 // consumer index
+	cqn     uint32
+	dbrec   *[2]uint32
+	armSN   atomic.Uint32
+	armDB   uint64         // the 8 arm doorbell bytes, staged 8-byte aligned for Store64
+	uarDB   unsafe.Pointer // UAR page 0 + 0x20
+	table   *qpTable
+	lastErr string // the last error CQE, described (for -d and error reports)
+	onError func(string)
+}
+
+// initCQEs marks every CQE invalid and owned by the device (op_own 0xf0) before creation.
+func initCQEs(buf []byte) {
+	for i := cqeSize - 1; i < len(buf); i += cqeSize {
+		buf[i] = cqeInvalid << 4
+	}
+}
+
+// opOwn loads a CQE's last byte with an atomic 32-bit load of its last word: the device
+// writes the owner byte last, and the load orders the reads of the body that follow
+// (FromDevice makes that hold against DMA, the atomic against an in-process model).
+func opOwn(cqe []byte) byte {
+	w := atomic.LoadUint32((*uint32)(unsafe.Pointer(&cqe[60])))
+	return byte(w >> 24) // little-endian host: byte 63 is the top byte of the word at 60
+}
+
+// poll fills wc with up to len(wc) completions. It does not allocate unless an error CQE
+// is found.
+func (c *cqRing) poll(wc []uverbs.WC) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.buf == nil {
+		return 0, uverbs.ErrClosed
+	}
+	n := 0
+	for n < len(wc) {
+		slot := c.ci & (c.ncqe - 1)
+		cqe := c.buf[int(slot)*cqeSize : int(slot+1)*cqeSize]
+		op := opOwn(cqe)
+		sw := byte(0)
+		if c.ci&c.ncqe != 0 {
+			sw = 1
+		}
+		if op>>4 == cqeInvalid || op&cqeOwnerMask != sw {
+			break
+		}
+		c.ci++
+		mmio.FromDevice()
+		if err := c.parse(cqe, op>>4, &wc[n]); err != nil {
+			if n > 0 {
+				storeBE32(&c.dbrec[dbrSetCI], c.ci&0xffffff)
+			}
+			return n, err
+		}
+		n++
+	}
+	if n > 0 {
+		storeBE32(&c.dbrec[dbrSetCI], c.ci&0xffffff)
+	}
+	return n, nil
+}
+
+func (c *cqRing) parse(cqe []byte, opcode byte, wc *uverbs.WC) error {
+	uidx := binary.BigEndian.Uint32(cqe[cqeSrqnUidx:]) & 0xffffff
+	q := c.table.get(uidx)
+	if q == nil {
+		return fmt.Errorf("mlx5: CQ %#x: completion for unknown user index %d", c.cqn, uidx)
+	}
+	*wc = uverbs.WC{QPNum: q.qpn}
+	switch opcode {
+	case cqeReq:
+		s := q.sq
+		if s == nil {
+			return fmt.Errorf("mlx5: CQ %#x: send completion for QP %#x without a send queue", c.cqn, q.qpn)
+		}
+		idx := uint32(binary.BigEndian.Uint16(cqe[cqeWqeCounter:])) & (s.wqeCnt - 1)
+		wc.WRID = s.wrid[idx]
+		s.tail.Store(s.wqeHead[idx] + 1)
+		switch cqe[cqeSopDropQpn] { // WQE opcode in the top byte
+		case opRDMAWrite, opRDMAWriteImm:
+			wc.Opcode = uverbs.WCRDMAWrite
+		case opSend, opSendImm, opSendInval:
+			wc.Opcode = uverbs.WCSend
+		case opRDMARead:
+			wc.Opcode = uverbs.WCRDMARead
+			wc.ByteLen = binary.BigEndian.Uint32(cqe[cqeByteCnt:])
+		case opAtomicCS:
+			wc.Opcode, wc.ByteLen = uverbs.WCCompSwap, 8
+		case opAtomicFA:
+			wc.Opcode, wc.ByteLen = uverbs.WCFetchAdd, 8
+		}
+	case cqeRespWrImm, cqeRespSend, cqeRespSendImm, cqeRespSendInv:
+		r := q.rq
+		if r == nil {
+			return fmt.Errorf("mlx5: CQ %#x: receive completion for QP %#x without a receive queue", c.cqn, q.qpn)
+		}
+		t := r.tailPub.Load()
+		wc.WRID = r.wrid[t&(r.wqeCnt-1)]
+		r.tailPub.Store(t + 1)
+		wc.ByteLen = binary.BigEndian.Uint32(cqe[cqeByteCnt:])
+		immRaw := binary.LittleEndian.Uint32(cqe[cqeImmInvalPkey:]) // network order as in memory
+		switch opcode {
+		case cqeRespWrImm:
+			wc.Opcode, wc.Flags, wc.Imm = uverbs.WCRecvRDMAWithImm, uverbs.WCFlagWithImm, immRaw
+		case cqeRespSend:
+			wc.Opcode = uverbs.WCRecv
+		case cqeRespSendImm:
+			wc.Opcode, wc.Flags, wc.Imm = uverbs.WCRecv, uverbs.WCFlagWithImm, immRaw
+		case cqeRespSendInv:
+			wc.Opcode, wc.Flags = uverbs.WCRecv, uverbs.WCFlagWithInv
+			wc.Imm = binary.BigEndian.Uint32(cqe[cqeImmInvalPkey:])
+		}
+		fr := binary.BigEndian.Uint32(cqe[cqeFlagsRqpn:])
+		wc.SrcQP = fr & 0xffffff
+		wc.SL = uint8(fr>>24) & 0xf
+		if (fr>>28)&3 != 0 {
+			wc.Flags |= uverbs.WCFlagGRH
+		}
+		wc.SLID = binary.BigEndian.Uint16(cqe[cqeSlid:])
+		wc.DLIDPathBits = cqe[cqeMlPath] & 0x7f
+		wc.PKeyIndex = uint16(binary.BigEndian.Uint32(cqe[cqeImmInvalPkey:]))
+	case cqeReqErr, cqeRespErr:
+		synd, vendor := cqe[cqeSyndrome], cqe[cqeVendorErrSynd]
+		wc.Status = syndromeStatus(synd)
+		wc.VendorErr = uint32(vendor)
+		side := "receive"
+		if opcode == cqeReqErr {
+			side = "send"
+			s := q.sq
+			if s != nil {
+				idx := uint32(binary.BigEndian.Uint16(cqe[cqeWqeCounter:])) & (s.wqeCnt - 1)
+				wc.WRID = s.wrid[idx]
+				s.tail.Store(s.wqeHead[idx] + 1)
+			}
+		} else if r := q.rq; r != nil {
+			t := r.tailPub.Load()
+			wc.WRID = r.wrid[t&(r.wqeCnt-1)]
+			r.tailPub.Store(t + 1)
+		}
+		if synd != 0x05 { // flushes follow every real error; describe the cause only
+			c.lastErr = fmt.Sprintf("mlx5: QP %#x %s completion error: %s (syndrome %#02x, vendor syndrome %#02x, status %v, wqe_counter %d)",
+				q.qpn, side, SyndromeName(synd), synd, vendor, wc.Status, binary.BigEndian.Uint16(cqe[cqeWqeCounter:]))
+			if c.onError != nil {
+				c.onError(c.lastErr)
+			}
+		}
+	default:
+		return fmt.Errorf("mlx5: CQ %#x: unexpected CQE opcode %d", c.cqn, opcode)
+	}
+	return nil
+}
+
+// arm requests an event for the next (solicited) completion: arm word into the doorbell
+// record, then the word and the CQ number as one 64-bit store to the UAR.
+func (c *cqRing) arm(solicited bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.buf == nil {
+		return uverbs.ErrClosed
+	}
+	w := armWord(c.armSN.Load(), solicited, c.ci)
+	storeBE32(&c.dbrec[dbrArm], w)
+	c.armDB = uint64(hostToBE32(w)) | uint64(hostToBE32(c.cqn))<<32
+	mmio.WCStart()
+	mmio.Store64(c.uarDB, unsafe.Pointer(&c.armDB))
+	mmio.Flush()
+	return nil
+}
+
+// event notes one completion event read for the CQ (the next arm uses the next sequence
+// number).
+func (c *cqRing) event() { c.armSN.Add(1) }

@@ -1,0 +1,26 @@
+package mlx5
+
+import "github.com/gorping/gorping/uverbs"
+
+// qp is the data path of one RC/UC queue pair: its queues in the QP buffer, its doorbell
+// record and the bfreg the kernel assigned to it.
+type qp struct {
+	qpn  uint32
+	uidx uint32
+	sq   *sendQueue // nil without a send queue
+	rq   *recvQueue // nil without a receive queue
+}
+
+func (q *qp) PostSend(wr *uverbs.SendWR) error {
+	if q.sq == nil {
+		return errNoSQ
+	}
+	return q.sq.post(wr)
+}
+
+func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
+	if q.rq == nil {
+		return errNoRQ
+	}
+	return q.rq.post(wr)
+}

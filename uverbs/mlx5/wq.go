@@ -1,0 +1,294 @@
+package mlx5
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gorping/gorping/internal/mmio"
+	"github.com/gorping/gorping/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+// Errors of the posting path are preallocated: posting must not allocate.
+var (
+	errTooManySGE = fmt.Errorf("mlx5: more SGEs than the QP allows: %w", unix.ENOMEM)
+	errBadOpcode  = fmt.Errorf("mlx5: work request opcode not supported by gorping (SEND, RDMA WRITE, RDMA READ and their IMM forms only): %w", unix.EINVAL)
+	errInlineLen  = fmt.Errorf("mlx5: inline data longer than the QP's max_inline_data: %w", unix.ENOMEM)
+	errNoSQ       = fmt.Errorf("mlx5: QP has no send queue: %w", unix.EINVAL)
+	errNoRQ       = fmt.Errorf("mlx5: QP has no receive queue: %w", unix.EINVAL)
+)
+
+// be32 stores v big-endian at b[0:4].
+func be32(b []byte, v uint32) { binary.BigEndian.PutUint32(b, v) }
+
+// storeBE32 publishes a big-endian doorbell-record word with one aligned 32-bit store. It is
+// an atomic store so that an in-process device model reading it is properly ordered.
+func storeBE32(p *uint32, v uint32) { atomic.StoreUint32(p, hostToBE32(v)) }
+
+// hostToBE32 returns the value whose in-memory bytes are v big-endian (amd64 and arm64 are
+// little-endian; the provider only registers there).
+func hostToBE32(v uint32) uint32 { return bits.ReverseBytes32(v) }
+
+// bfreg is one BlueFlame register of a UAR: the doorbell address of the QPs the kernel put
+// on it. bfreg 0 has no BlueFlame buffer (bufSize 0); shared bfregs need lock.
+type bfreg struct {
+	index   int            // gross index as the kernel returns it
+	reg     unsafe.Pointer // UAR mapping + 0x800 + k*bf_reg_size
+	bufSize int            // half of bf_reg_size, 0 = never BlueFlame
+	offset  int            // alternates between 0 and bufSize
+	lock    *sync.Mutex    // nil when the QP owns the bfreg
+	users   int            // QPs of this context on it (for -d)
+}
+
+// sendQueue is the SQ part of a QP buffer.
+type sendQueue struct {
+	mu       sync.Mutex
+	buf      []byte // sqBytes, 64-byte blocks
+	wqeCnt   uint32 // blocks, power of two
+	curPost  uint32 // next block (16-bit wqe_index in the ctrl segment)
+	head     uint32 // WQEs posted
+	tail     atomic.Uint32
+	maxPost  uint32
+	maxSGE   int
+	maxInl   int
+	wrid     []uint64 // per block index: wr_id of the WQE starting there
+	wqeHead  []uint32 // per block index: head value after that WQE
+	qpn      uint32
+	sigAll   bool
+	dbrec    *[2]uint32
+	bf       *bfreg
+	inlineOK bool // inline supported (max_inline > 0)
+	// preferBF: use BlueFlame for every single-WQE doorbell that fits, as libmlx5 does by
+	// default (MLX5_POST_SEND_PREFER_BF unset).
+	preferBF bool
+}
+
+// recvQueue is the RQ part of a QP buffer.
+type recvQueue struct {
+	mu      sync.Mutex
+	buf     []byte
+	wqeCnt  uint32
+	shift   uint32
+	head    uint32
+	tailPub atomic.Uint32 // completed WQEs, advanced by the CQ poller
+	maxPost uint32
+	maxSGE  int
+	wrid    []uint64
+	dbrec   *[2]uint32
+}
+
+func newSendQueue(buf []byte, g qpGeometry, qpn uint32, sigAll bool, dbrec *[2]uint32, bf *bfreg) *sendQueue {
+	return &sendQueue{
+		buf: buf, wqeCnt: uint32(g.sqWQECnt), maxPost: uint32(g.sqMaxPost),
+		maxSGE: g.maxSendSGE, maxInl: g.maxInline,
+		wrid: make([]uint64, g.sqWQECnt), wqeHead: make([]uint32, g.sqWQECnt),
+		qpn: qpn, sigAll: sigAll, dbrec: dbrec, bf: bf, inlineOK: g.maxInline > 0, preferBF: true,
+	}
+}
+
+func newRecvQueue(buf []byte, g qpGeometry, dbrec *[2]uint32) *recvQueue {
+	return &recvQueue{
+		buf: buf, wqeCnt: uint32(g.rqWQECnt), shift: uint32(g.rqWQEShift), maxPost: uint32(g.rqMaxPost),
+		maxSGE: g.maxRecvSGE, wrid: make([]uint64, g.rqWQECnt), dbrec: dbrec,
+	}
+}
+
+// userBytes views n bytes of process memory at addr (an SGE's buffer). The address comes
+// from the caller's registered memory, which is never Go heap.
+func userBytes(addr uint64, n uint32) []byte {
+	if n == 0 {
+		return nil
+	}
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
+	return unsafe.Slice((*byte)(p), n)
+}
+
+// post writes one send WQE and rings the doorbell. It does not allocate.
+func (s *sendQueue) post(wr *uverbs.SendWR) error {
+	var opcode uint32
+	raddr := false
+	switch wr.Opcode {
+	case uverbs.WRSend:
+		opcode = opSend
+	case uverbs.WRSendWithImm:
+		opcode = opSendImm
+	case uverbs.WRRDMAWrite:
+		opcode, raddr = opRDMAWrite, true
+	case uverbs.WRRDMAWriteWithImm:
+		opcode, raddr = opRDMAWriteImm, true
+	case uverbs.WRRDMARead:
+		opcode, raddr = opRDMARead, true
+	default:
+		return errBadOpcode
+	}
+	if len(wr.SGE) > s.maxSGE {
+		return errTooManySGE
+	}
+	inline := wr.Flags&uverbs.SendInline != 0 && len(wr.SGE) > 0
+	if inline {
+		var total uint64
+		for i := range wr.SGE {
+			total += uint64(wr.SGE[i].Length)
+		}
+		if total > uint64(s.maxInl) {
+			return errInlineLen
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.buf == nil {
+		return uverbs.ErrClosed
+	}
+	if s.head-s.tail.Load() >= s.maxPost {
+		return uverbs.ErrQueueFull
+	}
+	idx := s.curPost & (s.wqeCnt - 1)
+	base := int(idx) * sendWQEBB
+	q := s.buf
+	ctrl := q[base : base+ctrlSegSize]
+	var fm byte
+	if s.sigAll || wr.Flags&uverbs.SendSignaled != 0 {
+		fm |= ctrlCQUpdate
+	}
+	if wr.Flags&uverbs.SendSolicited != 0 {
+		fm |= ctrlSolicited
+	}
+	if wr.Flags&uverbs.SendFence != 0 {
+		fm |= ctrlFence
+	}
+	ctrl[ctrlSignature], ctrl[9], ctrl[10], ctrl[ctrlFmCeSe] = 0, 0, 0, fm
+	// imm is stored as given: the caller's value is already in network order in memory.
+	var imm uint32
+	if wr.Opcode == uverbs.WRSendWithImm || wr.Opcode == uverbs.WRRDMAWriteWithImm {
+		imm = wr.Imm
+	}
+	binary.LittleEndian.PutUint32(ctrl[ctrlImm:], imm)
+	off := base + ctrlSegSize
+	ds := 1
+	if raddr {
+		seg := q[off : off+raddrSegSize]
+		binary.BigEndian.PutUint64(seg[raddrRaddr:], wr.RemoteAddr)
+		be32(seg[raddrRkey:], wr.RKey)
+		be32(seg[12:], 0)
+		off += raddrSegSize
+		ds++
+	}
+	if inline {
+		hdr := off
+		off += inlineHdrLen
+		total := 0
+		for i := range wr.SGE {
+			src := userBytes(wr.SGE[i].Addr, wr.SGE[i].Length)
+			for len(src) > 0 {
+				if off == len(q) {
+					off = 0 // inline data wraps at the SQ end byte by byte
+				}
+				n := copy(q[off:], src)
+				src, off, total = src[n:], off+n, total+n
+			}
+		}
+		if total > 0 {
+			be32(q[hdr:], uint32(total)|inlineSeg)
+			ds += align(total+inlineHdrLen, 16) / 16
+		}
+	} else {
+		for i := range wr.SGE {
+			sge := &wr.SGE[i]
+			if sge.Length == 0 {
+				continue // zero-length SGEs are skipped, as the device expects
+			}
+			if off == len(q) {
+				off = 0
+			}
+			seg := q[off : off+dataSegSize]
+			be32(seg[dataByteCount:], sge.Length)
+			be32(seg[dataLKey:], sge.LKey)
+			binary.BigEndian.PutUint64(seg[dataAddr:], sge.Addr)
+			off += dataSegSize
+			ds++
+		}
+	}
+	be32(ctrl[ctrlOpmodIdxOpcode:], (s.curPost&0xffff)<<8|opcode)
+	be32(ctrl[ctrlQpnDs:], s.qpn<<8|uint32(ds))
+	s.wrid[idx] = wr.ID
+	s.wqeHead[idx] = s.head
+	s.curPost += uint32((ds*16 + sendWQEBB - 1) / sendWQEBB)
+	s.head++
+	s.ring(base, ds, inline)
+	return nil
+}
+
+// ring publishes the doorbell record and writes the doorbell (or the whole WQE, BlueFlame)
+// to the UAR: record, barrier, one 64-bit store or 64-byte chunks, flush.
+func (s *sendQueue) ring(base, ds int, inline bool) {
+	mmio.ToDevice()
+	storeBE32(&s.dbrec[dbrSend], s.curPost&0xffff)
+	bf := s.bf
+	if bf.lock != nil {
+		bf.lock.Lock()
+	}
+	mmio.WCStart()
+	dst := unsafe.Add(bf.reg, bf.offset)
+	if bf.bufSize > 0 && bf.index != 0 && (inline || s.preferBF) && ds > 1 && ds*16 <= bf.bufSize {
+		n := align(ds*16, sendWQEBB) / sendWQEBB
+		src := base
+		for i := 0; i < n; i++ {
+			mmio.Copy64(unsafe.Add(dst, i*sendWQEBB), unsafe.Pointer(&s.buf[src]))
+			src += sendWQEBB
+			if src == len(s.buf) {
+				src = 0
+			}
+		}
+	} else {
+		mmio.Store64(dst, unsafe.Pointer(&s.buf[base]))
+	}
+	mmio.Flush()
+	bf.offset ^= bf.bufSize
+	if bf.lock != nil {
+		bf.lock.Unlock()
+	}
+}
+
+// post writes one receive WQE and publishes it in the doorbell record (no MMIO).
+func (r *recvQueue) post(wr *uverbs.RecvWR) error {
+	if len(wr.SGE) > r.maxSGE {
+		return errTooManySGE
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.buf == nil {
+		return uverbs.ErrClosed
+	}
+	if r.head-r.tailPub.Load() >= r.maxPost {
+		return uverbs.ErrQueueFull
+	}
+	slot := r.head & (r.wqeCnt - 1)
+	base := int(slot) << r.shift
+	j := 0
+	for i := range wr.SGE {
+		sge := &wr.SGE[i]
+		if sge.Length == 0 {
+			continue
+		}
+		seg := r.buf[base+j*dataSegSize : base+(j+1)*dataSegSize]
+		be32(seg[dataByteCount:], sge.Length)
+		be32(seg[dataLKey:], sge.LKey)
+		binary.BigEndian.PutUint64(seg[dataAddr:], sge.Addr)
+		j++
+	}
+	if j < r.maxSGE {
+		seg := r.buf[base+j*dataSegSize : base+(j+1)*dataSegSize]
+		be32(seg[dataByteCount:], 0)
+		be32(seg[dataLKey:], invalidLKey)
+		binary.BigEndian.PutUint64(seg[dataAddr:], 0)
+	}
+	r.wrid[slot] = wr.ID
+	r.head++
+	mmio.ToDevice()
+	storeBE32(&r.dbrec[dbrRecv], r.head&0xffff)
+	return nil
+}
