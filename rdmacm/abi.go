@@ -3,6 +3,7 @@ package rdmacm
 import (
 	"unsafe"
 
+	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
 )
 
@@ -278,9 +279,6 @@ var _ = [1]struct{}{}[unsafe.Sizeof(eventResp{})-sizeofEventResp]
 var _ = [1]struct{}{}[unsafe.Sizeof(uverbs.QPAttr{})-sizeofQPAttr]
 var _ = [1]struct{}{}[unsafe.Sizeof(pathRecData{})-sizeofPathRecData]
 
-// bytesOf views an ABI struct as the bytes the kernel reads or writes. The
-// layouts are fixed by the uapi header (checked by abi_layout_test.go) and the
-// kernel uses the CPU's byte order, as Go does in memory.
-func bytesOf[T any](p *T) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
-}
+// bytesOf views an ABI struct as the bytes the kernel reads or writes (the
+// layouts are checked by abi_layout_test.go).
+func bytesOf[T any](p *T) []byte { return wire.Bytes(p) }

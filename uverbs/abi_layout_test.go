@@ -22,7 +22,7 @@ func TestABILayout(t *testing.T) {
 		abicheck.Struct{C: "struct ib_uverbs_get_context", Go: getContextReq{}},
 		abicheck.Struct{C: "struct ib_uverbs_get_context_resp", Go: getContextResp{}},
 		abicheck.Struct{C: "struct ib_uverbs_query_device", Go: queryDeviceReq{}},
-		abicheck.Struct{C: "struct ib_uverbs_query_device_resp", Go: DeviceAttr{}},
+		abicheck.Struct{C: "struct ib_uverbs_query_device_resp", Go: queryDeviceResp{}},
 		abicheck.Struct{C: "struct ib_uverbs_query_port", Go: queryPortReq{}},
 		abicheck.Struct{C: "struct ib_uverbs_query_port_resp", Go: queryPortResp{}},
 		abicheck.Struct{C: "struct ib_uverbs_alloc_pd", Go: allocPDReq{}},

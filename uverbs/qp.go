@@ -55,14 +55,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		req.SqSigAll = 1
 	}
 	var resp createQPResp
-	var drv []byte
-	c.cmd.mu.Lock()
-	out, err := c.cmd.execLocked(cmdCreateQP, asBytes(&req), in, 32+outLen)
-	if err == nil {
-		fromBytes(&resp, out)
-		drv = append([]byte(nil), out[32:]...)
-	}
-	c.cmd.mu.Unlock()
+	drv, err := call(c.cmd, cmdCreateQP, &req, &resp, in, outLen)
 	if err != nil {
 		if r, ok := c.prov.(UdataReleaser); ok {
 			r.ReleaseQPUdata(in)
@@ -100,12 +93,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 func (c *Context) destroyQPCmd(handle uint32) (destroyQPResp, error) {
 	req := destroyQPReq{QpHandle: handle}
 	var resp destroyQPResp
-	c.cmd.mu.Lock()
-	defer c.cmd.mu.Unlock()
-	out, err := c.cmd.execLocked(cmdDestroyQP, asBytes(&req), nil, 4)
-	if err == nil {
-		fromBytes(&resp, out)
-	}
+	_, err := call(c.cmd, cmdDestroyQP, &req, &resp, nil, 0)
 	return resp, err
 }
 
@@ -195,10 +183,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	}
 	c := qp.ctx
 	req := modifyReq(qp.handle, attr, mask)
-	c.cmd.mu.Lock()
-	_, err := c.cmd.execLocked(cmdModifyQP, asBytes(&req), nil, 0)
-	c.cmd.mu.Unlock()
-	if err != nil {
+	if _, err := call(c.cmd, cmdModifyQP, &req, &noResp{}, nil, 0); err != nil {
 		return fmt.Errorf("uverbs: %s QP %d to %v (mask %#x): %w", c.dev.Name, qp.qpn, attr.State, uint32(mask), err)
 	}
 	if mask&QPAttrState != 0 {
@@ -221,13 +206,7 @@ func (qp *QP) Query(mask QPAttrMask) (*QPAttr, error) {
 	c := qp.ctx
 	req := queryQPReq{QpHandle: qp.handle, AttrMask: uint32(mask)}
 	var r queryQPResp
-	c.cmd.mu.Lock()
-	out, err := c.cmd.execLocked(cmdQueryQP, asBytes(&req), nil, 128)
-	if err == nil {
-		fromBytes(&r, out)
-	}
-	c.cmd.mu.Unlock()
-	if err != nil {
+	if _, err := call(c.cmd, cmdQueryQP, &req, &r, nil, 0); err != nil {
 		return nil, fmt.Errorf("uverbs: %s QP %d: %w", c.dev.Name, qp.qpn, err)
 	}
 	return qpAttrFromQuery(&r), nil

@@ -334,50 +334,49 @@ type QPAttr struct {
 	_                [5]uint8
 }
 
-// DeviceAttr mirrors struct ib_uverbs_query_device_resp (rdma/ib_user_verbs.h, 176 bytes),
-// except that NodeGUID and SysImageGUID are converted to host-order numbers.
+// DeviceAttr are a device's attributes (from struct ib_uverbs_query_device_resp). NodeGUID
+// and SysImageGUID are numbers ("5054:00ff:fe96:b707" = 0x505400fffe96b707).
 type DeviceAttr struct {
-	FWVer                 uint64 `abi:"fw_ver"`
-	NodeGUID              uint64 `abi:"node_guid"`
-	SysImageGUID          uint64 `abi:"sys_image_guid"`
-	MaxMRSize             uint64 `abi:"max_mr_size"`
-	PageSizeCap           uint64 `abi:"page_size_cap"`
-	VendorID              uint32 `abi:"vendor_id"`
-	VendorPartID          uint32 `abi:"vendor_part_id"`
-	HWVer                 uint32 `abi:"hw_ver"`
-	MaxQP                 uint32 `abi:"max_qp"`
-	MaxQPWR               uint32 `abi:"max_qp_wr"`
-	DeviceCapFlags        uint32 `abi:"device_cap_flags"`
-	MaxSGE                uint32 `abi:"max_sge"`
-	MaxSGERd              uint32 `abi:"max_sge_rd"`
-	MaxCQ                 uint32 `abi:"max_cq"`
-	MaxCQE                uint32 `abi:"max_cqe"`
-	MaxMR                 uint32 `abi:"max_mr"`
-	MaxPD                 uint32 `abi:"max_pd"`
-	MaxQPRdAtom           uint32 `abi:"max_qp_rd_atom"`
-	MaxEERdAtom           uint32 `abi:"max_ee_rd_atom"`
-	MaxResRdAtom          uint32 `abi:"max_res_rd_atom"`
-	MaxQPInitRdAtom       uint32 `abi:"max_qp_init_rd_atom"`
-	MaxEEInitRdAtom       uint32 `abi:"max_ee_init_rd_atom"`
-	AtomicCap             uint32 `abi:"atomic_cap"`
-	MaxEE                 uint32 `abi:"max_ee"`
-	MaxRDD                uint32 `abi:"max_rdd"`
-	MaxMW                 uint32 `abi:"max_mw"`
-	MaxRawIPv6QP          uint32 `abi:"max_raw_ipv6_qp"`
-	MaxRawEthyQP          uint32 `abi:"max_raw_ethy_qp"`
-	MaxMcastGrp           uint32 `abi:"max_mcast_grp"`
-	MaxMcastQPAttach      uint32 `abi:"max_mcast_qp_attach"`
-	MaxTotalMcastQPAttach uint32 `abi:"max_total_mcast_qp_attach"`
-	MaxAH                 uint32 `abi:"max_ah"`
-	MaxFMR                uint32 `abi:"max_fmr"`
-	MaxMapPerFMR          uint32 `abi:"max_map_per_fmr"`
-	MaxSRQ                uint32 `abi:"max_srq"`
-	MaxSRQWR              uint32 `abi:"max_srq_wr"`
-	MaxSRQSGE             uint32 `abi:"max_srq_sge"`
-	MaxPKeys              uint16 `abi:"max_pkeys"`
-	LocalCAAckDelay       uint8  `abi:"local_ca_ack_delay"`
-	PhysPortCnt           uint8  `abi:"phys_port_cnt"`
-	_                     [4]uint8
+	FWVer                 uint64
+	NodeGUID              uint64
+	SysImageGUID          uint64
+	MaxMRSize             uint64
+	PageSizeCap           uint64
+	VendorID              uint32
+	VendorPartID          uint32
+	HWVer                 uint32
+	MaxQP                 uint32
+	MaxQPWR               uint32
+	DeviceCapFlags        uint32
+	MaxSGE                uint32
+	MaxSGERd              uint32
+	MaxCQ                 uint32
+	MaxCQE                uint32
+	MaxMR                 uint32
+	MaxPD                 uint32
+	MaxQPRdAtom           uint32
+	MaxEERdAtom           uint32
+	MaxResRdAtom          uint32
+	MaxQPInitRdAtom       uint32
+	MaxEEInitRdAtom       uint32
+	AtomicCap             uint32
+	MaxEE                 uint32
+	MaxRDD                uint32
+	MaxMW                 uint32
+	MaxRawIPv6QP          uint32
+	MaxRawEthyQP          uint32
+	MaxMcastGrp           uint32
+	MaxMcastQPAttach      uint32
+	MaxTotalMcastQPAttach uint32
+	MaxAH                 uint32
+	MaxFMR                uint32
+	MaxMapPerFMR          uint32
+	MaxSRQ                uint32
+	MaxSRQWR              uint32
+	MaxSRQSGE             uint32
+	MaxPKeys              uint16
+	LocalCAAckDelay       uint8
+	PhysPortCnt           uint8
 }
 
 // PortState is a port state (enum ib_port_state).
