@@ -221,8 +221,8 @@ type eventResp struct {
 }
 
 // QP attribute mask bits and states used by the hidden transitions.
-// INIT_QP_ATTR answers with struct ib_uverbs_qp_attr, which uverbs.QPAttr
-// mirrors (checked by uverbs' abicheck test), so it is decoded straight into it.
+// INIT_QP_ATTR answers with struct ib_uverbs_qp_attr, whose mirror lives with
+// the rest of ib_user_verbs.h in uverbs (uverbs.DecodeQPAttr).
 const (
 	qpMaskState = uverbs.QPAttrState
 	// qpMaskRoCEObsolete are bits 21-24 (old SMAC/VID bits); librdmacm clears
@@ -276,7 +276,7 @@ var _ = [1]struct{}{}[unsafe.Sizeof(disconnectCmd{})-sizeofDisconnect]
 var _ = [1]struct{}{}[unsafe.Sizeof(initQPAttr{})-sizeofInitQPAttr]
 var _ = [1]struct{}{}[unsafe.Sizeof(getEvent{})-sizeofGetEvent]
 var _ = [1]struct{}{}[unsafe.Sizeof(eventResp{})-sizeofEventResp]
-var _ = [1]struct{}{}[unsafe.Sizeof(uverbs.QPAttr{})-sizeofQPAttr]
+var _ = [1]struct{}{}[uverbs.QPAttrWireSize-sizeofQPAttr]
 var _ = [1]struct{}{}[unsafe.Sizeof(pathRecData{})-sizeofPathRecData]
 
 // bytesOf views an ABI struct as the bytes the kernel reads or writes (the

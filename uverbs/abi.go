@@ -440,6 +440,63 @@ type gidEntry struct {
 	NetdevIfindex uint32
 }
 
+// mirrors struct ib_uverbs_global_route (rdma/ib_user_verbs.h)
+type globalRoute struct {
+	DGID         [16]byte `abi:"dgid"`
+	FlowLabel    uint32   `abi:"flow_label"`
+	SGIDIndex    uint8    `abi:"sgid_index"`
+	HopLimit     uint8    `abi:"hop_limit"`
+	TrafficClass uint8    `abi:"traffic_class"`
+	_            uint8
+}
+
+// mirrors struct ib_uverbs_ah_attr (rdma/ib_user_verbs.h)
+type ahAttr struct {
+	GRH         globalRoute `abi:"grh"`
+	DLID        uint16      `abi:"dlid"`
+	SL          uint8       `abi:"sl"`
+	SrcPathBits uint8       `abi:"src_path_bits"`
+	StaticRate  uint8       `abi:"static_rate"`
+	IsGlobal    uint8       `abi:"is_global"`
+	PortNum     uint8       `abi:"port_num"`
+	_           uint8
+}
+
+// mirrors struct ib_uverbs_qp_attr (rdma/ib_user_verbs.h): rdma_cm's INIT_QP_ATTR answer
+type qpAttr struct {
+	AttrMask         uint32 `abi:"qp_attr_mask"`
+	State            uint32 `abi:"qp_state"`
+	CurState         uint32 `abi:"cur_qp_state"`
+	PathMTU          uint32 `abi:"path_mtu"`
+	PathMigState     uint32 `abi:"path_mig_state"`
+	QKey             uint32 `abi:"qkey"`
+	RQPSN            uint32 `abi:"rq_psn"`
+	SQPSN            uint32 `abi:"sq_psn"`
+	DestQPNum        uint32 `abi:"dest_qp_num"`
+	AccessFlags      uint32 `abi:"qp_access_flags"`
+	AH               ahAttr `abi:"ah_attr"`
+	AltAH            ahAttr `abi:"alt_ah_attr"`
+	MaxSendWR        uint32 `abi:"max_send_wr"`
+	MaxRecvWR        uint32 `abi:"max_recv_wr"`
+	MaxSendSGE       uint32 `abi:"max_send_sge"`
+	MaxRecvSGE       uint32 `abi:"max_recv_sge"`
+	MaxInlineData    uint32 `abi:"max_inline_data"`
+	PKeyIndex        uint16 `abi:"pkey_index"`
+	AltPKeyIndex     uint16 `abi:"alt_pkey_index"`
+	EnSQDAsyncNotify uint8  `abi:"en_sqd_async_notify"`
+	SQDraining       uint8  `abi:"sq_draining"`
+	MaxRdAtomic      uint8  `abi:"max_rd_atomic"`
+	MaxDestRdAtomic  uint8  `abi:"max_dest_rd_atomic"`
+	MinRNRTimer      uint8  `abi:"min_rnr_timer"`
+	PortNum          uint8  `abi:"port_num"`
+	Timeout          uint8  `abi:"timeout"`
+	RetryCnt         uint8  `abi:"retry_cnt"`
+	RNRRetry         uint8  `abi:"rnr_retry"`
+	AltPortNum       uint8  `abi:"alt_port_num"`
+	AltTimeout       uint8  `abi:"alt_timeout"`
+	_                [5]uint8
+}
+
 // respField is the leading `__aligned_u64 response` of every request the kernel answers:
 // the user address it copies the response to (set by cmdPath.execLocked).
 type respField struct {
@@ -488,8 +545,6 @@ const (
 	sizeofPostSendResp          = 4
 	sizeofAsyncEventDesc        = 16
 	sizeofCompEventDesc         = 8
-	sizeofWC                    = 48
-	sizeofSGE                   = 16
 	sizeofQPAttr                = 144
 	sizeofIoctlHdr              = 24
 	sizeofIoctlAttr             = 16
@@ -524,9 +579,7 @@ var _ = [1]struct{}{}[unsafe.Sizeof(PostSendReq{})-sizeofPostSend]
 var _ = [1]struct{}{}[unsafe.Sizeof(PostSendResp{})-sizeofPostSendResp]
 var _ = [1]struct{}{}[unsafe.Sizeof(asyncEventDesc{})-sizeofAsyncEventDesc]
 var _ = [1]struct{}{}[unsafe.Sizeof(compEventDesc{})-sizeofCompEventDesc]
-var _ = [1]struct{}{}[unsafe.Sizeof(WC{})-sizeofWC]
-var _ = [1]struct{}{}[unsafe.Sizeof(SGE{})-sizeofSGE]
-var _ = [1]struct{}{}[unsafe.Sizeof(QPAttr{})-sizeofQPAttr]
+var _ = [1]struct{}{}[unsafe.Sizeof(qpAttr{})-sizeofQPAttr]
 var _ = [1]struct{}{}[unsafe.Sizeof(ioctlHdr{})-sizeofIoctlHdr]
 var _ = [1]struct{}{}[unsafe.Sizeof(ioctlAttr{})-sizeofIoctlAttr]
 var _ = [1]struct{}{}[unsafe.Sizeof(gidEntry{})-sizeofGIDEntry]

@@ -212,32 +212,30 @@ const (
 	WCFlagWithInv WCFlags = 1 << 2
 )
 
-// WC is one work completion. It mirrors struct ib_uverbs_wc (rdma/ib_user_verbs.h), which is
-// also the layout of an rxe CQE, so providers may copy it in one move.
+// WC is one work completion, as a provider decodes it from its driver's CQE (fields as in
+// struct ib_uverbs_wc, whose Go mirror a provider keeps with its own ABI).
 type WC struct {
-	WRID         uint64   `abi:"wr_id"`
-	Status       WCStatus `abi:"status"`
-	Opcode       WCOpcode `abi:"opcode"`
-	VendorErr    uint32   `abi:"vendor_err"`
-	ByteLen      uint32   `abi:"byte_len"`
-	Imm          uint32   `abi:"ex.imm_data"` // immediate data (network order) or invalidated rkey
-	QPNum        uint32   `abi:"qp_num"`
-	SrcQP        uint32   `abi:"src_qp"`
-	Flags        WCFlags  `abi:"wc_flags"`
-	PKeyIndex    uint16   `abi:"pkey_index"`
-	SLID         uint16   `abi:"slid"`
-	SL           uint8    `abi:"sl"`
-	DLIDPathBits uint8    `abi:"dlid_path_bits"`
-	PortNum      uint8    `abi:"port_num"`
-	_            uint8
+	WRID         uint64
+	Status       WCStatus
+	Opcode       WCOpcode
+	VendorErr    uint32
+	ByteLen      uint32
+	Imm          uint32 // immediate data (network order) or invalidated rkey
+	QPNum        uint32
+	SrcQP        uint32
+	Flags        WCFlags
+	PKeyIndex    uint16
+	SLID         uint16
+	SL           uint8
+	DLIDPathBits uint8
+	PortNum      uint8
 }
 
-// SGE is one scatter/gather element. It mirrors struct ib_uverbs_sge
-// (rdma/ib_user_verbs.h), the same layout as rxe's struct rxe_sge.
+// SGE is one scatter/gather element: Length bytes at Addr of a region registered with LKey.
 type SGE struct {
-	Addr   uint64 `abi:"addr"`
-	Length uint32 `abi:"length"`
-	LKey   uint32 `abi:"lkey"`
+	Addr   uint64
+	Length uint32
+	LKey   uint32
 }
 
 // SendWR is a send work request. Reuse WRs across posts: PostSend does not allocate.
@@ -275,63 +273,60 @@ type QPInitAttr struct {
 	SigAll bool // every send WR generates a completion
 }
 
-// GlobalRoute mirrors struct ib_uverbs_global_route (rdma/ib_user_verbs.h).
+// GlobalRoute is the global routing header part of an address vector.
 type GlobalRoute struct {
-	DGID         [16]byte `abi:"dgid"`
-	FlowLabel    uint32   `abi:"flow_label"`
-	SGIDIndex    uint8    `abi:"sgid_index"`
-	HopLimit     uint8    `abi:"hop_limit"`
-	TrafficClass uint8    `abi:"traffic_class"`
-	_            uint8
+	DGID         [16]byte
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
 }
 
-// AHAttr mirrors struct ib_uverbs_ah_attr (rdma/ib_user_verbs.h): an address vector.
+// AHAttr is an address vector.
 type AHAttr struct {
-	GRH         GlobalRoute `abi:"grh"`
-	DLID        uint16      `abi:"dlid"`
-	SL          uint8       `abi:"sl"`
-	SrcPathBits uint8       `abi:"src_path_bits"`
-	StaticRate  uint8       `abi:"static_rate"`
-	IsGlobal    uint8       `abi:"is_global"`
-	PortNum     uint8       `abi:"port_num"`
-	_           uint8
+	GRH         GlobalRoute
+	DLID        uint16
+	SL          uint8
+	SrcPathBits uint8
+	StaticRate  uint8
+	IsGlobal    uint8
+	PortNum     uint8
 }
 
-// QPAttr mirrors struct ib_uverbs_qp_attr (rdma/ib_user_verbs.h, 144 bytes). rdma_cm's
-// INIT_QP_ATTR answers with exactly this layout, so rdmacm can overlay it and hand it to
-// QP.Modify. Modify uses its mask argument, not AttrMask.
+// QPAttr are queue pair attributes for QP.Modify and from QP.Query (the fields of struct
+// ib_uverbs_qp_attr, which rdma_cm's INIT_QP_ATTR answers with: see DecodeQPAttr). Modify
+// uses its mask argument, not AttrMask.
 type QPAttr struct {
-	AttrMask         QPAttrMask  `abi:"qp_attr_mask"`
-	State            QPState     `abi:"qp_state"`
-	CurState         QPState     `abi:"cur_qp_state"`
-	PathMTU          MTU         `abi:"path_mtu"`
-	PathMigState     uint32      `abi:"path_mig_state"`
-	QKey             uint32      `abi:"qkey"`
-	RQPSN            uint32      `abi:"rq_psn"`
-	SQPSN            uint32      `abi:"sq_psn"`
-	DestQPNum        uint32      `abi:"dest_qp_num"`
-	AccessFlags      AccessFlags `abi:"qp_access_flags"`
-	AH               AHAttr      `abi:"ah_attr"`
-	AltAH            AHAttr      `abi:"alt_ah_attr"`
-	MaxSendWR        uint32      `abi:"max_send_wr"`
-	MaxRecvWR        uint32      `abi:"max_recv_wr"`
-	MaxSendSGE       uint32      `abi:"max_send_sge"`
-	MaxRecvSGE       uint32      `abi:"max_recv_sge"`
-	MaxInlineData    uint32      `abi:"max_inline_data"`
-	PKeyIndex        uint16      `abi:"pkey_index"`
-	AltPKeyIndex     uint16      `abi:"alt_pkey_index"`
-	EnSQDAsyncNotify uint8       `abi:"en_sqd_async_notify"`
-	SQDraining       uint8       `abi:"sq_draining"`
-	MaxRdAtomic      uint8       `abi:"max_rd_atomic"`
-	MaxDestRdAtomic  uint8       `abi:"max_dest_rd_atomic"`
-	MinRNRTimer      uint8       `abi:"min_rnr_timer"`
-	PortNum          uint8       `abi:"port_num"`
-	Timeout          uint8       `abi:"timeout"`
-	RetryCnt         uint8       `abi:"retry_cnt"`
-	RNRRetry         uint8       `abi:"rnr_retry"`
-	AltPortNum       uint8       `abi:"alt_port_num"`
-	AltTimeout       uint8       `abi:"alt_timeout"`
-	_                [5]uint8
+	AttrMask         QPAttrMask
+	State            QPState
+	CurState         QPState
+	PathMTU          MTU
+	PathMigState     uint32
+	QKey             uint32
+	RQPSN            uint32
+	SQPSN            uint32
+	DestQPNum        uint32
+	AccessFlags      AccessFlags
+	AH               AHAttr
+	AltAH            AHAttr
+	MaxSendWR        uint32
+	MaxRecvWR        uint32
+	MaxSendSGE       uint32
+	MaxRecvSGE       uint32
+	MaxInlineData    uint32
+	PKeyIndex        uint16
+	AltPKeyIndex     uint16
+	EnSQDAsyncNotify uint8
+	SQDraining       uint8
+	MaxRdAtomic      uint8
+	MaxDestRdAtomic  uint8
+	MinRNRTimer      uint8
+	PortNum          uint8
+	Timeout          uint8
+	RetryCnt         uint8
+	RNRRetry         uint8
+	AltPortNum       uint8
+	AltTimeout       uint8
 }
 
 // DeviceAttr are a device's attributes (from struct ib_uverbs_query_device_resp). NodeGUID

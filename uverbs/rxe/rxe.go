@@ -137,7 +137,23 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 	r := q.ring
 	n := min(r.available(), uint32(min(len(wc), 1<<24)))
 	for i := uint32(0); i < n; i++ {
-		wc[i] = *(*uverbs.WC)(r.slot(r.own + i))
+		e := (*cqe)(r.slot(r.own + i))
+		wc[i] = uverbs.WC{
+			WRID:         e.WrID,
+			Status:       uverbs.WCStatus(e.Status),
+			Opcode:       uverbs.WCOpcode(e.Opcode),
+			VendorErr:    e.VendorErr,
+			ByteLen:      e.ByteLen,
+			Imm:          e.ImmData,
+			QPNum:        e.QpNum,
+			SrcQP:        e.SrcQp,
+			Flags:        uverbs.WCFlags(e.WcFlags),
+			PKeyIndex:    e.PkeyIndex,
+			SLID:         e.Slid,
+			SL:           e.Sl,
+			DLIDPathBits: e.DlidPathBits,
+			PortNum:      e.PortNum,
+		}
 	}
 	if n > 0 {
 		r.release(n)
@@ -278,9 +294,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 		Iova: raddr,
 		Dma:  dmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGE))},
 	}
-	if len(wr.SGE) > 0 {
-		copy(unsafe.Slice((*uverbs.SGE)(unsafe.Add(p, sendWQESize)), len(wr.SGE)), wr.SGE)
-	}
+	putSGEs(unsafe.Add(p, sendWQESize), wr.SGE)
 	r.publish()
 	if uverbs.QPState(q.state.Load()) < uverbs.QPSRTS {
 		// The kernel refuses the doorbell (EINVAL) before RTS but keeps the WQE queued.
@@ -325,11 +339,21 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 		WrID: wr.ID,
 		Dma:  dmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGE))},
 	}
-	if len(wr.SGE) > 0 {
-		copy(unsafe.Slice((*uverbs.SGE)(unsafe.Add(p, recvWQESize)), len(wr.SGE)), wr.SGE)
-	}
+	putSGEs(unsafe.Add(p, recvWQESize), wr.SGE)
 	r.publish()
 	return nil
+}
+
+// putSGEs writes sges as struct rxe_sge after a WQE header at p (the slot has room: the
+// count was checked against the slot size).
+func putSGEs(p unsafe.Pointer, sges []uverbs.SGE) {
+	if len(sges) == 0 {
+		return
+	}
+	dst := unsafe.Slice((*sge)(p), len(sges))
+	for i := range sges {
+		dst[i] = sge{Addr: sges[i].Addr, Length: sges[i].Length, Lkey: sges[i].LKey}
+	}
 }
 
 // SetState records the state MODIFY_QP set and rings a doorbell deferred until RTS.
