@@ -3,6 +3,7 @@ package rdmacm
 import (
 	"unsafe"
 
+	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
 )
 
@@ -220,8 +221,8 @@ type eventResp struct {
 }
 
 // QP attribute mask bits and states used by the hidden transitions.
-// INIT_QP_ATTR answers with struct ib_uverbs_qp_attr, which uverbs.QPAttr
-// mirrors (checked by uverbs' abicheck test), so it is decoded straight into it.
+// INIT_QP_ATTR answers with struct ib_uverbs_qp_attr, whose mirror lives with
+// the rest of ib_user_verbs.h in uverbs (uverbs.DecodeQPAttr).
 const (
 	qpMaskState = uverbs.QPAttrState
 	// qpMaskRoCEObsolete are bits 21-24 (old SMAC/VID bits); librdmacm clears
@@ -275,12 +276,9 @@ var _ = [1]struct{}{}[unsafe.Sizeof(disconnectCmd{})-sizeofDisconnect]
 var _ = [1]struct{}{}[unsafe.Sizeof(initQPAttr{})-sizeofInitQPAttr]
 var _ = [1]struct{}{}[unsafe.Sizeof(getEvent{})-sizeofGetEvent]
 var _ = [1]struct{}{}[unsafe.Sizeof(eventResp{})-sizeofEventResp]
-var _ = [1]struct{}{}[unsafe.Sizeof(uverbs.QPAttr{})-sizeofQPAttr]
+var _ = [1]struct{}{}[uverbs.QPAttrWireSize-sizeofQPAttr]
 var _ = [1]struct{}{}[unsafe.Sizeof(pathRecData{})-sizeofPathRecData]
 
-// bytesOf views an ABI struct as the bytes the kernel reads or writes. The
-// layouts are fixed by the uapi header (checked by abi_layout_test.go) and the
-// kernel uses the CPU's byte order, as Go does in memory.
-func bytesOf[T any](p *T) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
-}
+// bytesOf views an ABI struct as the bytes the kernel reads or writes (the
+// layouts are checked by abi_layout_test.go).
+func bytesOf[T any](p *T) []byte { return wire.Bytes(p) }

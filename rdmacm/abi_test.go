@@ -186,7 +186,7 @@ func TestFrame(t *testing.T) {
 			return 0, unix.EINTR // retried
 		}
 		want := make(golden, 24).u32(0, cmdQuery).u16(4, 16).u16(6, 280).
-			u64(8, addr(slot[slotResp:])).u32(16, 7)
+			u64(8, slot.addr+slotResp).u32(16, 7)
 		checkBody(t, "QUERY frame", b, want)
 		kbuf := b[:cap(b)][slotResp : slotResp+280] // what the kernel writes to
 		if kbuf[272] != 0xAA {
@@ -205,7 +205,7 @@ func TestFrame(t *testing.T) {
 	var ev getEvent
 	err = frame(slot, cmdGetEvent, bytesOf(&ev), 0, make([]byte, sizeofEventResp), func(b []byte) (int, error) {
 		checkBody(t, "GET_EVENT frame", b, make(golden, 16).u32(0, cmdGetEvent).u16(4, 8).u16(6, 336).
-			u64(8, addr(slot[slotResp:])))
+			u64(8, slot.addr+slotResp))
 		return len(b) - 1, nil
 	})
 	if !errors.Is(err, unix.ENODATA) {

@@ -2,19 +2,24 @@ package rdmacm
 
 import (
 	"fmt"
-	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/gorping/gorping/internal/umem"
 )
 
-// arena is anonymous mmap'd memory cut into fixed command slots. The kernel
-// copies responses to the u64 user address a command carries, so that memory
-// must never be movable Go memory: a slot holds the header, the body and the
-// response buffer of one command.
+// arena is anonymous mmap'd memory (umem) cut into fixed command slots. The
+// kernel copies responses to the u64 user address a command carries, so that
+// memory must never be movable Go memory: a slot holds the header, the body
+// and the response buffer of one command.
 type arena struct {
-	mem   []byte
-	slots chan []byte
+	mem   *umem.Mem
+	slots chan slot
 	done  chan struct{}
+}
+
+// slot is one command's share of the arena.
+type slot struct {
+	b    []byte
+	addr uint64 // user address of b[0]
 }
 
 const (
@@ -30,34 +35,34 @@ var _ = [1]struct{}{}[(8+maxPathRecs*sizeofPathRecData)/(slotSize-slotResp)]
 var _ = [1]struct{}{}[sizeofEventResp/(slotSize-slotResp)]
 
 func newArena() (*arena, error) {
-	mem, err := unix.Mmap(-1, 0, slotSize*arenaSlots, unix.PROT_READ|unix.PROT_WRITE,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	mem, err := umem.Anon(slotSize * arenaSlots)
 	if err != nil {
-		return nil, fmt.Errorf("rdmacm: mmap command arena: %w", err)
+		return nil, fmt.Errorf("rdmacm: command arena: %w", err)
 	}
-	a := &arena{mem: mem, slots: make(chan []byte, arenaSlots), done: make(chan struct{})}
+	a := &arena{mem: mem, slots: make(chan slot, arenaSlots), done: make(chan struct{})}
+	b := mem.Bytes()
 	for i := range arenaSlots {
-		a.slots <- mem[i*slotSize : (i+1)*slotSize : (i+1)*slotSize]
+		a.slots <- slot{b: b[i*slotSize : (i+1)*slotSize : (i+1)*slotSize], addr: mem.AddrAt(i * slotSize)}
 	}
 	return a, nil
 }
 
 // get returns a free slot, waiting for one if all are in use.
-func (a *arena) get() ([]byte, error) {
+func (a *arena) get() (slot, error) {
 	select {
 	case <-a.done:
-		return nil, ErrClosed
+		return slot{}, ErrClosed
 	default:
 	}
 	select {
 	case s := <-a.slots:
 		return s, nil
 	case <-a.done:
-		return nil, ErrClosed
+		return slot{}, ErrClosed
 	}
 }
 
-func (a *arena) put(s []byte) { a.slots <- s }
+func (a *arena) put(s slot) { a.slots <- s }
 
 // free waits until every slot is back, then unmaps the memory.
 func (a *arena) free() error {
@@ -65,11 +70,8 @@ func (a *arena) free() error {
 	for range arenaSlots {
 		<-a.slots
 	}
-	if err := unix.Munmap(a.mem); err != nil {
-		return fmt.Errorf("rdmacm: munmap command arena: %w", err)
+	if err := a.mem.Free(); err != nil {
+		return fmt.Errorf("rdmacm: command arena: %w", err)
 	}
 	return nil
 }
-
-// addr is the user virtual address of b's first byte, as the kernel wants it.
-func addr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }

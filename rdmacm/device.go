@@ -154,8 +154,9 @@ func closedErr(err error) error {
 // frame lays out one command in slot (header, body, response buffer), hands
 // header+body to write, and copies the response back. The response buffer
 // lives in the slot, i.e. in mmap'd memory the garbage collector never moves.
-func frame(slot []byte, cmd uint32, body []byte, respOff int, resp []byte,
+func frame(s slot, cmd uint32, body []byte, respOff int, resp []byte,
 	write func([]byte) (int, error)) error {
+	slot := s.b
 	n := 8 + len(body)
 	clear(slot)
 	binary.NativeEndian.PutUint32(slot[0:], cmd)
@@ -166,7 +167,7 @@ func frame(slot []byte, cmd uint32, body []byte, respOff int, resp []byte,
 	if resp != nil {
 		rbuf = slot[slotResp : slotResp+len(resp)]
 		copy(rbuf, resp)
-		binary.NativeEndian.PutUint64(slot[8+respOff:], addr(rbuf))
+		binary.NativeEndian.PutUint64(slot[8+respOff:], s.addr+slotResp)
 	}
 	for {
 		w, err := write(slot[:n])

@@ -121,7 +121,7 @@ func (f *fakeDev) exec(cmd uint32, body []byte, respOff int, resp []byte) error 
 		if !ok {
 			return unix.EINVAL
 		}
-		copy(resp, bytesOf(&a))
+		copy(resp, uverbs.EncodeQPAttr(&a))
 	}
 	return nil
 }

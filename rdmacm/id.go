@@ -258,10 +258,10 @@ func decodeQueryAddr(r *queryAddrResp) AddrInfo {
 // this ID to state.
 func (id *ID) initQPAttr(state uverbs.QPState) (uverbs.QPAttr, error) {
 	cmd := initQPAttr{ID: id.handle, QPState: uint32(state)}
-	var a uverbs.QPAttr
+	var raw [sizeofQPAttr]byte
 	err := id.exec("init qp attr ("+state.String()+")", cmdInitQPAttr, bytesOf(&cmd),
-		int(unsafe.Offsetof(cmd.Response)), bytesOf(&a))
-	return a, err
+		int(unsafe.Offsetof(cmd.Response)), raw[:])
+	return uverbs.DecodeQPAttr(raw[:]), err
 }
 
 // attachQP makes qp librdmacm-owned: RESET→INIT now with the kernel's

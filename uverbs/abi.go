@@ -1,5 +1,7 @@
 package uverbs
 
+import "unsafe"
+
 // Kernel ABI of /dev/infiniband/uverbsN: command numbers and the request/response structs of
 // the legacy write() interface. Every struct mirrors a uapi struct field by field with
 // fixed-width types, so its Go layout equals the C layout (checked by abi_layout_test.go with
@@ -73,6 +75,52 @@ type getContextResp struct {
 // mirrors struct ib_uverbs_query_device (rdma/ib_user_verbs.h)
 type queryDeviceReq struct {
 	Response uint64
+}
+
+// mirrors struct ib_uverbs_query_device_resp (rdma/ib_user_verbs.h); DeviceAttr is its
+// public form
+type queryDeviceResp struct {
+	FWVer                 uint64  `abi:"fw_ver"`
+	NodeGUID              [8]byte `abi:"node_guid"`      // __be64
+	SysImageGUID          [8]byte `abi:"sys_image_guid"` // __be64
+	MaxMRSize             uint64  `abi:"max_mr_size"`
+	PageSizeCap           uint64  `abi:"page_size_cap"`
+	VendorID              uint32  `abi:"vendor_id"`
+	VendorPartID          uint32  `abi:"vendor_part_id"`
+	HWVer                 uint32  `abi:"hw_ver"`
+	MaxQP                 uint32  `abi:"max_qp"`
+	MaxQPWR               uint32  `abi:"max_qp_wr"`
+	DeviceCapFlags        uint32  `abi:"device_cap_flags"`
+	MaxSGE                uint32  `abi:"max_sge"`
+	MaxSGERd              uint32  `abi:"max_sge_rd"`
+	MaxCQ                 uint32  `abi:"max_cq"`
+	MaxCQE                uint32  `abi:"max_cqe"`
+	MaxMR                 uint32  `abi:"max_mr"`
+	MaxPD                 uint32  `abi:"max_pd"`
+	MaxQPRdAtom           uint32  `abi:"max_qp_rd_atom"`
+	MaxEERdAtom           uint32  `abi:"max_ee_rd_atom"`
+	MaxResRdAtom          uint32  `abi:"max_res_rd_atom"`
+	MaxQPInitRdAtom       uint32  `abi:"max_qp_init_rd_atom"`
+	MaxEEInitRdAtom       uint32  `abi:"max_ee_init_rd_atom"`
+	AtomicCap             uint32  `abi:"atomic_cap"`
+	MaxEE                 uint32  `abi:"max_ee"`
+	MaxRDD                uint32  `abi:"max_rdd"`
+	MaxMW                 uint32  `abi:"max_mw"`
+	MaxRawIPv6QP          uint32  `abi:"max_raw_ipv6_qp"`
+	MaxRawEthyQP          uint32  `abi:"max_raw_ethy_qp"`
+	MaxMcastGrp           uint32  `abi:"max_mcast_grp"`
+	MaxMcastQPAttach      uint32  `abi:"max_mcast_qp_attach"`
+	MaxTotalMcastQPAttach uint32  `abi:"max_total_mcast_qp_attach"`
+	MaxAH                 uint32  `abi:"max_ah"`
+	MaxFMR                uint32  `abi:"max_fmr"`
+	MaxMapPerFMR          uint32  `abi:"max_map_per_fmr"`
+	MaxSRQ                uint32  `abi:"max_srq"`
+	MaxSRQWR              uint32  `abi:"max_srq_wr"`
+	MaxSRQSGE             uint32  `abi:"max_srq_sge"`
+	MaxPKeys              uint16  `abi:"max_pkeys"`
+	LocalCAAckDelay       uint8   `abi:"local_ca_ack_delay"`
+	PhysPortCnt           uint8   `abi:"phys_port_cnt"`
+	_                     [4]uint8
 }
 
 // mirrors struct ib_uverbs_query_port (rdma/ib_user_verbs.h)
@@ -391,3 +439,149 @@ type gidEntry struct {
 	GidType       uint32
 	NetdevIfindex uint32
 }
+
+// mirrors struct ib_uverbs_global_route (rdma/ib_user_verbs.h)
+type globalRoute struct {
+	DGID         [16]byte `abi:"dgid"`
+	FlowLabel    uint32   `abi:"flow_label"`
+	SGIDIndex    uint8    `abi:"sgid_index"`
+	HopLimit     uint8    `abi:"hop_limit"`
+	TrafficClass uint8    `abi:"traffic_class"`
+	_            uint8
+}
+
+// mirrors struct ib_uverbs_ah_attr (rdma/ib_user_verbs.h)
+type ahAttr struct {
+	GRH         globalRoute `abi:"grh"`
+	DLID        uint16      `abi:"dlid"`
+	SL          uint8       `abi:"sl"`
+	SrcPathBits uint8       `abi:"src_path_bits"`
+	StaticRate  uint8       `abi:"static_rate"`
+	IsGlobal    uint8       `abi:"is_global"`
+	PortNum     uint8       `abi:"port_num"`
+	_           uint8
+}
+
+// mirrors struct ib_uverbs_qp_attr (rdma/ib_user_verbs.h): rdma_cm's INIT_QP_ATTR answer
+type qpAttr struct {
+	AttrMask         uint32 `abi:"qp_attr_mask"`
+	State            uint32 `abi:"qp_state"`
+	CurState         uint32 `abi:"cur_qp_state"`
+	PathMTU          uint32 `abi:"path_mtu"`
+	PathMigState     uint32 `abi:"path_mig_state"`
+	QKey             uint32 `abi:"qkey"`
+	RQPSN            uint32 `abi:"rq_psn"`
+	SQPSN            uint32 `abi:"sq_psn"`
+	DestQPNum        uint32 `abi:"dest_qp_num"`
+	AccessFlags      uint32 `abi:"qp_access_flags"`
+	AH               ahAttr `abi:"ah_attr"`
+	AltAH            ahAttr `abi:"alt_ah_attr"`
+	MaxSendWR        uint32 `abi:"max_send_wr"`
+	MaxRecvWR        uint32 `abi:"max_recv_wr"`
+	MaxSendSGE       uint32 `abi:"max_send_sge"`
+	MaxRecvSGE       uint32 `abi:"max_recv_sge"`
+	MaxInlineData    uint32 `abi:"max_inline_data"`
+	PKeyIndex        uint16 `abi:"pkey_index"`
+	AltPKeyIndex     uint16 `abi:"alt_pkey_index"`
+	EnSQDAsyncNotify uint8  `abi:"en_sqd_async_notify"`
+	SQDraining       uint8  `abi:"sq_draining"`
+	MaxRdAtomic      uint8  `abi:"max_rd_atomic"`
+	MaxDestRdAtomic  uint8  `abi:"max_dest_rd_atomic"`
+	MinRNRTimer      uint8  `abi:"min_rnr_timer"`
+	PortNum          uint8  `abi:"port_num"`
+	Timeout          uint8  `abi:"timeout"`
+	RetryCnt         uint8  `abi:"retry_cnt"`
+	RNRRetry         uint8  `abi:"rnr_retry"`
+	AltPortNum       uint8  `abi:"alt_port_num"`
+	AltTimeout       uint8  `abi:"alt_timeout"`
+	_                [5]uint8
+}
+
+// respField is the leading `__aligned_u64 response` of every request the kernel answers:
+// the user address it copies the response to (set by cmdPath.execLocked).
+type respField struct {
+	Response uint64
+}
+
+// queryGIDTable is the buffer of one UVERBS_METHOD_QUERY_GID_TABLE ioctl as gorping lays it
+// out in a single mapping: the ioctl header, its four attributes and the u64 the kernel
+// writes the entry count to (RESP_NUM_ENTRIES points there); the entries, struct
+// ib_uverbs_gid_entry each, follow at sizeofQueryGIDTable (RESP_ENTRIES points there).
+// Not a uapi struct: only its parts are, and those are checked by abicheck.
+type queryGIDTable struct {
+	Hdr        ioctlHdr
+	Attrs      [gidTableAttrs]ioctlAttr
+	NumEntries uint64
+}
+
+const gidTableAttrs = 4 // ENTRY_SIZE, FLAGS, RESP_ENTRIES, RESP_NUM_ENTRIES
+
+// Sizes the kernel checks; compile-time guards against a field edit that changes them (the
+// abicheck test compares every offset with the uapi headers).
+const (
+	sizeofCmdHdr                = 8
+	sizeofGetContextResp        = 8
+	sizeofQueryDeviceResp       = 176
+	sizeofQueryPort             = 16
+	sizeofQueryPortResp         = 40
+	sizeofAllocPDResp           = 4
+	sizeofRegMR                 = 40
+	sizeofRegMRResp             = 12
+	sizeofCreateCompChannelResp = 4
+	sizeofCreateCQ              = 32
+	sizeofCreateCQResp          = 8
+	sizeofDestroyCQ             = 16
+	sizeofDestroyCQResp         = 8
+	sizeofReqNotifyCQ           = 8
+	sizeofCreateQP              = 56
+	sizeofCreateQPResp          = 32
+	sizeofQPDest                = 32
+	sizeofModifyQP              = 112
+	sizeofQueryQP               = 16
+	sizeofQueryQPResp           = 128
+	sizeofDestroyQP             = 16
+	sizeofDestroyQPResp         = 4
+	sizeofPostSend              = 24
+	sizeofPostSendResp          = 4
+	sizeofAsyncEventDesc        = 16
+	sizeofCompEventDesc         = 8
+	sizeofQPAttr                = 144
+	sizeofIoctlHdr              = 24
+	sizeofIoctlAttr             = 16
+	sizeofGIDEntry              = 32
+	sizeofQueryGIDTable         = sizeofIoctlHdr + gidTableAttrs*sizeofIoctlAttr + 8
+	offsetofGIDTableNumEntries  = sizeofIoctlHdr + gidTableAttrs*sizeofIoctlAttr
+)
+
+var _ = [1]struct{}{}[unsafe.Sizeof(cmdHdr{})-sizeofCmdHdr]
+var _ = [1]struct{}{}[unsafe.Sizeof(getContextResp{})-sizeofGetContextResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(queryDeviceResp{})-sizeofQueryDeviceResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(queryPortReq{})-sizeofQueryPort]
+var _ = [1]struct{}{}[unsafe.Sizeof(queryPortResp{})-sizeofQueryPortResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(allocPDResp{})-sizeofAllocPDResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(regMRReq{})-sizeofRegMR]
+var _ = [1]struct{}{}[unsafe.Sizeof(regMRResp{})-sizeofRegMRResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(createCompChannelResp{})-sizeofCreateCompChannelResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(createCQReq{})-sizeofCreateCQ]
+var _ = [1]struct{}{}[unsafe.Sizeof(createCQResp{})-sizeofCreateCQResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(destroyCQReq{})-sizeofDestroyCQ]
+var _ = [1]struct{}{}[unsafe.Sizeof(destroyCQResp{})-sizeofDestroyCQResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(ReqNotifyCQ{})-sizeofReqNotifyCQ]
+var _ = [1]struct{}{}[unsafe.Sizeof(createQPReq{})-sizeofCreateQP]
+var _ = [1]struct{}{}[unsafe.Sizeof(createQPResp{})-sizeofCreateQPResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(qpDest{})-sizeofQPDest]
+var _ = [1]struct{}{}[unsafe.Sizeof(modifyQPReq{})-sizeofModifyQP]
+var _ = [1]struct{}{}[unsafe.Sizeof(queryQPReq{})-sizeofQueryQP]
+var _ = [1]struct{}{}[unsafe.Sizeof(queryQPResp{})-sizeofQueryQPResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(destroyQPReq{})-sizeofDestroyQP]
+var _ = [1]struct{}{}[unsafe.Sizeof(destroyQPResp{})-sizeofDestroyQPResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(PostSendReq{})-sizeofPostSend]
+var _ = [1]struct{}{}[unsafe.Sizeof(PostSendResp{})-sizeofPostSendResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(asyncEventDesc{})-sizeofAsyncEventDesc]
+var _ = [1]struct{}{}[unsafe.Sizeof(compEventDesc{})-sizeofCompEventDesc]
+var _ = [1]struct{}{}[unsafe.Sizeof(qpAttr{})-sizeofQPAttr]
+var _ = [1]struct{}{}[unsafe.Sizeof(ioctlHdr{})-sizeofIoctlHdr]
+var _ = [1]struct{}{}[unsafe.Sizeof(ioctlAttr{})-sizeofIoctlAttr]
+var _ = [1]struct{}{}[unsafe.Sizeof(gidEntry{})-sizeofGIDEntry]
+var _ = [1]struct{}{}[unsafe.Sizeof(queryGIDTable{})-sizeofQueryGIDTable]
+var _ = [1]struct{}{}[unsafe.Offsetof(queryGIDTable{}.NumEntries)-offsetofGIDTableNumEntries]

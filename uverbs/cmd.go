@@ -4,15 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"unsafe"
 
+	"github.com/gorping/gorping/internal/umem"
+	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
-// Commands travel through a per-context arena of mmap'd memory: the kernel receives the
-// response buffer as a plain integer address inside the request, so that buffer must not
-// be Go memory (goroutine stacks move). The arena is used under a mutex, one command at a
-// time; requests are built at arenaReqOff, responses land at arenaRespOff.
+// Commands travel through a per-context arena of mmap'd memory (umem): the kernel receives
+// the response buffer as a plain integer address inside the request, so that buffer must
+// not be Go memory (goroutine stacks move). The arena is used under a mutex, one command at
+// a time; requests are built at the start, responses land at arenaRespOff.
 const (
 	arenaSize    = 4096
 	arenaRespOff = arenaSize / 2
@@ -40,12 +41,13 @@ func cmdName(cmd uint32) string {
 	return fmt.Sprintf("command %d", cmd)
 }
 
-// cmdPath is a context's command channel: the uverbs fd plus the arena.
+// cmdPath is a context's command channel: the uverbs fd plus the arena. Every command of
+// the core goes through call, every provider command through Write; both end in
+// execLocked, the one place a uverbs write() is laid out.
 type cmdPath struct {
 	mu     sync.Mutex
 	fd     int
-	arena  []byte // mmap'd, arenaSize bytes
-	base   uint64 // address of arena[0]
+	arena  *umem.Mem // arenaSize bytes
 	closed bool
 	// write issues one command; unix.Write in production, a fake kernel in tests.
 	write func(fd int, p []byte) (int, error)
@@ -54,14 +56,14 @@ type cmdPath struct {
 func sysWrite(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
 
 func newCmdPath(fd int, write func(int, []byte) (int, error)) (*cmdPath, error) {
-	arena, err := unix.Mmap(-1, 0, arenaSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	arena, err := umem.Anon(arenaSize)
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: mmap command arena: %w", err)
+		return nil, fmt.Errorf("uverbs: command arena: %w", err)
 	}
 	if write == nil {
 		write = sysWrite
 	}
-	return &cmdPath{fd: fd, arena: arena, base: uint64(uintptr(unsafe.Pointer(&arena[0]))), write: write}, nil
+	return &cmdPath{fd: fd, arena: arena, write: write}, nil
 }
 
 // close releases the arena; the fd belongs to the caller.
@@ -72,9 +74,29 @@ func (c *cmdPath) close() error {
 		return nil
 	}
 	c.closed = true
-	err := unix.Munmap(c.arena)
-	c.arena = nil
-	return err
+	return c.arena.Free()
+}
+
+// noResp is the response type of commands the kernel answers with nothing.
+type noResp struct{}
+
+// call runs one command: the core request *req, followed by the driver's udIn, and a
+// response buffer of sizeof(Resp)+drvOut bytes. It decodes the core response into *resp and
+// returns a copy of the drvOut bytes of driver response after it (nil if drvOut is 0).
+// A request with a response must begin with the 8-byte `response` field (checked).
+func call[Req, Resp any](c *cmdPath, cmd uint32, req *Req, resp *Resp, udIn []byte, drvOut int) ([]byte, error) {
+	core := wire.Size[Resp]()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out, err := c.execLocked(cmd, wire.Bytes(req), udIn, core+drvOut)
+	if err != nil {
+		return nil, err
+	}
+	wire.Decode(resp, out[:core])
+	if drvOut == 0 {
+		return nil, nil
+	}
+	return append([]byte(nil), out[core:]...), nil
 }
 
 // execLocked writes header | core | udIn and returns the respLen-byte response, which
@@ -84,21 +106,23 @@ func (c *cmdPath) execLocked(cmd uint32, core, udIn []byte, respLen int) ([]byte
 	if c.closed {
 		return nil, ErrClosed
 	}
-	n := 8 + len(core) + len(udIn)
+	n := sizeofCmdHdr + len(core) + len(udIn)
 	if n%4 != 0 || respLen%4 != 0 || n > maxReqLen || respLen > maxRespLen || n/4 > 0xffff {
 		return nil, fmt.Errorf("uverbs %s: bad command size (request %d, response %d bytes)", cmdName(cmd), n, respLen)
 	}
 	if respLen > 0 && len(core) < 8 {
 		return nil, fmt.Errorf("uverbs %s: request has no response field", cmdName(cmd))
 	}
-	a := c.arena
+	a := c.arena.Bytes()
 	hdr := cmdHdr{Command: cmd, InWords: uint16(n / 4), OutWords: uint16(respLen / 4)}
-	copy(a[0:8], asBytes(&hdr))
-	copy(a[8:], core)
-	copy(a[8+len(core):], udIn)
+	copy(a, wire.Bytes(&hdr))
+	copy(a[sizeofCmdHdr:], core)
+	copy(a[sizeofCmdHdr+len(core):], udIn)
 	resp := a[arenaRespOff : arenaRespOff+respLen]
 	if respLen > 0 {
-		*(*uint64)(unsafe.Pointer(&a[8])) = c.base + arenaRespOff
+		// The request's first field is `__aligned_u64 response`.
+		r := respField{Response: c.arena.AddrAt(arenaRespOff)}
+		copy(a[sizeofCmdHdr:], wire.Bytes(&r))
 		clear(resp)
 	}
 	w, err := c.write(c.fd, a[:n])
@@ -128,16 +152,3 @@ func (c *cmdPath) Write(cmd uint32, req, resp []byte) error {
 
 // Fd implements Commander.
 func (c *cmdPath) Fd() int { return c.fd }
-
-// asBytes views a fixed-layout struct as its bytes (host order, which is the ABI's).
-func asBytes[T any](p *T) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
-}
-
-// fromBytes copies b into *p; a short b leaves the tail of *p zero, which matches the
-// kernel's own zero-extension of shorter structs.
-func fromBytes[T any](p *T, b []byte) {
-	dst := asBytes(p)
-	clear(dst)
-	copy(dst, b)
-}

@@ -12,7 +12,7 @@ import (
 )
 
 // respAddr is where every response must land: the arena's response half.
-func respAddr(ctx *Context) uint64 { return ctx.cmd.base + arenaRespOff }
+func respAddr(ctx *Context) uint64 { return ctx.cmd.arena.AddrAt(arenaRespOff) }
 
 func hdr(cmd uint32, inWords, outWords uint16) []byte { return le(cmd, inWords, outWords) }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -69,14 +70,7 @@ func openContext(dev Device, p Provider, fd int, write func(int, []byte) (int, e
 	in, outLen := p.ContextUdata()
 	var req getContextReq
 	var resp getContextResp
-	cmd.mu.Lock()
-	out, err := cmd.execLocked(cmdGetContext, asBytes(&req), in, 8+outLen)
-	var drv []byte
-	if err == nil {
-		fromBytes(&resp, out)
-		drv = append([]byte(nil), out[8:]...)
-	}
-	cmd.mu.Unlock()
+	drv, err := call(cmd, cmdGetContext, &req, &resp, in, outLen)
 	if err != nil {
 		cmd.close()
 		return nil, fmt.Errorf("uverbs: device %s: %w", dev.Name, err)
@@ -161,33 +155,18 @@ func (c *Context) cookie() uint64 {
 // QueryDevice returns the device attributes (QUERY_DEVICE).
 func (c *Context) QueryDevice() (DeviceAttr, error) {
 	var req queryDeviceReq
-	var attr DeviceAttr
-	c.cmd.mu.Lock()
-	out, err := c.cmd.execLocked(cmdQueryDevice, asBytes(&req), nil, 176)
-	if err == nil {
-		fromBytes(&attr, out)
-		// The GUIDs are __be64: present them as numbers.
-		attr.NodeGUID = binary.BigEndian.Uint64(out[8:16])
-		attr.SysImageGUID = binary.BigEndian.Uint64(out[16:24])
-	}
-	c.cmd.mu.Unlock()
-	if err != nil {
+	var r queryDeviceResp
+	if _, err := call(c.cmd, cmdQueryDevice, &req, &r, nil, 0); err != nil {
 		return DeviceAttr{}, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
-	return attr, nil
+	return deviceAttrFromWire(&r), nil
 }
 
 // QueryPort returns the attributes of port (1-based) (QUERY_PORT).
 func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 	req := queryPortReq{PortNum: port}
 	var r queryPortResp
-	c.cmd.mu.Lock()
-	out, err := c.cmd.execLocked(cmdQueryPort, asBytes(&req), nil, 40)
-	if err == nil {
-		fromBytes(&r, out)
-	}
-	c.cmd.mu.Unlock()
-	if err != nil {
+	if _, err := call(c.cmd, cmdQueryPort, &req, &r, nil, 0); err != nil {
 		return PortAttr{}, fmt.Errorf("uverbs: %s port %d: %w", c.dev.Name, port, err)
 	}
 	return PortAttr{
@@ -218,7 +197,7 @@ func (c *Context) AsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		return AsyncEvent{}, err
 	}
 	var d asyncEventDesc
-	fromBytes(&d, b[:])
+	wire.Decode(&d, b[:])
 	ev := AsyncEvent{Type: AsyncEventType(d.EventType), Element: d.Element}
 	c.mu.Lock()
 	switch ev.Type {
@@ -230,4 +209,50 @@ func (c *Context) AsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	}
 	c.mu.Unlock()
 	return ev, nil
+}
+
+// deviceAttrFromWire converts QUERY_DEVICE's answer; the GUIDs are __be64.
+func deviceAttrFromWire(r *queryDeviceResp) DeviceAttr {
+	return DeviceAttr{
+		FWVer:                 r.FWVer,
+		NodeGUID:              binary.BigEndian.Uint64(r.NodeGUID[:]),
+		SysImageGUID:          binary.BigEndian.Uint64(r.SysImageGUID[:]),
+		MaxMRSize:             r.MaxMRSize,
+		PageSizeCap:           r.PageSizeCap,
+		VendorID:              r.VendorID,
+		VendorPartID:          r.VendorPartID,
+		HWVer:                 r.HWVer,
+		MaxQP:                 r.MaxQP,
+		MaxQPWR:               r.MaxQPWR,
+		DeviceCapFlags:        r.DeviceCapFlags,
+		MaxSGE:                r.MaxSGE,
+		MaxSGERd:              r.MaxSGERd,
+		MaxCQ:                 r.MaxCQ,
+		MaxCQE:                r.MaxCQE,
+		MaxMR:                 r.MaxMR,
+		MaxPD:                 r.MaxPD,
+		MaxQPRdAtom:           r.MaxQPRdAtom,
+		MaxEERdAtom:           r.MaxEERdAtom,
+		MaxResRdAtom:          r.MaxResRdAtom,
+		MaxQPInitRdAtom:       r.MaxQPInitRdAtom,
+		MaxEEInitRdAtom:       r.MaxEEInitRdAtom,
+		AtomicCap:             r.AtomicCap,
+		MaxEE:                 r.MaxEE,
+		MaxRDD:                r.MaxRDD,
+		MaxMW:                 r.MaxMW,
+		MaxRawIPv6QP:          r.MaxRawIPv6QP,
+		MaxRawEthyQP:          r.MaxRawEthyQP,
+		MaxMcastGrp:           r.MaxMcastGrp,
+		MaxMcastQPAttach:      r.MaxMcastQPAttach,
+		MaxTotalMcastQPAttach: r.MaxTotalMcastQPAttach,
+		MaxAH:                 r.MaxAH,
+		MaxFMR:                r.MaxFMR,
+		MaxMapPerFMR:          r.MaxMapPerFMR,
+		MaxSRQ:                r.MaxSRQ,
+		MaxSRQWR:              r.MaxSRQWR,
+		MaxSRQSGE:             r.MaxSRQSGE,
+		MaxPKeys:              r.MaxPKeys,
+		LocalCAAckDelay:       r.LocalCAAckDelay,
+		PhysPortCnt:           r.PhysPortCnt,
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,13 +23,7 @@ type CompChannel struct {
 func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	var req createCompChannelReq
 	var resp createCompChannelResp
-	c.cmd.mu.Lock()
-	out, err := c.cmd.execLocked(cmdCreateCompChannel, asBytes(&req), nil, 4)
-	if err == nil {
-		fromBytes(&resp, out)
-	}
-	c.cmd.mu.Unlock()
-	if err != nil {
+	if _, err := call(c.cmd, cmdCreateCompChannel, &req, &resp, nil, 0); err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
 	ev, err := newEventFile(int(resp.Fd), "uverbs completion channel")
@@ -47,7 +42,7 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 		return nil, err
 	}
 	var d compEventDesc
-	fromBytes(&d, b[:])
+	wire.Decode(&d, b[:])
 	ch.ctx.mu.Lock()
 	cq := ch.ctx.cqs[d.CqHandle]
 	ch.ctx.mu.Unlock()
@@ -113,17 +108,10 @@ func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
 	req := createCQReq{UserHandle: cq.cookie, Cqe: uint32(cqe), CompVector: uint32(vector), CompChannel: -1}
 	var resp createCQResp
 	var drv []byte
-	create := func(chFd int) error {
+	create := func(chFd int) (err error) {
 		req.CompChannel = int32(chFd)
-		c.cmd.mu.Lock()
-		defer c.cmd.mu.Unlock()
-		out, err := c.cmd.execLocked(cmdCreateCQ, asBytes(&req), in, 8+outLen)
-		if err != nil {
-			return err
-		}
-		fromBytes(&resp, out)
-		drv = append([]byte(nil), out[8:]...)
-		return nil
+		drv, err = call(c.cmd, cmdCreateCQ, &req, &resp, in, outLen)
+		return err
 	}
 	var err error
 	if ch == nil {
@@ -164,12 +152,7 @@ func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
 func (c *Context) destroyCQCmd(handle uint32) (destroyCQResp, error) {
 	req := destroyCQReq{CqHandle: handle}
 	var resp destroyCQResp
-	c.cmd.mu.Lock()
-	defer c.cmd.mu.Unlock()
-	out, err := c.cmd.execLocked(cmdDestroyCQ, asBytes(&req), nil, 8)
-	if err == nil {
-		fromBytes(&resp, out)
-	}
+	_, err := call(c.cmd, cmdDestroyCQ, &req, &resp, nil, 0)
 	return resp, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -199,12 +200,12 @@ func TestSysfsGIDs(t *testing.T) {
 func TestParseGIDEntries(t *testing.T) {
 	gid := [16]byte{0xfe, 0x80, 15: 1}
 	ent := le(gid[:], uint32(0), uint32(1), uint32(2), uint32(5))
-	got, err := parseGIDEntries(u64b(1), append(ent, zeros(32)...))
+	got, err := parseGIDEntries(1, append(ent, zeros(32)...))
 	want := []GIDEntry{{GID: [16]byte{0xfe, 0x80, 15: 1}, Index: 0, Port: 1, Type: GIDTypeRoCEv2, IfIndex: 5}}
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("parseGIDEntries = %+v, %v", got, err)
 	}
-	if _, err := parseGIDEntries(u64b(3), ent); err == nil {
+	if _, err := parseGIDEntries(3, ent); err == nil {
 		t.Error("count beyond buffer accepted")
 	}
 }
@@ -212,8 +213,8 @@ func TestParseGIDEntries(t *testing.T) {
 // verbs.md §1.7's worked example: QUERY_GID_TABLE on rxe for N entries.
 func TestGIDTableIoctlGolden(t *testing.T) {
 	const n, base = 4, 0x7f0000001000
-	mem := make([]byte, gidIoctlEntriesOff)
-	buildGIDTableIoctl(mem, base, n, 14)
+	q := buildGIDTableIoctl(base, n, 14)
+	mem := wire.Bytes(&q)
 	want := le(uint16(88), uint16(0), uint16(5), uint16(4), uint64(0), uint32(14), uint32(0),
 		uint16(0), uint16(8), uint16(1), uint16(0), uint64(32),
 		uint16(1), uint16(4), uint16(0), uint16(0), uint64(0),

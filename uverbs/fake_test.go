@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -171,7 +172,7 @@ func (q *fakeProvCQ) Arm(solicited bool) error {
 	if solicited {
 		q.arm.SolicitedOnly = 1
 	}
-	return q.cmd.Write(CmdReqNotifyCQ, asBytes(&q.arm), nil)
+	return q.cmd.Write(CmdReqNotifyCQ, wire.Bytes(&q.arm), nil)
 }
 func (q *fakeProvCQ) Close() error { q.closed = true; return q.closeErr }
 func (q *fakeProvCQ) CompEvent()   { q.events++ }

@@ -1,9 +1,12 @@
 package uverbs
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/gorping/gorping/internal/wire"
 )
 
 // Decoders of kernel bytes must never panic, whatever the kernel (or a fake) sends.
@@ -42,27 +45,28 @@ func FuzzResponses(f *testing.F) {
 	f.Add(make([]byte, 176))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var qd DeviceAttr
-		fromBytes(&qd, b)
+		var qd queryDeviceResp
+		wire.Decode(&qd, b)
+		deviceAttrFromWire(&qd)
 		var qp queryPortResp
-		fromBytes(&qp, b)
+		wire.Decode(&qp, b)
 		var q queryQPResp
-		fromBytes(&q, b)
+		wire.Decode(&q, b)
 		a := qpAttrFromQuery(&q)
 		r := modifyReq(1, a, QPAttrState)
 		if r.Dest.Dgid != q.Dest.Dgid || r.QpState != q.QpState {
 			t.Fatal("query→modify lost the address vector or state")
 		}
 		var cq createCQResp
-		fromBytes(&cq, b)
+		wire.Decode(&cq, b)
 		var qpr createQPResp
-		fromBytes(&qpr, b)
+		wire.Decode(&qpr, b)
 		var ev asyncEventDesc
-		fromBytes(&ev, b)
+		wire.Decode(&ev, b)
 		var ce compEventDesc
-		fromBytes(&ce, b)
+		wire.Decode(&ce, b)
 		if len(b) >= 8 {
-			parseGIDEntries(b[:8], b[8:])
+			parseGIDEntries(binary.NativeEndian.Uint64(b), b[8:])
 		}
 	})
 }

@@ -7,13 +7,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"unsafe"
 
+	"github.com/gorping/gorping/internal/umem"
+	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
 // maxGIDEntries bounds one QUERY_GID_TABLE: the attribute length is a u16.
-const maxGIDEntries = 0xffff / 32
+const maxGIDEntries = 0xffff / sizeofGIDEntry
 
 // GIDTable returns the valid GID entries of all ports. It uses the QUERY_GID_TABLE ioctl and
 // falls back to sysfs on kernels without it.
@@ -53,75 +54,67 @@ func (c *Context) GIDTable() ([]GIDEntry, error) {
 	return all, nil
 }
 
-// Layout of the QUERY_GID_TABLE ioctl buffer: header, 4 attributes, count, entries.
-const (
-	gidIoctlAttrsOff   = 24
-	gidIoctlCountOff   = gidIoctlAttrsOff + 4*16
-	gidIoctlEntriesOff = gidIoctlCountOff + 8
-)
-
-// buildGIDTableIoctl lays out UVERBS_METHOD_QUERY_GID_TABLE for n entries in mem, whose
-// first byte is at address base.
-func buildGIDTableIoctl(mem []byte, base uint64, n int, driverID uint32) {
-	hdr := ioctlHdr{
-		Length:   uint16(gidIoctlAttrsOff + 4*16),
-		ObjectId: uverbsObjectDevice,
-		MethodId: uverbsMethodQueryGIDTable,
-		NumAttrs: 4,
-		DriverId: driverID,
+// buildGIDTableIoctl lays out UVERBS_METHOD_QUERY_GID_TABLE for n entries in a buffer whose
+// first byte is at address base: the command, then the entries at sizeofQueryGIDTable.
+func buildGIDTableIoctl(base uint64, n int, driverID uint32) queryGIDTable {
+	return queryGIDTable{
+		Hdr: ioctlHdr{
+			Length:   sizeofIoctlHdr + gidTableAttrs*sizeofIoctlAttr,
+			ObjectId: uverbsObjectDevice,
+			MethodId: uverbsMethodQueryGIDTable,
+			NumAttrs: gidTableAttrs,
+			DriverId: driverID,
+		},
+		Attrs: [gidTableAttrs]ioctlAttr{
+			{AttrId: attrGIDTableEntrySize, Len: 8, Flags: uverbsAttrFMandatory, Data: sizeofGIDEntry},
+			{AttrId: attrGIDTableFlags, Len: 4, Data: 0},
+			{AttrId: attrGIDTableRespEntries, Len: uint16(sizeofGIDEntry * n), Flags: uverbsAttrFMandatory, Data: base + sizeofQueryGIDTable},
+			{AttrId: attrGIDTableRespNumEntries, Len: 8, Flags: uverbsAttrFMandatory, Data: base + offsetofGIDTableNumEntries},
+		},
 	}
-	attrs := [4]ioctlAttr{
-		{AttrId: attrGIDTableEntrySize, Len: 8, Flags: uverbsAttrFMandatory, Data: 32},
-		{AttrId: attrGIDTableFlags, Len: 4, Data: 0},
-		{AttrId: attrGIDTableRespEntries, Len: uint16(32 * n), Flags: uverbsAttrFMandatory, Data: base + gidIoctlEntriesOff},
-		{AttrId: attrGIDTableRespNumEntries, Len: 8, Flags: uverbsAttrFMandatory, Data: base + gidIoctlCountOff},
-	}
-	copy(mem, asBytes(&hdr))
-	copy(mem[gidIoctlAttrsOff:], asBytes(&attrs))
 }
 
-// queryGIDTableIoctl runs UVERBS_METHOD_QUERY_GID_TABLE. Header, attributes, count and
-// entries live in one temporary mapping: the kernel gets their addresses as integers.
+// queryGIDTableIoctl runs UVERBS_METHOD_QUERY_GID_TABLE. Command, attributes, count and
+// entries live in one temporary mapping (umem): the kernel gets their addresses as integers.
 func (c *Context) queryGIDTableIoctl(n int) ([]GIDEntry, error) {
-	size := gidIoctlEntriesOff + 32*n
-	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	mem, err := umem.Anon(sizeofQueryGIDTable + sizeofGIDEntry*n)
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: mmap GID query buffer: %w", err)
+		return nil, fmt.Errorf("uverbs: GID query buffer: %w", err)
 	}
-	defer unix.Munmap(mem)
+	defer mem.Free()
 	// The ioctl header must carry the device's driver id or the kernel says EINVAL.
 	driverID := c.dev.DriverID
 	if driverID == 0 {
 		driverID = c.provider.DriverID()
 	}
-	buildGIDTableIoctl(mem, uint64(uintptr(unsafe.Pointer(&mem[0]))), n, driverID)
+	q := buildGIDTableIoctl(mem.Addr(), n, driverID)
+	b := mem.Bytes()
+	copy(b, wire.Bytes(&q))
 
 	c.cmd.mu.Lock()
 	if c.cmd.closed {
 		c.cmd.mu.Unlock()
 		return nil, ErrClosed
 	}
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(c.cmd.fd), rdmaVerbsIoctl, uintptr(unsafe.Pointer(&mem[0])))
+	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(c.cmd.fd), rdmaVerbsIoctl, uintptr(mem.Addr()))
 	c.cmd.mu.Unlock()
 	if errno != 0 {
 		return nil, &CmdError{Cmd: "QUERY_GID_TABLE", Errno: errno}
 	}
-	return parseGIDEntries(mem[gidIoctlCountOff:gidIoctlCountOff+8], mem[gidIoctlEntriesOff:])
+	wire.Decode(&q, b)
+	return parseGIDEntries(q.NumEntries, b[sizeofQueryGIDTable:])
 }
 
-// parseGIDEntries decodes the QUERY_GID_TABLE answer: a u64 count and the entries.
-func parseGIDEntries(count, entries []byte) ([]GIDEntry, error) {
-	if len(count) < 8 {
-		return nil, errors.New("uverbs: QUERY_GID_TABLE: short count")
+// parseGIDEntries decodes the QUERY_GID_TABLE answer: count entries of struct
+// ib_uverbs_gid_entry.
+func parseGIDEntries(count uint64, entries []byte) ([]GIDEntry, error) {
+	if count > uint64(len(entries)/sizeofGIDEntry) {
+		return nil, fmt.Errorf("uverbs: QUERY_GID_TABLE: %d entries do not fit %d bytes", count, len(entries))
 	}
-	n := *(*uint64)(unsafe.Pointer(&count[0]))
-	if n > uint64(len(entries)/32) {
-		return nil, fmt.Errorf("uverbs: QUERY_GID_TABLE: %d entries do not fit %d bytes", n, len(entries))
-	}
-	out := make([]GIDEntry, 0, n)
-	for i := uint64(0); i < n; i++ {
+	out := make([]GIDEntry, 0, count)
+	for i := range int(count) {
 		var e gidEntry
-		fromBytes(&e, entries[32*i:32*i+32])
+		wire.Decode(&e, entries[sizeofGIDEntry*i:sizeofGIDEntry*(i+1)])
 		out = append(out, GIDEntry{GID: e.Gid, Index: e.GidIndex, Port: e.PortNum, Type: GIDType(e.GidType), IfIndex: e.NetdevIfindex})
 	}
 	return out, nil

@@ -5,16 +5,15 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"unsafe"
 
+	"github.com/gorping/gorping/internal/umem"
 	"golang.org/x/sys/unix"
 )
 
-// Buffer is memory for RDMA: an anonymous mapping, never Go heap, so the kernel may pin it
-// and DMA into it while the garbage collector knows nothing about it.
+// Buffer is memory for RDMA: an anonymous mapping (umem), never Go heap, so the kernel may
+// pin it and DMA into it while the garbage collector knows nothing about it.
 type Buffer struct {
-	mem  []byte // the whole mapping
-	size int
+	mem *umem.Mem
 }
 
 // NewBuffer maps size bytes of zeroed, page-aligned memory.
@@ -22,36 +21,26 @@ func NewBuffer(size int) (*Buffer, error) {
 	if size <= 0 {
 		return nil, fmt.Errorf("uverbs: buffer size %d", size)
 	}
-	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	mem, err := umem.Anon(size)
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: mmap %d-byte buffer: %w", size, err)
+		return nil, fmt.Errorf("uverbs: %d-byte buffer: %w", size, err)
 	}
-	return &Buffer{mem: mem, size: size}, nil
+	return &Buffer{mem: mem}, nil
 }
 
 // Bytes returns the buffer's memory. It is invalid after Free.
-func (b *Buffer) Bytes() []byte { return b.mem[:b.size:b.size] }
+func (b *Buffer) Bytes() []byte { return b.mem.Bytes() }
 
-// Addr returns the buffer's virtual address (what SGEs and remote peers use).
-func (b *Buffer) Addr() uint64 {
-	if len(b.mem) == 0 {
-		return 0
-	}
-	return uint64(uintptr(unsafe.Pointer(&b.mem[0])))
-}
+// Addr returns the buffer's virtual address (what SGEs and remote peers use), 0 after Free.
+func (b *Buffer) Addr() uint64 { return b.mem.Addr() }
 
-// Len returns the buffer size in bytes.
-func (b *Buffer) Len() int { return b.size }
+// Len returns the buffer size in bytes, 0 after Free.
+func (b *Buffer) Len() int { return b.mem.Len() }
 
 // Free unmaps the buffer. Deregister its MRs first.
 func (b *Buffer) Free() error {
-	if b.mem == nil {
-		return nil
-	}
-	err := unix.Munmap(b.mem)
-	b.mem = nil
-	if err != nil {
-		return fmt.Errorf("uverbs: munmap buffer: %w", err)
+	if err := b.mem.Free(); err != nil {
+		return fmt.Errorf("uverbs: buffer: %w", err)
 	}
 	return nil
 }
@@ -73,13 +62,8 @@ func (c *Context) AllocPD() (*PD, error) {
 	}
 	var req allocPDReq
 	var resp allocPDResp
-	c.cmd.mu.Lock()
-	out, err := c.cmd.execLocked(cmdAllocPD, asBytes(&req), in, 4+outLen)
-	if err == nil {
-		fromBytes(&resp, out)
-	}
-	c.cmd.mu.Unlock()
-	if err != nil {
+	// The driver's ALLOC_PD response (mlx5: pdn) is not used yet.
+	if _, err := call(c.cmd, cmdAllocPD, &req, &resp, in, outLen); err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
 	return &PD{ctx: c, handle: resp.PdHandle}, nil
@@ -97,10 +81,7 @@ func (pd *PD) Dealloc() error {
 		return nil
 	}
 	req := deallocPDReq{PdHandle: pd.handle}
-	pd.ctx.cmd.mu.Lock()
-	_, err := pd.ctx.cmd.execLocked(cmdDeallocPD, asBytes(&req), nil, 0)
-	pd.ctx.cmd.mu.Unlock()
-	if err != nil {
+	if _, err := call(pd.ctx.cmd, cmdDeallocPD, &req, &noResp{}, nil, 0); err != nil {
 		return fmt.Errorf("uverbs: %s: %w", pd.ctx.dev.Name, err)
 	}
 	pd.dead = true
@@ -128,7 +109,7 @@ var getrlimitMemlock = func() (unix.Rlimit, error) {
 
 // RegMR registers the whole buffer (REG_MR, I/O virtual address = its address).
 func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
-	if b == nil || b.mem == nil {
+	if b == nil || b.Len() == 0 {
 		return nil, errors.New("uverbs: RegMR of a nil or freed buffer")
 	}
 	c := pd.ctx
@@ -139,22 +120,17 @@ func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
 	}
 	req := regMRReq{
 		Start:       b.Addr(),
-		Length:      uint64(b.size),
+		Length:      uint64(b.Len()),
 		HcaVa:       b.Addr(),
 		PdHandle:    pd.handle,
 		AccessFlags: uint32(access),
 	}
 	var resp regMRResp
-	c.cmd.mu.Lock()
-	out, err := c.cmd.execLocked(cmdRegMR, asBytes(&req), in, 12+outLen)
-	if err == nil {
-		fromBytes(&resp, out)
+	// The driver's REG_MR response is not used yet.
+	if _, err := call(c.cmd, cmdRegMR, &req, &resp, in, outLen); err != nil {
+		return nil, regMRError(c.dev.Name, b.Len(), err)
 	}
-	c.cmd.mu.Unlock()
-	if err != nil {
-		return nil, regMRError(c.dev.Name, b.size, err)
-	}
-	return &MR{pd: pd, handle: resp.MrHandle, LKey: resp.Lkey, RKey: resp.Rkey, Addr: b.Addr(), Len: b.size}, nil
+	return &MR{pd: pd, handle: resp.MrHandle, LKey: resp.Lkey, RKey: resp.Rkey, Addr: b.Addr(), Len: b.Len()}, nil
 }
 
 // regMRError explains the usual cause of ENOMEM/EPERM: pinned pages are charged to
@@ -189,10 +165,7 @@ func (mr *MR) Dereg() error {
 		return nil
 	}
 	req := deregMRReq{MrHandle: mr.handle}
-	c.cmd.mu.Lock()
-	_, err := c.cmd.execLocked(cmdDeregMR, asBytes(&req), nil, 0)
-	c.cmd.mu.Unlock()
-	if err != nil {
+	if _, err := call(c.cmd, cmdDeregMR, &req, &noResp{}, nil, 0); err != nil {
 		return fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
 	mr.dead = true

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/gorping/gorping/internal/wire"
 )
 
 // QP is a queue pair.
@@ -55,14 +57,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		req.SqSigAll = 1
 	}
 	var resp createQPResp
-	var drv []byte
-	c.cmd.mu.Lock()
-	out, err := c.cmd.execLocked(cmdCreateQP, asBytes(&req), in, 32+outLen)
-	if err == nil {
-		fromBytes(&resp, out)
-		drv = append([]byte(nil), out[32:]...)
-	}
-	c.cmd.mu.Unlock()
+	drv, err := call(c.cmd, cmdCreateQP, &req, &resp, in, outLen)
 	if err != nil {
 		if r, ok := c.prov.(UdataReleaser); ok {
 			r.ReleaseQPUdata(in)
@@ -100,12 +95,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 func (c *Context) destroyQPCmd(handle uint32) (destroyQPResp, error) {
 	req := destroyQPReq{QpHandle: handle}
 	var resp destroyQPResp
-	c.cmd.mu.Lock()
-	defer c.cmd.mu.Unlock()
-	out, err := c.cmd.execLocked(cmdDestroyQP, asBytes(&req), nil, 4)
-	if err == nil {
-		fromBytes(&resp, out)
-	}
+	_, err := call(c.cmd, cmdDestroyQP, &req, &resp, nil, 0)
 	return resp, err
 }
 
@@ -195,10 +185,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	}
 	c := qp.ctx
 	req := modifyReq(qp.handle, attr, mask)
-	c.cmd.mu.Lock()
-	_, err := c.cmd.execLocked(cmdModifyQP, asBytes(&req), nil, 0)
-	c.cmd.mu.Unlock()
-	if err != nil {
+	if _, err := call(c.cmd, cmdModifyQP, &req, &noResp{}, nil, 0); err != nil {
 		return fmt.Errorf("uverbs: %s QP %d to %v (mask %#x): %w", c.dev.Name, qp.qpn, attr.State, uint32(mask), err)
 	}
 	if mask&QPAttrState != 0 {
@@ -221,13 +208,7 @@ func (qp *QP) Query(mask QPAttrMask) (*QPAttr, error) {
 	c := qp.ctx
 	req := queryQPReq{QpHandle: qp.handle, AttrMask: uint32(mask)}
 	var r queryQPResp
-	c.cmd.mu.Lock()
-	out, err := c.cmd.execLocked(cmdQueryQP, asBytes(&req), nil, 128)
-	if err == nil {
-		fromBytes(&r, out)
-	}
-	c.cmd.mu.Unlock()
-	if err != nil {
+	if _, err := call(c.cmd, cmdQueryQP, &req, &r, nil, 0); err != nil {
 		return nil, fmt.Errorf("uverbs: %s QP %d: %w", c.dev.Name, qp.qpn, err)
 	}
 	return qpAttrFromQuery(&r), nil
@@ -299,4 +280,106 @@ func (qp *QP) release() error {
 	defer qp.mu.Unlock()
 	qp.dead = true
 	return qp.closeProvLocked()
+}
+
+// QPAttrWireSize is the size of struct ib_uverbs_qp_attr, rdma_cm's INIT_QP_ATTR answer.
+const QPAttrWireSize = sizeofQPAttr
+
+// DecodeQPAttr decodes struct ib_uverbs_qp_attr (rdma_cm's INIT_QP_ATTR answer). A short b
+// reads as zero-extended, as the kernel extends shorter structs.
+func DecodeQPAttr(b []byte) QPAttr {
+	var w qpAttr
+	wire.Decode(&w, b)
+	return QPAttr{
+		AttrMask:         QPAttrMask(w.AttrMask),
+		State:            QPState(w.State),
+		CurState:         QPState(w.CurState),
+		PathMTU:          MTU(w.PathMTU),
+		PathMigState:     w.PathMigState,
+		QKey:             w.QKey,
+		RQPSN:            w.RQPSN,
+		SQPSN:            w.SQPSN,
+		DestQPNum:        w.DestQPNum,
+		AccessFlags:      AccessFlags(w.AccessFlags),
+		AH:               ahFromWire(&w.AH),
+		AltAH:            ahFromWire(&w.AltAH),
+		MaxSendWR:        w.MaxSendWR,
+		MaxRecvWR:        w.MaxRecvWR,
+		MaxSendSGE:       w.MaxSendSGE,
+		MaxRecvSGE:       w.MaxRecvSGE,
+		MaxInlineData:    w.MaxInlineData,
+		PKeyIndex:        w.PKeyIndex,
+		AltPKeyIndex:     w.AltPKeyIndex,
+		EnSQDAsyncNotify: w.EnSQDAsyncNotify,
+		SQDraining:       w.SQDraining,
+		MaxRdAtomic:      w.MaxRdAtomic,
+		MaxDestRdAtomic:  w.MaxDestRdAtomic,
+		MinRNRTimer:      w.MinRNRTimer,
+		PortNum:          w.PortNum,
+		Timeout:          w.Timeout,
+		RetryCnt:         w.RetryCnt,
+		RNRRetry:         w.RNRRetry,
+		AltPortNum:       w.AltPortNum,
+		AltTimeout:       w.AltTimeout,
+	}
+}
+
+// EncodeQPAttr is the inverse of DecodeQPAttr: a as struct ib_uverbs_qp_attr (what a fake
+// rdma_cm answers INIT_QP_ATTR with).
+func EncodeQPAttr(a *QPAttr) []byte {
+	w := qpAttr{
+		AttrMask:         uint32(a.AttrMask),
+		State:            uint32(a.State),
+		CurState:         uint32(a.CurState),
+		PathMTU:          uint32(a.PathMTU),
+		PathMigState:     a.PathMigState,
+		QKey:             a.QKey,
+		RQPSN:            a.RQPSN,
+		SQPSN:            a.SQPSN,
+		DestQPNum:        a.DestQPNum,
+		AccessFlags:      uint32(a.AccessFlags),
+		AH:               ahToWire(&a.AH),
+		AltAH:            ahToWire(&a.AltAH),
+		MaxSendWR:        a.MaxSendWR,
+		MaxRecvWR:        a.MaxRecvWR,
+		MaxSendSGE:       a.MaxSendSGE,
+		MaxRecvSGE:       a.MaxRecvSGE,
+		MaxInlineData:    a.MaxInlineData,
+		PKeyIndex:        a.PKeyIndex,
+		AltPKeyIndex:     a.AltPKeyIndex,
+		EnSQDAsyncNotify: a.EnSQDAsyncNotify,
+		SQDraining:       a.SQDraining,
+		MaxRdAtomic:      a.MaxRdAtomic,
+		MaxDestRdAtomic:  a.MaxDestRdAtomic,
+		MinRNRTimer:      a.MinRNRTimer,
+		PortNum:          a.PortNum,
+		Timeout:          a.Timeout,
+		RetryCnt:         a.RetryCnt,
+		RNRRetry:         a.RNRRetry,
+		AltPortNum:       a.AltPortNum,
+		AltTimeout:       a.AltTimeout,
+	}
+	return append([]byte(nil), wire.Bytes(&w)...)
+}
+
+func ahFromWire(w *ahAttr) AHAttr {
+	return AHAttr{
+		GRH: GlobalRoute{
+			DGID: w.GRH.DGID, FlowLabel: w.GRH.FlowLabel, SGIDIndex: w.GRH.SGIDIndex,
+			HopLimit: w.GRH.HopLimit, TrafficClass: w.GRH.TrafficClass,
+		},
+		DLID: w.DLID, SL: w.SL, SrcPathBits: w.SrcPathBits, StaticRate: w.StaticRate,
+		IsGlobal: w.IsGlobal, PortNum: w.PortNum,
+	}
+}
+
+func ahToWire(a *AHAttr) ahAttr {
+	return ahAttr{
+		GRH: globalRoute{
+			DGID: a.GRH.DGID, FlowLabel: a.GRH.FlowLabel, SGIDIndex: a.GRH.SGIDIndex,
+			HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass,
+		},
+		DLID: a.DLID, SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate,
+		IsGlobal: a.IsGlobal, PortNum: a.PortNum,
+	}
 }

@@ -212,32 +212,30 @@ const (
 	WCFlagWithInv WCFlags = 1 << 2
 )
 
-// WC is one work completion. It mirrors struct ib_uverbs_wc (rdma/ib_user_verbs.h), which is
-// also the layout of an rxe CQE, so providers may copy it in one move.
+// WC is one work completion, as a provider decodes it from its driver's CQE (fields as in
+// struct ib_uverbs_wc, whose Go mirror a provider keeps with its own ABI).
 type WC struct {
-	WRID         uint64   `abi:"wr_id"`
-	Status       WCStatus `abi:"status"`
-	Opcode       WCOpcode `abi:"opcode"`
-	VendorErr    uint32   `abi:"vendor_err"`
-	ByteLen      uint32   `abi:"byte_len"`
-	Imm          uint32   `abi:"ex.imm_data"` // immediate data (network order) or invalidated rkey
-	QPNum        uint32   `abi:"qp_num"`
-	SrcQP        uint32   `abi:"src_qp"`
-	Flags        WCFlags  `abi:"wc_flags"`
-	PKeyIndex    uint16   `abi:"pkey_index"`
-	SLID         uint16   `abi:"slid"`
-	SL           uint8    `abi:"sl"`
-	DLIDPathBits uint8    `abi:"dlid_path_bits"`
-	PortNum      uint8    `abi:"port_num"`
-	_            uint8
+	WRID         uint64
+	Status       WCStatus
+	Opcode       WCOpcode
+	VendorErr    uint32
+	ByteLen      uint32
+	Imm          uint32 // immediate data (network order) or invalidated rkey
+	QPNum        uint32
+	SrcQP        uint32
+	Flags        WCFlags
+	PKeyIndex    uint16
+	SLID         uint16
+	SL           uint8
+	DLIDPathBits uint8
+	PortNum      uint8
 }
 
-// SGE is one scatter/gather element. It mirrors struct ib_uverbs_sge
-// (rdma/ib_user_verbs.h), the same layout as rxe's struct rxe_sge.
+// SGE is one scatter/gather element: Length bytes at Addr of a region registered with LKey.
 type SGE struct {
-	Addr   uint64 `abi:"addr"`
-	Length uint32 `abi:"length"`
-	LKey   uint32 `abi:"lkey"`
+	Addr   uint64
+	Length uint32
+	LKey   uint32
 }
 
 // SendWR is a send work request. Reuse WRs across posts: PostSend does not allocate.
@@ -275,109 +273,105 @@ type QPInitAttr struct {
 	SigAll bool // every send WR generates a completion
 }
 
-// GlobalRoute mirrors struct ib_uverbs_global_route (rdma/ib_user_verbs.h).
+// GlobalRoute is the global routing header part of an address vector.
 type GlobalRoute struct {
-	DGID         [16]byte `abi:"dgid"`
-	FlowLabel    uint32   `abi:"flow_label"`
-	SGIDIndex    uint8    `abi:"sgid_index"`
-	HopLimit     uint8    `abi:"hop_limit"`
-	TrafficClass uint8    `abi:"traffic_class"`
-	_            uint8
+	DGID         [16]byte
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
 }
 
-// AHAttr mirrors struct ib_uverbs_ah_attr (rdma/ib_user_verbs.h): an address vector.
+// AHAttr is an address vector.
 type AHAttr struct {
-	GRH         GlobalRoute `abi:"grh"`
-	DLID        uint16      `abi:"dlid"`
-	SL          uint8       `abi:"sl"`
-	SrcPathBits uint8       `abi:"src_path_bits"`
-	StaticRate  uint8       `abi:"static_rate"`
-	IsGlobal    uint8       `abi:"is_global"`
-	PortNum     uint8       `abi:"port_num"`
-	_           uint8
+	GRH         GlobalRoute
+	DLID        uint16
+	SL          uint8
+	SrcPathBits uint8
+	StaticRate  uint8
+	IsGlobal    uint8
+	PortNum     uint8
 }
 
-// QPAttr mirrors struct ib_uverbs_qp_attr (rdma/ib_user_verbs.h, 144 bytes). rdma_cm's
-// INIT_QP_ATTR answers with exactly this layout, so rdmacm can overlay it and hand it to
-// QP.Modify. Modify uses its mask argument, not AttrMask.
+// QPAttr are queue pair attributes for QP.Modify and from QP.Query (the fields of struct
+// ib_uverbs_qp_attr, which rdma_cm's INIT_QP_ATTR answers with: see DecodeQPAttr). Modify
+// uses its mask argument, not AttrMask.
 type QPAttr struct {
-	AttrMask         QPAttrMask  `abi:"qp_attr_mask"`
-	State            QPState     `abi:"qp_state"`
-	CurState         QPState     `abi:"cur_qp_state"`
-	PathMTU          MTU         `abi:"path_mtu"`
-	PathMigState     uint32      `abi:"path_mig_state"`
-	QKey             uint32      `abi:"qkey"`
-	RQPSN            uint32      `abi:"rq_psn"`
-	SQPSN            uint32      `abi:"sq_psn"`
-	DestQPNum        uint32      `abi:"dest_qp_num"`
-	AccessFlags      AccessFlags `abi:"qp_access_flags"`
-	AH               AHAttr      `abi:"ah_attr"`
-	AltAH            AHAttr      `abi:"alt_ah_attr"`
-	MaxSendWR        uint32      `abi:"max_send_wr"`
-	MaxRecvWR        uint32      `abi:"max_recv_wr"`
-	MaxSendSGE       uint32      `abi:"max_send_sge"`
-	MaxRecvSGE       uint32      `abi:"max_recv_sge"`
-	MaxInlineData    uint32      `abi:"max_inline_data"`
-	PKeyIndex        uint16      `abi:"pkey_index"`
-	AltPKeyIndex     uint16      `abi:"alt_pkey_index"`
-	EnSQDAsyncNotify uint8       `abi:"en_sqd_async_notify"`
-	SQDraining       uint8       `abi:"sq_draining"`
-	MaxRdAtomic      uint8       `abi:"max_rd_atomic"`
-	MaxDestRdAtomic  uint8       `abi:"max_dest_rd_atomic"`
-	MinRNRTimer      uint8       `abi:"min_rnr_timer"`
-	PortNum          uint8       `abi:"port_num"`
-	Timeout          uint8       `abi:"timeout"`
-	RetryCnt         uint8       `abi:"retry_cnt"`
-	RNRRetry         uint8       `abi:"rnr_retry"`
-	AltPortNum       uint8       `abi:"alt_port_num"`
-	AltTimeout       uint8       `abi:"alt_timeout"`
-	_                [5]uint8
+	AttrMask         QPAttrMask
+	State            QPState
+	CurState         QPState
+	PathMTU          MTU
+	PathMigState     uint32
+	QKey             uint32
+	RQPSN            uint32
+	SQPSN            uint32
+	DestQPNum        uint32
+	AccessFlags      AccessFlags
+	AH               AHAttr
+	AltAH            AHAttr
+	MaxSendWR        uint32
+	MaxRecvWR        uint32
+	MaxSendSGE       uint32
+	MaxRecvSGE       uint32
+	MaxInlineData    uint32
+	PKeyIndex        uint16
+	AltPKeyIndex     uint16
+	EnSQDAsyncNotify uint8
+	SQDraining       uint8
+	MaxRdAtomic      uint8
+	MaxDestRdAtomic  uint8
+	MinRNRTimer      uint8
+	PortNum          uint8
+	Timeout          uint8
+	RetryCnt         uint8
+	RNRRetry         uint8
+	AltPortNum       uint8
+	AltTimeout       uint8
 }
 
-// DeviceAttr mirrors struct ib_uverbs_query_device_resp (rdma/ib_user_verbs.h, 176 bytes),
-// except that NodeGUID and SysImageGUID are converted to host-order numbers.
+// DeviceAttr are a device's attributes (from struct ib_uverbs_query_device_resp). NodeGUID
+// and SysImageGUID are numbers ("5054:00ff:fe96:b707" = 0x505400fffe96b707).
 type DeviceAttr struct {
-	FWVer                 uint64 `abi:"fw_ver"`
-	NodeGUID              uint64 `abi:"node_guid"`
-	SysImageGUID          uint64 `abi:"sys_image_guid"`
-	MaxMRSize             uint64 `abi:"max_mr_size"`
-	PageSizeCap           uint64 `abi:"page_size_cap"`
-	VendorID              uint32 `abi:"vendor_id"`
-	VendorPartID          uint32 `abi:"vendor_part_id"`
-	HWVer                 uint32 `abi:"hw_ver"`
-	MaxQP                 uint32 `abi:"max_qp"`
-	MaxQPWR               uint32 `abi:"max_qp_wr"`
-	DeviceCapFlags        uint32 `abi:"device_cap_flags"`
-	MaxSGE                uint32 `abi:"max_sge"`
-	MaxSGERd              uint32 `abi:"max_sge_rd"`
-	MaxCQ                 uint32 `abi:"max_cq"`
-	MaxCQE                uint32 `abi:"max_cqe"`
-	MaxMR                 uint32 `abi:"max_mr"`
-	MaxPD                 uint32 `abi:"max_pd"`
-	MaxQPRdAtom           uint32 `abi:"max_qp_rd_atom"`
-	MaxEERdAtom           uint32 `abi:"max_ee_rd_atom"`
-	MaxResRdAtom          uint32 `abi:"max_res_rd_atom"`
-	MaxQPInitRdAtom       uint32 `abi:"max_qp_init_rd_atom"`
-	MaxEEInitRdAtom       uint32 `abi:"max_ee_init_rd_atom"`
-	AtomicCap             uint32 `abi:"atomic_cap"`
-	MaxEE                 uint32 `abi:"max_ee"`
-	MaxRDD                uint32 `abi:"max_rdd"`
-	MaxMW                 uint32 `abi:"max_mw"`
-	MaxRawIPv6QP          uint32 `abi:"max_raw_ipv6_qp"`
-	MaxRawEthyQP          uint32 `abi:"max_raw_ethy_qp"`
-	MaxMcastGrp           uint32 `abi:"max_mcast_grp"`
-	MaxMcastQPAttach      uint32 `abi:"max_mcast_qp_attach"`
-	MaxTotalMcastQPAttach uint32 `abi:"max_total_mcast_qp_attach"`
-	MaxAH                 uint32 `abi:"max_ah"`
-	MaxFMR                uint32 `abi:"max_fmr"`
-	MaxMapPerFMR          uint32 `abi:"max_map_per_fmr"`
-	MaxSRQ                uint32 `abi:"max_srq"`
-	MaxSRQWR              uint32 `abi:"max_srq_wr"`
-	MaxSRQSGE             uint32 `abi:"max_srq_sge"`
-	MaxPKeys              uint16 `abi:"max_pkeys"`
-	LocalCAAckDelay       uint8  `abi:"local_ca_ack_delay"`
-	PhysPortCnt           uint8  `abi:"phys_port_cnt"`
-	_                     [4]uint8
+	FWVer                 uint64
+	NodeGUID              uint64
+	SysImageGUID          uint64
+	MaxMRSize             uint64
+	PageSizeCap           uint64
+	VendorID              uint32
+	VendorPartID          uint32
+	HWVer                 uint32
+	MaxQP                 uint32
+	MaxQPWR               uint32
+	DeviceCapFlags        uint32
+	MaxSGE                uint32
+	MaxSGERd              uint32
+	MaxCQ                 uint32
+	MaxCQE                uint32
+	MaxMR                 uint32
+	MaxPD                 uint32
+	MaxQPRdAtom           uint32
+	MaxEERdAtom           uint32
+	MaxResRdAtom          uint32
+	MaxQPInitRdAtom       uint32
+	MaxEEInitRdAtom       uint32
+	AtomicCap             uint32
+	MaxEE                 uint32
+	MaxRDD                uint32
+	MaxMW                 uint32
+	MaxRawIPv6QP          uint32
+	MaxRawEthyQP          uint32
+	MaxMcastGrp           uint32
+	MaxMcastQPAttach      uint32
+	MaxTotalMcastQPAttach uint32
+	MaxAH                 uint32
+	MaxFMR                uint32
+	MaxMapPerFMR          uint32
+	MaxSRQ                uint32
+	MaxSRQWR              uint32
+	MaxSRQSGE             uint32
+	MaxPKeys              uint16
+	LocalCAAckDelay       uint8
+	PhysPortCnt           uint8
 }
 
 // PortState is a port state (enum ib_port_state).

@@ -3,6 +3,33 @@ package rxe
 // Go mirrors of rdma/rdma_user_rxe.h. Fixed-width fields only, so the Go layout equals the
 // C layout (abi_layout_test.go, build tag abicheck, compares them with gcc's).
 
+// mirrors struct ib_uverbs_wc (rdma/ib_user_verbs.h), the uibwc member that starts every
+// struct rxe_cqe slot of an rxe completion queue
+type cqe struct {
+	WrID         uint64 `abi:"wr_id"`
+	Status       uint32
+	Opcode       uint32
+	VendorErr    uint32
+	ByteLen      uint32
+	ImmData      uint32 `abi:"ex.imm_data"`
+	QpNum        uint32
+	SrcQp        uint32
+	WcFlags      uint32
+	PkeyIndex    uint16
+	Slid         uint16
+	Sl           uint8
+	DlidPathBits uint8
+	PortNum      uint8
+	Reserved     uint8
+}
+
+// mirrors struct rxe_sge (rdma/rdma_user_rxe.h): the SGEs after a send or receive WQE
+type sge struct {
+	Addr   uint64
+	Length uint32
+	Lkey   uint32
+}
+
 // mirrors struct mminfo (rdma/rdma_user_rxe.h)
 type mminfo struct {
 	Offset uint64 // byte offset for mmap on the uverbs fd

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/gorping/gorping/internal/abicheck"
-	"github.com/gorping/gorping/uverbs"
 )
 
 func TestABILayout(t *testing.T) {
@@ -19,9 +18,9 @@ func TestABILayout(t *testing.T) {
 		abicheck.Struct{C: "struct rxe_dma_info", Go: dmaInfo{}},
 		abicheck.Struct{C: "struct rxe_send_wqe", Go: sendWQE{}},
 		abicheck.Struct{C: "struct rxe_recv_wqe", Go: recvWQE{}},
-		abicheck.Struct{C: "struct rxe_sge", Go: uverbs.SGE{}},
-		// An rxe CQE slot starts with struct ib_uverbs_wc, which uverbs.WC mirrors.
-		abicheck.Struct{C: "struct ib_uverbs_wc", Go: uverbs.WC{}},
+		abicheck.Struct{C: "struct rxe_sge", Go: sge{}},
+		// An rxe CQE slot starts with struct ib_uverbs_wc (rxe_cqe.uibwc).
+		abicheck.Struct{C: "struct ib_uverbs_wc", Go: cqe{}},
 	)
 	abicheck.CheckConsts(t, []string{"rdma/rdma_user_rxe.h", "rdma/ib_user_ioctl_verbs.h", "rdma/ib_user_verbs.h"},
 		abicheck.Const{C: "offsetof(struct rxe_queue_buf, data)", Go: ringDataOff},

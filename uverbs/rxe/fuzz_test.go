@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/uverbs"
-	"golang.org/x/sys/unix"
 )
 
 // FuzzRing feeds arbitrary kernel-written ring headers, indices and CQE bytes: mapping must
@@ -16,17 +16,18 @@ func FuzzRing(f *testing.F) {
 	f.Add(uint32(6), uint32(63), uint32(100), uint32(63), make([]byte, 48))
 	f.Fuzz(func(t *testing.T, log2, mask, prod, cons uint32, cqe []byte) {
 		const size = 64 << 10
-		mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		m, err := umem.Anon(size)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer unix.Munmap(mem)
+		defer m.Free()
+		mem := m.Bytes()
 		binary.LittleEndian.PutUint32(mem[0:], log2)
 		binary.LittleEndian.PutUint32(mem[4:], mask)
 		binary.LittleEndian.PutUint32(mem[ringProdOff:], prod)
 		binary.LittleEndian.PutUint32(mem[ringConsOff:], cons)
 		copy(mem[ringDataOff:], cqe)
-		r, err := newRing(mem, cqeMinSize)
+		r, err := newRing(m, cqeMinSize)
 		if err != nil {
 			return
 		}

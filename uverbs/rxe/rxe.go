@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/gorping/gorping/internal/umem"
+	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -25,17 +27,14 @@ func (provider) ABIRange() (int, int)                  { return rxeABIMin, rxeAB
 func (provider) ContextUdata() (in []byte, outLen int) { return nil, 0 }
 
 func (provider) NewContext(cmd uverbs.Commander, resp []byte) (uverbs.ProviderContext, error) {
-	return &rxeContext{mmap: mmapShared, munmap: unix.Munmap}, nil
+	return &rxeContext{mmap: umem.MapShared, munmap: (*umem.Mem).Free}, nil
 }
 
-func mmapShared(fd int, off uint64, size int) ([]byte, error) {
-	return unix.Mmap(fd, int64(off), size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-}
-
-// rxeContext holds the ring mapping functions; tests substitute fakes for them.
+// rxeContext holds the ring mapping functions; tests substitute fakes for them. Rings are
+// umem mappings like every other memory the kernel shares with gorping.
 type rxeContext struct {
-	mmap   func(fd int, off uint64, size int) ([]byte, error)
-	munmap func([]byte) error
+	mmap   func(fd int, off uint64, size int) (*umem.Mem, error)
+	munmap func(*umem.Mem) error
 }
 
 func (c *rxeContext) Close() error { return nil }
@@ -64,7 +63,7 @@ func (c *rxeContext) NewCQ(cmd uverbs.Commander, core uverbs.CQCore, resp []byte
 		return nil, fmt.Errorf("rxe: CREATE_CQ driver response is %d bytes, want %d", len(resp), createCQLen)
 	}
 	var r createCQResp
-	copy(asBytes(&r), resp)
+	wire.Decode(&r, resp)
 	rg, err := c.mapRing(cmd.Fd(), r.Mi, cqeMinSize, "completion queue")
 	if err != nil {
 		return nil, err
@@ -87,7 +86,7 @@ func (c *rxeContext) NewQP(cmd uverbs.Commander, core uverbs.QPCore, resp []byte
 		return nil, fmt.Errorf("rxe: QP type %d not supported by gorping (RC and UC only)", core.Type)
 	}
 	var r createQPResp
-	copy(asBytes(&r), resp)
+	wire.Decode(&r, resp)
 	sq, err := c.mapRing(cmd.Fd(), r.SqMi, sendWQESize+sgeSize*int(core.Cap.MaxSendSGE), "send queue")
 	if err != nil {
 		return nil, err
@@ -96,7 +95,7 @@ func (c *rxeContext) NewQP(cmd uverbs.Commander, core uverbs.QPCore, resp []byte
 	if r.RqMi.Size != 0 { // no RQ with an SRQ
 		rq, err = c.mapRing(cmd.Fd(), r.RqMi, recvWQESize+sgeSize*int(core.Cap.MaxRecvSGE), "receive queue")
 		if err != nil {
-			c.munmap(sq.mem)
+			c.munmap(sq.m)
 			return nil, err
 		}
 	}
@@ -138,7 +137,23 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 	r := q.ring
 	n := min(r.available(), uint32(min(len(wc), 1<<24)))
 	for i := uint32(0); i < n; i++ {
-		wc[i] = *(*uverbs.WC)(r.slot(r.own + i))
+		e := (*cqe)(r.slot(r.own + i))
+		wc[i] = uverbs.WC{
+			WRID:         e.WrID,
+			Status:       uverbs.WCStatus(e.Status),
+			Opcode:       uverbs.WCOpcode(e.Opcode),
+			VendorErr:    e.VendorErr,
+			ByteLen:      e.ByteLen,
+			Imm:          e.ImmData,
+			QPNum:        e.QpNum,
+			SrcQP:        e.SrcQp,
+			Flags:        uverbs.WCFlags(e.WcFlags),
+			PKeyIndex:    e.PkeyIndex,
+			SLID:         e.Slid,
+			SL:           e.Sl,
+			DLIDPathBits: e.DlidPathBits,
+			PortNum:      e.PortNum,
+		}
 	}
 	if n > 0 {
 		r.release(n)
@@ -155,7 +170,7 @@ func (q *cq) Arm(solicitedOnly bool) error {
 	if solicitedOnly {
 		i = 1
 	}
-	return q.cmd.Write(uverbs.CmdReqNotifyCQ, asBytes(&q.arm[i]), nil)
+	return q.cmd.Write(uverbs.CmdReqNotifyCQ, wire.Bytes(&q.arm[i]), nil)
 }
 
 // Close unmaps the ring; the core calls it after DESTROY_CQ.
@@ -166,7 +181,7 @@ func (q *cq) Close() error {
 	if q.ring == nil {
 		return nil
 	}
-	err := q.ctx.munmap(q.ring.mem)
+	err := q.ctx.munmap(q.ring.m)
 	q.ring = nil
 	if err != nil {
 		return fmt.Errorf("rxe: munmap completion queue: %w", err)
@@ -279,9 +294,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 		Iova: raddr,
 		Dma:  dmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGE))},
 	}
-	if len(wr.SGE) > 0 {
-		copy(unsafe.Slice((*uverbs.SGE)(unsafe.Add(p, sendWQESize)), len(wr.SGE)), wr.SGE)
-	}
+	putSGEs(unsafe.Add(p, sendWQESize), wr.SGE)
 	r.publish()
 	if uverbs.QPState(q.state.Load()) < uverbs.QPSRTS {
 		// The kernel refuses the doorbell (EINVAL) before RTS but keeps the WQE queued.
@@ -294,7 +307,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 // doorbellLocked tells the kernel new WQEs are in the SQ (POST_SEND with no WRs).
 func (q *qp) doorbellLocked() error {
 	q.pendingDB = false
-	return q.cmd.Write(uverbs.CmdPostSend, asBytes(&q.db), asBytes(&q.dbResp))
+	return q.cmd.Write(uverbs.CmdPostSend, wire.Bytes(&q.db), wire.Bytes(&q.dbResp))
 }
 
 // PostRecv writes one receive WQE; the kernel picks it up without a system call.
@@ -326,11 +339,21 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 		WrID: wr.ID,
 		Dma:  dmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGE))},
 	}
-	if len(wr.SGE) > 0 {
-		copy(unsafe.Slice((*uverbs.SGE)(unsafe.Add(p, recvWQESize)), len(wr.SGE)), wr.SGE)
-	}
+	putSGEs(unsafe.Add(p, recvWQESize), wr.SGE)
 	r.publish()
 	return nil
+}
+
+// putSGEs writes sges as struct rxe_sge after a WQE header at p (the slot has room: the
+// count was checked against the slot size).
+func putSGEs(p unsafe.Pointer, sges []uverbs.SGE) {
+	if len(sges) == 0 {
+		return
+	}
+	dst := unsafe.Slice((*sge)(p), len(sges))
+	for i := range sges {
+		dst[i] = sge{Addr: sges[i].Addr, Length: sges[i].Length, Lkey: sges[i].LKey}
+	}
 }
 
 // SetState records the state MODIFY_QP set and rings a doorbell deferred until RTS.
@@ -359,11 +382,11 @@ func (q *qp) Close() error {
 	defer q.rqMu.Unlock()
 	var errs []error
 	if q.sq != nil {
-		errs = append(errs, q.ctx.munmap(q.sq.mem))
+		errs = append(errs, q.ctx.munmap(q.sq.m))
 		q.sq = nil
 	}
 	if q.rq != nil {
-		errs = append(errs, q.ctx.munmap(q.rq.mem))
+		errs = append(errs, q.ctx.munmap(q.rq.m))
 		q.rq = nil
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -34,31 +35,30 @@ func (f *fakeCmd) Fd() int { return 42 }
 // fakeKernelRings plays the kernel's side of the mmap: offsets name pre-built rings.
 type fakeKernelRings struct {
 	t      testing.TB
-	rings  map[uint64][]byte
+	rings  map[uint64]*umem.Mem
 	mapped map[uint64]bool
 	unmaps int
 }
 
 // newRingMem builds a queue mapping the way rxe_queue_init lays it out.
-func newRingMem(t testing.TB, slots int, log2Elem uint32) []byte {
+func newRingMem(t testing.TB, slots int, log2Elem uint32) *umem.Mem {
 	t.Helper()
-	size := ringDataOff + slots<<log2Elem
-	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	m, err := umem.Anon(ringDataOff + slots<<log2Elem)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := (*queueBuf)(unsafe.Pointer(&mem[0]))
+	h := (*queueBuf)(unsafe.Pointer(&m.Bytes()[0]))
 	h.Log2ElemSize = log2Elem
 	h.IndexMask = uint32(slots - 1)
-	return mem
+	return m
 }
 
-func (k *fakeKernelRings) mmap(fd int, off uint64, size int) ([]byte, error) {
+func (k *fakeKernelRings) mmap(fd int, off uint64, size int) (*umem.Mem, error) {
 	if fd != 42 {
 		k.t.Errorf("mmap on fd %d, want the uverbs fd", fd)
 	}
 	mem, ok := k.rings[off]
-	if !ok || size != len(mem) {
+	if !ok || size != mem.Len() {
 		return nil, unix.EINVAL
 	}
 	if k.mapped[off] {
@@ -68,13 +68,13 @@ func (k *fakeKernelRings) mmap(fd int, off uint64, size int) ([]byte, error) {
 	return mem, nil
 }
 
-func (k *fakeKernelRings) munmap(b []byte) error { k.unmaps++; return nil }
+func (k *fakeKernelRings) munmap(*umem.Mem) error { k.unmaps++; return nil }
 
 func newFakeRxe(t testing.TB) (*rxeContext, *fakeKernelRings) {
-	k := &fakeKernelRings{t: t, rings: map[uint64][]byte{}, mapped: map[uint64]bool{}}
+	k := &fakeKernelRings{t: t, rings: map[uint64]*umem.Mem{}, mapped: map[uint64]bool{}}
 	t.Cleanup(func() {
 		for _, m := range k.rings {
-			unix.Munmap(m)
+			m.Free()
 		}
 	})
 	return &rxeContext{mmap: k.mmap, munmap: k.munmap}, k
@@ -110,8 +110,9 @@ func TestProviderIdentity(t *testing.T) {
 
 func newTestCQ(t testing.TB, slots int) (*cq, []byte, *fakeCmd, *fakeKernelRings) {
 	ctx, k := newFakeRxe(t)
-	mem := newRingMem(t, slots, 7) // 128-byte CQEs, as rxe rounds struct rxe_cqe
-	k.rings[4096] = mem
+	memMap := newRingMem(t, slots, 7)
+	mem := memMap.Bytes() // 128-byte CQEs, as rxe rounds struct rxe_cqe
+	k.rings[4096] = memMap
 	cmd := &fakeCmd{record: true}
 	pcq, err := ctx.NewCQ(cmd, uverbs.CQCore{Handle: 77, CQE: slots - 1}, mminfoBytes(4096, len(mem)))
 	if err != nil {
@@ -216,15 +217,17 @@ func TestNewCQErrors(t *testing.T) {
 		t.Errorf("unknown offset: %v", err)
 	}
 	// A header claiming more slots than the mapping holds is rejected and unmapped.
-	mem := newRingMem(t, 4, 7)
+	memMap := newRingMem(t, 4, 7)
+	mem := memMap.Bytes()
 	(*queueBuf)(unsafe.Pointer(&mem[0])).IndexMask = 1023
-	k.rings[4096] = mem
+	k.rings[4096] = memMap
 	if _, err := ctx.NewCQ(cmd, uverbs.CQCore{}, mminfoBytes(4096, len(mem))); err == nil || k.unmaps != 1 {
 		t.Errorf("oversized ring: %v, %d unmaps", err, k.unmaps)
 	}
 	// Slots smaller than a CQE.
-	mem2 := newRingMem(t, 4, 5)
-	k.rings[8192] = mem2
+	mem2Map := newRingMem(t, 4, 5)
+	mem2 := mem2Map.Bytes()
+	k.rings[8192] = mem2Map
 	if _, err := ctx.NewCQ(cmd, uverbs.CQCore{}, mminfoBytes(8192, len(mem2))); err == nil {
 		t.Error("32-byte CQ slots accepted")
 	}
@@ -239,10 +242,12 @@ type testQP struct {
 
 func newTestQP(t testing.TB, sqSlots, rqSlots int, sigAll bool) testQP {
 	ctx, k := newFakeRxe(t)
-	sq := newRingMem(t, sqSlots, 8) // 256 bytes: 208 + 1 SGE, rounded up
-	rq := newRingMem(t, rqSlots, 6) // 64 bytes: 40 + 1 SGE, rounded up
-	k.rings[1<<16] = rq
-	k.rings[2<<16] = sq
+	sqMap := newRingMem(t, sqSlots, 8)
+	sq := sqMap.Bytes() // 256 bytes: 208 + 1 SGE, rounded up
+	rqMap := newRingMem(t, rqSlots, 6)
+	rq := rqMap.Bytes() // 64 bytes: 40 + 1 SGE, rounded up
+	k.rings[1<<16] = rqMap
+	k.rings[2<<16] = sqMap
 	cmd := &fakeCmd{record: true}
 	resp := append(mminfoBytes(1<<16, len(rq)), mminfoBytes(2<<16, len(sq))...)
 	core := uverbs.QPCore{Handle: 9, QPN: 0x11, Type: uverbs.QPTypeRC, SigAll: sigAll,
@@ -463,8 +468,9 @@ func TestNewQPRejects(t *testing.T) {
 		t.Error("UD accepted")
 	}
 	// SQ maps, RQ does not: the SQ mapping is released again.
-	sq := newRingMem(t, 4, 8)
-	k.rings[2<<16] = sq
+	sqMap := newRingMem(t, 4, 8)
+	sq := sqMap.Bytes()
+	k.rings[2<<16] = sqMap
 	resp := append(mminfoBytes(1<<16, 4096), mminfoBytes(2<<16, len(sq))...)
 	if _, err := ctx.NewQP(cmd, uverbs.QPCore{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendSGE: 1, MaxRecvSGE: 1}}, resp); err == nil || k.unmaps != 1 {
 		t.Errorf("RQ map failure: %v, unmaps %d", err, k.unmaps)
