@@ -49,8 +49,12 @@ type cmdPath struct {
 	fd     int
 	arena  *umem.Mem // arenaSize bytes
 	closed bool
+	// fdClosed: Context.Close closed fd (under mu); commands and mappings must stop.
+	fdClosed bool
 	// write issues one command; unix.Write in production, a fake kernel in tests.
 	write func(fd int, p []byte) (int, error)
+	// backend, if set, replaces the device file entirely (OpenBackend).
+	backend Backend
 }
 
 func sysWrite(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
@@ -103,7 +107,7 @@ func call[Req, Resp any](c *cmdPath, cmd uint32, req *Req, resp *Resp, udIn []by
 // aliases the arena: decode it before releasing c.mu. If respLen > 0 the first 8 bytes of
 // core are the request's `response` field and are set to the arena response address.
 func (c *cmdPath) execLocked(cmd uint32, core, udIn []byte, respLen int) ([]byte, error) {
-	if c.closed {
+	if c.closed || c.fdClosed {
 		return nil, ErrClosed
 	}
 	n := sizeofCmdHdr + len(core) + len(udIn)
@@ -152,3 +156,29 @@ func (c *cmdPath) Write(cmd uint32, req, resp []byte) error {
 
 // Fd implements Commander.
 func (c *cmdPath) Fd() int { return c.fd }
+
+// Mmap implements Commander: a shared mapping of the device file, made under the command
+// lock so it cannot race with Context.Close closing the fd.
+func (c *cmdPath) Mmap(off int64, length, prot int) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.fdClosed {
+		return nil, ErrClosed
+	}
+	if c.backend != nil {
+		return c.backend.Mmap(off, length, prot)
+	}
+	b, err := unix.Mmap(c.fd, off, length, prot, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: mmap %d bytes at offset %#x: %w", length, off, err)
+	}
+	return b, nil
+}
+
+// Munmap implements Commander. Mappings outlive the fd, so this works after Close too.
+func (c *cmdPath) Munmap(b []byte) error {
+	if c.backend != nil {
+		return c.backend.Munmap(b)
+	}
+	return unix.Munmap(b)
+}

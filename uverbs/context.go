@@ -22,13 +22,33 @@ type Context struct {
 
 	mu         sync.Mutex
 	closed     bool
+	refs       int    // OpenShared users; 0 for a private context
+	sharedKey  string // key in shared.ctxs, "" for a private context
 	nextCookie uint64
 	cqs        map[uint64]*CQ
 	qps        map[uint64]*QP
 }
 
 // Open opens dev's uverbs node and creates its context through the registered provider.
+// Every Open makes a new kernel context; OpenShared shares one.
 func Open(dev Device) (*Context, error) {
+	p, err := providerFor(dev)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(dev.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, openError(dev.Path, err)
+	}
+	c, err := openContext(dev, p, fd, nil, nil)
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return c, nil
+}
+
+func providerFor(dev Device) (Provider, error) {
 	p := findProvider(dev)
 	if p == nil {
 		return nil, &UnsupportedDriverError{Device: dev.Name, Driver: dev.Driver, DriverID: dev.DriverID, Supported: supportedDrivers()}
@@ -36,16 +56,90 @@ func Open(dev Device) (*Context, error) {
 	if min, max := p.ABIRange(); dev.ABI < min || dev.ABI > max {
 		return nil, fmt.Errorf("uverbs: device %s: driver ABI version %d is not supported by the %s provider (supported %d..%d)", dev.Name, dev.ABI, p.Driver(), min, max)
 	}
-	fd, err := unix.Open(dev.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	return p, nil
+}
+
+// Backend stands in for a device file (tests, device models): every command write and
+// every mapping of the context goes to it instead of the kernel. The fds its GET_CONTEXT
+// and CREATE_COMP_CHANNEL answers carry must be real (e.g. pipes); the context owns them.
+type Backend interface {
+	Write(p []byte) (int, error)
+	Mmap(off int64, length, prot int) ([]byte, error)
+	Munmap(b []byte) error
+}
+
+// OpenBackend creates a context on dev whose device file is b.
+func OpenBackend(dev Device, b Backend) (*Context, error) {
+	p, err := providerFor(dev)
 	if err != nil {
-		return nil, openError(dev.Path, err)
-	}
-	c, err := openContext(dev, p, fd, nil)
-	if err != nil {
-		unix.Close(fd)
 		return nil, err
 	}
+	return openContext(dev, p, -1, func(_ int, q []byte) (int, error) { return b.Write(q) }, b)
+}
+
+// shared holds the contexts OpenShared hands out, one per device node.
+var shared struct {
+	mu   sync.Mutex
+	ctxs map[string]*Context
+}
+
+// OpenShared returns the process's context for dev, opening it on first use. Each call
+// must be matched by one Close; the kernel context goes away with the last. A -P server
+// uses it so that all its connections share one context (on mlx5 that is one set of UAR
+// pages and bfregs rather than one per client).
+func OpenShared(dev Device) (*Context, error) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if c := shared.ctxs[dev.Path]; c != nil {
+		c.mu.Lock()
+		if !c.closed {
+			c.refs++
+			c.mu.Unlock()
+			return c, nil
+		}
+		c.mu.Unlock()
+	}
+	c, err := Open(dev)
+	if err != nil {
+		return nil, err
+	}
+	c.refs, c.sharedKey = 1, dev.Path
+	if shared.ctxs == nil {
+		shared.ctxs = map[string]*Context{}
+	}
+	shared.ctxs[dev.Path] = c
 	return c, nil
+}
+
+// ctxCommander is the ContextCommander NewContext gets.
+type ctxCommander struct {
+	*cmdPath
+	dev  Device
+	resp *getContextResp
+	done bool
+}
+
+func (cc *ctxCommander) GetContext(in []byte, outLen int) ([]byte, error) {
+	if cc.done {
+		return nil, errors.New("uverbs: GET_CONTEXT already succeeded")
+	}
+	var req getContextReq
+	drv, err := call(cc.cmdPath, cmdGetContext, &req, cc.resp, in, outLen)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: device %s: %w", cc.dev.Name, err)
+	}
+	cc.done = true
+	if drv == nil {
+		drv = []byte{}
+	}
+	return drv, nil
+}
+
+func (cc *ctxCommander) QueryDevice() (DeviceAttr, error) {
+	if !cc.done {
+		return DeviceAttr{}, errors.New("uverbs: QUERY_DEVICE before GET_CONTEXT")
+	}
+	return queryDevice(cc.cmdPath, cc.dev.Name)
 }
 
 func openError(path string, err error) error {
@@ -60,43 +154,46 @@ func openError(path string, err error) error {
 	return fmt.Errorf("uverbs: open %s: %w", path, err)
 }
 
-// openContext runs GET_CONTEXT on an open fd. write is the command syscall (nil: write(2)).
-// On error the caller closes fd.
-func openContext(dev Device, p Provider, fd int, write func(int, []byte) (int, error)) (*Context, error) {
+// openContext creates the context on an open fd. write is the command syscall (nil:
+// write(2)); backend, if set, also takes the mappings. On error the caller closes fd.
+func openContext(dev Device, p Provider, fd int, write func(int, []byte) (int, error), backend Backend) (*Context, error) {
 	cmd, err := newCmdPath(fd, write)
 	if err != nil {
 		return nil, err
 	}
-	in, outLen := p.ContextUdata()
-	var req getContextReq
+	cmd.backend = backend
 	var resp getContextResp
-	drv, err := call(cmd, cmdGetContext, &req, &resp, in, outLen)
+	cc := &ctxCommander{cmdPath: cmd, dev: dev, resp: &resp}
+	prov, err := p.NewContext(dev, cc)
+	if err == nil && !cc.done {
+		prov.Close()
+		err = errors.New("provider created no kernel context")
+	}
 	if err != nil {
+		if cc.done {
+			// The kernel context dies with the fd; only the async fd is ours to close.
+			unix.Close(int(resp.AsyncFD))
+		}
 		cmd.close()
-		return nil, fmt.Errorf("uverbs: device %s: %w", dev.Name, err)
+		return nil, fmt.Errorf("uverbs: device %s: %s provider: %w", dev.Name, p.Driver(), err)
 	}
 	async, err := newEventFile(int(resp.AsyncFD), "uverbs async events")
 	if err != nil {
+		prov.Close()
 		cmd.close()
 		return nil, err
 	}
-	c := &Context{
+	return &Context{
 		dev:            dev,
 		provider:       p,
+		prov:           prov,
 		cmd:            cmd,
 		async:          async,
 		numCompVectors: int(resp.NumCompVectors),
 		nextCookie:     1,
 		cqs:            map[uint64]*CQ{},
 		qps:            map[uint64]*QP{},
-	}
-	c.prov, err = p.NewContext(cmd, drv)
-	if err != nil {
-		async.close()
-		cmd.close()
-		return nil, fmt.Errorf("uverbs: device %s: %s provider: %w", dev.Name, p.Driver(), err)
-	}
-	return c, nil
+	}, nil
 }
 
 // Device returns the device this context was opened on.
@@ -108,7 +205,25 @@ func (c *Context) NumCompVectors() int { return c.numCompVectors }
 // Close closes the device. The kernel destroys every object created through the context;
 // their Destroy/Dealloc/Dereg methods then return nil. Completion channels stay open until
 // closed.
+//
+// A context from OpenShared is closed by the last of its users' Close calls.
 func (c *Context) Close() error {
+	if c.sharedKey != "" {
+		shared.mu.Lock()
+		c.mu.Lock()
+		if c.refs > 1 {
+			c.refs--
+			c.mu.Unlock()
+			shared.mu.Unlock()
+			return nil
+		}
+		c.refs = 0
+		if shared.ctxs[c.sharedKey] == c {
+			delete(shared.ctxs, c.sharedKey)
+		}
+		c.mu.Unlock()
+		shared.mu.Unlock()
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -122,7 +237,10 @@ func (c *Context) Close() error {
 	errs := []error{c.async.close()}
 	// Close the fd under the command lock so no command can race with fd reuse.
 	c.cmd.mu.Lock()
-	errs = append(errs, unix.Close(c.cmd.fd))
+	if c.cmd.backend == nil {
+		errs = append(errs, unix.Close(c.cmd.fd))
+	}
+	c.cmd.fdClosed = true
 	c.cmd.mu.Unlock()
 	for _, qp := range qps {
 		errs = append(errs, qp.release())
@@ -153,13 +271,23 @@ func (c *Context) cookie() uint64 {
 }
 
 // QueryDevice returns the device attributes (QUERY_DEVICE).
-func (c *Context) QueryDevice() (DeviceAttr, error) {
+func (c *Context) QueryDevice() (DeviceAttr, error) { return queryDevice(c.cmd, c.dev.Name) }
+
+func queryDevice(cmd *cmdPath, name string) (DeviceAttr, error) {
 	var req queryDeviceReq
 	var r queryDeviceResp
-	if _, err := call(c.cmd, cmdQueryDevice, &req, &r, nil, 0); err != nil {
-		return DeviceAttr{}, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
+	if _, err := call(cmd, cmdQueryDevice, &req, &r, nil, 0); err != nil {
+		return DeviceAttr{}, fmt.Errorf("uverbs: %s: %w", name, err)
 	}
 	return deviceAttrFromWire(&r), nil
+}
+
+// Describe returns the provider's one-line view of the context ("" if it has none).
+func (c *Context) Describe() string {
+	if d, ok := c.prov.(Describer); ok {
+		return d.Describe()
+	}
+	return ""
 }
 
 // QueryPort returns the attributes of port (1-based) (QUERY_PORT).

@@ -103,9 +103,14 @@ func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	in, outLen := c.prov.CQUdata(cqe)
+	creq := CQRequest{CQE: cqe, Vector: vector}
+	pending, err := c.prov.PrepareCQ(&creq)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+	}
+	in, outLen := pending.Udata()
 	cq := &CQ{ctx: c, cookie: c.cookie(), ackCh: make(chan struct{}, 1)}
-	req := createCQReq{UserHandle: cq.cookie, Cqe: uint32(cqe), CompVector: uint32(vector), CompChannel: -1}
+	req := createCQReq{UserHandle: cq.cookie, Cqe: uint32(creq.CQE), CompVector: uint32(creq.Vector), CompChannel: -1}
 	var resp createCQResp
 	var drv []byte
 	create := func(chFd int) (err error) {
@@ -113,7 +118,6 @@ func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
 		drv, err = call(c.cmd, cmdCreateCQ, &req, &resp, in, outLen)
 		return err
 	}
-	var err error
 	if ch == nil {
 		err = create(-1)
 	} else {
@@ -126,14 +130,12 @@ func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
 		}
 	}
 	if err != nil {
-		if r, ok := c.prov.(UdataReleaser); ok {
-			r.ReleaseCQUdata(in)
-		}
+		pending.Abort()
 		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
 	cq.handle = resp.CqHandle
 	cq.cqe = int(resp.Cqe)
-	cq.prov, err = c.prov.NewCQ(c.cmd, CQCore{Handle: cq.handle, CQE: cq.cqe, Udata: in}, drv)
+	cq.prov, err = pending.Commit(c.cmd, CQCore{Handle: cq.handle, CQE: cq.cqe}, drv)
 	if err != nil {
 		c.destroyCQCmd(cq.handle) // best effort: the CQ is unusable without its provider
 		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
@@ -158,6 +160,14 @@ func (c *Context) destroyCQCmd(handle uint32) (destroyCQResp, error) {
 
 // CQE returns the depth the kernel granted.
 func (cq *CQ) CQE() int { return cq.cqe }
+
+// Describe returns the provider's one-line view of the CQ ("" if it has none).
+func (cq *CQ) Describe() string {
+	if d, ok := cq.prov.(Describer); ok {
+		return d.Describe()
+	}
+	return ""
+}
 
 // Poll fills wc with up to len(wc) completions and returns how many. It does not allocate.
 func (cq *CQ) Poll(wc []WC) (int, error) { return cq.prov.Poll(wc) }

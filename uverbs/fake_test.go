@@ -119,11 +119,14 @@ type fakeProvider struct{}
 
 const fakeDriverID = 99
 
-func (fakeProvider) Driver() string                        { return "fake" }
-func (fakeProvider) DriverID() uint32                      { return fakeDriverID }
-func (fakeProvider) ABIRange() (int, int)                  { return 1, 1 }
-func (fakeProvider) ContextUdata() (in []byte, outLen int) { return []byte{1, 2, 3, 4}, 8 }
-func (fakeProvider) NewContext(cmd Commander, resp []byte) (ProviderContext, error) {
+func (fakeProvider) Driver() string       { return "fake" }
+func (fakeProvider) DriverID() uint32     { return fakeDriverID }
+func (fakeProvider) ABIRange() (int, int) { return 1, 1 }
+func (fakeProvider) NewContext(dev Device, cc ContextCommander) (ProviderContext, error) {
+	resp, err := cc.GetContext([]byte{1, 2, 3, 4}, 8)
+	if err != nil {
+		return nil, err
+	}
 	if len(resp) != 8 {
 		return nil, fmt.Errorf("fake: context resp %d bytes", len(resp))
 	}
@@ -136,14 +139,31 @@ type fakeProvCtx struct {
 	qps     []*fakeProvQP
 }
 
-func (p *fakeProvCtx) CQUdata(cqe int) ([]byte, int) { return nil, 16 }
+func (p *fakeProvCtx) PrepareCQ(req *CQRequest) (PendingCQ, error) { return fakePendingCQ{p}, nil }
+func (p *fakeProvCtx) PrepareQP(req *QPRequest) (PendingQP, error) { return fakePendingQP{p}, nil }
+
+type fakePendingCQ struct{ p *fakeProvCtx }
+
+func (f fakePendingCQ) Udata() ([]byte, int) { return nil, 16 }
+func (f fakePendingCQ) Abort()               {}
+func (f fakePendingCQ) Commit(cmd Commander, core CQCore, resp []byte) (ProviderCQ, error) {
+	return f.p.NewCQ(cmd, core, resp)
+}
+
+type fakePendingQP struct{ p *fakeProvCtx }
+
+func (f fakePendingQP) Udata() ([]byte, int) { return nil, 32 }
+func (f fakePendingQP) Abort()               {}
+func (f fakePendingQP) Commit(cmd Commander, core *QPCore, resp []byte) (ProviderQP, error) {
+	return f.p.NewQP(cmd, *core, resp)
+}
+
 func (p *fakeProvCtx) NewCQ(cmd Commander, core CQCore, resp []byte) (ProviderCQ, error) {
 	if len(resp) != 16 {
 		return nil, fmt.Errorf("fake: cq resp %d bytes", len(resp))
 	}
 	return &fakeProvCQ{cmd: cmd, core: core, resp: append([]byte(nil), resp...)}, nil
 }
-func (p *fakeProvCtx) QPUdata(attr *QPInitAttr) ([]byte, int) { return nil, 32 }
 func (p *fakeProvCtx) NewQP(cmd Commander, core QPCore, resp []byte) (ProviderQP, error) {
 	q := &fakeProvQP{core: core}
 	p.qps = append(p.qps, q)
@@ -263,7 +283,7 @@ func newTestEnv(t testing.TB) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, err := openContext(fakeDev, fakeProvider{}, devnull, e.k.write)
+	ctx, err := openContext(fakeDev, fakeProvider{}, devnull, e.k.write, nil)
 	if err != nil {
 		unix.Close(devnull)
 		t.Fatal(err)

@@ -57,16 +57,24 @@ type PD struct {
 func (c *Context) AllocPD() (*PD, error) {
 	var in []byte
 	var outLen int
-	if u, ok := c.prov.(PDUdater); ok {
-		in, outLen = u.PDUdata()
+	hooks, _ := c.prov.(PDHooks)
+	if hooks != nil {
+		in, outLen = hooks.PDUdata()
 	}
 	var req allocPDReq
 	var resp allocPDResp
-	// The driver's ALLOC_PD response (mlx5: pdn) is not used yet.
-	if _, err := call(c.cmd, cmdAllocPD, &req, &resp, in, outLen); err != nil {
+	drv, err := call(c.cmd, cmdAllocPD, &req, &resp, in, outLen)
+	if err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
-	return &PD{ctx: c, handle: resp.PdHandle}, nil
+	pd := &PD{ctx: c, handle: resp.PdHandle}
+	if hooks != nil {
+		if err := hooks.PDAllocated(resp.PdHandle, drv); err != nil {
+			pd.Dealloc()
+			return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+		}
+	}
+	return pd, nil
 }
 
 // Context returns the PD's context.
@@ -115,8 +123,9 @@ func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
 	c := pd.ctx
 	var in []byte
 	var outLen int
-	if u, ok := c.prov.(MRUdater); ok {
-		in, outLen = u.MRUdata(access)
+	hooks, _ := c.prov.(MRHooks)
+	if hooks != nil {
+		in, outLen = hooks.MRUdata(access)
 	}
 	req := regMRReq{
 		Start:       b.Addr(),
@@ -126,11 +135,18 @@ func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
 		AccessFlags: uint32(access),
 	}
 	var resp regMRResp
-	// The driver's REG_MR response is not used yet.
-	if _, err := call(c.cmd, cmdRegMR, &req, &resp, in, outLen); err != nil {
+	drv, err := call(c.cmd, cmdRegMR, &req, &resp, in, outLen)
+	if err != nil {
 		return nil, regMRError(c.dev.Name, b.Len(), err)
 	}
-	return &MR{pd: pd, handle: resp.MrHandle, LKey: resp.Lkey, RKey: resp.Rkey, Addr: b.Addr(), Len: b.Len()}, nil
+	mr := &MR{pd: pd, handle: resp.MrHandle, LKey: resp.Lkey, RKey: resp.Rkey, Addr: b.Addr(), Len: b.Len()}
+	if hooks != nil {
+		if err := hooks.MRRegistered(resp.MrHandle, drv); err != nil {
+			mr.Dereg()
+			return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+		}
+	}
+	return mr, nil
 }
 
 // regMRError explains the usual cause of ENOMEM/EPERM: pinned pages are charged to

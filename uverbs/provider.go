@@ -10,24 +10,62 @@ import (
 // A Provider is the user-space half of one kernel RDMA driver: the driver-specific parts of
 // the create commands and the data path (rings, doorbells). Providers register themselves
 // with Register from an init function; uverbs never imports one.
+//
+// Every hook that allocates can fail, and creates are two-phase: Prepare* sizes the queue,
+// allocates what the driver request points at and may adjust the core request; the core
+// then runs the command and calls Commit with the driver response (or Abort if the command
+// failed).
 type Provider interface {
-	Driver() string                                                 // kernel driver name, e.g. "rxe"
-	DriverID() uint32                                               // enum rdma_driver_id, e.g. 14 for rxe
-	ABIRange() (min, max int)                                       // accepted driver uverbs ABI versions (sysfs abi_version)
-	ContextUdata() (in []byte, outLen int)                          // GET_CONTEXT driver parts
-	NewContext(cmd Commander, resp []byte) (ProviderContext, error) // resp: driver response
+	Driver() string           // kernel driver name, e.g. "rxe"
+	DriverID() uint32         // enum rdma_driver_id, e.g. 14 for rxe
+	ABIRange() (min, max int) // accepted driver uverbs ABI versions (sysfs abi_version)
+	// NewContext creates the provider's side of a context on dev. It runs GET_CONTEXT
+	// itself through cc (and may retry it with another request); Open fails if none
+	// succeeded.
+	NewContext(dev Device, cc ContextCommander) (ProviderContext, error)
 }
 
 // A ProviderContext is a provider's per-context state.
 type ProviderContext interface {
-	CQUdata(cqe int) (in []byte, outLen int) // CREATE_CQ driver parts
-	// NewCQ is called after CREATE_CQ succeeded; resp is the driver response. On error the
-	// core destroys the kernel CQ.
-	NewCQ(cmd Commander, core CQCore, resp []byte) (ProviderCQ, error)
-	QPUdata(attr *QPInitAttr) (in []byte, outLen int) // CREATE_QP driver parts
-	// NewQP is called after CREATE_QP succeeded; on error the core destroys the kernel QP.
-	NewQP(cmd Commander, core QPCore, resp []byte) (ProviderQP, error)
-	Close() error // after the uverbs fd is closed
+	PrepareCQ(req *CQRequest) (PendingCQ, error)
+	PrepareQP(req *QPRequest) (PendingQP, error)
+	Close() error // after the uverbs fd is closed and every CQ and QP was closed
+}
+
+// CQRequest is the core part of a CREATE_CQ as it will be sent. PrepareCQ may change CQE
+// (e.g. to the depth the provider's ring really has).
+type CQRequest struct {
+	CQE    int
+	Vector int
+}
+
+// PendingCQ is a CQ between PrepareCQ and the kernel's answer.
+type PendingCQ interface {
+	Udata() (in []byte, outLen int) // CREATE_CQ driver parts
+	// Commit is called after CREATE_CQ succeeded; resp is the driver response. On error
+	// the core destroys the kernel CQ (and calls nothing else).
+	Commit(cmd Commander, core CQCore, resp []byte) (ProviderCQ, error)
+	Abort() // CREATE_CQ failed: free what PrepareCQ allocated
+}
+
+// QPRequest is the core part of a CREATE_QP as it will be sent. PrepareQP may change Cap
+// (the capabilities the kernel is told about).
+type QPRequest struct {
+	Type   QPType
+	Cap    QPCap
+	SigAll bool
+	SendCQ ProviderCQ
+	RecvCQ ProviderCQ
+}
+
+// PendingQP is a QP between PrepareQP and the kernel's answer.
+type PendingQP interface {
+	Udata() (in []byte, outLen int) // CREATE_QP driver parts
+	// Commit is called after CREATE_QP succeeded. core.Cap holds the kernel's answer; the
+	// provider may overwrite it with the capabilities it really provides, which QP.Cap
+	// then reports. On error the core destroys the kernel QP.
+	Commit(cmd Commander, core *QPCore, resp []byte) (ProviderQP, error)
+	Abort() // CREATE_QP failed
 }
 
 // A ProviderCQ is a provider's completion queue data path. Close is called after the
@@ -46,21 +84,35 @@ type ProviderQP interface {
 	Close() error
 }
 
-// Commander is what a provider gets of its context: the command path and the fd to mmap.
+// Commander is what a provider gets of its context: the command path and the device's
+// mappings. Mmap and Munmap run under the command lock, so a mapping can never hit a closed
+// (or reused) fd: after Context.Close they return ErrClosed / only unmap.
 type Commander interface {
 	// Write sends one write() command: header | req. If resp is not empty, req must begin
 	// with the 8-byte `response` field, which Write points at arena memory, and the
 	// response is copied to resp afterwards. req is not modified. Write does not allocate
 	// unless it fails.
 	Write(cmd uint32, req, resp []byte) error
+	// Mmap maps length bytes of the device file at offset off (MAP_SHARED, prot as given).
+	Mmap(off int64, length, prot int) ([]byte, error)
+	Munmap(b []byte) error
 	Fd() int
+}
+
+// ContextCommander is the Commander NewContext gets: it can also create the kernel
+// context and, after that, query the device (vendor and part ids).
+type ContextCommander interface {
+	Commander
+	// GetContext runs GET_CONTEXT with driver request in and returns the outLen-byte
+	// driver response. After a success further calls fail.
+	GetContext(in []byte, outLen int) ([]byte, error)
+	QueryDevice() (DeviceAttr, error)
 }
 
 // CQCore is what the core knows about a CQ it created for a provider.
 type CQCore struct {
 	Handle uint32 // kernel cq_handle
 	CQE    int    // depth granted by the kernel
-	Udata  []byte // the `in` slice CQUdata returned (lets a provider find its allocation)
 }
 
 // QPCore is what the core knows about a QP it created for a provider.
@@ -68,32 +120,26 @@ type QPCore struct {
 	Handle uint32 // kernel qp_handle
 	QPN    uint32
 	Type   QPType
-	Cap    QPCap // capabilities granted by the kernel
+	Cap    QPCap // capabilities granted by the kernel; Commit may replace them
 	SigAll bool
 	SendCQ ProviderCQ
 	RecvCQ ProviderCQ
-	Udata  []byte // the `in` slice QPUdata returned
 }
 
-// Optional provider interfaces. The core checks for them with type assertions, so drivers
-// with more driver data (siw: REG_MR; mlx5: ALLOC_PD, user-allocated queue buffers) fit
-// without changing the core.
+// Optional ProviderContext interfaces. The core checks for them with type assertions.
 
-// PDUdater supplies ALLOC_PD driver parts (mlx5 requires a 4-byte pdn response).
-type PDUdater interface {
+// PDHooks supplies ALLOC_PD driver parts and gets the driver response (mlx5: the pdn).
+// An error from PDAllocated deallocates the PD and fails AllocPD.
+type PDHooks interface {
 	PDUdata() (in []byte, outLen int)
+	PDAllocated(handle uint32, resp []byte) error
 }
 
-// MRUdater supplies REG_MR driver parts (siw requires 8 bytes in and 8 out).
-type MRUdater interface {
+// MRHooks supplies REG_MR driver parts and gets the driver response (siw: 8 bytes each
+// way). An error from MRRegistered deregisters the MR and fails RegMR.
+type MRHooks interface {
 	MRUdata(access AccessFlags) (in []byte, outLen int)
-}
-
-// UdataReleaser is told when a create command failed after CQUdata/QPUdata, so it can free
-// what it allocated for the request (mlx5 queue buffers, doorbell records).
-type UdataReleaser interface {
-	ReleaseCQUdata(in []byte)
-	ReleaseQPUdata(in []byte)
+	MRRegistered(handle uint32, resp []byte) error
 }
 
 // CompEventObserver is a ProviderCQ that must see every completion event read for its CQ
@@ -107,6 +153,12 @@ type CompEventObserver interface {
 // deferred doorbell that failed) is returned by QP.Modify.
 type QPStateObserver interface {
 	SetState(s QPState) error
+}
+
+// Describer is an optional ProviderContext, ProviderCQ or ProviderQP that describes its
+// provider-side state in one line (mlx5: UAR and bfreg, queue sizes) for debug output.
+type Describer interface {
+	Describe() string
 }
 
 var (

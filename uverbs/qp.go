@@ -39,18 +39,23 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	in, outLen := c.prov.QPUdata(&attr)
+	qreq := QPRequest{Type: attr.Type, Cap: attr.Cap, SigAll: attr.SigAll, SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov}
+	pending, err := c.prov.PrepareQP(&qreq)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+	}
+	in, outLen := pending.Udata()
 	qp := &QP{ctx: c, pd: pd, cookie: c.cookie(), typ: attr.Type}
 	req := createQPReq{
 		UserHandle:    qp.cookie,
 		PdHandle:      pd.handle,
 		SendCqHandle:  attr.SendCQ.handle,
 		RecvCqHandle:  attr.RecvCQ.handle,
-		MaxSendWr:     attr.Cap.MaxSendWR,
-		MaxRecvWr:     attr.Cap.MaxRecvWR,
-		MaxSendSge:    attr.Cap.MaxSendSGE,
-		MaxRecvSge:    attr.Cap.MaxRecvSGE,
-		MaxInlineData: attr.Cap.MaxInlineData,
+		MaxSendWr:     qreq.Cap.MaxSendWR,
+		MaxRecvWr:     qreq.Cap.MaxRecvWR,
+		MaxSendSge:    qreq.Cap.MaxSendSGE,
+		MaxRecvSge:    qreq.Cap.MaxRecvSGE,
+		MaxInlineData: qreq.Cap.MaxInlineData,
 		QpType:        uint8(attr.Type),
 	}
 	if attr.SigAll {
@@ -59,28 +64,27 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	var resp createQPResp
 	drv, err := call(c.cmd, cmdCreateQP, &req, &resp, in, outLen)
 	if err != nil {
-		if r, ok := c.prov.(UdataReleaser); ok {
-			r.ReleaseQPUdata(in)
-		}
+		pending.Abort()
 		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
 	qp.handle, qp.qpn = resp.QpHandle, resp.Qpn
-	qp.cap = QPCap{
-		MaxSendWR:     resp.MaxSendWr,
-		MaxRecvWR:     resp.MaxRecvWr,
-		MaxSendSGE:    resp.MaxSendSge,
-		MaxRecvSGE:    resp.MaxRecvSge,
-		MaxInlineData: resp.MaxInlineData,
-	}
 	core := QPCore{
-		Handle: qp.handle, QPN: qp.qpn, Type: attr.Type, Cap: qp.cap, SigAll: attr.SigAll,
-		SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov, Udata: in,
+		Handle: qp.handle, QPN: qp.qpn, Type: attr.Type, SigAll: attr.SigAll,
+		Cap: QPCap{
+			MaxSendWR:     resp.MaxSendWr,
+			MaxRecvWR:     resp.MaxRecvWr,
+			MaxSendSGE:    resp.MaxSendSge,
+			MaxRecvSGE:    resp.MaxRecvSge,
+			MaxInlineData: resp.MaxInlineData,
+		},
+		SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov,
 	}
-	qp.prov, err = c.prov.NewQP(c.cmd, core, drv)
+	qp.prov, err = pending.Commit(c.cmd, &core, drv)
 	if err != nil {
 		c.destroyQPCmd(qp.handle) // best effort: unusable without its provider
 		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
 	}
+	qp.cap = core.Cap
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -104,6 +108,14 @@ func (qp *QP) Num() uint32 { return qp.qpn }
 
 // Cap returns the capabilities the driver granted (may exceed those requested).
 func (qp *QP) Cap() QPCap { return qp.cap }
+
+// Describe returns the provider's one-line view of the QP ("" if it has none).
+func (qp *QP) Describe() string {
+	if d, ok := qp.prov.(Describer); ok {
+		return d.Describe()
+	}
+	return ""
+}
 
 // Type returns the QP's transport type.
 func (qp *QP) Type() QPType { return qp.typ }

@@ -21,12 +21,15 @@ func init() { uverbs.Register(provider{}) }
 
 type provider struct{}
 
-func (provider) Driver() string                        { return rxeDriver }
-func (provider) DriverID() uint32                      { return rxeDriverID }
-func (provider) ABIRange() (int, int)                  { return rxeABIMin, rxeABIMax }
-func (provider) ContextUdata() (in []byte, outLen int) { return nil, 0 }
+func (provider) Driver() string       { return rxeDriver }
+func (provider) DriverID() uint32     { return rxeDriverID }
+func (provider) ABIRange() (int, int) { return rxeABIMin, rxeABIMax }
 
-func (provider) NewContext(cmd uverbs.Commander, resp []byte) (uverbs.ProviderContext, error) {
+// NewContext runs GET_CONTEXT (rxe has no driver data either way).
+func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
+	if _, err := cc.GetContext(nil, 0); err != nil {
+		return nil, err
+	}
 	return &rxeContext{mmap: umem.MapShared, munmap: (*umem.Mem).Free}, nil
 }
 

@@ -31,6 +31,25 @@ func (f *fakeCmd) Write(cmd uint32, req, resp []byte) error {
 	return f.err
 }
 func (f *fakeCmd) Fd() int { return 42 }
+func (f *fakeCmd) Mmap(off int64, length, prot int) ([]byte, error) {
+	return nil, unix.ENODEV // rxe maps its rings itself
+}
+func (f *fakeCmd) Munmap([]byte) error { return nil }
+
+// fakeCtxCmd answers GET_CONTEXT for NewContext.
+type fakeCtxCmd struct {
+	fakeCmd
+	gets []int // outLen of every GetContext
+}
+
+func (f *fakeCtxCmd) GetContext(in []byte, outLen int) ([]byte, error) {
+	if len(in) != 0 {
+		return nil, unix.EINVAL
+	}
+	f.gets = append(f.gets, outLen)
+	return make([]byte, outLen), nil
+}
+func (f *fakeCtxCmd) QueryDevice() (uverbs.DeviceAttr, error) { return uverbs.DeviceAttr{}, nil }
 
 // fakeKernelRings plays the kernel's side of the mmap: offsets name pre-built rings.
 type fakeKernelRings struct {
@@ -96,14 +115,26 @@ func TestProviderIdentity(t *testing.T) {
 	if lo, hi := p.ABIRange(); lo > 2 || hi < 2 {
 		t.Errorf("ABI range %d..%d must include rxe's 2", lo, hi)
 	}
-	if in, out := p.ContextUdata(); in != nil || out != 0 {
-		t.Errorf("GET_CONTEXT udata %v/%d, want none", in, out)
+	cc := &fakeCtxCmd{}
+	pc, err := p.NewContext(uverbs.Device{Name: "rxe0", Driver: "rxe", DriverID: 14, ABI: 2}, cc)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c, _ := p.NewContext(&fakeCmd{}, nil)
-	if in, out := c.CQUdata(32); in != nil || out != 16 {
+	if len(cc.gets) != 1 || cc.gets[0] != 0 {
+		t.Errorf("GET_CONTEXT driver response lengths %v, want one with none", cc.gets)
+	}
+	pcq, err := pc.PrepareCQ(&uverbs.CQRequest{CQE: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, out := pcq.Udata(); in != nil || out != 16 {
 		t.Errorf("CREATE_CQ udata %v/%d, want 0 in / 16 out", in, out)
 	}
-	if in, out := c.QPUdata(&uverbs.QPInitAttr{}); in != nil || out != 32 {
+	pqp, err := pc.PrepareQP(&uverbs.QPRequest{Type: uverbs.QPTypeRC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, out := pqp.Udata(); in != nil || out != 32 {
 		t.Errorf("CREATE_QP udata %v/%d, want 0 in / 32 out", in, out)
 	}
 }
