@@ -82,30 +82,48 @@ func armWord(sn uint32, solicited bool, ci uint32) uint32 {
 // cqe_version 1) to the QP's queues.
 type qpTable struct {
 	mu   sync.RWMutex
-	qps  []*qp // index = uidx
+	qps  []*qp // index = uidx; nil while reserved
+	used []bool
 	free []uint32
 }
 
+// add reserves the lowest free user index for q (which may be nil until Commit).
 func (t *qpTable) add(q *qp) uint32 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var u uint32
-	if n := len(t.free); n > 0 {
-		u = t.free[n-1]
-		t.free = t.free[:n-1]
-		t.qps[u] = q
-	} else {
-		u = uint32(len(t.qps))
-		t.qps = append(t.qps, q)
+	for i, u := range t.free {
+		if u == t.lowestFree() {
+			t.free = append(t.free[:i], t.free[i+1:]...)
+			t.qps[u] = q
+			t.used[u] = true
+			return u
+		}
 	}
+	u := uint32(len(t.qps))
+	t.qps = append(t.qps, q)
+	t.used = append(t.used, true)
 	return u
+}
+
+func (t *qpTable) lowestFree() uint32 {
+	m := ^uint32(0)
+	for _, u := range t.free {
+		m = min(m, u)
+	}
+	return m
+}
+
+func (t *qpTable) set(u uint32, q *qp) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.qps[u] = q
 }
 
 func (t *qpTable) remove(u uint32) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if int(u) < len(t.qps) && t.qps[u] != nil {
-		t.qps[u] = nil
+	if int(u) < len(t.qps) && t.used[u] {
+		t.qps[u], t.used[u] = nil, false
 		t.free = append(t.free, u)
 	}
 }
@@ -173,13 +191,14 @@ func (c *cqRing) poll(wc []uverbs.WC) (int, error) {
 		}
 		c.ci++
 		mmio.FromDevice()
-		if err := c.parse(cqe, op>>4, &wc[n]); err != nil {
-			if n > 0 {
-				storeBE32(&c.dbrec[dbrSetCI], c.ci&0xffffff)
-			}
+		ok, err := c.parse(cqe, op>>4, &wc[n])
+		if err != nil {
+			storeBE32(&c.dbrec[dbrSetCI], c.ci&0xffffff)
 			return n, err
 		}
-		n++
+		if ok {
+			n++
+		}
 	}
 	if n > 0 {
 		storeBE32(&c.dbrec[dbrSetCI], c.ci&0xffffff)
@@ -187,18 +206,20 @@ func (c *cqRing) poll(wc []uverbs.WC) (int, error) {
 	return n, nil
 }
 
-func (c *cqRing) parse(cqe []byte, opcode byte, wc *uverbs.WC) error {
+// parse turns one CQE into *wc. It reports false for a CQE of a QP destroyed meanwhile
+// (libmlx5 removes those from the CQ when destroying the QP; skipping them is the same).
+func (c *cqRing) parse(cqe []byte, opcode byte, wc *uverbs.WC) (bool, error) {
 	uidx := binary.BigEndian.Uint32(cqe[cqeSrqnUidx:]) & 0xffffff
 	q := c.table.get(uidx)
 	if q == nil {
-		return fmt.Errorf("mlx5: CQ %#x: completion for unknown user index %d", c.cqn, uidx)
+		return false, nil
 	}
 	*wc = uverbs.WC{QPNum: q.qpn}
 	switch opcode {
 	case cqeReq:
 		s := q.sq
 		if s == nil {
-			return fmt.Errorf("mlx5: CQ %#x: send completion for QP %#x without a send queue", c.cqn, q.qpn)
+			return false, fmt.Errorf("mlx5: CQ %#x: send completion for QP %#x without a send queue", c.cqn, q.qpn)
 		}
 		idx := uint32(binary.BigEndian.Uint16(cqe[cqeWqeCounter:])) & (s.wqeCnt - 1)
 		wc.WRID = s.wrid[idx]
@@ -219,7 +240,7 @@ func (c *cqRing) parse(cqe []byte, opcode byte, wc *uverbs.WC) error {
 	case cqeRespWrImm, cqeRespSend, cqeRespSendImm, cqeRespSendInv:
 		r := q.rq
 		if r == nil {
-			return fmt.Errorf("mlx5: CQ %#x: receive completion for QP %#x without a receive queue", c.cqn, q.qpn)
+			return false, fmt.Errorf("mlx5: CQ %#x: receive completion for QP %#x without a receive queue", c.cqn, q.qpn)
 		}
 		t := r.tailPub.Load()
 		wc.WRID = r.wrid[t&(r.wqeCnt-1)]
@@ -272,9 +293,9 @@ func (c *cqRing) parse(cqe []byte, opcode byte, wc *uverbs.WC) error {
 			}
 		}
 	default:
-		return fmt.Errorf("mlx5: CQ %#x: unexpected CQE opcode %d", c.cqn, opcode)
+		return false, fmt.Errorf("mlx5: CQ %#x: unexpected CQE opcode %d", c.cqn, opcode)
 	}
-	return nil
+	return true, nil
 }
 
 // arm requests an event for the next (solicited) completion: arm word into the doorbell

@@ -1,6 +1,9 @@
 package mlx5
 
-import "github.com/gorping/gorping/uverbs"
+import (
+	"github.com/gorping/gorping/internal/umem"
+	"github.com/gorping/gorping/uverbs"
+)
 
 // qp is the data path of one RC/UC queue pair: its queues in the QP buffer, its doorbell
 // record and the bfreg the kernel assigned to it.
@@ -9,6 +12,12 @@ type qp struct {
 	uidx uint32
 	sq   *sendQueue // nil without a send queue
 	rq   *recvQueue // nil without a receive queue
+
+	c   *context
+	mem *umem.Mem // the QP buffer
+	db  dbrec
+	bf  *bfreg
+	g   qpGeometry
 }
 
 func (q *qp) PostSend(wr *uverbs.SendWR) error {

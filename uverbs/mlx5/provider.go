@@ -1,0 +1,233 @@
+// Package mlx5 is gorping's provider for NVIDIA/Mellanox ConnectX-4 and later (the mlx5_ib
+// kernel driver). The kernel only creates objects; the data path is user space against
+// the device: WQEs and CQEs live in user memory the adapter reads and writes by DMA,
+// doorbell records in user memory, and doorbells are stores to UAR pages mapped from the
+// uverbs fd. The provider uses static UARs only (no DEVX, no dynamic UARs), 64-byte CQEs
+// carrying the QP's user index, and RC/UC QPs. It registers itself on amd64 and arm64,
+// the architectures internal/mmio has barriers for.
+package mlx5
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/gorping/gorping/internal/mmio"
+	"github.com/gorping/gorping/internal/umem"
+	"github.com/gorping/gorping/internal/wire"
+	"github.com/gorping/gorping/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	if mmio.Supported {
+		uverbs.Register(provider{})
+	}
+}
+
+// GET_CONTEXT request: rdma-core's defaults for the bfreg counts (16 in all, 4 of them
+// dedicated "low latency" ones), CQE version 1, and 4 KiB UARs; no DEVX, no dynamic UARs.
+const (
+	reqTotalBfregs  = 16
+	reqLowLatBfregs = 4
+)
+
+type provider struct{}
+
+func (provider) Driver() string       { return mlx5Driver }
+func (provider) DriverID() uint32     { return mlx5DriverID }
+func (provider) ABIRange() (int, int) { return mlx5ABI, mlx5ABI }
+
+func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
+	req := allocUcontextReq{
+		TotalNumBfregs:      reqTotalBfregs,
+		NumLowLatencyBfregs: reqLowLatBfregs,
+		MaxCqeVersion:       cqeVersionMax,
+		LibCaps:             libCap4KUAR,
+	}
+	drv, err := cc.GetContext(wire.Bytes(&req), allocUcontextRespLen)
+	if err != nil {
+		return nil, err
+	}
+	var r allocUcontextResp
+	wire.Decode(&r, drv)
+	attr, err := cc.QueryDevice()
+	if err != nil {
+		return nil, err
+	}
+	return newContext(dev, cc, &r, attr, unix.Getpagesize())
+}
+
+// context is the provider's per-context state: the static UAR pages, the bfregs QPs were
+// given, the doorbell-record pages and the user-index table CQ polling uses.
+type context struct {
+	dev      uverbs.Device
+	cmd      uverbs.Commander
+	resp     allocUcontextResp
+	vendor   uint32
+	part     uint32
+	lim      devLimits
+	pageSize int
+	nupp     int      // 4 KiB UARs per system page
+	uars     [][]byte // static UAR system pages, mapped write-only
+	lowLat   int
+
+	bfMu   sync.Mutex
+	bfregs map[int]*bfreg
+
+	table qpTable
+	dbrs  dbrAllocator
+}
+
+func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, attr uverbs.DeviceAttr, pageSize int) (*context, error) {
+	if r.TotBfregs == 0 {
+		return nil, errors.New("mlx5: the kernel gave the context no static UARs (dynamic UARs only), which gorping does not support")
+	}
+	if r.CqeVersion != 1 {
+		return nil, fmt.Errorf("mlx5: the device uses CQE version %d; gorping needs version 1 (user index in the CQE)", r.CqeVersion)
+	}
+	nupp := int(r.NumUarsPerPage)
+	if nupp == 0 {
+		nupp = 1 // kernels before 4 KiB UARs
+	}
+	if nupp*uarSize > pageSize || r.BfRegSize*usableBfregsUAR > uarSize-bfOffset {
+		return nil, fmt.Errorf("mlx5: inconsistent UAR layout (%d UARs per %d-byte page, bf_reg_size %d)", nupp, pageSize, r.BfRegSize)
+	}
+	nsys := int(r.TotBfregs) / (usableBfregsUAR * nupp)
+	if nsys == 0 {
+		return nil, fmt.Errorf("mlx5: %d static bfregs make no UAR page", r.TotBfregs)
+	}
+	c := &context{
+		dev: dev, cmd: cmd, resp: *r, vendor: attr.VendorID, part: attr.VendorPartID,
+		lim: devLimits{
+			maxSQDescSz: int(r.MaxSqDescSz), maxRQDescSz: int(r.MaxRqDescSz),
+			maxSendWQEBB: int(r.MaxSendWqebb), maxRecvWR: int(r.MaxRecvWr),
+		},
+		pageSize: pageSize, nupp: nupp, lowLat: reqLowLatBfregs, bfregs: map[int]*bfreg{},
+		dbrs: dbrAllocator{pageSize: pageSize, slot: max(int(r.CacheLineSize), 64)},
+	}
+	// Map every static UAR page now, as libmlx5 does: bfregs are handed out by CREATE_QP and
+	// the CQ arm doorbell lives in the first page.
+	for i := 0; i < nsys; i++ {
+		b, err := cmd.Mmap(uarMmapOffset(mmapRegularPage, i, pageSize), pageSize, unix.PROT_WRITE)
+		if err != nil {
+			c.unmapUARs()
+			return nil, fmt.Errorf("mlx5: map UAR page %d of %d: %w", i, nsys, err)
+		}
+		c.uars = append(c.uars, b)
+	}
+	return c, nil
+}
+
+func (c *context) unmapUARs() error {
+	var errs []error
+	for _, b := range c.uars {
+		errs = append(errs, c.cmd.Munmap(b))
+	}
+	c.uars = nil
+	return errors.Join(errs...)
+}
+
+// Close unmaps the UAR pages and frees the doorbell-record pages.
+func (c *context) Close() error {
+	return errors.Join(c.unmapUARs(), c.dbrs.close())
+}
+
+func (c *context) Describe() string {
+	bf := "no BlueFlame (write-combining unavailable)"
+	if c.resp.BfRegSize != 0 {
+		bf = fmt.Sprintf("BlueFlame registers of %d bytes", c.resp.BfRegSize)
+	}
+	return fmt.Sprintf("mlx5 %s: vendor %#x part %d, %d static UAR pages of %d bytes (%d UARs each), %d bfregs (%d low-latency), %s, cqe_version %d, max_sq_desc %d, max_rq_desc %d, max_send_wqebb %d, max_recv_wr %d",
+		c.dev.Name, c.vendor, c.part, len(c.uars), c.pageSize, c.nupp, c.resp.TotBfregs, c.lowLat, bf,
+		c.resp.CqeVersion, c.lim.maxSQDescSz, c.lim.maxRQDescSz, c.lim.maxSendWQEBB, c.lim.maxRecvWR)
+}
+
+// bfreg returns the bfreg with gross index idx as CREATE_QP reported it.
+func (c *context) bfreg(idx int) (*bfreg, error) {
+	sys, uar, k := idx/(bfregsPerUAR*c.nupp), (idx/bfregsPerUAR)%c.nupp, idx%bfregsPerUAR
+	if idx < 0 || sys >= len(c.uars) || k >= usableBfregsUAR {
+		return nil, fmt.Errorf("mlx5: kernel assigned bfreg %d, outside the context's %d UAR pages", idx, len(c.uars))
+	}
+	c.bfMu.Lock()
+	defer c.bfMu.Unlock()
+	if b := c.bfregs[idx]; b != nil {
+		b.users++
+		return b, nil
+	}
+	off := uar*uarSize + bfOffset + k*int(c.resp.BfRegSize)
+	b := &bfreg{index: idx, reg: unsafe.Pointer(&c.uars[sys][off]), users: 1}
+	if idx != 0 {
+		b.bufSize = int(c.resp.BfRegSize) / 2
+	}
+	// The kernel hands the last lowLat bfregs (net numbering) to one QP each; the others,
+	// and bfreg 0, are shared between QPs of the context and need the doorbell serialized.
+	if net := (idx/bfregsPerUAR)*usableBfregsUAR + k; idx == 0 || net < int(c.resp.TotBfregs)-c.lowLat {
+		b.lock = new(sync.Mutex)
+	}
+	c.bfregs[idx] = b
+	return b, nil
+}
+
+func (c *context) releaseBfreg(b *bfreg) {
+	c.bfMu.Lock()
+	defer c.bfMu.Unlock()
+	if b.users--; b.users == 0 {
+		delete(c.bfregs, b.index)
+	}
+}
+
+// dbrAllocator carves doorbell records (8 bytes, one cache line apart) out of mmap'd pages,
+// which the kernel pins when a CQ or QP names them.
+type dbrAllocator struct {
+	mu       sync.Mutex
+	pageSize int
+	slot     int
+	pages    []*umem.Mem
+	free     []dbrec
+}
+
+type dbrec struct {
+	mem *umem.Mem
+	off int
+}
+
+func (d dbrec) words() *[2]uint32 { return (*[2]uint32)(unsafe.Pointer(&d.mem.Bytes()[d.off])) }
+func (d dbrec) addr() uint64      { return d.mem.AddrAt(d.off) }
+
+func (a *dbrAllocator) alloc() (dbrec, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.free) == 0 {
+		m, err := umem.Anon(a.pageSize)
+		if err != nil {
+			return dbrec{}, fmt.Errorf("mlx5: doorbell record page: %w", err)
+		}
+		a.pages = append(a.pages, m)
+		for off := a.pageSize - a.slot; off >= 0; off -= a.slot {
+			a.free = append(a.free, dbrec{m, off})
+		}
+	}
+	d := a.free[len(a.free)-1]
+	a.free = a.free[:len(a.free)-1]
+	*d.words() = [2]uint32{}
+	return d, nil
+}
+
+func (a *dbrAllocator) release(d dbrec) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.free = append(a.free, d)
+}
+
+func (a *dbrAllocator) close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	for _, m := range a.pages {
+		errs = append(errs, m.Free())
+	}
+	a.pages, a.free = nil, nil
+	return errors.Join(errs...)
+}
