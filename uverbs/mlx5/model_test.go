@@ -1,0 +1,316 @@
+package mlx5_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"strings"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gorping/gorping/uverbs"
+	_ "github.com/gorping/gorping/uverbs/mlx5"
+	"github.com/gorping/gorping/uverbs/mlx5/mlx5model"
+)
+
+// side is one end of a connection on the model: its own context (as two processes would
+// have), a CQ with a completion channel, an RC QP and registered buffers.
+type side struct {
+	t    testing.TB
+	ctx  *uverbs.Context
+	pd   *uverbs.PD
+	ch   *uverbs.CompChannel
+	cq   *uverbs.CQ
+	qp   *uverbs.QP
+	bufs map[string]*uverbs.Buffer
+	mrs  map[string]*uverbs.MR
+	poll bool // busy-poll instead of waiting for events
+	wc   [4]uverbs.WC
+	have []uverbs.WC
+}
+
+const (
+	access = uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite
+	msgLen = 16
+)
+
+func newSide(t testing.TB, nic *mlx5model.NIC, cqDepth int, cap uverbs.QPCap) *side {
+	t.Helper()
+	s := &side{t: t, bufs: map[string]*uverbs.Buffer{}, mrs: map[string]*uverbs.MR{}}
+	var err error
+	if s.ctx, err = nic.Open("mlx5_0"); err != nil {
+		t.Fatal(err)
+	}
+	if s.pd, err = s.ctx.AllocPD(); err != nil {
+		t.Fatal(err)
+	}
+	if s.ch, err = s.ctx.CreateCompChannel(); err != nil {
+		t.Fatal(err)
+	}
+	if s.cq, err = s.ctx.CreateCQ(cqDepth, s.ch, 0); err != nil {
+		t.Fatal(err)
+	}
+	if s.qp, err = s.pd.CreateQP(uverbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Type: uverbs.QPTypeRC, Cap: cap}); err != nil {
+		t.Fatal(err)
+	}
+	for name, size := range map[string]int{"recv": msgLen, "send": msgLen, "rdma": 65536, "start": 65536} {
+		b, err := uverbs.NewBuffer(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mr, err := s.pd.RegMR(b, access)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.bufs[name], s.mrs[name] = b, mr
+	}
+	return s
+}
+
+func (s *side) close() {
+	t := s.t
+	for name, mr := range s.mrs {
+		if err := mr.Dereg(); err != nil {
+			t.Error(err)
+		}
+		s.bufs[name].Free()
+	}
+	for _, err := range []error{s.qp.Destroy(), s.cq.Destroy(), s.ch.Close(), s.pd.Dealloc(), s.ctx.Close()} {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// connect moves both QPs to RTS aimed at each other, as rdma_cm would.
+func connect(t testing.TB, a, b *side) {
+	t.Helper()
+	for _, p := range [][2]*side{{a, b}, {b, a}} {
+		q, peer := p[0].qp, p[1].qp
+		steps := []struct {
+			attr uverbs.QPAttr
+			mask uverbs.QPAttrMask
+		}{
+			{uverbs.QPAttr{State: uverbs.QPSInit, PortNum: 1, AccessFlags: access}, 0x39},
+			{uverbs.QPAttr{State: uverbs.QPSRTR, PathMTU: uverbs.MTU1024, DestQPNum: peer.Num(), MaxDestRdAtomic: 1, MinRNRTimer: 12,
+				AH: uverbs.AHAttr{IsGlobal: 1, PortNum: 1}}, 0x129181},
+			{uverbs.QPAttr{State: uverbs.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}, 0x12e01},
+		}
+		for _, st := range steps {
+			if err := q.Modify(&st.attr, st.mask); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// next returns the next completion: busy-polling, or (event mode) polling, arming,
+// re-polling and then sleeping on the completion channel.
+func (s *side) next() uverbs.WC {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	armed := false
+	for {
+		if len(s.have) > 0 {
+			wc := s.have[0]
+			s.have = s.have[1:]
+			return wc
+		}
+		n, err := s.cq.Poll(s.wc[:])
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if n > 0 {
+			s.have = append(s.have[:0], s.wc[:n]...)
+			continue
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("no completion within 10s; CQ: %s", s.cq.Describe())
+		}
+		if s.poll {
+			runtime.Gosched() // the model's engine shares the CPUs
+			continue
+		}
+		if !armed {
+			if err := s.cq.Arm(false); err != nil {
+				s.t.Fatal(err)
+			}
+			armed = true
+			continue // re-poll: a completion may have arrived before the arm
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		cq, err := s.ch.Wait(ctx)
+		cancel()
+		if err != nil {
+			s.t.Fatalf("waiting for a completion event: %v; CQ: %s", err, s.cq.Describe())
+		}
+		cq.Ack(1)
+		armed = false
+	}
+}
+
+func (s *side) expect(op uverbs.WCOpcode, n uint32) {
+	s.t.Helper()
+	wc := s.next()
+	if wc.Status != uverbs.WCSuccess || wc.Opcode != op || (op != uverbs.WCSend && op != uverbs.WCRDMAWrite && wc.ByteLen != n) {
+		s.t.Fatalf("completion %+v, want %v of %d bytes", wc, op, n)
+	}
+}
+
+func (s *side) sge(name string, n int) []uverbs.SGE {
+	return []uverbs.SGE{{Addr: s.bufs[name].Addr(), Length: uint32(n), LKey: s.mrs[name].LKey}}
+}
+
+// advert is rping's 16-byte message: buffer address, rkey, size (big-endian).
+func (s *side) advert(name string, size int) {
+	b := s.bufs["send"].Bytes()
+	binary.BigEndian.PutUint64(b[0:], s.bufs[name].Addr())
+	binary.BigEndian.PutUint32(b[8:], s.mrs[name].RKey)
+	binary.BigEndian.PutUint32(b[12:], uint32(size))
+}
+
+func (s *side) post(wr *uverbs.SendWR) {
+	s.t.Helper()
+	if err := s.qp.PostSend(wr); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *side) postRecv() {
+	s.t.Helper()
+	if err := s.qp.PostRecv(&uverbs.RecvWR{ID: 1, SGE: s.sge("recv", msgLen)}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// pingPong runs rping's exchange count times: the client advertises its start buffer, the
+// server READs it, acknowledges, the client advertises its RDMA buffer, the server WRITEs
+// the payload there and acknowledges; the client checks the echo.
+func pingPong(t *testing.T, client, server *side, count int) {
+	client.postRecv()
+	server.postRecv()
+	for i := 0; i < count; i++ {
+		size := 23 + i%1000
+		payload := client.bufs["start"].Bytes()[:size]
+		for j := range payload {
+			payload[j] = byte('A' + (i+j)%26)
+		}
+		inline := uverbs.SendSignaled
+		if i%2 == 1 {
+			inline |= uverbs.SendInline // the inline path every other message
+		}
+		client.advert("start", size)
+		client.post(&uverbs.SendWR{ID: 10, Opcode: uverbs.WRSend, Flags: inline, SGE: client.sge("send", msgLen)})
+		client.expect(uverbs.WCSend, 0)
+
+		server.expect(uverbs.WCRecv, msgLen)
+		adv := server.bufs["recv"].Bytes()
+		raddr, rkey, n := binary.BigEndian.Uint64(adv), binary.BigEndian.Uint32(adv[8:]), int(binary.BigEndian.Uint32(adv[12:]))
+		if n != size {
+			t.Fatalf("ping %d: advert size %d, want %d", i, n, size)
+		}
+		server.postRecv()
+		server.post(&uverbs.SendWR{ID: 20, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled, SGE: server.sge("rdma", n), RemoteAddr: raddr, RKey: rkey})
+		server.expect(uverbs.WCRDMARead, uint32(n))
+		if !bytes.Equal(server.bufs["rdma"].Bytes()[:n], payload) {
+			t.Fatalf("ping %d: READ brought %q, want %q", i, server.bufs["rdma"].Bytes()[:n], payload)
+		}
+		server.post(&uverbs.SendWR{ID: 21, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled | uverbs.SendInline, SGE: server.sge("send", msgLen)})
+		server.expect(uverbs.WCSend, 0)
+
+		client.expect(uverbs.WCRecv, msgLen)
+		client.postRecv()
+		clear(client.bufs["rdma"].Bytes()[:size])
+		client.advert("rdma", size)
+		client.post(&uverbs.SendWR{ID: 11, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGE: client.sge("send", msgLen)})
+		client.expect(uverbs.WCSend, 0)
+
+		server.expect(uverbs.WCRecv, msgLen)
+		adv = server.bufs["recv"].Bytes()
+		raddr, rkey = binary.BigEndian.Uint64(adv), binary.BigEndian.Uint32(adv[8:])
+		server.postRecv()
+		server.post(&uverbs.SendWR{ID: 22, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled, SGE: server.sge("rdma", n), RemoteAddr: raddr, RKey: rkey})
+		server.expect(uverbs.WCRDMAWrite, 0)
+		server.post(&uverbs.SendWR{ID: 23, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGE: server.sge("send", msgLen)})
+		server.expect(uverbs.WCSend, 0)
+
+		client.expect(uverbs.WCRecv, msgLen)
+		client.postRecv()
+		if !bytes.Equal(client.bufs["rdma"].Bytes()[:size], payload) {
+			t.Fatalf("ping %d: echo %q, want %q", i, client.bufs["rdma"].Bytes()[:size], payload)
+		}
+	}
+}
+
+func TestModelPingPong(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		bf   int
+		poll bool
+	}{{"events-blueflame", 512, false}, {"poll-doorbell", 0, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			nic := mlx5model.New(mlx5model.Config{BfRegSize: c.bf})
+			defer nic.Close()
+			// Small rings so that 10,000 pings wrap every ring many times.
+			cap := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}
+			client, server := newSide(t, nic, 7, cap), newSide(t, nic, 7, cap)
+			client.poll, server.poll = c.poll, c.poll
+			connect(t, client, server)
+			if got := client.qp.Cap(); got.MaxInlineData != 60 || got.MaxSendWR != 4 || got.MaxRecvWR != 4 {
+				t.Errorf("QP caps %+v, want libmlx5's (4 send WRs, inline 60, 4 receives)", got)
+			}
+			const pings = 10000
+			pingPong(t, client, server, pings)
+			st := nic.Stats()
+			t.Logf("model: %+v", st)
+			t.Logf("client: %s | %s | %s", client.ctx.Describe(), client.qp.Describe(), client.cq.Describe())
+			if errs := nic.Errors(); len(errs) > 0 {
+				t.Fatalf("the device model saw %d violations, first: %s", len(errs), errs[0])
+			}
+			if st.Sends != 4*pings || st.Reads != pings || st.Writes != pings || st.ErrorCQEs != 0 {
+				t.Errorf("model executed %d SENDs, %d READs, %d WRITEs, %d error CQEs", st.Sends, st.Reads, st.Writes, st.ErrorCQEs)
+			}
+			// 8 CQ slots and 10 CQEs per ping; SQ of 16 blocks, RQ of 4 slots.
+			if st.CQLaps < pings || st.SQLaps < pings/4 || st.RQLaps < pings {
+				t.Errorf("rings wrapped too rarely: %+v", st)
+			}
+			if !c.poll && st.Events == 0 {
+				t.Error("event mode saw no completion events")
+			}
+			if c.bf != 0 && !strings.Contains(client.qp.Describe(), "BlueFlame") {
+				t.Errorf("QP does not use BlueFlame: %s", client.qp.Describe())
+			}
+			client.close()
+			server.close()
+		})
+	}
+}
+
+// An RDMA WRITE to a key the peer never registered fails with REMOTE_ACCESS_ERR; the error
+// CQE's syndrome is named, and the QP's outstanding receive is flushed.
+func TestModelRemoteAccessError(t *testing.T) {
+	nic := mlx5model.New(mlx5model.Config{BfRegSize: 512})
+	defer nic.Close()
+	cap := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}
+	a, b := newSide(t, nic, 7, cap), newSide(t, nic, 7, cap)
+	defer a.close()
+	defer b.close()
+	connect(t, a, b)
+	a.postRecv()
+	a.post(&uverbs.SendWR{ID: 99, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled, SGE: a.sge("rdma", 64),
+		RemoteAddr: b.bufs["rdma"].Addr(), RKey: b.mrs["rdma"].RKey ^ 0xff00})
+	wc := a.next()
+	if wc.Status != uverbs.WCRemAccessErr || wc.WRID != 99 {
+		t.Fatalf("bad-rkey WRITE completed %+v, want REM_ACCESS_ERR for wr 99", wc)
+	}
+	if d := a.cq.Describe(); !strings.Contains(d, "REMOTE_ACCESS_ERR (syndrome 0x13") {
+		t.Errorf("CQ description does not name the syndrome: %s", d)
+	}
+	if wc := a.next(); wc.Status != uverbs.WCWRFlushErr || wc.WRID != 1 {
+		t.Errorf("outstanding receive completed %+v, want WR_FLUSH_ERR for wr 1", wc)
+	}
+	if errs := nic.Errors(); len(errs) != 1 || !strings.Contains(errs[0], "refused") {
+		t.Errorf("model errors %q, want the one refused access", errs)
+	}
+}
