@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"strings"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 

@@ -49,7 +49,7 @@ type NIC struct {
 // Stats counts what the model executed.
 type Stats struct {
 	Sends, Writes, Reads, Recvs, CQEs, ErrorCQEs, Events int
-	SQLaps, RQLaps, CQLaps                                          int // times a ring index wrapped
+	SQLaps, RQLaps, CQLaps                               int // times a ring index wrapped
 }
 
 // New starts a model; Close stops it.
@@ -158,11 +158,14 @@ type mqp struct {
 	dead bool
 }
 
-func be32(b []byte) uint32     { return binary.BigEndian.Uint32(b) }
-func dbrec(p *uint32) uint32   { return beLoad(p) }
-func beLoad(p *uint32) uint32  { v := atomic.LoadUint32(p); return v>>24 | v>>8&0xff00 | v<<8&0xff0000 | v<<24 }
-func pow2(v uint32) bool       { return v != 0 && v&(v-1) == 0 }
-func alignUp(n, a int) int     { return (n + a - 1) / a * a }
+func be32(b []byte) uint32   { return binary.BigEndian.Uint32(b) }
+func dbrec(p *uint32) uint32 { return beLoad(p) }
+func beLoad(p *uint32) uint32 {
+	v := atomic.LoadUint32(p)
+	return v>>24 | v>>8&0xff00 | v<<8&0xff0000 | v<<24
+}
+func pow2(v uint32) bool   { return v != 0 && v&(v-1) == 0 }
+func alignUp(n, a int) int { return (n + a - 1) / a * a }
 
 // run is the device engine: it watches every doorbell record and executes what it finds.
 func (n *NIC) run() {
@@ -547,4 +550,3 @@ func (n *NIC) checkArm(c *mcq) bool {
 	}
 	return progress
 }
-
