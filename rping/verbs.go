@@ -8,7 +8,8 @@ import (
 
 	"github.com/gorping/gorping/rdmacm"
 	"github.com/gorping/gorping/uverbs"
-	_ "github.com/gorping/gorping/uverbs/rxe" // the providers gorping ships
+	_ "github.com/gorping/gorping/uverbs/mlx5" // the providers gorping ships
+	_ "github.com/gorping/gorping/uverbs/rxe"
 )
 
 // Per-connection verbs sizes, as rping's (§3.6 of the spec).
@@ -69,7 +70,8 @@ func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbs
 		out.hint("gorping: " + err.Error())
 		return nil, errnoOf(err)
 	}
-	if c.vctx, err = uverbs.Open(dev); err != nil {
+	// One context per device for all connections (a -P server's clients share it).
+	if c.vctx, err = uverbs.OpenShared(dev); err != nil {
 		out.hint(verbsOpenHint(dev, err))
 		return nil, errnoOf(err)
 	}
@@ -133,6 +135,11 @@ func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbs
 		return nil, -1
 	}
 	out.debugf("created qp %p\n", c.qp)
+	for _, d := range []string{c.vctx.Describe(), c.cq.Describe(), c.qp.Describe()} {
+		if d != "" { // the provider's view (mlx5: UAR/bfreg, queue sizes)
+			out.debugf("%s\n", d)
+		}
+	}
 	return c, 0
 }
 
