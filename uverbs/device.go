@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gorping/gorping/internal/hostenv"
 )
 
 // Device is an RDMA device that exposes a uverbs character device.
@@ -37,16 +39,13 @@ const (
 	driverIDSIW  = 18
 )
 
-// sysfsRoot is where sysfs is mounted; tests point it at a fake tree.
-var sysfsRoot = "/sys"
-
-// devRoot is where the uverbs nodes live.
-const devRoot = "/dev/infiniband"
-
 // Devices lists the RDMA devices with a uverbs character device, ordered by uverbs name.
 // It asks RDMA netlink first (which also yields the driver id) and falls back to sysfs.
 // A machine without RDMA support yields an empty list and no error.
+//
+// Where it looks (sysfs, the device directory, netlink) is internal/hostenv's environment.
 func Devices() ([]Device, error) {
+	sysfsRoot := hostenv.Get().Sysfs
 	devs, nlErr := netlinkDevices()
 	if nlErr == nil {
 		// Netlink knows no driver name for ids we have no table entry for; sysfs may.
@@ -107,7 +106,7 @@ func sysfsDevices(root string) ([]Device, error) {
 		if err != nil || ibdev == "" {
 			continue // device going away; skip it rather than fail the whole scan
 		}
-		d := Device{Name: ibdev, Index: -1, Uverbs: name, Path: filepath.Join(devRoot, name)}
+		d := Device{Name: ibdev, Index: -1, Uverbs: name, Path: hostenv.DevPath(name)}
 		if s, err := readSysfs(filepath.Join(dir, name, "abi_version")); err == nil {
 			d.ABI, _ = strconv.Atoi(s)
 		}

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/internal/netlink"
 	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -94,7 +96,7 @@ func TestParseGUID(t *testing.T) {
 	}
 }
 
-func nlAttrBytes(typ uint16, data []byte) []byte { return appendNLAttr(nil, typ, data) }
+func nlAttrBytes(typ uint16, data []byte) []byte { return netlink.AppendAttr(nil, typ, data) }
 
 func u32b(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
 func u64b(v uint64) []byte { return binary.NativeEndian.AppendUint64(nil, v) }
@@ -107,10 +109,10 @@ func TestNetlinkParsing(t *testing.T) {
 	dev0 = append(dev0, nlAttrBytes(67 /* DEV_PROTOCOL */, []byte("roce\x00"))...)
 	dev1 := append(nlAttrBytes(nldevAttrDevIndex|0x8000 /* flag bits are masked */, u32b(4)), nlAttrBytes(nldevAttrDevName, []byte("mlx5_0"))...)
 	var dgram []byte
-	dgram = appendNLMsg(dgram, nldevType(nldevCmdGet), unix.NLM_F_MULTI, 1, dev0)
-	dgram = appendNLMsg(dgram, nldevType(nldevCmdGet), unix.NLM_F_MULTI, 1, dev1)
-	dgram = appendNLMsg(dgram, unix.NLMSG_DONE, unix.NLM_F_MULTI, 1, u32b(0))
-	msgs, err := parseNLMessages(dgram)
+	dgram = netlink.AppendMessage(dgram, nldevType(nldevCmdGet), unix.NLM_F_MULTI, 1, dev0)
+	dgram = netlink.AppendMessage(dgram, nldevType(nldevCmdGet), unix.NLM_F_MULTI, 1, dev1)
+	dgram = netlink.AppendMessage(dgram, unix.NLMSG_DONE, unix.NLM_F_MULTI, 1, u32b(0))
+	msgs, err := netlink.ParseMessages(dgram)
 	if err != nil || len(msgs) != 3 {
 		t.Fatalf("parseNLMessages: %d msgs, %v", len(msgs), err)
 	}
@@ -143,20 +145,20 @@ func TestNetlinkParsing(t *testing.T) {
 		t.Errorf("u64 driver id: %+v, %v", c, err)
 	}
 
-	if err := nlError(append(u32b(uint32(0xfffffffe)), zeros(16)...)); err != unix.ENOENT {
+	if err := netlink.Error(append(u32b(uint32(0xfffffffe)), zeros(16)...)); err != unix.ENOENT {
 		t.Errorf("nlError = %v, want ENOENT", err)
 	}
-	if err := nlError(u32b(0)); err != nil {
+	if err := netlink.Error(u32b(0)); err != nil {
 		t.Errorf("ACK decoded as %v", err)
 	}
 
 	// Truncations are errors, not panics.
 	for _, b := range [][]byte{dgram[:10], dgram[:20], append(u32b(1000), zeros(12)...)} {
-		if _, err := parseNLMessages(b); err == nil {
+		if _, err := netlink.ParseMessages(b); err == nil {
 			t.Errorf("truncated datagram % x accepted", b)
 		}
 	}
-	if _, err := parseNLAttrs([]byte{9, 0, 1, 0, 'a'}); err == nil {
+	if _, err := netlink.ParseAttrs([]byte{9, 0, 1, 0, 'a'}); err == nil {
 		t.Error("attribute longer than payload accepted")
 	}
 }
@@ -181,9 +183,7 @@ func TestSysfsGIDs(t *testing.T) {
 		"class/net/d0/ifindex":     "5\n",
 		"class/infiniband/x/.keep": "",
 	})
-	old := sysfsRoot
-	sysfsRoot = root
-	defer func() { sysfsRoot = old }()
+	defer hostenv.Set(hostenv.Env{Sysfs: root, Dev: "/dev/infiniband"})()
 	got, err := sysfsGIDs(root, "rxe0", 1, 1024, LinkLayerEthernet)
 	if err != nil {
 		t.Fatal(err)
