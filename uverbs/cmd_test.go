@@ -266,7 +266,11 @@ func TestRegMRMemlockError(t *testing.T) {
 	if !errors.Is(err, unix.ENOMEM) {
 		t.Fatalf("err = %v, want ENOMEM", err)
 	}
-	for _, s := range []string{"RLIMIT_MEMLOCK", "65536 bytes", "ulimit -l", "64 KiB"} {
+	var me *MemlockError
+	if !errors.As(err, &me) || me.Limit != 65536 || me.Size != 1<<20 {
+		t.Fatalf("err = %#v, want a *MemlockError for 1 MiB under a 64 KiB limit", err)
+	}
+	for _, s := range []string{"RLIMIT_MEMLOCK", "65536 bytes", "ulimit -l", "LimitMEMLOCK="} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not mention %q", err, s)
 		}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,6 +142,55 @@ func sysfsDriver(root, ibdev string) (string, uint32) {
 		}
 	}
 	return "", 0
+}
+
+// Netdevs returns the network interfaces d sits on, as sysfs shows them without opening d
+// (so also for drivers gorping has no provider for): a soft device's parent (rxe), a NIC's
+// own netdevs, and the netdevs in its ports' GID tables (siw).
+func (d Device) Netdevs() []string {
+	base := hostenv.Sys("class", "infiniband", d.Name)
+	var nds []string
+	add := func(nd string) {
+		if nd != "" && !slices.Contains(nds, nd) {
+			nds = append(nds, nd)
+		}
+	}
+	if s, err := readSysfs(filepath.Join(base, "parent")); err == nil {
+		add(s)
+	}
+	if ents, err := os.ReadDir(filepath.Join(base, "device", "net")); err == nil {
+		for _, e := range ents {
+			add(e.Name())
+		}
+	}
+	ndevs, _ := filepath.Glob(filepath.Join(base, "ports", "*", "gid_attrs", "ndevs", "*"))
+	for _, f := range ndevs {
+		if s, err := readSysfs(f); err == nil { // unused GID entries fail to read (EINVAL)
+			add(s)
+		}
+	}
+	return nds
+}
+
+// LinkLayers returns the link layer of each of d's ports, from sysfs.
+func (d Device) LinkLayers() []LinkLayer {
+	files, _ := filepath.Glob(hostenv.Sys("class", "infiniband", d.Name, "ports", "*", "link_layer"))
+	var lls []LinkLayer
+	for _, f := range files {
+		s, err := readSysfs(f)
+		if err != nil {
+			continue
+		}
+		switch s {
+		case "InfiniBand":
+			lls = append(lls, LinkLayerInfiniBand)
+		case "Ethernet":
+			lls = append(lls, LinkLayerEthernet)
+		default:
+			lls = append(lls, LinkLayerUnspecified)
+		}
+	}
+	return lls
 }
 
 func readSysfs(path string) (string, error) {

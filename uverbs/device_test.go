@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/gorping/gorping/internal/hostenv"
@@ -221,4 +222,33 @@ func TestGIDTableIoctlGolden(t *testing.T) {
 		uint16(2), uint16(32*n), uint16(1), uint16(0), uint64(base+96),
 		uint16(3), uint16(8), uint16(1), uint16(0), uint64(base+88))
 	checkBytes(t, "QUERY_GID_TABLE", mem[:88], want)
+}
+
+// Netdevs and LinkLayers read sysfs of the environment: rxe0 on d0 (parent file), mlx5_0
+// on eth0 (device/net), siw0 known only by its GID table, ib0 with an InfiniBand port.
+func TestDeviceNetdevs(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"class/infiniband/rxe0/parent":                       "d0\n",
+		"class/infiniband/rxe0/ports/1/link_layer":           "Ethernet\n",
+		"class/infiniband/mlx5_0/device/net/eth0/ifindex":    "2\n",
+		"class/infiniband/mlx5_0/ports/1/link_layer":         "Ethernet\n",
+		"class/infiniband/siw0/ports/1/gid_attrs/ndevs/0":    "eth1\n",
+		"class/infiniband/siw0/ports/1/gid_attrs/ndevs/2":    "eth1\n",
+		"class/infiniband/siw0/ports/1/gid_attrs/ndevs/1/.x": "", // unused entry: unreadable
+		"class/infiniband/ib0/ports/1/link_layer":            "InfiniBand\n",
+		"class/infiniband/ib0/ports/2/link_layer":            "Ethernet\n",
+	})
+	defer hostenv.Set(hostenv.Env{Sysfs: root, Dev: "/dev/infiniband"})()
+	for dev, want := range map[string][]string{"rxe0": {"d0"}, "mlx5_0": {"eth0"}, "siw0": {"eth1"}, "ib0": nil, "gone": nil} {
+		if got := (Device{Name: dev}).Netdevs(); !slices.Equal(got, want) {
+			t.Errorf("%s.Netdevs() = %q, want %q", dev, got, want)
+		}
+	}
+	if got := (Device{Name: "ib0"}).LinkLayers(); !slices.Equal(got, []LinkLayer{LinkLayerInfiniBand, LinkLayerEthernet}) {
+		t.Errorf("ib0.LinkLayers() = %v", got)
+	}
+	if got := (Device{Name: "gone"}).LinkLayers(); got != nil {
+		t.Errorf("missing device: %v", got)
+	}
 }
