@@ -181,9 +181,9 @@ func withoutPosixlyCorrect(env []string) []string {
 }
 
 // TestSameAsRping runs Debian's rping (rdmacm-utils 44.0) and gorping side by
-// side on this RDMA-less host: same stdout, stderr and exit status for every
-// command line, except the deliberate differences listed in rping.md §6 /
-// the README compatibility table.
+// side on a host without RDMA: same stdout, stderr and exit status for every
+// command line, except the deliberate differences listed in the README
+// compatibility table.
 //
 // On a host with RDMA, stock rping runs in a namespace that hides the devices
 // (hidingRDMA) and gorping gets an injected environment without them.

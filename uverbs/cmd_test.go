@@ -68,7 +68,7 @@ func TestGoldenControlCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// verbs.md §1.6: 40-byte write, in 10 words, out 6 words (8 core + 16 mminfo).
+	// rxe CREATE_CQ: 40-byte write, in 10 words, out 6 words (8 core + 16 mminfo).
 	w := e.k.last()
 	if len(w) != 40 {
 		t.Fatalf("CREATE_CQ write is %d bytes, want 40", len(w))
@@ -110,7 +110,7 @@ func TestGoldenControlCommands(t *testing.T) {
 		t.Errorf("provider QP core %+v", pqp.core)
 	}
 
-	// MODIFY_QP to RTR with an address vector: every field lands at its verbs.md offset.
+	// MODIFY_QP to RTR with an address vector: every field lands at its ib_uverbs_modify_qp offset.
 	attr := QPAttr{
 		State: QPSRTR, PathMTU: MTU1024, RQPSN: 0x123456, DestQPNum: 0x22, MaxDestRdAtomic: 1,
 		MinRNRTimer: 12, AccessFlags: AccessRemoteWrite, PKeyIndex: 5, QKey: 0x11111111, SQPSN: 0xabcdef,
@@ -120,7 +120,7 @@ func TestGoldenControlCommands(t *testing.T) {
 	}
 	mask := QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer
 	if mask != 0x129181 {
-		t.Fatalf("RTR mask %#x, want verbs.md's 0x129181", mask)
+		t.Fatalf("RTR mask %#x, want rdma_cm's 0x129181", mask)
 	}
 	if err := qp.Modify(&attr, mask); err != nil {
 		t.Fatal(err)

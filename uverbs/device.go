@@ -121,7 +121,7 @@ func sysfsDevices(root string) ([]Device, error) {
 	return devs, nil
 }
 
-// sysfsDriver infers the driver of an ib device from sysfs (verbs.md §2.3): the parent bus
+// sysfsDriver infers the driver of an ib device from sysfs: the parent bus
 // device's driver (mlx5_core → mlx5), rxe's `parent` attribute, siw's RNIC node type without
 // a parent bus device.
 func sysfsDriver(root, ibdev string) (string, uint32) {

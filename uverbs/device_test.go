@@ -211,7 +211,7 @@ func TestParseGIDEntries(t *testing.T) {
 	}
 }
 
-// verbs.md §1.7's worked example: QUERY_GID_TABLE on rxe for N entries.
+// QUERY_GID_TABLE on rxe for N entries, byte by byte.
 func TestGIDTableIoctlGolden(t *testing.T) {
 	const n, base = 4, 0x7f0000001000
 	q := buildGIDTableIoctl(base, n, 14)

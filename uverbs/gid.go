@@ -121,7 +121,7 @@ func parseGIDEntries(count uint64, entries []byte) ([]GIDEntry, error) {
 	return out, nil
 }
 
-// sysfsGIDs reads the valid GIDs of one port from sysfs (verbs.md §1.8).
+// sysfsGIDs reads the valid GIDs of one port from sysfs.
 func sysfsGIDs(root, dev string, port, n int, ll LinkLayer) ([]GIDEntry, error) {
 	pdir := filepath.Join(root, "class", "infiniband", dev, "ports", strconv.Itoa(port))
 	_, attrsErr := os.Stat(filepath.Join(pdir, "gid_attrs"))
