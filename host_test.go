@@ -5,26 +5,32 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 )
 
-// hostHasNoRDMA fails the test if this machine has uverbs devices: these tests
-// assert rping's behaviour on a host without RDMA.
-func hostHasNoRDMA(t *testing.T) {
+// noRDMAEnv is the environment that gives a gorping binary built by buildBinary
+// a host without RDMA (below dir), or, with fakeDevice, one rxe device in sysfs
+// and no device nodes; the machine's own devices do not matter.
+func noRDMAEnv(t *testing.T, dir string, fakeDevice bool) []string {
 	t.Helper()
-	ents, err := os.ReadDir("/sys/class/infiniband_verbs")
-	if err == nil && len(ents) > 0 {
-		t.Fatalf("this host has uverbs devices (%d); the !guest tests assume none", len(ents))
+	e := hostenv.NoRDMA(dir)
+	if fakeDevice {
+		hostenvtest.AddRxe(t, e, "rxe0", "uverbs0")
 	}
+	return hostenvtest.BinaryEnv(e)
 }
 
 func TestNoDevicesRun(t *testing.T) {
-	hostHasNoRDMA(t)
+	hostenvtest.NoRDMA(t)
 	for _, args := range [][]string{{"-s"}, {"-c", "-a", "127.0.0.1", "-C", "1"}, {"-s", "-P", "-a", "::0"}} {
 		st, out, errOut := runCLI(false, args...)
 		if st != 19 || out != "" || errOut != "No RDMA devices were detected\n" {
@@ -38,12 +44,14 @@ func TestNoDevicesRun(t *testing.T) {
 	}
 }
 
-// buildBinary builds gorping into a temporary directory.
+// buildBinary builds gorping into a temporary directory, with the
+// gorping_hostenv tag: the binary then takes its sysfs and /dev directories
+// from GORPING_HOSTENV_SYSFS/_DEV (noRDMAEnv) instead of the machine's.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "rping")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	build := exec.Command(gobin, "build", "-ldflags", "-X main.buildVersion=v9.9.9", "-o", bin, ".")
+	build := exec.Command(gobin, "build", "-tags", "gorping_hostenv", "-ldflags", "-X main.buildVersion=v9.9.9", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -53,7 +61,22 @@ func buildBinary(t *testing.T) string {
 // execute runs bin and returns its exit status and output.
 func execute(t *testing.T, bin string, env []string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	return runCmd(t, exec.Command(bin, args...), env)
+}
+
+// executeStock is execute for stock rping, with this machine's RDMA hidden.
+func executeStock(t *testing.T, bin string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd, err := hidingRDMA(bin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runCmd(t, cmd, env)
+}
+
+func runCmd(t *testing.T, cmd *exec.Cmd, env []string) (int, string, string) {
+	t.Helper()
+	bin, args := cmd.Path, cmd.Args[1:]
 	cmd.Env = env
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
@@ -70,8 +93,8 @@ func execute(t *testing.T, bin string, env []string, args ...string) (int, strin
 
 // The built binary exits with the statuses rping's do (os.Exit path, env).
 func TestBinaryExitStatus(t *testing.T) {
-	hostHasNoRDMA(t)
 	bin := buildBinary(t)
+	hostEnv := noRDMAEnv(t, t.TempDir(), false)
 	for _, tc := range []struct {
 		args   []string
 		env    []string
@@ -92,6 +115,7 @@ func TestBinaryExitStatus(t *testing.T) {
 		if tc.env == nil {
 			env = withoutPosixlyCorrect(os.Environ())
 		}
+		env = append(env, hostEnv...)
 		st, stdout, stderr := execute(t, bin, env, tc.args...)
 		if tc.status == -1 {
 			// Invalid dotted names go to the resolver: EAI_NONAME (254), or
@@ -107,6 +131,45 @@ func TestBinaryExitStatus(t *testing.T) {
 	}
 }
 
+// The binary sees the environment it is given, not the machine's: with a fake
+// rxe device in sysfs it gets past device discovery and fails at the rdma_cm
+// node of its (empty) device directory.
+func TestBinaryUsesInjectedEnvironment(t *testing.T) {
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	env := append(withoutPosixlyCorrect(os.Environ()), noRDMAEnv(t, dir, true)...)
+	st, stdout, stderr := execute(t, bin, env, "-s")
+	want := "failed to create RDMA CM event channel: No such file or directory\n" +
+		"gorping: " + filepath.Join(dir, "dev", "rdma_cm") + " does not exist: load the rdma_ucm kernel module (modprobe rdma_ucm)\n"
+	if st != 2 || stdout != "" || stderr != want {
+		t.Errorf("exit %d stdout %q stderr %q, want 2 and %q", st, stdout, stderr, want)
+	}
+}
+
+// rdmaPaths are what librdmacm and libibverbs look at to find devices.
+var rdmaPaths = []string{"/dev/infiniband", "/sys/class/infiniband", "/sys/class/infiniband_verbs", "/sys/class/misc/rdma_cm"}
+
+// hidingRDMA returns the command that runs name without seeing this machine's
+// RDMA devices: as is on a host without any, else in a new user and mount
+// namespace with an empty tmpfs over each of rdmaPaths (stock rping cannot be
+// pointed elsewhere). An error says the namespace is not available here.
+func hidingRDMA(name string, args ...string) (*exec.Cmd, error) {
+	var present []string
+	for _, p := range rdmaPaths {
+		if _, err := os.Stat(p); err == nil {
+			present = append(present, p)
+		}
+	}
+	if len(present) == 0 {
+		return exec.Command(name, args...), nil
+	}
+	if err := exec.Command("unshare", "-rm", "true").Run(); err != nil {
+		return nil, fmt.Errorf("unshare -rm (to hide %v): %w", present, err)
+	}
+	script := `for d in ` + strings.Join(present, " ") + `; do mount -t tmpfs gorping-test "$d" || exit 99; done; exec "$0" "$@"`
+	return exec.Command("unshare", append([]string{"-rm", "sh", "-c", script, name}, args...)...), nil
+}
+
 func withoutPosixlyCorrect(env []string) []string {
 	var out []string
 	for _, kv := range env {
@@ -118,11 +181,13 @@ func withoutPosixlyCorrect(env []string) []string {
 }
 
 // TestSameAsRping runs Debian's rping (rdmacm-utils 44.0) and gorping side by
-// side on this RDMA-less host: same stdout, stderr and exit status for every
-// command line, except the deliberate differences listed in rping.md §6 /
-// the README compatibility table.
+// side on a host without RDMA: same stdout, stderr and exit status for every
+// command line, except the deliberate differences listed in the README
+// compatibility table.
+//
+// On a host with RDMA, stock rping runs in a namespace that hides the devices
+// (hidingRDMA) and gorping gets an injected environment without them.
 func TestSameAsRping(t *testing.T) {
-	hostHasNoRDMA(t)
 	const rping = "/usr/bin/rping"
 	if _, err := os.Stat(rping); err != nil {
 		// make test installs it (make host-deps); only a bare `go test` gets here.
@@ -131,8 +196,11 @@ func TestSameAsRping(t *testing.T) {
 		}
 		t.Skipf("%s not installed (apt-get install rdmacm-utils): %v", rping, err)
 	}
+	if _, err := hidingRDMA(rping); err != nil {
+		t.Fatalf("this host has RDMA devices and they cannot be hidden from stock rping: %v", err)
+	}
 	bin := buildBinary(t)
-	env := withoutPosixlyCorrect(os.Environ())
+	env := append(withoutPosixlyCorrect(os.Environ()), noRDMAEnv(t, t.TempDir(), false)...)
 	cases := [][]string{
 		{}, {"-s"}, {"-c"}, {"-s", "-c"}, {"-dvsP"}, {"-dS100", "-s"},
 		{"-d", "-S100", "-s", "-C5", "-vV", "-p", "99999"},
@@ -152,7 +220,7 @@ func TestSameAsRping(t *testing.T) {
 		{"-vvVV", "-s", "-q", "-P"}, {"-h"}, {"-s", "-d", "-S", "1", "-C", "-2"},
 	}
 	for _, args := range cases {
-		rs, ro, re := execute(t, rping, env, args...)
+		rs, ro, re := executeStock(t, rping, env, args...)
 		gs, gout, gerr := execute(t, bin, env, args...)
 		if rs != gs || ro != gout || re != gerr {
 			t.Errorf("%q: rping exit %d stdout %q stderr %q; gorping exit %d stdout %q stderr %q", args, rs, ro, re, gs, gout, gerr)
@@ -160,7 +228,7 @@ func TestSameAsRping(t *testing.T) {
 	}
 	posix := append(env, "POSIXLY_CORRECT=1")
 	for _, args := range [][]string{{"foo", "-s"}, {"-s", "foo", "-c"}} {
-		rs, ro, re := execute(t, rping, posix, args...)
+		rs, ro, re := executeStock(t, rping, posix, args...)
 		gs, gout, gerr := execute(t, bin, posix, args...)
 		if rs != gs || ro != gout || re != gerr {
 			t.Errorf("POSIXLY_CORRECT %q: rping %d %q %q; gorping %d %q %q", args, rs, ro, re, gs, gout, gerr)

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// wantUsage is rping.md §1.3, typed out independently of usageText.
+// wantUsage is stock rping's usage text, typed out independently of usageText.
 var wantUsage = strings.Join([]string{
 	"rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]",
 	"rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]",

@@ -27,7 +27,7 @@ func (g golden) be16(off int, v uint16) golden {
 }
 func (g golden) raw(off int, b ...byte) golden { copy(g[off:], b); return g }
 
-// sin is a struct sockaddr_in at off (rping.md §4.4: family host order,
+// sin is a struct sockaddr_in at off (family in host order,
 // port network order, address at +4).
 func (g golden) sin(off int, port uint16, a ...byte) golden {
 	return g.u16(off, unix.AF_INET).be16(off+2, port).raw(off+4, a...)
@@ -58,7 +58,7 @@ var (
 	addr6 = netip.MustParseAddrPort("[2001:db8::1%3]:7174")
 )
 
-// Golden bytes of every command body, offsets as in rping.md §4.4.
+// Golden bytes of every command body, offsets as in rdma/rdma_user_cm.h.
 func TestCommandBodies(t *testing.T) {
 	ch, f := newTestChannel(t)
 	id := mustID(t, ch)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gorping/gorping/internal/hostenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,11 +30,14 @@ type cmdDevice interface {
 	close() error
 }
 
-const devPath = "/dev/infiniband/rdma_cm"
+// devPath is the rdma_cm node (/dev/infiniband/rdma_cm on a real host; the
+// environment is internal/hostenv's).
+func devPath() string { return hostenv.DevPath("rdma_cm") }
 
 // abiFiles are where sysfs tells the rdma_cm ABI version (newer kernels, then
-// older ones), in librdmacm's order after its netlink query.
-var abiFiles = []string{"/sys/class/misc/rdma_cm/abi_version", "/sys/class/infiniband_ucma/abi_version"}
+// older ones), in librdmacm's order after its netlink query; relative to the
+// sysfs mount.
+var abiFiles = []string{"class/misc/rdma_cm/abi_version", "class/infiniband_ucma/abi_version"}
 
 // fdDevice is the real rdma_cm character device. The fd is non-blocking and
 // registered with Go's netpoller: GET_EVENT parks in rc.Read until ucma's poll
@@ -50,6 +54,7 @@ func openDevice() (*fdDevice, error) {
 	if err := checkABI(); err != nil {
 		return nil, err
 	}
+	devPath := devPath()
 	fd, err := unix.Open(devPath, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		// A *fs.PathError, so callers can tell the node's own failure
@@ -83,7 +88,8 @@ func openDevice() (*fdDevice, error) {
 // checkABI accepts the device only if sysfs says ABI 4. Like librdmacm it
 // proceeds when sysfs has no version file (and would fail later on a mismatch).
 func checkABI() error {
-	for _, p := range abiFiles {
+	for _, rel := range abiFiles {
+		p := hostenv.Sys(rel)
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue

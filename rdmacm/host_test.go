@@ -4,35 +4,58 @@ package rdmacm
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gorping/gorping/internal/hostenv"
 )
 
-// The host has no RDMA: Open fails with the errno rping reports
-// ("failed to create RDMA CM event channel: No such file or directory").
+// On a host without RDMA (installed, so the machine's own devices do not matter) Open
+// fails with the errno rping reports ("failed to create RDMA CM event channel: No such
+// file or directory"), as a PathError naming the environment's node.
 func TestOpenWithoutRDMA(t *testing.T) {
-	if _, err := os.Stat(devPath); err == nil {
-		t.Fatalf("%s exists: this test needs a host without RDMA (guest tests carry the guest tag)", devPath)
-	}
+	env := hostenv.NoRDMA(t.TempDir())
+	defer hostenv.Set(env)()
 	ch, err := Open()
-	if ch != nil || !errors.Is(err, unix.ENOENT) {
-		t.Fatalf("Open() = %v, %v; want ENOENT", ch, err)
+	var pe *fs.PathError
+	if ch != nil || !errors.Is(err, unix.ENOENT) || !errors.As(err, &pe) || pe.Path != filepath.Join(env.Dev, "rdma_cm") {
+		t.Fatalf("Open() = %v, %v; want ENOENT on %s", ch, err, filepath.Join(env.Dev, "rdma_cm"))
+	}
+}
+
+// A node that is not a character device is refused (ENODEV), not written to.
+func TestOpenNotACharDevice(t *testing.T) {
+	env := hostenv.NoRDMA(t.TempDir())
+	if err := os.MkdirAll(env.Dev, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(env.Dev, "rdma_cm"), nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	defer hostenv.Set(env)()
+	if ch, err := Open(); ch != nil || !errors.Is(err, unix.ENODEV) {
+		t.Fatalf("Open() = %v, %v; want ENODEV", ch, err)
 	}
 }
 
 func TestCheckABI(t *testing.T) {
 	dir := t.TempDir()
+	defer hostenv.Set(hostenv.NoRDMA(dir))()
 	saved := abiFiles
 	defer func() { abiFiles = saved }()
+	sys := filepath.Join(dir, "sys")
 	write := func(name, v string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+		if err := os.MkdirAll(sys, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		return p
+		if err := os.WriteFile(filepath.Join(sys, name), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return name
 	}
 	for _, tc := range []struct {
 		files []string
@@ -41,13 +64,21 @@ func TestCheckABI(t *testing.T) {
 		{[]string{write("v4", "4\n")}, true},
 		{[]string{write("v3", "3\n")}, false},
 		{[]string{write("junk", "x\n")}, false},
-		{[]string{filepath.Join(dir, "missing"), write("old4", "4\n")}, true}, // older kernels' path
-		{[]string{filepath.Join(dir, "missing")}, true},                       // nothing says: proceed
+		{[]string{"missing", write("old4", "4\n")}, true}, // older kernels' path
+		{[]string{"missing"}, true},                       // nothing says: proceed
 	} {
 		abiFiles = tc.files
 		err := checkABI()
 		if tc.ok && err != nil || !tc.ok && !errors.Is(err, unix.EPERM) {
 			t.Errorf("%v: got %v, want ok=%v (EPERM otherwise)", tc.files, err, tc.ok)
 		}
+	}
+}
+
+// The real paths are where librdmacm looks.
+func TestDefaultPaths(t *testing.T) {
+	defer hostenv.Set(hostenv.Default())()
+	if devPath() != "/dev/infiniband/rdma_cm" || hostenv.Sys(abiFiles[0]) != "/sys/class/misc/rdma_cm/abi_version" {
+		t.Errorf("devPath %q, abi file %q", devPath(), hostenv.Sys(abiFiles[0]))
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/internal/guesttest"
 	"golang.org/x/sys/unix"
 )
 
@@ -161,30 +162,15 @@ func sh(t *testing.T, cmd string) {
 func userObjects(t *testing.T) []string {
 	t.Helper()
 	var objs []string
-	for _, kind := range []string{"cm_id", "qp", "cq", "mr", "pd", "ctx"} {
-		out, err := exec.Command(os.Getenv("GORPING_RDMA_TOOL"), "resource", "show", kind).CombinedOutput()
-		if err != nil {
-			t.Fatalf("rdma resource show %s: %v\n%s", kind, err, out)
-		}
-		for _, line := range strings.Split(string(out), "\n") {
-			f := strings.Fields(line)
-			i := indexOf(f, "comm")
-			if i < 0 || i+1 >= len(f) || strings.HasPrefix(f[i+1], "[") {
-				continue
+	user := guesttest.UserResources(t)
+	for _, kind := range guesttest.Kinds {
+		for _, r := range user[kind] {
+			if r.KV["comm"] != "" { // a line without an owner is not an object
+				objs = append(objs, kind+": "+r.Line)
 			}
-			objs = append(objs, kind+": "+strings.TrimSpace(line))
 		}
 	}
 	return objs
-}
-
-func indexOf(f []string, s string) int {
-	for i, w := range f {
-		if w == s {
-			return i
-		}
-	}
-	return -1
 }
 
 // noUserObjects waits until no user process owns an RDMA object (the kernel

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorping/gorping/internal/guesttest"
 )
 
 // These tests run Run itself (server and client in this process, or against
@@ -21,11 +22,7 @@ import (
 
 func guestAddr(t *testing.T, name string) netip.Addr {
 	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set: run in the guest (go run ./test/vm/guestrun -pkgs ./rping)", name)
-	}
-	return netip.MustParseAddr(v)
+	return netip.MustParseAddr(guesttest.Env(t, name))
 }
 
 var nextPort atomic.Uint32
@@ -86,10 +83,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // comes too early is rejected.
 func listening(t *testing.T, p uint16) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("a listener on port %d", p), func() bool {
-		out, err := exec.Command(os.Getenv("GORPING_RDMA_TOOL"), "resource", "show", "cm_id").CombinedOutput()
-		return err == nil && strings.Contains(string(out), fmt.Sprintf(":%d ", p)) && strings.Contains(string(out), "LISTEN")
-	})
+	guesttest.WaitListening(t, fmt.Sprintf(":%d", p), 60*time.Second, nil, nil)
 }
 
 func TestGuestPingPong(t *testing.T) {

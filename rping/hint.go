@@ -6,8 +6,7 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -60,21 +59,14 @@ func verbsOpenHint(dev uverbs.Device, err error) string {
 	return "gorping: " + err.Error() // e.g. a driver gorping has no provider for
 }
 
-// memlockHint explains a failed registration of size bytes when the
-// locked-memory limit is the likely cause: the kernel charges pinned pages to
-// RLIMIT_MEMLOCK and answers EPERM (limit 0) or ENOMEM (limit reached).
-func memlockHint(size int, err error, lim unix.Rlimit, limErr error) string {
-	if !errors.Is(err, unix.EPERM) && !errors.Is(err, unix.ENOMEM) || limErr != nil || lim.Cur == unix.RLIM_INFINITY {
+// memlockHint explains a failed registration when the locked-memory limit is
+// the likely cause, with uverbs' explanation (uverbs.MemlockError).
+func memlockHint(err error) string {
+	var me *uverbs.MemlockError
+	if !errors.As(err, &me) {
 		return ""
 	}
-	return fmt.Sprintf("gorping: registering %d bytes failed: RLIMIT_MEMLOCK is %d bytes; raise it with ulimit -l or systemd LimitMEMLOCK=", size, lim.Cur)
-}
-
-// getMemlock reads RLIMIT_MEMLOCK; tests replace it.
-var getMemlock = func() (unix.Rlimit, error) {
-	var r unix.Rlimit
-	err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r)
-	return r, err
+	return fmt.Sprintf("gorping: registering %d bytes failed: %s", me.Size, me.Advice())
 }
 
 // netView is what the address hints need to know about this host; tests fake it.
@@ -86,8 +78,6 @@ type netView struct {
 	ibPort   func() bool                  // some RDMA port has InfiniBand link layer
 }
 
-const sysfsIB = "/sys/class/infiniband"
-
 var hostNet = netView{
 	route: lookupRoute,
 	ifName: func(index int) string {
@@ -97,8 +87,32 @@ var hostNet = netView{
 		return fmt.Sprintf("interface %d", index)
 	},
 	owner:    addrOwner,
-	rdmaDevs: func(netdev string) []string { return sysfsRDMADevs(sysfsIB, netdev) },
-	ibPort:   func() bool { return sysfsIBPort(sysfsIB) },
+	rdmaDevs: rdmaDevsOn,
+	ibPort:   hasIBPort,
+}
+
+// rdmaDevsOn names the RDMA devices uverbs discovers on netdev.
+func rdmaDevsOn(netdev string) []string {
+	devs, _ := uverbs.Devices()
+	var names []string
+	for _, d := range devs {
+		if slices.Contains(d.Netdevs(), netdev) {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
+
+// hasIBPort reports whether some RDMA port has InfiniBand link layer (over
+// which rdma_cm can loop back to a 127.0.0.1 listener).
+func hasIBPort() bool {
+	devs, _ := uverbs.Devices()
+	for _, d := range devs {
+		if slices.Contains(d.LinkLayers(), uverbs.LinkLayerInfiniBand) {
+			return true
+		}
+	}
+	return false
 }
 
 // noDeviceHint explains why rdma_cm found no RDMA device for a client's
@@ -179,51 +193,4 @@ func addrOwner(a netip.Addr) string {
 		}
 	}
 	return ""
-}
-
-// sysfsRDMADevs lists the RDMA devices under root (/sys/class/infiniband) that
-// sit on netdev: a soft device's parent, a NIC's own netdev, or a netdev in a
-// port's GID table.
-func sysfsRDMADevs(root, netdev string) []string {
-	ents, err := os.ReadDir(root)
-	if err != nil {
-		return nil
-	}
-	var devs []string
-	for _, e := range ents {
-		dir := filepath.Join(root, e.Name())
-		if onNetdev(dir, netdev) {
-			devs = append(devs, e.Name())
-		}
-	}
-	return devs
-}
-
-func onNetdev(dir, netdev string) bool {
-	if b, err := os.ReadFile(filepath.Join(dir, "parent")); err == nil && strings.TrimSpace(string(b)) == netdev {
-		return true
-	}
-	if _, err := os.Stat(filepath.Join(dir, "device", "net", netdev)); err == nil {
-		return true
-	}
-	ndevs, _ := filepath.Glob(filepath.Join(dir, "ports", "*", "gid_attrs", "ndevs", "*"))
-	for _, f := range ndevs {
-		// Unused GID entries fail to read (EINVAL).
-		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == netdev {
-			return true
-		}
-	}
-	return false
-}
-
-// sysfsIBPort reports whether some RDMA port under root has InfiniBand link
-// layer (over which rdma_cm can loop back to a 127.0.0.1 listener).
-func sysfsIBPort(root string) bool {
-	lls, _ := filepath.Glob(filepath.Join(root, "*", "ports", "*", "link_layer"))
-	for _, f := range lls {
-		if b, err := os.ReadFile(f); err == nil && strings.TrimSpace(string(b)) == "InfiniBand" {
-			return true
-		}
-	}
-	return false
 }

@@ -11,9 +11,9 @@ import (
 	"slices"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 	"github.com/gorping/gorping/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 const (
@@ -61,23 +61,20 @@ func TestVerbsOpenHint(t *testing.T) {
 }
 
 func TestMemlockHint(t *testing.T) {
-	lim := func(n uint64) unix.Rlimit { return unix.Rlimit{Cur: n, Max: unix.RLIM_INFINITY} }
-	reg := func(e error) error { return fmt.Errorf("uverbs: rxe0: register 16 bytes: %w", e) }
+	me := func(size int, limit uint64) error {
+		return fmt.Errorf("wrapped: %w", &uverbs.MemlockError{Device: "rxe0", Size: size, Limit: limit, Err: unix.ENOMEM})
+	}
 	for _, tc := range []struct {
-		size   int
-		err    error
-		lim    unix.Rlimit
-		limErr error
-		want   string
+		err  error
+		want string
 	}{
-		{16, reg(unix.EPERM), lim(0), nil, "gorping: registering 16 bytes failed: RLIMIT_MEMLOCK is 0 bytes; raise it with ulimit -l or systemd LimitMEMLOCK="},
-		{65536, reg(unix.ENOMEM), lim(65536), nil, "gorping: registering 65536 bytes failed: RLIMIT_MEMLOCK is 65536 bytes; raise it with ulimit -l or systemd LimitMEMLOCK="},
-		{16, reg(unix.ENOMEM), lim(unix.RLIM_INFINITY), nil, ""}, // the limit is not the cause
-		{16, reg(unix.EFAULT), lim(0), nil, ""},
-		{16, reg(unix.EPERM), lim(0), unix.EINVAL, ""},
+		{me(16, 0), "gorping: registering 16 bytes failed: RLIMIT_MEMLOCK is 0 bytes; raise it with ulimit -l or systemd LimitMEMLOCK="},
+		{me(65536, 65536), "gorping: registering 65536 bytes failed: RLIMIT_MEMLOCK is 65536 bytes; raise it with ulimit -l or systemd LimitMEMLOCK="},
+		{fmt.Errorf("uverbs: rxe0: register 16 bytes: %w", unix.ENOMEM), ""}, // uverbs did not blame the limit
+		{unix.EFAULT, ""},
 	} {
-		if got := memlockHint(tc.size, tc.err, tc.lim, tc.limErr); got != tc.want {
-			t.Errorf("memlockHint(%d, %v, %d, %v) = %q, want %q", tc.size, tc.err, tc.lim.Cur, tc.limErr, got, tc.want)
+		if got := memlockHint(tc.err); got != tc.want {
+			t.Errorf("memlockHint(%v) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
 }
@@ -175,43 +172,32 @@ func TestNoDeviceHint(t *testing.T) {
 	}
 }
 
-// A fake /sys/class/infiniband: rxe0 on d0 (parent file), mlx5_0 on eth0
-// (device/net), siw0 known only by its GID table, ib0 with an InfiniBand port.
-func TestSysfsRDMADevs(t *testing.T) {
-	root := t.TempDir()
-	write := func(p, s string) {
-		p = filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
+// The hints ask uverbs' discovery (here of an injected host with rxe0 on d0),
+// not sysfs of their own.
+func TestHostNetUsesDiscovery(t *testing.T) {
+	env := hostenvtest.NoRDMA(t)
+	if got := hostNet.rdmaDevs("d0"); got != nil {
+		t.Errorf("no devices: rdmaDevs(d0) = %q", got)
 	}
-	write("rxe0/parent", "d0\n")
-	write("rxe0/ports/1/link_layer", "Ethernet\n")
-	write("mlx5_0/device/net/eth0/ifindex", "2\n")
-	write("mlx5_0/ports/1/link_layer", "Ethernet\n")
-	write("siw0/ports/1/gid_attrs/ndevs/0", "eth1\n")
-	write("siw0/ports/1/link_layer", "Ethernet\n")
-	// An unused GID entry, which fails to read (a directory here, EINVAL in sysfs).
-	if err := os.MkdirAll(filepath.Join(root, "siw0/ports/1/gid_attrs/ndevs/1"), 0o755); err != nil {
+	hostenvtest.AddRxe(t, env, "rxe0", "uverbs0")
+	if got := hostNet.rdmaDevs("d0"); !slices.Equal(got, []string{"rxe0"}) {
+		t.Errorf("rdmaDevs(d0) = %q, want [rxe0]", got)
+	}
+	if got := hostNet.rdmaDevs("eth0"); got != nil {
+		t.Errorf("rdmaDevs(eth0) = %q, want none", got)
+	}
+	if hostNet.ibPort() {
+		t.Error("ibPort: true without an InfiniBand port")
+	}
+	p := filepath.Join(env.Sysfs, "class/infiniband/rxe0/ports/1/link_layer")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for nd, want := range map[string][]string{"d0": {"rxe0"}, "eth0": {"mlx5_0"}, "eth1": {"siw0"}, "lo": nil} {
-		if got := sysfsRDMADevs(root, nd); !slices.Equal(got, want) {
-			t.Errorf("sysfsRDMADevs(%s) = %q, want %q", nd, got, want)
-		}
+	if err := os.WriteFile(p, []byte("InfiniBand\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if sysfsIBPort(root) {
-		t.Errorf("sysfsIBPort: true without an InfiniBand port")
-	}
-	write("ib0/ports/1/link_layer", "InfiniBand\n")
-	if !sysfsIBPort(root) {
-		t.Errorf("sysfsIBPort: false with an InfiniBand port")
-	}
-	if got := sysfsRDMADevs(filepath.Join(root, "missing"), "d0"); got != nil {
-		t.Errorf("no sysfs: %q", got)
+	if !hostNet.ibPort() {
+		t.Error("ibPort: false with an InfiniBand port")
 	}
 }
 

@@ -3,7 +3,7 @@ package rping
 import "testing"
 
 func TestPayloadMatchesRping(t *testing.T) {
-	// The first three client lines of `rping -c -v` at the default size (rping.md §2.2).
+	// The first three client lines of `rping -c -v` at the default size (as stock rping prints them).
 	want := []string{
 		"rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr",
 		"rdma-ping-1: BCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrs",

@@ -5,27 +5,40 @@ package rping
 import (
 	"bytes"
 	"context"
-	"os"
+	"path/filepath"
 	"testing"
+
+	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 )
 
-// With a device reported but no /dev/infiniband/rdma_cm (this host), Run fails
-// like rping's rdma_create_event_channel: perror text and the errno as status,
-// then says which module is missing.
-func TestRunNoRdmaCM(t *testing.T) {
-	if _, err := os.Stat("/dev/infiniband/rdma_cm"); err == nil {
-		t.Fatal("this host has /dev/infiniband/rdma_cm; the !guest tests assume none")
-	}
-	defer func(f func() (int, error)) { countDevices = f }(countDevices)
-	countDevices = func() (int, error) { return 1, nil }
+func runHostServer(t *testing.T) (int, string) {
+	t.Helper()
 	var stderr bytes.Buffer
 	cfg := DefaultConfig()
 	cfg.Server = true
 	cfg.Stdout, cfg.Stderr = &bytes.Buffer{}, &stderr
-	st := Run(context.Background(), cfg)
+	return Run(context.Background(), cfg), stderr.String()
+}
+
+// A host without RDMA (installed, whatever the machine has): rping's no-device line and
+// status.
+func TestRunNoDevices(t *testing.T) {
+	hostenvtest.NoRDMA(t)
+	if st, stderr := runHostServer(t); st != exitNoDevice || stderr != "No RDMA devices were detected\n" {
+		t.Errorf("exit %d stderr %q, want %d and the no-device line", st, stderr, exitNoDevice)
+	}
+}
+
+// A device in sysfs but no rdma_cm node: Run fails like rping's
+// rdma_create_event_channel (perror text, the errno as status), then says which module
+// is missing.
+func TestRunNoRdmaCM(t *testing.T) {
+	env := hostenvtest.NoRDMA(t)
+	hostenvtest.AddRxe(t, env, "rxe0", "uverbs0")
+	st, stderr := runHostServer(t)
 	want := "failed to create RDMA CM event channel: No such file or directory\n" +
-		"gorping: /dev/infiniband/rdma_cm does not exist: load the rdma_ucm kernel module (modprobe rdma_ucm)\n"
-	if st != 2 || stderr.String() != want {
-		t.Errorf("exit %d stderr %q, want 2 and %q", st, stderr.String(), want)
+		"gorping: " + filepath.Join(env.Dev, "rdma_cm") + " does not exist: load the rdma_ucm kernel module (modprobe rdma_ucm)\n"
+	if st != 2 || stderr != want {
+		t.Errorf("exit %d stderr %q, want 2 and %q", st, stderr, want)
 	}
 }

@@ -170,8 +170,7 @@ func (c *verbsConn) setupBuffers(size int, client bool) int {
 		if err != nil {
 			b.Free()
 			c.out.errorf("%s reg_mr failed\n", s.name)
-			lim, limErr := getMemlock()
-			c.out.hint(memlockHint(s.size, err, lim, limErr))
+			c.out.hint(memlockHint(err))
 			return errnoOf(err)
 		}
 		c.bufs[s.id], c.mrs[s.id] = b, mr

@@ -497,6 +497,22 @@ type qpAttr struct {
 	_                [5]uint8
 }
 
+// RDMA netlink (NETLINK_RDMA, rdma/rdma_netlink.h). nldev messages carry attributes right
+// after the nlmsghdr (no generic-netlink header).
+const (
+	rdmaNLNldev          = 5
+	nldevCmdGet          = 1
+	nldevCmdGetChardev   = 15
+	nldevAttrDevIndex    = 1  // u32
+	nldevAttrDevName     = 2  // string
+	nldevAttrNodeGUID    = 6  // u64, host order
+	nldevAttrChardevType = 69 // string
+	nldevAttrChardevName = 70 // string
+	nldevAttrChardevABI  = 71 // u64
+	nldevAttrChardev     = 72 // u64 dev_t
+	nldevAttrDriverID    = 73 // u32 (u64 per the header comment; accept both)
+)
+
 // respField is the leading `__aligned_u64 response` of every request the kernel answers:
 // the user address it copies the response to (set by cmdPath.execLocked).
 type respField struct {

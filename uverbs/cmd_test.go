@@ -68,7 +68,7 @@ func TestGoldenControlCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// verbs.md §1.6: 40-byte write, in 10 words, out 6 words (8 core + 16 mminfo).
+	// rxe CREATE_CQ: 40-byte write, in 10 words, out 6 words (8 core + 16 mminfo).
 	w := e.k.last()
 	if len(w) != 40 {
 		t.Fatalf("CREATE_CQ write is %d bytes, want 40", len(w))
@@ -110,7 +110,7 @@ func TestGoldenControlCommands(t *testing.T) {
 		t.Errorf("provider QP core %+v", pqp.core)
 	}
 
-	// MODIFY_QP to RTR with an address vector: every field lands at its verbs.md offset.
+	// MODIFY_QP to RTR with an address vector: every field lands at its ib_uverbs_modify_qp offset.
 	attr := QPAttr{
 		State: QPSRTR, PathMTU: MTU1024, RQPSN: 0x123456, DestQPNum: 0x22, MaxDestRdAtomic: 1,
 		MinRNRTimer: 12, AccessFlags: AccessRemoteWrite, PKeyIndex: 5, QKey: 0x11111111, SQPSN: 0xabcdef,
@@ -120,7 +120,7 @@ func TestGoldenControlCommands(t *testing.T) {
 	}
 	mask := QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRdAtomic | QPAttrMinRNRTimer
 	if mask != 0x129181 {
-		t.Fatalf("RTR mask %#x, want verbs.md's 0x129181", mask)
+		t.Fatalf("RTR mask %#x, want rdma_cm's 0x129181", mask)
 	}
 	if err := qp.Modify(&attr, mask); err != nil {
 		t.Fatal(err)
@@ -266,7 +266,11 @@ func TestRegMRMemlockError(t *testing.T) {
 	if !errors.Is(err, unix.ENOMEM) {
 		t.Fatalf("err = %v, want ENOMEM", err)
 	}
-	for _, s := range []string{"RLIMIT_MEMLOCK", "65536 bytes", "ulimit -l", "64 KiB"} {
+	var me *MemlockError
+	if !errors.As(err, &me) || me.Limit != 65536 || me.Size != 1<<20 {
+		t.Fatalf("err = %#v, want a *MemlockError for 1 MiB under a 64 KiB limit", err)
+	}
+	for _, s := range []string{"RLIMIT_MEMLOCK", "65536 bytes", "ulimit -l", "LimitMEMLOCK="} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not mention %q", err, s)
 		}

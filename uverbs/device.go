@@ -6,9 +6,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gorping/gorping/internal/hostenv"
 )
 
 // Device is an RDMA device that exposes a uverbs character device.
@@ -37,16 +40,13 @@ const (
 	driverIDSIW  = 18
 )
 
-// sysfsRoot is where sysfs is mounted; tests point it at a fake tree.
-var sysfsRoot = "/sys"
-
-// devRoot is where the uverbs nodes live.
-const devRoot = "/dev/infiniband"
-
 // Devices lists the RDMA devices with a uverbs character device, ordered by uverbs name.
 // It asks RDMA netlink first (which also yields the driver id) and falls back to sysfs.
 // A machine without RDMA support yields an empty list and no error.
+//
+// Where it looks (sysfs, the device directory, netlink) is internal/hostenv's environment.
 func Devices() ([]Device, error) {
+	sysfsRoot := hostenv.Get().Sysfs
 	devs, nlErr := netlinkDevices()
 	if nlErr == nil {
 		// Netlink knows no driver name for ids we have no table entry for; sysfs may.
@@ -107,7 +107,7 @@ func sysfsDevices(root string) ([]Device, error) {
 		if err != nil || ibdev == "" {
 			continue // device going away; skip it rather than fail the whole scan
 		}
-		d := Device{Name: ibdev, Index: -1, Uverbs: name, Path: filepath.Join(devRoot, name)}
+		d := Device{Name: ibdev, Index: -1, Uverbs: name, Path: hostenv.DevPath(name)}
 		if s, err := readSysfs(filepath.Join(dir, name, "abi_version")); err == nil {
 			d.ABI, _ = strconv.Atoi(s)
 		}
@@ -121,7 +121,7 @@ func sysfsDevices(root string) ([]Device, error) {
 	return devs, nil
 }
 
-// sysfsDriver infers the driver of an ib device from sysfs (verbs.md §2.3): the parent bus
+// sysfsDriver infers the driver of an ib device from sysfs: the parent bus
 // device's driver (mlx5_core → mlx5), rxe's `parent` attribute, siw's RNIC node type without
 // a parent bus device.
 func sysfsDriver(root, ibdev string) (string, uint32) {
@@ -142,6 +142,55 @@ func sysfsDriver(root, ibdev string) (string, uint32) {
 		}
 	}
 	return "", 0
+}
+
+// Netdevs returns the network interfaces d sits on, as sysfs shows them without opening d
+// (so also for drivers gorping has no provider for): a soft device's parent (rxe), a NIC's
+// own netdevs, and the netdevs in its ports' GID tables (siw).
+func (d Device) Netdevs() []string {
+	base := hostenv.Sys("class", "infiniband", d.Name)
+	var nds []string
+	add := func(nd string) {
+		if nd != "" && !slices.Contains(nds, nd) {
+			nds = append(nds, nd)
+		}
+	}
+	if s, err := readSysfs(filepath.Join(base, "parent")); err == nil {
+		add(s)
+	}
+	if ents, err := os.ReadDir(filepath.Join(base, "device", "net")); err == nil {
+		for _, e := range ents {
+			add(e.Name())
+		}
+	}
+	ndevs, _ := filepath.Glob(filepath.Join(base, "ports", "*", "gid_attrs", "ndevs", "*"))
+	for _, f := range ndevs {
+		if s, err := readSysfs(f); err == nil { // unused GID entries fail to read (EINVAL)
+			add(s)
+		}
+	}
+	return nds
+}
+
+// LinkLayers returns the link layer of each of d's ports, from sysfs.
+func (d Device) LinkLayers() []LinkLayer {
+	files, _ := filepath.Glob(hostenv.Sys("class", "infiniband", d.Name, "ports", "*", "link_layer"))
+	var lls []LinkLayer
+	for _, f := range files {
+		s, err := readSysfs(f)
+		if err != nil {
+			continue
+		}
+		switch s {
+		case "InfiniBand":
+			lls = append(lls, LinkLayerInfiniBand)
+		case "Ethernet":
+			lls = append(lls, LinkLayerEthernet)
+		default:
+			lls = append(lls, LinkLayerUnspecified)
+		}
+	}
+	return lls
 }
 
 func readSysfs(path string) (string, error) {

@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
+	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/internal/netlink"
 	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -94,7 +97,7 @@ func TestParseGUID(t *testing.T) {
 	}
 }
 
-func nlAttrBytes(typ uint16, data []byte) []byte { return appendNLAttr(nil, typ, data) }
+func nlAttrBytes(typ uint16, data []byte) []byte { return netlink.AppendAttr(nil, typ, data) }
 
 func u32b(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
 func u64b(v uint64) []byte { return binary.NativeEndian.AppendUint64(nil, v) }
@@ -107,10 +110,10 @@ func TestNetlinkParsing(t *testing.T) {
 	dev0 = append(dev0, nlAttrBytes(67 /* DEV_PROTOCOL */, []byte("roce\x00"))...)
 	dev1 := append(nlAttrBytes(nldevAttrDevIndex|0x8000 /* flag bits are masked */, u32b(4)), nlAttrBytes(nldevAttrDevName, []byte("mlx5_0"))...)
 	var dgram []byte
-	dgram = appendNLMsg(dgram, nldevType(nldevCmdGet), unix.NLM_F_MULTI, 1, dev0)
-	dgram = appendNLMsg(dgram, nldevType(nldevCmdGet), unix.NLM_F_MULTI, 1, dev1)
-	dgram = appendNLMsg(dgram, unix.NLMSG_DONE, unix.NLM_F_MULTI, 1, u32b(0))
-	msgs, err := parseNLMessages(dgram)
+	dgram = netlink.AppendMessage(dgram, nldevType(nldevCmdGet), unix.NLM_F_MULTI, 1, dev0)
+	dgram = netlink.AppendMessage(dgram, nldevType(nldevCmdGet), unix.NLM_F_MULTI, 1, dev1)
+	dgram = netlink.AppendMessage(dgram, unix.NLMSG_DONE, unix.NLM_F_MULTI, 1, u32b(0))
+	msgs, err := netlink.ParseMessages(dgram)
 	if err != nil || len(msgs) != 3 {
 		t.Fatalf("parseNLMessages: %d msgs, %v", len(msgs), err)
 	}
@@ -143,20 +146,20 @@ func TestNetlinkParsing(t *testing.T) {
 		t.Errorf("u64 driver id: %+v, %v", c, err)
 	}
 
-	if err := nlError(append(u32b(uint32(0xfffffffe)), zeros(16)...)); err != unix.ENOENT {
+	if err := netlink.Error(append(u32b(uint32(0xfffffffe)), zeros(16)...)); err != unix.ENOENT {
 		t.Errorf("nlError = %v, want ENOENT", err)
 	}
-	if err := nlError(u32b(0)); err != nil {
+	if err := netlink.Error(u32b(0)); err != nil {
 		t.Errorf("ACK decoded as %v", err)
 	}
 
 	// Truncations are errors, not panics.
 	for _, b := range [][]byte{dgram[:10], dgram[:20], append(u32b(1000), zeros(12)...)} {
-		if _, err := parseNLMessages(b); err == nil {
+		if _, err := netlink.ParseMessages(b); err == nil {
 			t.Errorf("truncated datagram % x accepted", b)
 		}
 	}
-	if _, err := parseNLAttrs([]byte{9, 0, 1, 0, 'a'}); err == nil {
+	if _, err := netlink.ParseAttrs([]byte{9, 0, 1, 0, 'a'}); err == nil {
 		t.Error("attribute longer than payload accepted")
 	}
 }
@@ -181,9 +184,7 @@ func TestSysfsGIDs(t *testing.T) {
 		"class/net/d0/ifindex":     "5\n",
 		"class/infiniband/x/.keep": "",
 	})
-	old := sysfsRoot
-	sysfsRoot = root
-	defer func() { sysfsRoot = old }()
+	defer hostenv.Set(hostenv.Env{Sysfs: root, Dev: "/dev/infiniband"})()
 	got, err := sysfsGIDs(root, "rxe0", 1, 1024, LinkLayerEthernet)
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +211,7 @@ func TestParseGIDEntries(t *testing.T) {
 	}
 }
 
-// verbs.md §1.7's worked example: QUERY_GID_TABLE on rxe for N entries.
+// QUERY_GID_TABLE on rxe for N entries, byte by byte.
 func TestGIDTableIoctlGolden(t *testing.T) {
 	const n, base = 4, 0x7f0000001000
 	q := buildGIDTableIoctl(base, n, 14)
@@ -221,4 +222,33 @@ func TestGIDTableIoctlGolden(t *testing.T) {
 		uint16(2), uint16(32*n), uint16(1), uint16(0), uint64(base+96),
 		uint16(3), uint16(8), uint16(1), uint16(0), uint64(base+88))
 	checkBytes(t, "QUERY_GID_TABLE", mem[:88], want)
+}
+
+// Netdevs and LinkLayers read sysfs of the environment: rxe0 on d0 (parent file), mlx5_0
+// on eth0 (device/net), siw0 known only by its GID table, ib0 with an InfiniBand port.
+func TestDeviceNetdevs(t *testing.T) {
+	root := t.TempDir()
+	writeTree(t, root, map[string]string{
+		"class/infiniband/rxe0/parent":                       "d0\n",
+		"class/infiniband/rxe0/ports/1/link_layer":           "Ethernet\n",
+		"class/infiniband/mlx5_0/device/net/eth0/ifindex":    "2\n",
+		"class/infiniband/mlx5_0/ports/1/link_layer":         "Ethernet\n",
+		"class/infiniband/siw0/ports/1/gid_attrs/ndevs/0":    "eth1\n",
+		"class/infiniband/siw0/ports/1/gid_attrs/ndevs/2":    "eth1\n",
+		"class/infiniband/siw0/ports/1/gid_attrs/ndevs/1/.x": "", // unused entry: unreadable
+		"class/infiniband/ib0/ports/1/link_layer":            "InfiniBand\n",
+		"class/infiniband/ib0/ports/2/link_layer":            "Ethernet\n",
+	})
+	defer hostenv.Set(hostenv.Env{Sysfs: root, Dev: "/dev/infiniband"})()
+	for dev, want := range map[string][]string{"rxe0": {"d0"}, "mlx5_0": {"eth0"}, "siw0": {"eth1"}, "ib0": nil, "gone": nil} {
+		if got := (Device{Name: dev}).Netdevs(); !slices.Equal(got, want) {
+			t.Errorf("%s.Netdevs() = %q, want %q", dev, got, want)
+		}
+	}
+	if got := (Device{Name: "ib0"}).LinkLayers(); !slices.Equal(got, []LinkLayer{LinkLayerInfiniBand, LinkLayerEthernet}) {
+		t.Errorf("ib0.LinkLayers() = %v", got)
+	}
+	if got := (Device{Name: "gone"}).LinkLayers(); got != nil {
+		t.Errorf("missing device: %v", got)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gorping/gorping/internal/netlink"
 	"github.com/gorping/gorping/internal/wire"
 )
 
@@ -13,19 +14,19 @@ import (
 
 func FuzzNetlink(f *testing.F) {
 	dev := append(nlAttrBytes(nldevAttrDevIndex, u32b(3)), nlAttrBytes(nldevAttrDevName, []byte("rxe0\x00"))...)
-	f.Add(appendNLMsg(nil, nldevType(nldevCmdGet), 2, 1, dev))
-	f.Add(appendNLMsg(nil, nldevType(nldevCmdGetChardev), 0, 2, nlAttrBytes(nldevAttrChardevName, []byte("uverbs0"))))
-	f.Add(appendNLMsg(nil, 2 /* NLMSG_ERROR */, 0, 2, u32b(0xfffffffe)))
+	f.Add(netlink.AppendMessage(nil, nldevType(nldevCmdGet), 2, 1, dev))
+	f.Add(netlink.AppendMessage(nil, nldevType(nldevCmdGetChardev), 0, 2, nlAttrBytes(nldevAttrChardevName, []byte("uverbs0"))))
+	f.Add(netlink.AppendMessage(nil, 2 /* NLMSG_ERROR */, 0, 2, u32b(0xfffffffe)))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, err := parseNLMessages(b)
+		msgs, err := netlink.ParseMessages(b)
 		if err != nil {
 			return
 		}
 		for _, m := range msgs {
 			parseNLDevice(m.Payload)
 			parseNLChardev(m.Payload)
-			nlError(m.Payload)
-			attrs, err := parseNLAttrs(m.Payload)
+			netlink.Error(m.Payload)
+			attrs, err := netlink.ParseAttrs(m.Payload)
 			if err != nil {
 				continue
 			}
@@ -33,9 +34,9 @@ func FuzzNetlink(f *testing.F) {
 				if len(a.Data) > len(m.Payload) {
 					t.Fatalf("attribute longer than its message")
 				}
-				attrU32(a.Data)
-				attrUint(a.Data)
-				attrString(a.Data)
+				netlink.U32(a.Data)
+				netlink.Uint(a.Data)
+				netlink.String(a.Data)
 			}
 		}
 	})

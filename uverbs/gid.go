@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gorping/gorping/internal/hostenv"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
@@ -45,7 +46,7 @@ func (c *Context) GIDTable() ([]GIDEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		ents, err := sysfsGIDs(sysfsRoot, c.dev.Name, p, int(pa.GIDTableLen), pa.LinkLayer)
+		ents, err := sysfsGIDs(hostenv.Get().Sysfs, c.dev.Name, p, int(pa.GIDTableLen), pa.LinkLayer)
 		if err != nil {
 			return nil, fmt.Errorf("uverbs: %s GID table: ioctl: %v; sysfs: %w", c.dev.Name, ioErr, err)
 		}
@@ -120,7 +121,7 @@ func parseGIDEntries(count uint64, entries []byte) ([]GIDEntry, error) {
 	return out, nil
 }
 
-// sysfsGIDs reads the valid GIDs of one port from sysfs (verbs.md §1.8).
+// sysfsGIDs reads the valid GIDs of one port from sysfs.
 func sysfsGIDs(root, dev string, port, n int, ll LinkLayer) ([]GIDEntry, error) {
 	pdir := filepath.Join(root, "class", "infiniband", dev, "ports", strconv.Itoa(port))
 	_, attrsErr := os.Stat(filepath.Join(pdir, "gid_attrs"))
@@ -182,7 +183,7 @@ func parseGID(s string) ([16]byte, error) {
 
 // netInterfaceIndex reads a netdev's ifindex from sysfs (avoids importing net).
 func netInterfaceIndex(name string) (int, error) {
-	s, err := readSysfs(filepath.Join(sysfsRoot, "class", "net", name, "ifindex"))
+	s, err := readSysfs(hostenv.Sys("class", "net", name, "ifindex"))
 	if err != nil {
 		return 0, err
 	}

@@ -3,7 +3,6 @@ package uverbs
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/gorping/gorping/internal/umem"
@@ -162,13 +161,28 @@ func regMRError(dev string, size int, err error) error {
 	if lim.Cur == unix.RLIM_INFINITY {
 		return fmt.Errorf("uverbs: %s: register %d bytes: %w (RLIMIT_MEMLOCK is unlimited, so the kernel itself is short of memory)", dev, size, err)
 	}
-	return fmt.Errorf("uverbs: %s: register %d bytes: %w: the locked-memory limit RLIMIT_MEMLOCK is %s "+
-		"(`ulimit -l` shows %s KiB); raise it (ulimit -l unlimited, limits.conf memlock, systemd LimitMEMLOCK=) "+
-		"or run with CAP_IPC_LOCK", dev, size, err, formatBytes(lim.Cur), strconv.FormatUint(lim.Cur/1024, 10))
+	return &MemlockError{Device: dev, Size: size, Limit: lim.Cur, Err: err}
 }
 
-func formatBytes(n uint64) string {
-	return strconv.FormatUint(n, 10) + " bytes"
+// MemlockError is RegMR's error when the locked-memory limit is the likely cause: the
+// kernel charges pinned pages to RLIMIT_MEMLOCK and answers EPERM (limit 0) or ENOMEM
+// (limit reached). It unwraps to the kernel's error.
+type MemlockError struct {
+	Device string
+	Size   int    // bytes that failed to register
+	Limit  uint64 // RLIMIT_MEMLOCK's soft limit in bytes
+	Err    error
+}
+
+func (e *MemlockError) Error() string {
+	return fmt.Sprintf("uverbs: %s: register %d bytes: %v: %s", e.Device, e.Size, e.Err, e.Advice())
+}
+
+func (e *MemlockError) Unwrap() error { return e.Err }
+
+// Advice is gorping's one explanation of a too-low locked-memory limit and its fix.
+func (e *MemlockError) Advice() string {
+	return fmt.Sprintf("RLIMIT_MEMLOCK is %d bytes; raise it with ulimit -l or systemd LimitMEMLOCK=", e.Limit)
 }
 
 // Dereg deregisters the MR (DEREG_MR).

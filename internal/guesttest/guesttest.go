@@ -6,7 +6,6 @@
 package guesttest
 
 import (
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -39,25 +38,28 @@ func RxeDevice(t testing.TB) uverbs.Device {
 // RDMATool is the full path of iproute2's rdma (busybox has its own applets).
 func RDMATool(t testing.TB) string {
 	t.Helper()
-	tool := os.Getenv("GORPING_RDMA_TOOL")
-	if tool == "" {
-		t.Fatal("GORPING_RDMA_TOOL is not set (run inside the guest harness, test/vm)")
-	}
-	return tool
+	return Env(t, "GORPING_RDMA_TOOL")
 }
 
 var countRE = regexp.MustCompile(`([a-z_]+) (\d+)`)
 
-// ResourceCounts parses `rdma resource show` for the rxe device, e.g.
-// "0: rxe0: pd 1 cq 2 qp 1 cm_id 0 mr 0 ctx 0", into {"pd": 1, "cq": 2, ...}.
-func ResourceCounts(t testing.TB) map[string]int {
+// Summary is `rdma resource show` (per-device totals).
+func Summary(t testing.TB) string {
 	t.Helper()
 	tool := RDMATool(t)
 	out, err := exec.Command(tool, "resource", "show").CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s resource show: %v\n%s", tool, err, out)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
+	return string(out)
+}
+
+// ResourceCounts parses `rdma resource show` for the rxe device, e.g.
+// "0: rxe0: pd 1 cq 2 qp 1 cm_id 0 mr 0 ctx 0", into {"pd": 1, "cq": 2, ...}.
+func ResourceCounts(t testing.TB) map[string]int {
+	t.Helper()
+	out := Summary(t)
+	for _, line := range strings.Split(out, "\n") {
 		if !strings.Contains(line, DeviceName+":") {
 			continue
 		}

@@ -10,25 +10,19 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorping/gorping/internal/guesttest"
 )
 
 // Env returns the environment variable name, failing the test if it is unset:
 // a guest test outside the guest must fail loudly, never pass vacuously.
-func Env(t testing.TB, name string) string {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		t.Fatalf("%s is not set: run this test in the guest (go run ./test/vm/guestrun)", name)
-	}
-	return v
-}
+func Env(t testing.TB, name string) string { t.Helper(); return guesttest.Env(t, name) }
 
 // IPv4 and IPv6 are the addresses of the guest's rxe0 netdev.
 func IPv4(t testing.TB) string { return Env(t, "GORPING_IPV4") }
@@ -38,7 +32,7 @@ func IPv6(t testing.TB) string { return Env(t, "GORPING_IPV6") }
 func GorpingBin(t testing.TB) string { return Env(t, "GORPING_BIN") }
 
 // RDMATool is iproute2's rdma (busybox has none).
-func RDMATool(t testing.TB) string { return Env(t, "GORPING_RDMA_TOOL") }
+func RDMATool(t testing.TB) string { t.Helper(); return guesttest.RDMATool(t) }
 
 // StockRping is rdma-core's rping from the guest's PATH.
 func StockRping(t testing.TB) string {
@@ -158,41 +152,19 @@ func Run(t testing.TB, timeout time.Duration, name string, args ...string) Resul
 	return Result{Stdout: p.Stdout(), Stderr: p.Stderr(), Code: code}
 }
 
-// Listener is one listening rdma_cm id as `rdma resource show cm_id` reports it.
-type Listener struct {
-	Comm, SrcAddr string
-	PID           int
-}
-
 // WaitListening waits until server has an rdma_cm id in state LISTEN on
 // addr:port (as rdma prints it, e.g. "192.0.2.1:7174", "2001:db8::1:7174"), or
-// fails the test after timeout. It polls the kernel's view of the listener, so
-// a client started afterwards cannot race the server's rdma_listen. rdma lists
-// an id under the thread that created it, which for gorping (Go) is seldom the
-// main thread, so any thread of the process counts.
+// fails the test after timeout or when the server exits. rdma lists an id under
+// the thread that created it, which for gorping (Go) is seldom the main thread,
+// so any thread of the process counts.
 func WaitListening(t testing.TB, server *Proc, addr string, port int, timeout time.Duration) {
 	t.Helper()
-	want := fmt.Sprintf("%s:%d", addr, port)
-	deadline := time.Now().Add(timeout)
-	var last []rdmaEntry
-	for {
-		last = rdmaResources(t, "cm_id")
-		tasks := tasksOf(pidOf(server))
-		for _, e := range last {
-			if e.kv["state"] == "LISTEN" && e.kv["src-addr"] == want && tasks[e.pid()] {
-				return
-			}
+	owner := func(r guesttest.Resource) bool { return tasksOf(pidOf(server))[r.PID()] }
+	alive := func() error {
+		if server.Running() {
+			return nil
 		}
-		if !server.Running() {
-			t.Fatalf("%s exited before listening on %s\nstdout:\n%s\nstderr:\n%s", server.Name, want, server.Stdout(), server.Stderr())
-		}
-		if time.Now().After(deadline) {
-			var b strings.Builder
-			for _, e := range last {
-				b.WriteString(e.line + "\n")
-			}
-			t.Fatalf("%s (pid %d) not listening on %s after %s; rdma resource show cm_id:\n%s", server.Name, pidOf(server), want, timeout, b.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return fmt.Errorf("%s (pid %d) exited\nstdout:\n%s\nstderr:\n%s", server.Name, pidOf(server), server.Stdout(), server.Stderr())
 	}
+	guesttest.WaitListening(t, fmt.Sprintf("%s:%d", addr, port), timeout, owner, alive)
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // Lines rping may print on stderr during a successful run. Which of them
-// appear is a race in rping (rping.md §2.5, §6.12); gorping prints a subset.
+// appear is a race in rping (its CM thread prints it while the main thread tears down); gorping prints a subset.
 const (
 	clientDisconnect = "client DISCONNECT EVENT..."
 	serverDisconnect = "server DISCONNECT EVENT..."
@@ -306,7 +306,7 @@ func TestInterop(t *testing.T) {
 		}
 	})
 
-	// -q: the application creates and moves its QP itself (rping.md §3.9).
+	// -q: the application creates and moves its QP itself (rping's own -q path).
 	t.Run("SelfQP", func(t *testing.T) {
 		g, s := gorpingImpl(t), stockImpl(t)
 		for _, f := range families(t) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorping/gorping/internal/guesttest"
 )
 
 // procState is what a process holds: its RDMA objects by kind and its open
@@ -34,7 +36,7 @@ func (s procState) equal(o procState) bool {
 
 func (s procState) String() string {
 	var b strings.Builder
-	for _, k := range rdmaKinds {
+	for _, k := range guesttest.Kinds {
 		fmt.Fprintf(&b, "%s %d, ", k, s.rdma[k])
 	}
 	fmt.Fprintf(&b, "%d fds:\n", len(s.fds))

@@ -58,7 +58,7 @@ func ExpectedPingLines(count, size int) string {
 }
 
 // v44SpuriousExit is the one stderr line of rdma-core v44's spurious exit 255
-// (rping.md §6.1): after a successful run, rping's CM thread calls
+// (a bug of rping v44): after a successful run, rping's CM thread calls
 // rdma_get_cm_event on the channel main has already closed, perror()s and
 // exit(-1)s. Fixed upstream in v59 and stable v44.11 ("rping: Fix spurious
 // failure return codes"); Debian bookworm ships 44.0 and trixie 56.1.

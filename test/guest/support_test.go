@@ -10,7 +10,6 @@ package guest
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/internal/guesttest"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -70,76 +70,6 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// rdmaEntry is one line of `rdma resource show <kind>`: its key/value words.
-type rdmaEntry struct {
-	kind string
-	line string
-	kv   map[string]string
-}
-
-// kernel reports whether the kernel owns the object (rdma prints the owner
-// in brackets, e.g. "comm [ib_core]").
-func (e rdmaEntry) kernel() bool { return strings.HasPrefix(e.kv["comm"], "[") }
-
-// pid is the creating thread's id, 0 if rdma printed none (the thread is gone).
-func (e rdmaEntry) pid() int { n, _ := strconv.Atoi(e.kv["pid"]); return n }
-
-// rdmaKinds are the object kinds whose leaks matter: everything rping creates.
-var rdmaKinds = []string{"cm_id", "qp", "cq", "mr", "pd", "ctx"}
-
-// rdmaResources lists the objects of kind as the kernel's restrack sees them.
-func rdmaResources(t testing.TB, kind string) []rdmaEntry {
-	t.Helper()
-	out, err := exec.Command(RDMATool(t), "resource", "show", kind).CombinedOutput()
-	if err != nil {
-		t.Fatalf("rdma resource show %s: %v\n%s", kind, err, out)
-	}
-	var ents []rdmaEntry
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		e := rdmaEntry{kind: kind, line: line, kv: map[string]string{}}
-		// Keys are not all followed by one value (rdma prints some flags
-		// bare), so take the word after the first occurrence of each word.
-		for i := 0; i+1 < len(f); i++ {
-			if _, seen := e.kv[f[i]]; !seen {
-				e.kv[f[i]] = f[i+1]
-			}
-		}
-		ents = append(ents, e)
-	}
-	return ents
-}
-
-// userResources returns every RDMA object a user process owns, by kind.
-func userResources(t testing.TB) map[string][]rdmaEntry {
-	t.Helper()
-	m := map[string][]rdmaEntry{}
-	for _, k := range rdmaKinds {
-		for _, e := range rdmaResources(t, k) {
-			if !e.kernel() {
-				m[k] = append(m[k], e)
-			}
-		}
-	}
-	return m
-}
-
-func describeResources(m map[string][]rdmaEntry) string {
-	var b strings.Builder
-	for _, k := range rdmaKinds {
-		for _, e := range m[k] {
-			fmt.Fprintf(&b, "  %s: %s\n", k, e.line)
-		}
-	}
-	if b.Len() == 0 {
-		return "  (none)\n"
-	}
-	return b.String()
-}
-
 // cleanSummary is `rdma resource show` (per-device totals) of an idle guest,
 // learned the first time the detailed listing shows no user object. Checking
 // the one-line summary first keeps the common case to a single rdma call.
@@ -148,32 +78,23 @@ var (
 	cleanSummary string
 )
 
-func rdmaSummary(t testing.TB) string {
-	t.Helper()
-	out, err := exec.Command(RDMATool(t), "resource", "show").CombinedOutput()
-	if err != nil {
-		t.Fatalf("rdma resource show: %v\n%s", err, out)
-	}
-	return string(out)
-}
-
 // rdmaIdle reports whether no user process owns any RDMA object, and if not,
 // what is left.
-func rdmaIdle(t testing.TB) (bool, map[string][]rdmaEntry) {
+func rdmaIdle(t testing.TB) (bool, map[string][]guesttest.Resource) {
 	t.Helper()
 	cleanMu.Lock()
 	defer cleanMu.Unlock()
-	sum := rdmaSummary(t)
+	sum := guesttest.Summary(t)
 	if cleanSummary != "" && sum == cleanSummary {
 		return true, nil
 	}
-	left := userResources(t)
+	left := guesttest.UserResources(t)
 	if len(left) > 0 {
 		return false, left
 	}
 	// Nothing of a user: re-read the summary, the idle totals may have moved
 	// (e.g. objects that were being torn down between the two reads).
-	cleanSummary = rdmaSummary(t)
+	cleanSummary = guesttest.Summary(t)
 	return true, nil
 }
 
@@ -189,7 +110,7 @@ func waitRDMAIdle(t testing.TB, timeout time.Duration, when string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Errorf("RDMA objects still owned by processes %s (waited %s):\n%s", when, timeout, describeResources(left))
+			t.Errorf("RDMA objects still owned by processes %s (waited %s):\n%s", when, timeout, guesttest.Describe(left))
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -214,9 +135,9 @@ func procResources(t testing.TB, p *Proc) map[string]int {
 	t.Helper()
 	tasks := tasksOf(pidOf(p))
 	m := map[string]int{}
-	for _, k := range rdmaKinds {
-		for _, e := range rdmaResources(t, k) {
-			if !e.kernel() && tasks[e.pid()] {
+	for _, k := range guesttest.Kinds {
+		for _, e := range guesttest.Resources(t, k) {
+			if !e.Kernel() && tasks[e.PID()] {
 				m[k]++
 			}
 		}

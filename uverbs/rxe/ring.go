@@ -11,7 +11,7 @@ import (
 // ring is one mmap'd rxe queue (struct rxe_queue_buf followed by the slots). Each side
 // writes only its own index: user space produces SQ/RQ WQEs and consumes CQEs. The indices
 // are accessed with sync/atomic, whose loads are acquire and stores release on every
-// architecture Go supports, which is what the ring protocol needs (verbs.md §4.3).
+// architecture Go supports, which is what the ring protocol needs.
 type ring struct {
 	m     *umem.Mem // the mapping, for unmapping
 	mem   []byte    // m.Bytes()

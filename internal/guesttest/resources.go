@@ -1,0 +1,146 @@
+//go:build guest
+
+package guesttest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Env returns the guest harness's environment variable name (GORPING_BIN, GORPING_IPV4,
+// GORPING_IPV6, GORPING_RDMA_TOOL), failing the test when it is unset: the test is not
+// running inside the guest.
+func Env(t testing.TB, name string) string {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set: run inside the guest harness (make guest PKGS=...)", name)
+	}
+	return v
+}
+
+// Kinds are the object kinds whose leaks matter: everything rping creates.
+var Kinds = []string{"cm_id", "qp", "cq", "mr", "pd", "ctx"}
+
+// Resource is one line of `rdma resource show <kind>`: its key/value words.
+type Resource struct {
+	Kind string
+	Line string
+	KV   map[string]string
+}
+
+// Kernel reports whether the kernel owns the object (rdma prints the owner in brackets,
+// e.g. "comm [ib_core]").
+func (r Resource) Kernel() bool { return strings.HasPrefix(r.KV["comm"], "[") }
+
+// PID is the creating thread's id, 0 if rdma printed none (the thread is gone).
+func (r Resource) PID() int { n, _ := strconv.Atoi(r.KV["pid"]); return n }
+
+// Listening reports whether r is an rdma_cm id in state LISTEN on addrPort as rdma prints
+// it ("192.0.2.1:7174", "2001:db8::1:7174"); an addrPort of the form ":7174" matches the
+// port on any address.
+func (r Resource) Listening(addrPort string) bool {
+	if r.KV["state"] != "LISTEN" {
+		return false
+	}
+	src := r.KV["src-addr"]
+	if strings.HasPrefix(addrPort, ":") {
+		return strings.HasSuffix(src, addrPort)
+	}
+	return src == addrPort
+}
+
+// ParseResources parses the output of `rdma resource show <kind>`.
+func ParseResources(kind, out string) []Resource {
+	var rs []Resource
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		r := Resource{Kind: kind, Line: strings.TrimSpace(line), KV: map[string]string{}}
+		// Keys are not all followed by one value (rdma prints some flags bare), so take
+		// the word after the first occurrence of each word.
+		for i := 0; i+1 < len(f); i++ {
+			if _, seen := r.KV[f[i]]; !seen {
+				r.KV[f[i]] = f[i+1]
+			}
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// Resources lists the objects of kind as the kernel's restrack sees them.
+func Resources(t testing.TB, kind string) []Resource {
+	t.Helper()
+	tool := RDMATool(t)
+	out, err := exec.Command(tool, "resource", "show", kind).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s resource show %s: %v\n%s", tool, kind, err, out)
+	}
+	return ParseResources(kind, string(out))
+}
+
+// UserResources returns every RDMA object a user process owns, by kind.
+func UserResources(t testing.TB) map[string][]Resource {
+	t.Helper()
+	m := map[string][]Resource{}
+	for _, k := range Kinds {
+		for _, r := range Resources(t, k) {
+			if !r.Kernel() {
+				m[k] = append(m[k], r)
+			}
+		}
+	}
+	return m
+}
+
+// Describe lists m one object a line ("  kind: line"), "  (none)" when empty.
+func Describe(m map[string][]Resource) string {
+	var b strings.Builder
+	for _, k := range Kinds {
+		for _, r := range m[k] {
+			fmt.Fprintf(&b, "  %s: %s\n", k, r.Line)
+		}
+	}
+	if b.Len() == 0 {
+		return "  (none)\n"
+	}
+	return b.String()
+}
+
+// WaitListening waits until some rdma_cm id listens on addrPort (see Resource.Listening)
+// and satisfies owner (nil: any owner), or fails the test after timeout or as soon as
+// alive (nil: not checked) returns an error. Polling the kernel's view of the listener
+// means a client started afterwards cannot race the server's rdma_listen.
+func WaitListening(t testing.TB, addrPort string, timeout time.Duration, owner func(Resource) bool, alive func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ids := Resources(t, "cm_id")
+		for _, r := range ids {
+			if r.Listening(addrPort) && (owner == nil || owner(r)) {
+				return
+			}
+		}
+		if alive != nil {
+			if err := alive(); err != nil {
+				t.Fatalf("no listener on %s: %v", addrPort, err)
+			}
+		}
+		if time.Now().After(deadline) {
+			var b strings.Builder
+			for _, r := range ids {
+				b.WriteString(r.Line + "\n")
+			}
+			t.Fatalf("no listener on %s after %s; rdma resource show cm_id:\n%s", addrPort, timeout, b.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,45 @@
+// Package hostenvtest builds host environments for tests (imported by tests only): a host
+// without RDMA, and the sysfs of a fake rxe device in it.
+package hostenvtest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gorping/gorping/internal/hostenv"
+)
+
+// NoRDMA installs a host without RDMA for the rest of the test and returns it.
+func NoRDMA(t testing.TB) hostenv.Env {
+	t.Helper()
+	e := hostenv.NoRDMA(t.TempDir())
+	t.Cleanup(hostenv.Set(e))
+	return e
+}
+
+// AddRxe writes the sysfs of an rxe device ibdev with uverbs node uverbs (no /dev node) on
+// netdev d0 into e: what discovery's sysfs fallback reads.
+func AddRxe(t testing.TB, e hostenv.Env, ibdev, uverbs string) {
+	t.Helper()
+	for rel, content := range map[string]string{
+		"class/infiniband_verbs/" + uverbs + "/ibdev":       ibdev + "\n",
+		"class/infiniband_verbs/" + uverbs + "/abi_version": "2\n",
+		"class/infiniband/" + ibdev + "/node_guid":          "5054:00ff:fe96:b707\n",
+		"class/infiniband/" + ibdev + "/parent":             "d0\n",
+	} {
+		p := filepath.Join(e.Sysfs, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// BinaryEnv is the environment (KEY=value) that gives a gorping binary built with the
+// gorping_hostenv tag the host e.
+func BinaryEnv(e hostenv.Env) []string {
+	return []string{"GORPING_HOSTENV_SYSFS=" + e.Sysfs, "GORPING_HOSTENV_DEV=" + e.Dev}
+}
