@@ -188,3 +188,27 @@ func (b *Backend) Close() error {
 	b.chans = nil
 	return nil
 }
+
+// MapMR maps the buffer of an mr step in this process at the step's fixed address,
+// filled as the harness fills it (byte i = i·7 + ID), so that a Go provider registers
+// the same addresses and data as libmlx5 did. Release it with unix.Munmap.
+func MapMR(s Step) ([]byte, error) {
+	if s.Kind != KMR {
+		return nil, fmt.Errorf("mlx5oracle: MapMR of a %s step", s.Kind)
+	}
+	want := *(*unsafe.Pointer)(unsafe.Pointer(&s.Addr))
+	p, err := unix.MmapPtr(-1, 0, want, uintptr(s.Len), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE)
+	if err != nil {
+		return nil, fmt.Errorf("mlx5oracle: map mr%d at %#x: %w", s.ID, s.Addr, err)
+	}
+	if p != want {
+		unix.MunmapPtr(p, uintptr(s.Len))
+		return nil, fmt.Errorf("mlx5oracle: map mr%d: got %p, want %#x", s.ID, p, s.Addr)
+	}
+	b := unsafe.Slice((*byte)(p), s.Len)
+	for i := range b {
+		b[i] = byte(i*7 + s.ID)
+	}
+	return b, nil
+}
