@@ -24,13 +24,19 @@ bin/gorping-linux-%: FORCE
 test: host-deps lint unit abicheck guest-matrix
 
 # The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
-# host. Installed only as root on Debian (like qemu for the guest tier).
+# host; the mlx5 oracle tests (test/mlx5oracle) build a C harness with gcc against
+# Debian's libibverbs-dev and run its libmlx5 (ibverbs-providers). Installed only as
+# root on Debian (like qemu for the guest tier). Under CI=true a missing oracle fails
+# the tests.
+HOST_PKGS := rdmacm-utils libibverbs-dev ibverbs-providers gcc
 host-deps:
-	@if [ ! -x /usr/bin/rping ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing rdmacm-utils (stock rping) for the side-by-side CLI test"; \
-		(apt-get install -y --no-install-recommends rdmacm-utils >/dev/null 2>&1 || \
-		 (apt-get update >/dev/null && apt-get install -y --no-install-recommends rdmacm-utils >/dev/null)) || \
-		echo "*** could not install rdmacm-utils: TestSameAsRping will not run ***"; fi
+	@missing=""; for p in $(HOST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing$$missing (stock rping, mlx5 oracle)"; \
+		(apt-get install -y --no-install-recommends $$missing >/dev/null 2>&1 || \
+		 (apt-get update >/dev/null && apt-get install -y --no-install-recommends $$missing >/dev/null)) || \
+		echo "*** could not install$$missing: TestSameAsRping / the mlx5 oracle tests will not run ***"; \
+	elif [ -n "$$missing" ]; then echo "*** missing$$missing: run make host-deps as root ***"; fi
 
 lint:
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then \

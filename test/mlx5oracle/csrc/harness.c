@@ -1,0 +1,813 @@
+// Test-only oracle harness: runs Debian's libibverbs + libmlx5 over a fake kernel.
+//
+// The program interposes the few libc entry points the two libraries use to reach the
+// kernel (open/openat/stat/socket/ioctl/write/mmap) by defining them in the executable
+// (linked with -rdynamic, so the dlopen'ed provider binds to them too). The uverbs
+// device node is /dev/null underneath; every write() on it is a uverbs command, which is
+// forwarded to the Go side as a "Q" line on stdout and answered by an "A" line on stdin.
+// UAR pages are anonymous pages kept read-only; each store to them faults, is single-
+// stepped with the x86 trap flag, and is recorded with its offset, width and bytes.
+//
+// stdin:  the scenario script (one step per line, "end" last), then answers.
+// stdout: "Q <cmd> <in_words> <out_words> <hex>" queries and "E <json>" events.
+// The line formats are documented in ../doc.go.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <rdma/ib_user_verbs.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define DEVNODE "/dev/infiniband/uverbs0"
+#define PAGE 4096
+
+static int uverbs_fd = -1;
+static FILE *in;
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "harness: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	fflush(stdout);
+	_exit(3);
+}
+
+/* ---------- interposed libc entry points ---------- */
+
+static const char *redirect(const char *path)
+{
+	if (path && strcmp(path, DEVNODE) == 0)
+		return "/dev/null";
+	return path;
+}
+
+int open(const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	if (flags & (O_CREAT | O_TMPFILE)) {
+		va_list ap;
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	int fd = syscall(SYS_openat, AT_FDCWD, redirect(path), flags, mode);
+	if (fd >= 0 && strcmp(path, DEVNODE) == 0)
+		uverbs_fd = fd;
+	return fd;
+}
+int open64(const char *path, int flags, ...) __attribute__((alias("open")));
+
+int openat(int dirfd, const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	if (flags & (O_CREAT | O_TMPFILE)) {
+		va_list ap;
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	int fd = syscall(SYS_openat, dirfd, redirect(path), flags, mode);
+	if (fd >= 0 && strcmp(path, DEVNODE) == 0)
+		uverbs_fd = fd;
+	return fd;
+}
+
+int stat(const char *path, struct stat *st)
+{
+	return syscall(SYS_newfstatat, AT_FDCWD, redirect(path), st, 0);
+}
+
+int socket(int domain, int type, int protocol)
+{
+	// No RDMA netlink: libibverbs falls back to sysfs discovery.
+	if (domain == AF_NETLINK) {
+		errno = EPROTONOSUPPORT;
+		return -1;
+	}
+	return syscall(SYS_socket, domain, type, protocol);
+}
+
+static int n_ioctl;
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	if (fd == uverbs_fd && fd >= 0) {
+		// Every ioctl fails: libibverbs switches to the legacy write() path.
+		n_ioctl++;
+		errno = ENOTTY;
+		return -1;
+	}
+	return syscall(SYS_ioctl, fd, req, arg);
+}
+
+/* ---------- event output ---------- */
+
+static void hexout(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		printf("%02x", b[i]);
+}
+
+static int hexin(const char *s, uint8_t *out, size_t max)
+{
+	size_t n = 0;
+	while (s[0] && s[1] && s[0] != '\n' && s[0] != ' ') {
+		unsigned v;
+		if (sscanf(s, "%2x", &v) != 1)
+			die("bad hex");
+		if (n >= max)
+			die("hex too long");
+		out[n++] = v;
+		s += 2;
+	}
+	return n;
+}
+
+/* ---------- watched memory regions (learned from the Go fake) ---------- */
+
+struct region {
+	char name[32];
+	uint8_t *addr;
+	size_t len;
+	uint8_t *last; // last emitted content, NULL before the first emission
+};
+static struct region regions[64];
+static int n_regions;
+
+static struct region *region_by_name(const char *name)
+{
+	for (int i = 0; i < n_regions; i++)
+		if (strcmp(regions[i].name, name) == 0)
+			return &regions[i];
+	die("no region %s", name);
+	return NULL;
+}
+
+static void emit_mem(void)
+{
+	for (int i = 0; i < n_regions; i++) {
+		struct region *r = &regions[i];
+		if (r->last && memcmp(r->last, r->addr, r->len) == 0)
+			continue;
+		if (!r->last)
+			r->last = malloc(r->len);
+		memcpy(r->last, r->addr, r->len);
+		printf("E {\"ev\":\"mem\",\"name\":\"%s\",\"hex\":\"", r->name);
+		hexout(r->addr, r->len);
+		printf("\"}\n");
+	}
+}
+
+/* ---------- UAR pages and store capture ---------- */
+
+struct uar {
+	uint8_t *addr;
+	size_t len;
+	unsigned long pgoff;
+};
+static struct uar uars[64];
+static int n_uars;
+
+struct store {
+	int uar;
+	unsigned off, width;
+	uint8_t bytes[32];
+};
+static struct store stores[4096];
+static volatile int n_stores;
+static volatile int pending = -1; // uar index of the store being single-stepped
+static volatile uintptr_t pending_addr;
+static volatile unsigned pending_width;
+
+static int uar_of(uintptr_t a)
+{
+	for (int i = 0; i < n_uars; i++)
+		if (a >= (uintptr_t)uars[i].addr && a < (uintptr_t)uars[i].addr + uars[i].len)
+			return i;
+	return -1;
+}
+
+#if defined(__x86_64__) && !defined(ORACLE_NO_STEP)
+// Width of the memory operand of the store at ip (the x86 forms compilers emit for
+// plain and vector stores); 0 if unknown.
+static unsigned store_width(const uint8_t *ip)
+{
+	int opsize16 = 0, rexw = 0;
+	for (;;) {
+		if (*ip == 0x66) {
+			opsize16 = 1;
+			ip++;
+		} else if (*ip == 0xf2 || *ip == 0xf3 || *ip == 0x2e || *ip == 0x3e || *ip == 0x26 ||
+			   *ip == 0x64 || *ip == 0x65 || *ip == 0x36 || *ip == 0xf0) {
+			ip++;
+		} else
+			break;
+	}
+	if ((*ip & 0xf0) == 0x40) {
+		rexw = (*ip & 8) != 0;
+		ip++;
+	}
+	if (*ip == 0xc5)
+		return (ip[1] & 4) ? 32 : 16;
+	if (*ip == 0xc4)
+		return (ip[2] & 4) ? 32 : 16;
+	switch (*ip) {
+	case 0x88:
+	case 0xc6:
+		return 1;
+	case 0x89:
+	case 0xc7:
+		return rexw ? 8 : opsize16 ? 2 : 4;
+	case 0x0f:
+		switch (ip[1]) {
+		case 0x11:
+		case 0x29:
+		case 0x2b:
+		case 0x7f:
+		case 0xe7:
+			return 16;
+		case 0xc3:
+			return rexw ? 8 : 4;
+		case 0xd6:
+			return 8;
+		}
+	}
+	return 0;
+}
+
+static void on_segv(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+	uintptr_t a = (uintptr_t)si->si_addr;
+	int u = uar_of(a);
+	if (u < 0 || pending >= 0) {
+		signal(SIGSEGV, SIG_DFL);
+		return;
+	}
+	pending = u;
+	pending_addr = a;
+	pending_width = store_width((const uint8_t *)uc->uc_mcontext.gregs[REG_RIP]);
+	mprotect(uars[u].addr, uars[u].len, PROT_READ | PROT_WRITE);
+	uc->uc_mcontext.gregs[REG_EFL] |= 0x100; // trap after this one instruction
+	(void)sig;
+}
+
+static void on_trap(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+	(void)sig;
+	(void)si;
+	if (pending < 0)
+		return;
+	int u = pending;
+	if (n_stores < (int)(sizeof(stores) / sizeof(stores[0]))) {
+		struct store *s = &stores[n_stores];
+		s->uar = u;
+		s->off = pending_addr - (uintptr_t)uars[u].addr;
+		s->width = pending_width;
+		unsigned w = pending_width ? pending_width : 8;
+		if (w > sizeof(s->bytes))
+			w = sizeof(s->bytes);
+		memcpy(s->bytes, (const void *)pending_addr, w);
+		n_stores++;
+	}
+	mprotect(uars[u].addr, uars[u].len, PROT_READ);
+	uc->uc_mcontext.gregs[REG_EFL] &= ~0x100UL;
+	pending = -1;
+}
+#define UAR_PROT PROT_READ
+#define HAVE_STEP 1
+#else
+#define UAR_PROT (PROT_READ | PROT_WRITE)
+#define HAVE_STEP 0
+#endif
+
+static void emit_stores(void)
+{
+	for (int i = 0; i < n_stores; i++) {
+		struct store *s = &stores[i];
+		unsigned w = s->width ? s->width : 8;
+		printf("E {\"ev\":\"store\",\"page\":\"uar%lu\",\"off\":%u,\"width\":%u,\"hex\":\"",
+		       uars[s->uar].pgoff & 0xff, s->off, s->width);
+		hexout(s->bytes, w > sizeof(s->bytes) ? sizeof(s->bytes) : w);
+		printf("\"}\n");
+	}
+	n_stores = 0;
+#if !HAVE_STEP
+	// Without single-stepping, the final content of each UAR page stands in.
+	for (int i = 0; i < n_uars; i++) {
+		printf("E {\"ev\":\"uarpage\",\"page\":\"uar%lu\",\"hex\":\"", uars[i].pgoff & 0xff);
+		hexout(uars[i].addr, uars[i].len);
+		printf("\"}\n");
+	}
+#endif
+}
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	if (fd >= 0 && fd == uverbs_fd) {
+		unsigned long pgoff = off / PAGE;
+		unsigned cmd = (pgoff >> 8) & 0xff;
+		void *p = (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		printf("E {\"ev\":\"mmap\",\"off\":%lu,\"len\":%zu,\"prot\":%d,\"flags\":%d}\n",
+		       (unsigned long)off, len, prot, flags);
+		if (p != MAP_FAILED && (cmd == 0 || cmd == 2 || cmd == 3) && n_uars < 64) {
+			uars[n_uars++] = (struct uar){ p, len, pgoff };
+			mprotect(p, len, UAR_PROT);
+		}
+		return p;
+	}
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+	__attribute__((alias("mmap")));
+
+/* ---------- the fake kernel: write() on the uverbs fd ---------- */
+
+struct cqinfo {
+	uint64_t user_handle;
+};
+static struct cqinfo cqs[64];
+static int n_cqs;
+static int chan_wr[16];
+static int n_chans;
+static int async_pipe[2] = { -1, -1 };
+
+static ssize_t fake_write(const void *buf, size_t len)
+{
+	static char line[1 << 16];
+	static uint8_t out[1 << 14];
+	const uint8_t *b = buf;
+	uint32_t cmd;
+	uint16_t in_words, out_words;
+	memcpy(&cmd, b, 4);
+	memcpy(&in_words, b + 4, 2);
+	memcpy(&out_words, b + 6, 2);
+	printf("Q %u %u %u ", cmd, in_words, out_words);
+	hexout(b + 8, len - 8);
+	printf("\n");
+	fflush(stdout);
+
+	int err = -1, n = 0;
+	while (fgets(line, sizeof(line), in)) {
+		if (line[0] == 'W') {
+			if (n_regions >= 64)
+				die("too many regions");
+			struct region *r = &regions[n_regions++];
+			unsigned long long a, l;
+			if (sscanf(line, "W %31s %llx %llu", r->name, &a, &l) != 3)
+				die("bad W line: %s", line);
+			r->addr = (uint8_t *)(uintptr_t)a;
+			r->len = l;
+			r->last = NULL;
+			continue;
+		}
+		if (line[0] == 'A') {
+			char *p = line + 2;
+			err = strtol(p, &p, 10);
+			if (*p == ' ')
+				p++;
+			n = hexin(p, out, sizeof(out));
+			break;
+		}
+		die("unexpected answer line: %s", line);
+	}
+	if (err < 0)
+		die("no answer for command %u", cmd);
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	uint64_t resp = 0;
+	int ex = (cmd & 0x80000000u) != 0;
+	uint32_t num = cmd & 0xffff;
+	if (ex)
+		memcpy(&resp, b + 8, 8);
+	else if (len >= 16)
+		memcpy(&resp, b + 8, 8);
+	// Process-local values the Go fake cannot know: file descriptors.
+	if (!ex && num == IB_USER_VERBS_CMD_GET_CONTEXT && n >= 4) {
+		if (async_pipe[0] < 0 && pipe(async_pipe) != 0)
+			die("pipe");
+		uint32_t fd = async_pipe[0];
+		memcpy(out, &fd, 4);
+	}
+	if (!ex && num == IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL && n >= 4) {
+		int p[2];
+		if (pipe(p) != 0 || n_chans >= 16)
+			die("pipe");
+		chan_wr[n_chans++] = p[1];
+		uint32_t fd = p[0];
+		memcpy(out, &fd, 4);
+	}
+	if (!ex && num == IB_USER_VERBS_CMD_CREATE_CQ && n_cqs < 64)
+		memcpy(&cqs[n_cqs++].user_handle, b + 16, 8);
+	if (n && resp)
+		memcpy((void *)(uintptr_t)resp, out, n);
+	return len;
+}
+
+ssize_t write(int fd, const void *buf, size_t len)
+{
+	if (fd >= 0 && fd == uverbs_fd)
+		return fake_write(buf, len);
+	return syscall(SYS_write, fd, buf, len);
+}
+
+/* ---------- fake sysfs ---------- */
+
+static void put(const char *root, const char *rel, const char *content)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	for (char *p = path + strlen(root) + 1; *p; p++) {
+		if (*p == '/') {
+			*p = 0;
+			mkdir(path, 0755);
+			*p = '/';
+		}
+	}
+	FILE *f = fopen(path, "w");
+	if (!f)
+		die("create %s: %s", path, strerror(errno));
+	fputs(content, f);
+	fclose(f);
+}
+
+static void make_sysfs(const char *root)
+{
+	put(root, "class/infiniband_verbs/abi_version", "6\n");
+	put(root, "class/infiniband_verbs/uverbs0/ibdev", "mlx5_0\n");
+	put(root, "class/infiniband_verbs/uverbs0/dev", "1:3\n");
+	put(root, "class/infiniband_verbs/uverbs0/abi_version", "1\n");
+	put(root, "class/infiniband_verbs/uverbs0/device/modalias",
+	    "pci:v000015B3d0000101Bsv000015B3sd00000006bc02sc00i00\n");
+	put(root, "class/infiniband/mlx5_0/device/modalias",
+	    "pci:v000015B3d0000101Bsv000015B3sd00000006bc02sc00i00\n");
+	put(root, "class/infiniband/mlx5_0/node_type", "1: CA\n");
+	put(root, "class/infiniband/mlx5_0/node_guid", "0002:c903:00a1:b2c3\n");
+	put(root, "class/infiniband/mlx5_0/fw_ver", "20.0.0\n");
+}
+
+/* ---------- scenario interpreter ---------- */
+
+#define MAXOBJ 64
+static struct ibv_device **devs;
+static struct ibv_context *ctx;
+static struct ibv_pd *pd;
+static struct ibv_comp_channel *chan;
+static struct ibv_cq *cq[MAXOBJ];
+static struct ibv_qp *qp[MAXOBJ];
+static struct ibv_mr *mr[MAXOBJ];
+static int chan_idx = -1;
+
+static char *tok(char **s)
+{
+	char *t = strtok_r(NULL, " \t\n", s);
+	if (!t)
+		die("missing argument");
+	return t;
+}
+static unsigned long long num(char **s)
+{
+	return strtoull(tok(s), NULL, 0);
+}
+
+static int cq_index(struct ibv_cq *c)
+{
+	for (int i = 0; i < MAXOBJ; i++)
+		if (cq[i] && cq[i] == c)
+			return i;
+	return -1;
+}
+
+static void sge(char **s, struct ibv_sge *g)
+{
+	int m = num(s);
+	unsigned long long off = num(s), len = num(s);
+	if (m < 0 || m >= MAXOBJ || !mr[m])
+		die("no mr %d", m);
+	g->addr = (uintptr_t)mr[m]->addr + off;
+	g->length = len;
+	g->lkey = mr[m]->lkey;
+}
+
+static void modify_rts(struct ibv_qp *q, char *res, size_t cap)
+{
+	struct ibv_qp_attr a;
+	int r1, r2, r3;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_INIT;
+	a.pkey_index = 0;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+	r1 = ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = 0x99;
+	a.rq_psn = 0x1234;
+	a.max_dest_rd_atomic = 1;
+	a.min_rnr_timer = 12;
+	a.ah_attr.dlid = 2;
+	a.ah_attr.port_num = 1;
+	r2 = ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+					  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.sq_psn = 0x5678;
+	a.max_rd_atomic = 1;
+	r3 = ibv_modify_qp(q, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+					  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+	snprintf(res, cap, "\"init\":%d,\"rtr\":%d,\"rts\":%d", r1, r2, r3);
+}
+
+static int run_step(char *line, char *res, size_t cap)
+{
+	char *s;
+	char *op = strtok_r(line, " \t\n", &s);
+	res[0] = 0;
+	errno = 0;
+	if (!op)
+		die("empty step");
+	if (!strcmp(op, "open")) {
+		int n = 0;
+		devs = ibv_get_device_list(&n);
+		if (!devs || n < 1) {
+			snprintf(res, cap, "\"ndev\":%d", n);
+			return -1;
+		}
+		ctx = ibv_open_device(devs[0]);
+		snprintf(res, cap, "\"ndev\":%d,\"name\":\"%s\",\"ioctls\":%d", n,
+			 ibv_get_device_name(devs[0]), n_ioctl);
+		return ctx ? 0 : -1;
+	}
+	if (!ctx) {
+		errno = ENODEV;
+		return -1;
+	}
+	if (!strcmp(op, "query_port")) {
+		struct ibv_port_attr pa;
+		int r = ibv_query_port(ctx, num(&s), &pa);
+		snprintf(res, cap, "\"state\":%d,\"lid\":%d,\"link_layer\":%d,\"active_mtu\":%d", pa.state,
+			 pa.lid, pa.link_layer, pa.active_mtu);
+		return r;
+	}
+	if (!strcmp(op, "pd")) {
+		pd = ibv_alloc_pd(ctx);
+		return pd ? 0 : -1;
+	}
+	if (!strcmp(op, "mr")) {
+		int id = num(&s);
+		unsigned long long addr = num(&s), len = num(&s), access = num(&s);
+		void *p = (void *)syscall(SYS_mmap, (void *)(uintptr_t)addr, len, PROT_READ | PROT_WRITE,
+					  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+		if (p != (void *)(uintptr_t)addr)
+			die("mmap mr at %llx", addr);
+		for (unsigned long long i = 0; i < len; i++)
+			((uint8_t *)p)[i] = (uint8_t)(i * 7 + id);
+		mr[id] = ibv_reg_mr(pd, p, len, access);
+		if (mr[id])
+			snprintf(res, cap, "\"lkey\":%u,\"rkey\":%u", mr[id]->lkey, mr[id]->rkey);
+		return mr[id] ? 0 : -1;
+	}
+	if (!strcmp(op, "channel")) {
+		chan = ibv_create_comp_channel(ctx);
+		chan_idx = n_chans - 1;
+		return chan ? 0 : -1;
+	}
+	if (!strcmp(op, "cq")) {
+		int id = num(&s), cqe = num(&s), wch = num(&s);
+		cq[id] = ibv_create_cq(ctx, cqe, NULL, wch ? chan : NULL, 0);
+		if (cq[id])
+			snprintf(res, cap, "\"cqe\":%d", cq[id]->cqe);
+		return cq[id] ? 0 : -1;
+	}
+	if (!strcmp(op, "qp")) {
+		int id = num(&s), scq = num(&s), rcq = num(&s);
+		struct ibv_qp_init_attr a;
+		memset(&a, 0, sizeof(a));
+		a.send_cq = cq[scq];
+		a.recv_cq = cq[rcq];
+		a.qp_type = IBV_QPT_RC;
+		a.cap.max_send_wr = num(&s);
+		a.cap.max_recv_wr = num(&s);
+		a.cap.max_send_sge = num(&s);
+		a.cap.max_recv_sge = num(&s);
+		a.cap.max_inline_data = num(&s);
+		a.sq_sig_all = num(&s);
+		qp[id] = ibv_create_qp(pd, &a);
+		if (qp[id])
+			snprintf(res, cap,
+				 "\"qpn\":%u,\"max_send_wr\":%u,\"max_recv_wr\":%u,\"max_send_sge\":%u,"
+				 "\"max_recv_sge\":%u,\"max_inline_data\":%u",
+				 qp[id]->qp_num, a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge,
+				 a.cap.max_recv_sge, a.cap.max_inline_data);
+		return qp[id] ? 0 : -1;
+	}
+	if (!strcmp(op, "rts")) {
+		int id = num(&s);
+		modify_rts(qp[id], res, cap);
+		return 0;
+	}
+	if (!strcmp(op, "recv")) {
+		int id = num(&s), n = num(&s);
+		struct ibv_recv_wr wr[64], *bad = NULL;
+		struct ibv_sge g[64][8];
+		memset(wr, 0, sizeof(wr));
+		for (int i = 0; i < n; i++) {
+			wr[i].wr_id = num(&s);
+			wr[i].num_sge = num(&s);
+			for (int j = 0; j < wr[i].num_sge; j++)
+				sge(&s, &g[i][j]);
+			wr[i].sg_list = g[i];
+			wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		}
+		int r = ibv_post_recv(qp[id], wr, &bad);
+		snprintf(res, cap, "\"bad\":%d", bad ? (int)(bad - wr) : -1);
+		if (r)
+			errno = r;
+		return r ? -1 : 0;
+	}
+	if (!strcmp(op, "send")) {
+		int id = num(&s), n = num(&s);
+		struct ibv_send_wr wr[64], *bad = NULL;
+		struct ibv_sge g[64][8];
+		memset(wr, 0, sizeof(wr));
+		for (int i = 0; i < n; i++) {
+			wr[i].wr_id = num(&s);
+			wr[i].opcode = num(&s);
+			wr[i].send_flags = num(&s);
+			wr[i].imm_data = htobe32(num(&s));
+			wr[i].wr.rdma.remote_addr = num(&s);
+			wr[i].wr.rdma.rkey = num(&s);
+			wr[i].num_sge = num(&s);
+			for (int j = 0; j < wr[i].num_sge; j++)
+				sge(&s, &g[i][j]);
+			wr[i].sg_list = g[i];
+			wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+		}
+		int r = ibv_post_send(qp[id], wr, &bad);
+		snprintf(res, cap, "\"bad\":%d", bad ? (int)(bad - wr) : -1);
+		if (r)
+			errno = r;
+		return r ? -1 : 0;
+	}
+	if (!strcmp(op, "cqe")) {
+		int id = num(&s), slot = num(&s);
+		char name[32];
+		snprintf(name, sizeof(name), "cq%d", id);
+		struct region *r = region_by_name(name);
+		uint8_t b[64];
+		if (hexin(tok(&s), b, 64) != 64)
+			die("cqe needs 64 bytes");
+		if ((size_t)(slot + 1) * 64 > r->len)
+			die("cqe slot %d outside cq%d", slot, id);
+		memcpy(r->addr + slot * 64, b, 64);
+		return 0;
+	}
+	if (!strcmp(op, "poll")) {
+		int id = num(&s), n = num(&s);
+		struct ibv_wc wc[64];
+		if (n > 64)
+			n = 64;
+		memset(wc, 0, sizeof(wc));
+		int r = ibv_poll_cq(cq[id], n, wc);
+		size_t o = snprintf(res, cap, "\"n\":%d,\"wc\":[", r);
+		for (int i = 0; i < r && o < cap; i++)
+			o += snprintf(res + o, cap - o,
+				      "%s{\"wr_id\":%llu,\"status\":%d,\"opcode\":%d,\"vendor_err\":%u,"
+				      "\"byte_len\":%u,\"imm_data\":%u,\"qp_num\":%u,\"src_qp\":%u,"
+				      "\"wc_flags\":%u,\"pkey_index\":%u,\"slid\":%u,\"sl\":%u,"
+				      "\"dlid_path_bits\":%u}",
+				      i ? "," : "", (unsigned long long)wc[i].wr_id, wc[i].status, wc[i].opcode,
+				      wc[i].vendor_err, wc[i].byte_len, be32toh(wc[i].imm_data), wc[i].qp_num,
+				      wc[i].src_qp, wc[i].wc_flags, wc[i].pkey_index, wc[i].slid, wc[i].sl,
+				      wc[i].dlid_path_bits);
+		if (o < cap)
+			snprintf(res + o, cap - o, "]");
+		return r < 0 ? -1 : 0;
+	}
+	if (!strcmp(op, "arm")) {
+		int id = num(&s), sol = num(&s);
+		int r = ibv_req_notify_cq(cq[id], sol);
+		if (r)
+			errno = r;
+		return r ? -1 : 0;
+	}
+	if (!strcmp(op, "event")) {
+		int id = num(&s);
+		if (chan_idx < 0)
+			die("event without channel");
+		struct ib_uverbs_comp_event_desc d = { .cq_handle = cqs[id].user_handle };
+		if (syscall(SYS_write, chan_wr[chan_idx], &d, sizeof(d)) != sizeof(d))
+			die("event write");
+		struct ibv_cq *got = NULL;
+		void *gctx = NULL;
+		int r = ibv_get_cq_event(chan, &got, &gctx);
+		if (r == 0)
+			ibv_ack_cq_events(got, 1);
+		snprintf(res, cap, "\"cq\":%d", r == 0 ? cq_index(got) : -1);
+		return r;
+	}
+	if (!strcmp(op, "destroy_qp")) {
+		int id = num(&s);
+		int r = ibv_destroy_qp(qp[id]);
+		qp[id] = NULL;
+		return r;
+	}
+	if (!strcmp(op, "destroy_cq")) {
+		int id = num(&s);
+		int r = ibv_destroy_cq(cq[id]);
+		cq[id] = NULL;
+		return r;
+	}
+	if (!strcmp(op, "dereg")) {
+		int id = num(&s);
+		int r = ibv_dereg_mr(mr[id]);
+		mr[id] = NULL;
+		return r;
+	}
+	if (!strcmp(op, "dealloc_pd")) {
+		int r = ibv_dealloc_pd(pd);
+		pd = NULL;
+		return r;
+	}
+	die("unknown step %s", op);
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	static char script[1 << 20], res[1 << 16];
+	char *lines[4096];
+	int n = 0;
+	size_t used = 0;
+
+	if (argc != 2)
+		die("usage: harness SYSFS_DIR < script");
+	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+	in = stdin;
+	make_sysfs(argv[1]);
+	setenv("SYSFS_PATH", argv[1], 1);
+	unsetenv("MLX5_SHUT_UP_BF");
+	unsetenv("MLX5_TOTAL_UUARS");
+	unsetenv("MLX5_NUM_LOW_LAT_UUARS");
+
+	while (used < sizeof(script) - 4096 && fgets(script + used, sizeof(script) - used, in)) {
+		if (!strcmp(script + used, "end\n"))
+			break;
+		if (n >= 4096)
+			die("script too long");
+		lines[n++] = script + used;
+		used += strlen(script + used) + 1;
+	}
+
+#if HAVE_STEP
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_flags = SA_SIGINFO;
+	sa.sa_sigaction = on_segv;
+	sigaction(SIGSEGV, &sa, NULL);
+	sa.sa_sigaction = on_trap;
+	sigaction(SIGTRAP, &sa, NULL);
+#endif
+	printf("E {\"ev\":\"start\",\"single_step\":%d}\n", HAVE_STEP);
+	for (int i = 0; i < n; i++) {
+		int r = run_step(lines[i], res, sizeof(res));
+		int e = r ? errno : 0;
+		emit_stores();
+		emit_mem();
+		printf("E {\"ev\":\"step\",\"i\":%d,\"ret\":%d,\"errno\":%d%s%s}\n", i, r, e, res[0] ? "," : "",
+		       res);
+		fflush(stdout);
+	}
+	printf("E {\"ev\":\"done\"}\n");
+	fflush(stdout);
+	return 0;
+}

@@ -1,0 +1,390 @@
+package mlx5oracle
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+//go:embed csrc/harness.c
+var harnessSrc []byte
+
+// ErrUnavailable wraps every reason the oracle cannot run on this machine (no gcc, no
+// libibverbs-dev/ibverbs-providers, not x86-64/arm64 Linux).
+var ErrUnavailable = errors.New("mlx5 oracle unavailable")
+
+var (
+	buildMu    sync.Mutex
+	buildCache = map[bool]buildResult{}
+)
+
+type buildResult struct {
+	path string
+	err  error
+}
+
+// Build compiles the harness with gcc against the system libibverbs (once per process;
+// the binary is cached under the user cache dir, keyed by the source hash).
+func Build() (string, error) { return buildVariant(false) }
+
+// buildVariant builds the harness; noStep leaves UAR pages writable and records only
+// their content (what non-x86-64 hosts do), so that path is tested on x86-64 too.
+func buildVariant(noStep bool) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if r, ok := buildCache[noStep]; ok {
+		return r.path, r.err
+	}
+	p, err := build(noStep)
+	buildCache[noStep] = buildResult{p, err}
+	return p, err
+}
+
+func build(noStep bool) (string, error) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		return "", fmt.Errorf("%w: gcc not found (install gcc)", ErrUnavailable)
+	}
+	for _, f := range []string{"/usr/include/infiniband/verbs.h", "/etc/libibverbs.d/mlx5.driver"} {
+		if _, err := os.Stat(f); err != nil {
+			return "", fmt.Errorf("%w: %s missing (install libibverbs-dev ibverbs-providers)", ErrUnavailable, f)
+		}
+	}
+	args := []string{"-O1", "-g", "-Wall", "-rdynamic"}
+	if noStep {
+		args = append(args, "-DORACLE_NO_STEP")
+	}
+	h := sha256.New()
+	h.Write(harnessSrc)
+	fmt.Fprint(h, args)
+	sum := h.Sum(nil)
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	dir = filepath.Join(dir, "gorping", "mlx5oracle")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("mlx5 oracle cache dir: %w", err)
+	}
+	bin := filepath.Join(dir, "harness-"+hex.EncodeToString(sum[:8]))
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return "", fmt.Errorf("mlx5 oracle build dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	src := filepath.Join(tmp, "harness.c")
+	if err := os.WriteFile(src, harnessSrc, 0o644); err != nil {
+		return "", fmt.Errorf("mlx5 oracle source: %w", err)
+	}
+	out := filepath.Join(tmp, "harness")
+	cmd := exec.Command("gcc", append(args, "-o", out, src, "-libverbs")...)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%w: gcc harness.c: %v\n%s", ErrUnavailable, err, msg)
+	}
+	if err := os.Rename(out, bin); err != nil {
+		return "", fmt.Errorf("mlx5 oracle cache: %w", err)
+	}
+	return bin, nil
+}
+
+// Store is one store to a UAR page, in program order: page "uar<i>" (i = the mmap
+// page index), byte offset in the page, width in bytes (0 if the harness could not
+// decode the instruction), and the bytes stored as they lie in memory.
+type Store struct {
+	Page  string `json:"page"`
+	Off   int    `json:"off"`
+	Width int    `json:"width"`
+	Bytes []byte `json:"bytes"`
+}
+
+// Mmap is one mmap of the uverbs fd.
+type Mmap struct {
+	Off   uint64 `json:"off"`
+	Len   int    `json:"len"`
+	Prot  int    `json:"prot"`
+	Flags int    `json:"flags"`
+}
+
+// WC is one ibv_wc as ibv_poll_cq returned it (imm_data in host order).
+type WC struct {
+	WRID         uint64 `json:"wr_id"`
+	Status       int    `json:"status"`
+	Opcode       int    `json:"opcode"`
+	VendorErr    uint32 `json:"vendor_err"`
+	ByteLen      uint32 `json:"byte_len"`
+	ImmData      uint32 `json:"imm_data"`
+	QPNum        uint32 `json:"qp_num"`
+	SrcQP        uint32 `json:"src_qp"`
+	WCFlags      uint32 `json:"wc_flags"`
+	PKeyIndex    uint16 `json:"pkey_index"`
+	SLID         uint16 `json:"slid"`
+	SL           uint8  `json:"sl"`
+	DLIDPathBits uint8  `json:"dlid_path_bits"`
+}
+
+// Result holds what a step returned; only the fields of its kind are set.
+type Result struct {
+	Ret   int `json:"ret"`   // 0 or -1
+	Errno int `json:"errno"` // errno (or the verbs return code) when Ret != 0
+	// open
+	NDev   int    `json:"ndev"`
+	Name   string `json:"name"`
+	Ioctls int    `json:"ioctls"` // ioctls refused with ENOTTY so far
+	// query_port
+	State     int `json:"state"`
+	LID       int `json:"lid"`
+	LinkLayer int `json:"link_layer"`
+	ActiveMTU int `json:"active_mtu"`
+	// mr
+	LKey uint32 `json:"lkey"`
+	RKey uint32 `json:"rkey"`
+	// cq
+	CQE int `json:"cqe"`
+	// qp: caps as the library reports them after ibv_create_qp
+	QPN        uint32 `json:"qpn"`
+	MaxSendWR  uint32 `json:"max_send_wr"`
+	MaxRecvWR  uint32 `json:"max_recv_wr"`
+	MaxSendSGE uint32 `json:"max_send_sge"`
+	MaxRecvSGE uint32 `json:"max_recv_sge"`
+	MaxInline  uint32 `json:"max_inline_data"`
+	// rts: return codes of the three modifies
+	Init int `json:"init"`
+	RTR  int `json:"rtr"`
+	RTS  int `json:"rts"`
+	// send/recv: index of bad_wr, -1 if none
+	Bad int `json:"bad"`
+	// poll
+	N  int  `json:"n"`
+	WC []WC `json:"wc"`
+	// event: id of the CQ ibv_get_cq_event returned
+	CQ int `json:"cq"`
+}
+
+// StepRecord is everything observed during one step.
+type StepRecord struct {
+	Step   Step
+	Line   string
+	Result Result
+	Cmds   []Cmd
+	Mmaps  []Mmap
+	Stores []Store
+	// Mem is the content of every watched region (see Fake.Regions) after the step;
+	// Changed lists the regions whose content differs from the previous step (or that
+	// appeared in it).
+	Mem     map[string][]byte
+	Changed []string
+	// UAR is the content of every UAR page ("uar<i>") after the step: the stores
+	// replayed onto zeroed pages (x86-64), or the pages as the library left them
+	// where single-stepping is unavailable. A provider's pages must read the same.
+	UAR map[string][]byte
+}
+
+// Record is the oracle's account of one scenario run.
+type Record struct {
+	Scenario   string
+	SingleStep bool // stores were captured one by one (x86-64)
+	Steps      []StepRecord
+	Regions    []Region // as learned by the fake (addresses are this run's)
+	Cmds       []Cmd    // every command, in order
+}
+
+// Run builds the harness if needed and runs sc against a fresh Fake with sc.Params.
+func Run(ctx context.Context, sc Scenario) (*Record, error) {
+	return RunWith(ctx, sc, Options{})
+}
+
+// Options vary how the harness runs.
+type Options struct {
+	// NoSingleStep records UAR page contents instead of single-stepping each store
+	// (what non-x86-64 hosts always do).
+	NoSingleStep bool
+}
+
+// RunWith is Run with options.
+func RunWith(ctx context.Context, sc Scenario, o Options) (*Record, error) {
+	bin, err := buildVariant(o.NoSingleStep)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sysfs, err := os.MkdirTemp("", "mlx5oracle-sysfs-")
+	if err != nil {
+		return nil, fmt.Errorf("mlx5 oracle sysfs: %w", err)
+	}
+	defer os.RemoveAll(sysfs)
+
+	cmd := exec.CommandContext(ctx, bin, sysfs)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("mlx5 oracle: %w", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("mlx5 oracle: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("mlx5 oracle start: %w", err)
+	}
+	rec, perr := drive(sc, stdin, stdout)
+	stdin.Close()
+	io.Copy(io.Discard, stdout)
+	werr := cmd.Wait()
+	if perr != nil {
+		return rec, fmt.Errorf("mlx5 oracle %s: %w (stderr: %s)", sc.Name, perr, strings.TrimSpace(stderr.String()))
+	}
+	if werr != nil {
+		return rec, fmt.Errorf("mlx5 oracle %s: harness: %w (stderr: %s)", sc.Name, werr, strings.TrimSpace(stderr.String()))
+	}
+	return rec, nil
+}
+
+type event struct {
+	Ev         string `json:"ev"`
+	SingleStep int    `json:"single_step"`
+	Name       string `json:"name"`
+	Hex        string `json:"hex"`
+	Page       string `json:"page"`
+	Off        uint64 `json:"off"`
+	Width      int    `json:"width"`
+	Len        int    `json:"len"`
+	Prot       int    `json:"prot"`
+	Flags      int    `json:"flags"`
+	I          int    `json:"i"`
+}
+
+func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
+	rec := &Record{Scenario: sc.Name}
+	fake := NewFake(sc.Params)
+	w := bufio.NewWriter(stdin)
+	w.WriteString(sc.Script())
+	w.WriteString("end\n")
+	if err := w.Flush(); err != nil {
+		return rec, fmt.Errorf("script: %w", err)
+	}
+	sc2 := bufio.NewScanner(stdout)
+	sc2.Buffer(make([]byte, 1<<20), 1<<26)
+	mem := map[string][]byte{}
+	uar := map[string][]byte{}
+	cur := StepRecord{}
+	done := false
+	for sc2.Scan() {
+		line := sc2.Text()
+		switch {
+		case strings.HasPrefix(line, "Q "):
+			f := strings.Fields(line)
+			if len(f) < 4 {
+				return rec, fmt.Errorf("bad query %q", line)
+			}
+			num, err1 := strconv.ParseUint(f[1], 10, 32)
+			inW, err2 := strconv.Atoi(f[2])
+			outW, err3 := strconv.Atoi(f[3])
+			var in []byte
+			var err4 error
+			if len(f) > 4 {
+				in, err4 = hex.DecodeString(f[4])
+			}
+			if err := errors.Join(err1, err2, err3, err4); err != nil {
+				return rec, fmt.Errorf("bad query %q: %w", line, err)
+			}
+			out, errno, regs := fake.Answer(uint32(num), inW, outW, in)
+			for _, r := range regs {
+				fmt.Fprintf(w, "W %s %x %d\n", r.Name, r.Addr, r.Len)
+			}
+			fmt.Fprintf(w, "A %d %s\n", int(errno), hex.EncodeToString(out))
+			if err := w.Flush(); err != nil {
+				return rec, fmt.Errorf("answer: %w", err)
+			}
+			cur.Cmds = append(cur.Cmds, fake.Cmds[len(fake.Cmds)-1])
+		case strings.HasPrefix(line, "E "):
+			var ev event
+			raw := []byte(line[2:])
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				return rec, fmt.Errorf("bad event %q: %w", line, err)
+			}
+			switch ev.Ev {
+			case "start":
+				rec.SingleStep = ev.SingleStep != 0
+			case "mmap":
+				cur.Mmaps = append(cur.Mmaps, Mmap{Off: ev.Off, Len: ev.Len, Prot: ev.Prot, Flags: ev.Flags})
+				if pg := ev.Off / 4096; (pg>>8)&0xff == 0 || (pg>>8)&0xff == 2 || (pg>>8)&0xff == 3 {
+					uar[fmt.Sprintf("uar%d", pg&0xff)] = make([]byte, ev.Len)
+				}
+			case "store":
+				b, err := hex.DecodeString(ev.Hex)
+				if err != nil {
+					return rec, fmt.Errorf("bad store %q: %w", line, err)
+				}
+				cur.Stores = append(cur.Stores, Store{Page: ev.Page, Off: int(ev.Off), Width: ev.Width, Bytes: b})
+				if pg := uar[ev.Page]; int(ev.Off)+len(b) <= len(pg) {
+					pg = append([]byte(nil), pg...) // earlier steps keep their snapshot
+					copy(pg[ev.Off:], b)
+					uar[ev.Page] = pg
+				}
+			case "uarpage":
+				b, err := hex.DecodeString(ev.Hex)
+				if err != nil {
+					return rec, fmt.Errorf("bad uarpage %q: %w", line, err)
+				}
+				uar[ev.Page] = b
+			case "mem":
+				b, err := hex.DecodeString(ev.Hex)
+				if err != nil {
+					return rec, fmt.Errorf("bad mem %q: %w", line, err)
+				}
+				mem[ev.Name] = b
+				cur.Changed = append(cur.Changed, ev.Name)
+			case "step":
+				if ev.I != len(rec.Steps) || ev.I >= len(sc.Steps) {
+					return rec, fmt.Errorf("step %d reported out of order", ev.I)
+				}
+				if err := json.Unmarshal(raw, &cur.Result); err != nil {
+					return rec, fmt.Errorf("bad step result %q: %w", line, err)
+				}
+				cur.Step = sc.Steps[ev.I]
+				cur.Line = sc.Steps[ev.I].Line()
+				cur.Mem = make(map[string][]byte, len(mem))
+				for k, v := range mem {
+					cur.Mem[k] = v
+				}
+				cur.UAR = make(map[string][]byte, len(uar))
+				for k, v := range uar {
+					cur.UAR[k] = v
+				}
+				rec.Steps = append(rec.Steps, cur)
+				cur = StepRecord{}
+			case "done":
+				done = true
+			}
+		default:
+			return rec, fmt.Errorf("unexpected harness output %q", line)
+		}
+	}
+	rec.Regions = fake.Regions
+	rec.Cmds = fake.Cmds
+	if err := sc2.Err(); err != nil {
+		return rec, fmt.Errorf("reading harness: %w", err)
+	}
+	if !done {
+		return rec, fmt.Errorf("harness stopped after %d of %d steps", len(rec.Steps), len(sc.Steps))
+	}
+	return rec, nil
+}
