@@ -201,3 +201,13 @@ func (mr *MR) Dereg() error {
 	mr.dead = true
 	return nil
 }
+
+// BufferAt maps size bytes of zeroed memory at exactly addr, failing if anything is mapped
+// there. Tests use it to register buffers at the addresses of a recorded run.
+func BufferAt(addr uint64, size int) (*Buffer, error) {
+	mem, err := umem.AnonAt(addr, size)
+	if err != nil {
+		return nil, fmt.Errorf("uverbs: %d-byte buffer at %#x: %w", size, addr, err)
+	}
+	return &Buffer{mem: mem}, nil
+}

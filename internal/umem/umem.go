@@ -15,7 +15,8 @@ import (
 
 // Mem is one mapping. Its zero value is not usable; get one from Anon or MapShared.
 type Mem struct {
-	b []byte // the whole mapping; nil after Free
+	b     []byte // the whole mapping; nil after Free
+	fixed bool   // mapped by AnonAt (unmapped with MunmapPtr)
 }
 
 // ErrFreed is returned when a freed Mem is used where a live one is needed.
@@ -69,7 +70,12 @@ func (m *Mem) Free() error {
 	if m.b == nil {
 		return nil
 	}
-	err := unix.Munmap(m.b)
+	var err error
+	if m.fixed {
+		err = unix.MunmapPtr(unsafe.Pointer(&m.b[0]), uintptr(len(m.b)))
+	} else {
+		err = unix.Munmap(m.b)
+	}
 	m.b = nil
 	if err != nil {
 		return fmt.Errorf("umem: munmap: %w", err)

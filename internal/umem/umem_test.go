@@ -51,3 +51,29 @@ func TestBadSizes(t *testing.T) {
 		t.Errorf("MapShared on fd -1: %v, want EBADF", err)
 	}
 }
+
+func TestAnonAt(t *testing.T) {
+	m, err := Anon(3 * 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := m.AddrAt(4096)
+	if _, err := AnonAt(addr, 4096); err == nil {
+		t.Fatal("AnonAt over an existing mapping succeeded")
+	}
+	m.Free()
+	f, err := AnonAt(addr, 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Addr() != addr || f.Len() != 8192 {
+		t.Fatalf("AnonAt gave %#x+%d, want %#x+8192", f.Addr(), f.Len(), addr)
+	}
+	f.Bytes()[8191] = 1
+	if err := f.Free(); err != nil || f.Len() != 0 {
+		t.Fatalf("Free: %v, len %d", err, f.Len())
+	}
+	if _, err := AnonAt(addr+1, 4096); err == nil {
+		t.Error("unaligned AnonAt succeeded")
+	}
+}

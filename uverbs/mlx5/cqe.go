@@ -225,10 +225,14 @@ func (c *cqRing) parse(cqe []byte, opcode byte, wc *uverbs.WC) (bool, error) {
 		wc.WRID = s.wrid[idx]
 		s.tail.Store(s.wqeHead[idx] + 1)
 		switch cqe[cqeSopDropQpn] { // WQE opcode in the top byte
-		case opRDMAWrite, opRDMAWriteImm:
+		case opRDMAWrite:
 			wc.Opcode = uverbs.WCRDMAWrite
-		case opSend, opSendImm, opSendInval:
+		case opRDMAWriteImm:
+			wc.Opcode, wc.Flags = uverbs.WCRDMAWrite, uverbs.WCFlagWithImm // as libmlx5 reports it
+		case opSend, opSendInval:
 			wc.Opcode = uverbs.WCSend
+		case opSendImm:
+			wc.Opcode, wc.Flags = uverbs.WCSend, uverbs.WCFlagWithImm
 		case opRDMARead:
 			wc.Opcode = uverbs.WCRDMARead
 			wc.ByteLen = binary.BigEndian.Uint32(cqe[cqeByteCnt:])

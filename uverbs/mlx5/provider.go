@@ -231,3 +231,15 @@ func (a *dbrAllocator) close() error {
 	a.pages, a.free = nil, nil
 	return errors.Join(errs...)
 }
+
+// PDUdata: mlx5_ib answers ALLOC_PD with the protection domain number and fails (EFAULT)
+// without room for it.
+func (c *context) PDUdata() ([]byte, int) { return nil, allocPDRespLen }
+
+// PDAllocated keeps nothing: user space needs the pdn only for DEVX objects.
+func (c *context) PDAllocated(handle uint32, resp []byte) error {
+	if len(resp) < allocPDRespLen {
+		return fmt.Errorf("mlx5: ALLOC_PD driver response is %d bytes, want %d", len(resp), allocPDRespLen)
+	}
+	return nil
+}
