@@ -12,7 +12,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.buildVersion=$(VERSION)
 ARCHES  := amd64 arm64
 
-.PHONY: all build test host-deps lint unit abicheck clean
+.PHONY: all build test host-deps lint unit unit-arm64 abicheck clean
 all: build
 
 build: $(ARCHES:%=bin/gorping-linux-%)
@@ -21,14 +21,14 @@ build: $(ARCHES:%=bin/gorping-linux-%)
 bin/gorping-linux-%: FORCE
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ .
 
-test: host-deps lint unit abicheck guest-matrix
+test: host-deps lint unit unit-arm64 abicheck guest-matrix
 
 # The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
 # host; the mlx5 oracle tests (test/mlx5oracle) build a C harness with gcc against
 # Debian's libibverbs-dev and run its libmlx5 (ibverbs-providers). Installed only as
 # root on Debian (like qemu for the guest tier). Under CI=true a missing oracle fails
 # the tests.
-HOST_PKGS := rdmacm-utils libibverbs-dev ibverbs-providers gcc
+HOST_PKGS := rdmacm-utils libibverbs-dev ibverbs-providers gcc qemu-user
 host-deps:
 	@missing=""; for p in $(HOST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -48,6 +48,19 @@ lint:
 
 unit:
 	$(GO) test -race -count=1 ./...
+
+# The host tests of the packages with per-architecture code (barriers, MMIO, the mlx5
+# provider with its model and oracle tests, rping's ping loop over the model) again as
+# arm64 binaries under qemu-user
+# (no -race: it needs cgo there). A missing qemu-aarch64 is a loud skip, a failure
+# under CI=true.
+ARM64_PKGS := ./internal/... ./uverbs/...
+unit-arm64:
+	@if ! command -v qemu-aarch64 >/dev/null; then \
+		if [ "$$CI" = true ]; then echo "qemu-aarch64 missing (make host-deps)"; exit 1; fi; \
+		echo "*** SKIPPING arm64 host tests: qemu-aarch64 missing (make host-deps as root) ***"; exit 0; fi; \
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64 $(ARM64_PKGS)
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64 -run 'MLX5' ./rping
 
 # Compares every Go ABI mirror with the C uapi headers (gcc, test-only).
 abicheck:
