@@ -241,6 +241,11 @@ func (c *verbsConn) cqLoop(ctx context.Context) {
 				break
 			}
 			for i := range n {
+				if st := wc[i].Status; st != uverbs.WCSuccess && st != uverbs.WCWRFlushErr {
+					if d := cq.Describe(); d != "" {
+						c.out.debugf("%s\n", d) // -d: the provider's account (mlx5: the syndrome)
+					}
+				}
 				if ok = c.push(ctx, wcCompletion(&wc[i])); !ok {
 					break
 				}
