@@ -99,7 +99,7 @@ func OpenShared(dev Device) (*Context, error) {
 		}
 		c.mu.Unlock()
 	}
-	c, err := Open(dev)
+	c, err := openShared(dev)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +110,9 @@ func OpenShared(dev Device) (*Context, error) {
 	shared.ctxs[dev.Path] = c
 	return c, nil
 }
+
+// openShared opens the context OpenShared shares; tests replace it.
+var openShared = Open
 
 // ctxCommander is the ContextCommander NewContext gets.
 type ctxCommander struct {
