@@ -51,3 +51,10 @@ func TestBadSizes(t *testing.T) {
 		t.Errorf("MapShared on fd -1: %v, want EBADF", err)
 	}
 }
+
+func TestNilMem(t *testing.T) {
+	var m *Mem
+	if m.Len() != 0 || m.Addr() != 0 || m.Bytes() != nil || m.Free() != nil {
+		t.Error("a nil Mem must read as empty and free as a no-op")
+	}
+}
