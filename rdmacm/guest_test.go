@@ -50,22 +50,13 @@ func guestAddrs(t *testing.T) map[string]netip.Addr {
 // of the process, so match the command name instead.
 func cmIDs(t *testing.T) int {
 	t.Helper()
-	tool := os.Getenv("GORPING_RDMA_TOOL")
-	if tool == "" {
-		t.Fatal("GORPING_RDMA_TOOL is not set (run inside the guest harness)")
-	}
-	out, err := exec.Command(tool, "resource", "show", "cm_id").CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s resource show cm_id: %v\n%s", tool, err, out)
-	}
 	comm, err := os.ReadFile("/proc/self/comm")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	me := " comm " + strings.TrimSpace(string(comm)) + " "
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line+" ", me) {
+	for _, r := range guesttest.Resources(t, "cm_id") {
+		if r.KV["comm"] == strings.TrimSpace(string(comm)) {
 			n++
 		}
 	}
@@ -577,21 +568,7 @@ func stockRping(t *testing.T, args ...string) (wait func() (error, string)) {
 // waitListening polls the kernel's cm_id table until somebody listens on a.
 func waitListening(t *testing.T, a netip.AddrPort) {
 	t.Helper()
-	tool := os.Getenv("GORPING_RDMA_TOOL")
-	want := "src-addr " + a.String() + " "
-	deadline := time.Now().Add(eventTimeout)
-	for {
-		out, _ := exec.Command(tool, "resource", "show", "cm_id").CombinedOutput()
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.Contains(line, "state LISTEN") && strings.Contains(line+" ", want) {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nobody listens on %v:\n%s", a, out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	guesttest.WaitListening(t, a.String(), eventTimeout, nil, nil)
 }
 
 // Interoperation with librdmacm: stock rping as the peer of the CM handshake

@@ -398,3 +398,22 @@ func TestStrings(t *testing.T) {
 		t.Error("WCStatus numeric value")
 	}
 }
+
+func TestRegMRZeroBuffer(t *testing.T) {
+	e := newTestEnv(t)
+	pd, err := e.ctx.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pd.RegMR(&Buffer{}, AccessLocalWrite); err == nil {
+		t.Error("RegMR of a zero Buffer succeeded")
+	}
+	b, err := NewBuffer(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Free()
+	if _, err := pd.RegMR(b, AccessLocalWrite); err == nil || b.Addr() != 0 || b.Len() != 0 {
+		t.Errorf("RegMR of a freed Buffer: %v (Addr %#x Len %d)", err, b.Addr(), b.Len())
+	}
+}

@@ -273,6 +273,21 @@ func (c *Context) cookie() uint64 {
 	return v
 }
 
+// track enters a new object in the context's table of live objects (table is read under
+// c.mu: Close swaps the tables), unless the context closed while the object was being
+// created: then release frees its provider side and track returns ErrClosed.
+func track[T any](c *Context, table func() map[uint64]*T, cookie uint64, obj *T, release func() error) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		release()
+		return ErrClosed
+	}
+	table()[cookie] = obj
+	c.mu.Unlock()
+	return nil
+}
+
 // QueryDevice returns the device attributes (QUERY_DEVICE).
 func (c *Context) QueryDevice() (DeviceAttr, error) { return queryDevice(c.cmd, c.dev.Name) }
 

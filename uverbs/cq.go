@@ -140,14 +140,9 @@ func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
 		c.destroyCQCmd(cq.handle) // best effort: the CQ is unusable without its provider
 		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		cq.prov.Close()
-		return nil, ErrClosed
+	if err := track(c, func() map[uint64]*CQ { return c.cqs }, cq.cookie, cq, cq.prov.Close); err != nil {
+		return nil, err
 	}
-	c.cqs[cq.cookie] = cq
-	c.mu.Unlock()
 	return cq, nil
 }
 

@@ -85,14 +85,9 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
 	}
 	qp.cap = core.Cap
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		qp.prov.Close()
-		return nil, ErrClosed
+	if err := track(c, func() map[uint64]*QP { return c.qps }, qp.cookie, qp, qp.prov.Close); err != nil {
+		return nil, err
 	}
-	c.qps[qp.cookie] = qp
-	c.mu.Unlock()
 	return qp, nil
 }
 

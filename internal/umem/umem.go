@@ -13,7 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Mem is one mapping. Its zero value is not usable; get one from Anon or MapShared.
+// Mem is one mapping; get one from Anon or MapShared. A nil or freed Mem has no bytes and
+// address 0.
 type Mem struct {
 	b     []byte // the whole mapping; nil after Free
 	fixed bool   // mapped by AnonAt (unmapped with MunmapPtr)
@@ -48,10 +49,20 @@ func MapShared(fd int, off uint64, size int) (*Mem, error) {
 }
 
 // Bytes returns the mapping. It is invalid after Free.
-func (m *Mem) Bytes() []byte { return m.b[:len(m.b):len(m.b)] }
+func (m *Mem) Bytes() []byte {
+	if m == nil {
+		return nil
+	}
+	return m.b[:len(m.b):len(m.b)]
+}
 
 // Len is the mapping's size in bytes (0 after Free).
-func (m *Mem) Len() int { return len(m.b) }
+func (m *Mem) Len() int {
+	if m == nil {
+		return 0
+	}
+	return len(m.b)
+}
 
 // Addr is the user virtual address of the mapping's first byte (0 after Free).
 func (m *Mem) Addr() uint64 { return m.AddrAt(0) }
@@ -59,7 +70,7 @@ func (m *Mem) Addr() uint64 { return m.AddrAt(0) }
 // AddrAt is the address of byte off of the mapping; it panics if off is out of range, and
 // returns 0 after Free. This is the one place gorping turns memory into an integer address.
 func (m *Mem) AddrAt(off int) uint64 {
-	if len(m.b) == 0 {
+	if m.Len() == 0 {
 		return 0
 	}
 	return uint64(uintptr(unsafe.Pointer(&m.b[off])))
@@ -67,7 +78,7 @@ func (m *Mem) AddrAt(off int) uint64 {
 
 // Free unmaps the memory. A second Free does nothing.
 func (m *Mem) Free() error {
-	if m.b == nil {
+	if m == nil || m.b == nil {
 		return nil
 	}
 	var err error

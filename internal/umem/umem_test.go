@@ -77,3 +77,10 @@ func TestAnonAt(t *testing.T) {
 		t.Error("unaligned AnonAt succeeded")
 	}
 }
+
+func TestNilMem(t *testing.T) {
+	var m *Mem
+	if m.Len() != 0 || m.Addr() != 0 || m.Bytes() != nil || m.Free() != nil {
+		t.Error("a nil Mem must read as empty and free as a no-op")
+	}
+}
