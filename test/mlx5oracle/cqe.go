@@ -17,7 +17,7 @@ const (
 )
 
 // CQE describes one 64-byte mlx5 CQE (fields as in struct mlx5_cqe64 /
-// mlx5_err_cqe; see docs of verbs.md §6.8 in the project's reference).
+// mlx5_err_cqe of the mlx5 user ABI).
 type CQE struct {
 	Opcode    uint8  // op_own >> 4
 	Owner     uint8  // op_own bit 0 (the lap's parity)
@@ -38,7 +38,6 @@ type CQE struct {
 // Bytes encodes c.
 func (c CQE) Bytes() [64]byte {
 	var b [64]byte
-	copy(b[:32], c.Data)
 	b[17] = c.MLPath
 	be.PutUint16(b[22:], c.SLID)
 	be.PutUint32(b[24:], c.FlagsRQPN)
@@ -52,5 +51,6 @@ func (c CQE) Bytes() [64]byte {
 	be.PutUint32(b[56:], c.SOpQPN)
 	be.PutUint16(b[60:], c.WQECount)
 	b[63] = c.Opcode<<4 | (c.Inline&3)<<2 | c.Owner&1
+	copy(b[:32], c.Data) // scatter-to-CQE payload overlays the first 32 bytes
 	return b
 }

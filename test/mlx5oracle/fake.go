@@ -17,7 +17,7 @@ const (
 	CmdQueryPort         = 2
 	CmdAllocPD           = 3
 	CmdDeallocPD         = 4
-	CmdCreateCompChannel = 6
+	CmdCreateCompChannel = 17
 	CmdRegMR             = 9
 	CmdDeregMR           = 13
 	CmdCreateCQ          = 18
@@ -256,7 +256,11 @@ func (f *Fake) answer(c *Cmd, core, drv []byte, outLen, coreOut int) ([]byte, sy
 	case CmdCreateCompChannel:
 		// fd patched by the harness
 	case CmdRegMR:
+		if len(core) < 40 {
+			return nil, syscall.EINVAL
+		}
 		lkey := f.P.FirstLKey + uint32(f.nMR)*0x100
+		f.Regions = append(f.Regions, Region{fmt.Sprintf("mr%d", f.nMR), le.Uint64(core[8:]), int(le.Uint64(core[16:]))})
 		f.nMR++
 		le.PutUint32(out[0:], f.handle())
 		le.PutUint32(out[4:], lkey)
