@@ -168,9 +168,10 @@ type StepRecord struct {
 	// appeared in it).
 	Mem     map[string][]byte
 	Changed []string
-	// UARPages holds final UAR page contents where single-stepping is unavailable
-	// (non-x86-64); nil otherwise.
-	UARPages map[string][]byte
+	// UAR is the content of every UAR page ("uar<i>") after the step: the stores
+	// replayed onto zeroed pages (x86-64), or the pages as the library left them
+	// where single-stepping is unavailable. A provider's pages must read the same.
+	UAR map[string][]byte
 }
 
 // Record is the oracle's account of one scenario run.
@@ -249,6 +250,7 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 	sc2 := bufio.NewScanner(stdout)
 	sc2.Buffer(make([]byte, 1<<20), 1<<26)
 	mem := map[string][]byte{}
+	uar := map[string][]byte{}
 	cur := StepRecord{}
 	done := false
 	for sc2.Scan() {
@@ -290,21 +292,26 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 				rec.SingleStep = ev.SingleStep != 0
 			case "mmap":
 				cur.Mmaps = append(cur.Mmaps, Mmap{Off: ev.Off, Len: ev.Len, Prot: ev.Prot, Flags: ev.Flags})
+				if pg := ev.Off / 4096; (pg>>8)&0xff == 0 || (pg>>8)&0xff == 2 || (pg>>8)&0xff == 3 {
+					uar[fmt.Sprintf("uar%d", pg&0xff)] = make([]byte, ev.Len)
+				}
 			case "store":
 				b, err := hex.DecodeString(ev.Hex)
 				if err != nil {
 					return rec, fmt.Errorf("bad store %q: %w", line, err)
 				}
 				cur.Stores = append(cur.Stores, Store{Page: ev.Page, Off: int(ev.Off), Width: ev.Width, Bytes: b})
+				if pg := uar[ev.Page]; int(ev.Off)+len(b) <= len(pg) {
+					pg = append([]byte(nil), pg...) // earlier steps keep their snapshot
+					copy(pg[ev.Off:], b)
+					uar[ev.Page] = pg
+				}
 			case "uarpage":
 				b, err := hex.DecodeString(ev.Hex)
 				if err != nil {
 					return rec, fmt.Errorf("bad uarpage %q: %w", line, err)
 				}
-				if cur.UARPages == nil {
-					cur.UARPages = map[string][]byte{}
-				}
-				cur.UARPages[ev.Page] = b
+				uar[ev.Page] = b
 			case "mem":
 				b, err := hex.DecodeString(ev.Hex)
 				if err != nil {
@@ -324,6 +331,10 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 				cur.Mem = make(map[string][]byte, len(mem))
 				for k, v := range mem {
 					cur.Mem[k] = v
+				}
+				cur.UAR = make(map[string][]byte, len(uar))
+				for k, v := range uar {
+					cur.UAR[k] = v
 				}
 				rec.Steps = append(rec.Steps, cur)
 				cur = StepRecord{}

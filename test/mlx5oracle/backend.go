@@ -1,0 +1,214 @@
+package mlx5oracle
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Backend lets a Go provider run against the same fake kernel answers the harness gave
+// libmlx5, in process: it has the method set of a uverbs device-file backend
+// (Write/Mmap/Munmap), answers every command with Fake.Answer, patches the fds the
+// harness patches (async fd, completion channel fds: real pipes), hands out anonymous
+// pages for UAR mmaps, and can observe the same regions a Record holds.
+//
+// Safety: responses are written to the address the request names, and Observe reads
+// the CQ/QP buffers and doorbell records at the addresses the CREATE requests named.
+// Both must be memory the provider allocated with mmap (never Go heap), which the
+// project's rules require anyway.
+type Backend struct {
+	Fake *Fake
+
+	mu       sync.Mutex
+	async    [2]int
+	chans    [][2]int
+	cqHandle []uint64 // user_handle of each CREATE_CQ, by cq id
+	uars     []uarPage
+	seenCmds int
+	errs     []error
+}
+
+type uarPage struct {
+	name string
+	mem  []byte
+}
+
+// NewBackend returns a backend answering with a fresh Fake(p).
+func NewBackend(p Params) *Backend {
+	return &Backend{Fake: NewFake(p), async: [2]int{-1, -1}}
+}
+
+// ptrBytes views n bytes at address a (mmap'd memory of this process).
+func ptrBytes(a uint64, n int) []byte {
+	if a == 0 || n <= 0 {
+		return nil
+	}
+	// Reinterpret the integer as a pointer: the memory is outside the Go heap.
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&a))
+	return unsafe.Slice((*byte)(p), n)
+}
+
+// Write handles one uverbs write(): header | body, as the kernel would see it.
+func (b *Backend) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(p) < 8 {
+		return 0, syscall.EINVAL
+	}
+	cmd := binary.LittleEndian.Uint32(p)
+	inW := int(binary.LittleEndian.Uint16(p[4:]))
+	outW := int(binary.LittleEndian.Uint16(p[6:]))
+	body := p[8:]
+	out, errno, _ := b.Fake.Answer(cmd, inW, outW, body)
+	if errno != 0 {
+		return 0, errno
+	}
+	ex := cmd&exFlag != 0
+	num := cmd &^ exFlag
+	if !ex {
+		switch num {
+		case CmdGetContext:
+			if b.async[0] < 0 {
+				if err := unix.Pipe2(b.async[:], unix.O_CLOEXEC); err != nil {
+					return 0, fmt.Errorf("mlx5oracle: async pipe: %w", err)
+				}
+			}
+			if len(out) >= 4 {
+				binary.LittleEndian.PutUint32(out, uint32(b.async[0]))
+			}
+		case CmdCreateCompChannel:
+			var fds [2]int
+			if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+				return 0, fmt.Errorf("mlx5oracle: channel pipe: %w", err)
+			}
+			b.chans = append(b.chans, fds)
+			if len(out) >= 4 {
+				binary.LittleEndian.PutUint32(out, uint32(fds[0]))
+			}
+		case CmdCreateCQ:
+			if len(body) >= 16 {
+				b.cqHandle = append(b.cqHandle, binary.LittleEndian.Uint64(body[8:]))
+			}
+		}
+	}
+	if len(out) > 0 && len(body) >= 8 {
+		copy(ptrBytes(binary.LittleEndian.Uint64(body), len(out)), out)
+	}
+	return len(p), nil
+}
+
+// Mmap hands out anonymous pages for the uverbs fd's mmaps; UAR pages (mmap commands
+// 0, 2, 3) are remembered as "uar<i>" for Observe.
+func (b *Backend) Mmap(off int64, length, prot int) ([]byte, error) {
+	m, err := unix.Mmap(-1, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("mlx5oracle: mmap: %w", err)
+	}
+	pg := off / 4096
+	if c := (pg >> 8) & 0xff; c == 0 || c == 2 || c == 3 {
+		b.mu.Lock()
+		b.uars = append(b.uars, uarPage{fmt.Sprintf("uar%d", pg&0xff), m})
+		b.mu.Unlock()
+	}
+	return m, nil
+}
+
+// Munmap releases a page Mmap gave.
+func (b *Backend) Munmap(m []byte) error {
+	b.mu.Lock()
+	for i, u := range b.uars {
+		if len(u.mem) > 0 && len(m) > 0 && &u.mem[0] == &m[0] {
+			b.uars = append(b.uars[:i], b.uars[i+1:]...)
+			break
+		}
+	}
+	b.mu.Unlock()
+	return unix.Munmap(m)
+}
+
+// CompEvent queues a completion event for the cq-th CQ created (as the harness's
+// event step does): an ib_uverbs_comp_event_desc with that CQ's user_handle, written
+// to the last completion channel.
+func (b *Backend) CompEvent(cq int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cq >= len(b.cqHandle) || len(b.chans) == 0 {
+		return fmt.Errorf("mlx5oracle: no cq %d or no channel", cq)
+	}
+	var d [8]byte
+	binary.LittleEndian.PutUint64(d[:], b.cqHandle[cq])
+	if _, err := unix.Write(b.chans[len(b.chans)-1][1], d[:]); err != nil {
+		return fmt.Errorf("mlx5oracle: comp event: %w", err)
+	}
+	return nil
+}
+
+// Observation is what Observe saw since the previous call: the commands (as in
+// StepRecord.Cmds), every watched region's content (StepRecord.Mem) and the UAR
+// pages' content (StepRecord.UAR).
+type Observation struct {
+	Cmds []Cmd
+	Mem  map[string][]byte
+	UAR  map[string][]byte
+}
+
+// Observe snapshots the regions and UAR pages and returns the commands since the last
+// Observe; call it after each step.
+func (b *Backend) Observe() Observation {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	o := Observation{Mem: map[string][]byte{}, UAR: map[string][]byte{}}
+	o.Cmds = append(o.Cmds, b.Fake.Cmds[b.seenCmds:]...)
+	b.seenCmds = len(b.Fake.Cmds)
+	for _, r := range b.Fake.Regions {
+		o.Mem[r.Name] = append([]byte(nil), ptrBytes(r.Addr, r.Len)...)
+	}
+	for _, u := range b.uars {
+		o.UAR[u.name] = append([]byte(nil), u.mem...)
+	}
+	return o
+}
+
+// Close closes the write ends of the pipes the backend created (the read ends were
+// handed to the provider's core, which owns and closes them).
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.async[1] >= 0 {
+		unix.Close(b.async[1])
+	}
+	for _, c := range b.chans {
+		unix.Close(c[1])
+	}
+	b.async = [2]int{-1, -1}
+	b.chans = nil
+	return nil
+}
+
+// MapMR maps the buffer of an mr step in this process at the step's fixed address,
+// filled as the harness fills it (byte i = i·7 + ID), so that a Go provider registers
+// the same addresses and data as libmlx5 did. Release it with unix.Munmap.
+func MapMR(s Step) ([]byte, error) {
+	if s.Kind != KMR {
+		return nil, fmt.Errorf("mlx5oracle: MapMR of a %s step", s.Kind)
+	}
+	want := *(*unsafe.Pointer)(unsafe.Pointer(&s.Addr))
+	p, err := unix.MmapPtr(-1, 0, want, uintptr(s.Len), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE)
+	if err != nil {
+		return nil, fmt.Errorf("mlx5oracle: map mr%d at %#x: %w", s.ID, s.Addr, err)
+	}
+	if p != want {
+		unix.MunmapPtr(p, uintptr(s.Len))
+		return nil, fmt.Errorf("mlx5oracle: map mr%d: got %p, want %#x", s.ID, p, s.Addr)
+	}
+	b := unsafe.Slice((*byte)(p), s.Len)
+	for i := range b {
+		b[i] = byte(i*7 + s.ID)
+	}
+	return b, nil
+}
