@@ -2,7 +2,24 @@
 // kernel and records what the library does, so that gorping's pure-Go mlx5 provider
 // can be compared with it byte for byte. It is test-only: the C harness
 // (csrc/harness.c, embedded) is built with gcc against the system's libibverbs-dev
-// and ibverbs-providers; nothing in the product imports this package.
+// and ibverbs-providers (`make host-deps` installs them); nothing in the product
+// imports this package.
+//
+// # API
+//
+//   - [Scenarios] returns the named scenarios; [Builder] makes new ones ([Builder.CQE]
+//     places CQEs: slot, owner bit of the lap, wqe_counter of the posted WQE).
+//   - [Run] (or [MustRun] in tests) builds the harness once (cached under the user
+//     cache dir, keyed by the source hash), runs a scenario against a fresh
+//     [NewFake](sc.Params) and returns its [Record]. [MustRun] fails under CI=true
+//     when the oracle cannot run ([ErrUnavailable]) and skips loudly otherwise;
+//     MLX5ORACLE_DUMP=<dir> writes each record as JSON.
+//   - The other side: [NewBackend](sc.Params) has the method set of a uverbs
+//     device-file backend (Write, Mmap, Munmap) answering a Go provider with the same
+//     [Fake]; [MapMR] maps a scenario's MR at its fixed address with the harness's
+//     fill; after each step [Backend.Observe] returns the step's commands, regions and
+//     UAR pages, and [DiffStep] lists how they differ from the oracle's [StepRecord].
+//     [Backend.CompEvent] queues a completion event like the harness's event step.
 //
 // # How the library is steered
 //
@@ -15,7 +32,12 @@
 //   - every write() on it is a uverbs command, answered by [Fake] in the Go process;
 //   - mmap on it returns fresh anonymous pages; UAR pages (mmap command 0, 2, 3) are
 //     kept read-only, and on x86-64 each store to them faults, is single-stepped with
-//     the trap flag and recorded (offset, width from the instruction, bytes).
+//     the trap flag and recorded (offset, width decoded from the instruction, bytes).
+//     Elsewhere the pages stay writable and only their content after each step is
+//     recorded (Record.SingleStep false, StepRecord.Stores empty).
+//   - the completion channel and async fds are pipes; the event step writes an
+//     ib_uverbs_comp_event_desc carrying the CQ's user_handle into the channel.
+//   - MRs are anonymous mappings at the step's fixed address, byte i = i·7 + id.
 //
 // # Harness protocol (internal; Run speaks it)
 //
@@ -30,7 +52,8 @@
 //
 // # Record format
 //
-// [Run] returns a [Record]: one [StepRecord] per scenario step, in order, each with
+// A [Record] has one [StepRecord] per scenario step, in order, each with
+//   - Step/Line: the step and its script line;
 //   - Result: ret/errno and the step's outputs ([Result]: lkey/rkey for mr, cqe for
 //     cq, qpn and the caps the library reports for qp, modify return codes for rts,
 //     bad_wr index for send/recv, the ibv_wc array for poll, the CQ id for event);
@@ -47,30 +70,50 @@
 //   - Mem: the content of every watched region after the step: "cq<i>" (the CQ
 //     buffer, entries × cqe_size), "cq<i>.db" (8-byte doorbell record: set_ci, arm),
 //     "qp<i>" (the QP buffer, RQ at 0 then SQ), "qp<i>.db" (8 bytes: rq head, sq
-//     cur_post); Changed names the regions that changed in this step.
+//     cur_post), "mr<i>" (registered buffers, e.g. scatter-to-CQE copies); Changed
+//     names the regions that changed in this step;
+//   - UAR: every UAR page's content after the step (stores replayed onto zeroed pages).
 //
-// Region ids count from 0 in order of CREATE_CQ / CREATE_QP, which is why scenario
-// object ids must also count from 0 in creation order.
+// Region ids count from 0 in order of CREATE_CQ / CREATE_QP / REG_MR, which is why
+// scenario object ids must also count from 0 in creation order.
 //
 // # Fake kernel answers
 //
-// [Fake.Answer] is the whole fake kernel; a Go provider under test should be answered
-// by the same function (NewFake(sc.Params)) so that both sides see identical answers:
-// GET_CONTEXT (EPERM while the DEVX flag is asked, if Params.RefuseDEVX; else num_comp_vectors
-// 1 and mlx5_ib_alloc_ucontext_resp: qp_tab_size 1<<17, bf_reg_size Params.BFRegSize,
-// tot_bfregs Params.TotBFRegs, cache line 64, max_sq_desc_sz 1024, max_rq_desc_sz 512,
-// max_send_wqebb/max_recv_wr/max_srq_recv_wr 1<<15, num_ports 1, response_length 72,
-// cqe_version Params.CQEVersion, cmds_supp_uhw 3, log_uar_size 12, num_uars_per_page 1),
+// [Fake.Answer] is the whole fake kernel; both the harness and [Backend] use it, so
+// both sides see identical answers: GET_CONTEXT (EPERM while the DEVX flag is asked,
+// if Params.RefuseDEVX; else num_comp_vectors 1 and mlx5_ib_alloc_ucontext_resp:
+// qp_tab_size 1<<17, bf_reg_size Params.BFRegSize, tot_bfregs Params.TotBFRegs, cache
+// line 64, max_sq_desc_sz 1024, max_rq_desc_sz 512, max_send_wqebb/max_recv_wr/
+// max_srq_recv_wr 1<<15, num_ports 1, response_length 72, cqe_version
+// Params.CQEVersion, cmds_supp_uhw 3, log_uar_size 12, num_uars_per_page 1),
 // QUERY_DEVICE(_EX) (vendor 0x2c9, part 4123, one port), QUERY_PORT (active, lid 1, MTU
 // 4096, link layer Params.LinkLayer), ALLOC_PD (handles from 0, pdn Params.PDN), REG_MR
 // (lkey = rkey = FirstLKey + 0x100·i), CREATE_CQ (cqe = roundup_pow2(asked+1)−1, cqn =
 // FirstCQN + i), CREATE_QP (qpn = FirstQPN + i, caps echoed, bfreg_index =
-// LowLatBFRegs[i] or 0), MODIFY_QP/DESTROY_*/DEREG_MR/DEALLOC_PD (success); anything
-// else EOPNOTSUPP.
+// LowLatBFRegs[i] or 0 — a real kernel would hand out medium bfregs before the shared
+// bfreg 0), MODIFY_QP/DESTROY_*/DEREG_MR/DEALLOC_PD (success); anything else
+// EOPNOTSUPP.
 //
-// # Scenarios
+// # What the records show about libmlx5 44 (pinned by TestOracleHarness*)
 //
-// A [Scenario] is a name, [Params] and [Step]s; the Step kinds (K…) are listed in
-// scenario.go with what the harness does for each. Scenarios returns the named
-// scenarios the oracle tests run; CQE builds the 64-byte CQEs the cqe steps write.
+//   - Context: GET_CONTEXT with DEVX at 48, 40, 32 bytes (refused), then 48 without;
+//     lib_caps 3, 16 bfregs, 4 low-latency, max_cqe_version 1; three ioctls, all
+//     refused; one QUERY_DEVICE_EX and one QUERY_PORT; every static UAR page mapped
+//     (PROT_WRITE, MAP_SHARED, offset i·4096).
+//   - CQ: core cqe = roundup_pow2(n+1)−1, 64-byte CQEs, op_own 0xF0 everywhere before
+//     CREATE_CQ; doorbell records from one page, 0x40 apart (CQ first).
+//   - QP: SQ sized with 192 bytes of overhead (UMR reserve), RQ first in the buffer,
+//     flags SCATTER_CQE, uidx counting from 0 per QP; reported max_send_wr
+//     = sq_bytes / wqe_size and max_inline = wqe_size − 196.
+//   - Send: a zero-length SGE is skipped; fence sets 0x80 in fm_ce_se; no small-fence
+//     after RDMA READ; a chain rings once with the last WQE's ctrl; BlueFlame copies
+//     whole 64-byte blocks read from the SQ (wrapping, including stale bytes after
+//     the WQE) into alternating halves; without BlueFlame (bf_reg_size 0 or bfreg 0)
+//     one 8-byte store of the ctrl's first 8 bytes, always at offset 0x800.
+//   - Poll: requester wc opcode by WQE opcode, responder by CQE opcode; immediate and
+//     pkey_index both from imm_inval_pkey; scatter-to-CQE payload copied to the RECV
+//     buffer; error syndromes mapped as the mlx5 ABI documents, unknown → GENERAL_ERR;
+//     set_ci after each poll; stale CQEs of the previous lap ignored.
+//   - Arm: dbrec[1] = sn<<28 | solicited<<24 | ci, then one 8-byte store of that word
+//     and the cqn at UAR page 0 + 0x20; sn counts the events read.
 package mlx5oracle

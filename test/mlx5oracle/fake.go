@@ -64,7 +64,7 @@ type Params struct {
 	LinkLayer    uint8    // QUERY_PORT link_layer (1 = InfiniBand)
 }
 
-// DefaultParams is the fake kernel of the mlx5-oracle reference: qpn 0x1a2, cqn 0x40e,
+// DefaultParams is the fake kernel of the first oracle measurements: qpn 0x1a2, cqn 0x40e,
 // lkey 0x110007, bf_reg_size 512, 16 static bfregs, cqe_version 1. The first QP gets
 // gross bfreg 24 (UAR page 6, offset 0x800), as a kernel allocating low-latency bfregs
 // 12..15 first would hand out.

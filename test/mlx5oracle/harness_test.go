@@ -10,9 +10,9 @@ import (
 )
 
 // These tests check the harness itself: that it ran Debian's libmlx5 and recorded
-// what that library is known to do (facts measured with libmlx5 44, see the project's
-// mlx5-oracle reference), with expectations computed from the scenario inputs where
-// possible, so a harness that records nothing or garbage fails.
+// what that library is known to do (facts measured with libmlx5 44), with expectations
+// computed from the scenario inputs where possible, so a harness that records nothing
+// or garbage fails.
 
 var (
 	recMu    sync.Mutex
@@ -375,8 +375,17 @@ func checkSends(t *testing.T, name string) {
 		}
 		return b
 	}
+	// The first QP's bfreg (gross index g): UAR page g/4, register 0x800 + (g%4)·size;
+	// bfreg 0 never uses BlueFlame.
+	g := 0
+	if len(sc.Params.LowLatBFRegs) > 0 {
+		g = int(sc.Params.LowLatBFRegs[0])
+	}
 	bfSize := int(sc.Params.BFRegSize)
-	page, base := "uar6", 0x800 // gross bfreg 24 of the first QP
+	page, base := fmt.Sprintf("uar%d", g/4), 0x800+(g%4)*bfSize
+	if g == 0 {
+		bfSize = 0
+	}
 	sends := 0
 	for _, st := range rec.Steps {
 		if st.Step.Kind != KSend {
@@ -425,7 +434,7 @@ func checkSends(t *testing.T, name string) {
 // TestOracleHarnessSend: every send WQE kind, the doorbell record and the UAR stores,
 // with BlueFlame and without, inline of several sizes, and through SQ wraps.
 func TestOracleHarnessSend(t *testing.T) {
-	for _, name := range []string{"send-kinds-bf", "send-kinds-nobf", "inline", "sq-wrap-bf", "sq-wrap-nobf"} {
+	for _, name := range []string{"send-kinds-bf", "send-kinds-nobf", "send-kinds-shared", "inline", "sq-wrap-bf", "sq-wrap-nobf"} {
 		t.Run(name, func(t *testing.T) { checkSends(t, name) })
 	}
 }

@@ -2,8 +2,10 @@ package mlx5oracle
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -21,6 +23,16 @@ func MustRun(t testing.TB, sc Scenario) *Record {
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	// MLX5ORACLE_DUMP=<dir> keeps each record as <dir>/<scenario>.json for reading.
+	if dir := os.Getenv("MLX5ORACLE_DUMP"); dir != "" {
+		b, err := json.MarshalIndent(rec, "", " ")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, sc.Name+".json"), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("MLX5ORACLE_DUMP: %v", err)
+		}
 	}
 	return rec
 }

@@ -159,7 +159,7 @@ const (
 
 func sge0(mr int, off uint64, n uint32) []SGE { return []SGE{{MR: mr, Off: off, Len: n}} }
 
-// stdCaps are the reference's caps: 16/16 WRs, 1 SGE, inline 64.
+// stdCaps are the caps of the first oracle measurements: 16/16 WRs, 1 SGE, inline 64.
 var stdCaps = Caps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 64}
 
 // Scenarios returns every named scenario the oracle tests run.
@@ -198,12 +198,14 @@ func Scenarios() []Scenario {
 
 	// send-kinds and the same with BlueFlame off: signaled and unsignaled SEND, SEND
 	// with immediate, solicited, fenced, two SGEs, RDMA WRITE (+imm), RDMA READ, a chain.
-	for _, bf := range []uint32{512, 0} {
+	// send-kinds-shared: BlueFlame registers exist but the QP gets the shared bfreg 0.
+	for _, name := range []string{"send-kinds-bf", "send-kinds-nobf", "send-kinds-shared"} {
 		pp := p
-		pp.BFRegSize = bf
-		name := "send-kinds-bf"
-		if bf == 0 {
-			name = "send-kinds-nobf"
+		switch name {
+		case "send-kinds-nobf":
+			pp.BFRegSize = 0
+		case "send-kinds-shared":
+			pp.LowLatBFRegs = nil
 		}
 		b = NewBuilder(name, pp, 2).CQ(0, 63, false).QP(0, 0, Caps{32, 16, 2, 1, 64})
 		b.Send(0, SendWR{WRID: 10, Opcode: OpSend, Flags: FlagSignaled, SGEs: sge0(0, 0, 8)})
