@@ -594,3 +594,34 @@ func TestOracleHarnessArm(t *testing.T) {
 		t.Errorf("%d arms, %d events", arms, sn)
 	}
 }
+
+// TestOracleHarnessUARWithoutSingleStep: the fallback of hosts that cannot single-step
+// (pages left writable, content recorded after each step) sees the same UAR content
+// as the stores replayed from a single-stepped run.
+func TestOracleHarnessUARWithoutSingleStep(t *testing.T) {
+	for _, name := range []string{"send-kinds-bf", "sq-wrap-bf", "arm"} {
+		t.Run(name, func(t *testing.T) {
+			sc, rec := scenario(t, name)
+			if !rec.SingleStep {
+				t.Skip("this host does not single-step; nothing to compare with")
+			}
+			plain := MustRunWith(t, sc, Options{NoSingleStep: true})
+			if plain.SingleStep || len(plain.Steps) != len(rec.Steps) {
+				t.Fatalf("no-single-step run: single_step %v, %d steps", plain.SingleStep, len(plain.Steps))
+			}
+			stored := 0
+			for i, st := range plain.Steps {
+				if len(st.Stores) != 0 {
+					t.Fatalf("step %d: stores recorded without single-stepping", i)
+				}
+				stored += len(rec.Steps[i].Stores)
+				for _, d := range diffMem(st.Line, "UAR page", rec.Steps[i].UAR, st.UAR) {
+					t.Error(d)
+				}
+			}
+			if stored == 0 || len(rec.Steps[len(rec.Steps)-1].UAR) != int(sc.Params.TotBFRegs/2) {
+				t.Errorf("%d stores, %d UAR pages", stored, len(rec.Steps[len(rec.Steps)-1].UAR))
+			}
+		})
+	}
+}

@@ -14,7 +14,13 @@ import (
 // and skips loudly otherwise; `make host-deps` installs what it needs.
 func MustRun(t testing.TB, sc Scenario) *Record {
 	t.Helper()
-	rec, err := Run(context.Background(), sc)
+	return MustRunWith(t, sc, Options{})
+}
+
+// MustRunWith is MustRun with options.
+func MustRunWith(t testing.TB, sc Scenario, o Options) *Record {
+	t.Helper()
+	rec, err := RunWith(context.Background(), sc, o)
 	if errors.Is(err, ErrUnavailable) {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%v (CI=true: the oracle must run; see make host-deps)", err)

@@ -28,19 +28,33 @@ var harnessSrc []byte
 var ErrUnavailable = errors.New("mlx5 oracle unavailable")
 
 var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
+	buildMu    sync.Mutex
+	buildCache = map[bool]buildResult{}
 )
+
+type buildResult struct {
+	path string
+	err  error
+}
 
 // Build compiles the harness with gcc against the system libibverbs (once per process;
 // the binary is cached under the user cache dir, keyed by the source hash).
-func Build() (string, error) {
-	buildOnce.Do(func() { buildPath, buildErr = build() })
-	return buildPath, buildErr
+func Build() (string, error) { return buildVariant(false) }
+
+// buildVariant builds the harness; noStep leaves UAR pages writable and records only
+// their content (what non-x86-64 hosts do), so that path is tested on x86-64 too.
+func buildVariant(noStep bool) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if r, ok := buildCache[noStep]; ok {
+		return r.path, r.err
+	}
+	p, err := build(noStep)
+	buildCache[noStep] = buildResult{p, err}
+	return p, err
 }
 
-func build() (string, error) {
+func build(noStep bool) (string, error) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		return "", fmt.Errorf("%w: gcc not found (install gcc)", ErrUnavailable)
 	}
@@ -49,7 +63,14 @@ func build() (string, error) {
 			return "", fmt.Errorf("%w: %s missing (install libibverbs-dev ibverbs-providers)", ErrUnavailable, f)
 		}
 	}
-	sum := sha256.Sum256(harnessSrc)
+	args := []string{"-O1", "-g", "-Wall", "-rdynamic"}
+	if noStep {
+		args = append(args, "-DORACLE_NO_STEP")
+	}
+	h := sha256.New()
+	h.Write(harnessSrc)
+	fmt.Fprint(h, args)
+	sum := h.Sum(nil)
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		dir = os.TempDir()
@@ -72,7 +93,7 @@ func build() (string, error) {
 		return "", fmt.Errorf("mlx5 oracle source: %w", err)
 	}
 	out := filepath.Join(tmp, "harness")
-	cmd := exec.Command("gcc", "-O1", "-g", "-Wall", "-rdynamic", "-o", out, src, "-libverbs")
+	cmd := exec.Command("gcc", append(args, "-o", out, src, "-libverbs")...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%w: gcc harness.c: %v\n%s", ErrUnavailable, err, msg)
 	}
@@ -185,7 +206,19 @@ type Record struct {
 
 // Run builds the harness if needed and runs sc against a fresh Fake with sc.Params.
 func Run(ctx context.Context, sc Scenario) (*Record, error) {
-	bin, err := Build()
+	return RunWith(ctx, sc, Options{})
+}
+
+// Options vary how the harness runs.
+type Options struct {
+	// NoSingleStep records UAR page contents instead of single-stepping each store
+	// (what non-x86-64 hosts always do).
+	NoSingleStep bool
+}
+
+// RunWith is Run with options.
+func RunWith(ctx context.Context, sc Scenario, o Options) (*Record, error) {
+	bin, err := buildVariant(o.NoSingleStep)
 	if err != nil {
 		return nil, err
 	}

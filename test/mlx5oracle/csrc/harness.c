@@ -208,7 +208,7 @@ static int uar_of(uintptr_t a)
 	return -1;
 }
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(ORACLE_NO_STEP)
 // Width of the memory operand of the store at ip (the x86 forms compilers emit for
 // plain and vector stores); 0 if unknown.
 static unsigned store_width(const uint8_t *ip)
