@@ -625,3 +625,72 @@ func TestOracleHarnessUARWithoutSingleStep(t *testing.T) {
 		})
 	}
 }
+
+// TestOracleHarnessTwoQPs: two QPs on one CQ; each completion is matched to its QP by
+// the CQE's user index and takes that QP's wr_id; the second QP rings its own bfreg
+// (gross 25: the second register of UAR page 6, at 0xa00).
+func TestOracleHarnessTwoQPs(t *testing.T) {
+	sc, rec := scenario(t, "two-qps")
+	var wcs []WC
+	for _, st := range rec.Steps {
+		switch st.Step.Kind {
+		case KPoll:
+			wcs = append(wcs, st.Result.WC...)
+		case KSend:
+			if st.Step.ID != 1 || !rec.SingleStep {
+				continue
+			}
+			g := int(sc.Params.LowLatBFRegs[1])
+			if len(st.Stores) == 0 || st.Stores[0].Page != fmt.Sprintf("uar%d", g/4) ||
+				st.Stores[0].Off&^int(sc.Params.BFRegSize/2) != 0x800+(g%4)*int(sc.Params.BFRegSize) {
+				t.Errorf("qp1 send %d: stores %v", st.Step.Sends[0].WRID, st.Stores)
+			}
+		}
+	}
+	wantIDs := []uint64{210, 110, 211, 111, 212, 112, 200, 100, 101, 201}
+	if len(wcs) != len(wantIDs) {
+		t.Fatalf("%d completions, want %d", len(wcs), len(wantIDs))
+	}
+	for i, wc := range wcs {
+		qpn := sc.Params.FirstQPN + uint32(wc.WRID/100-1)
+		if wc.WRID != wantIDs[i] || wc.QPNum != qpn || wc.Status != 0 {
+			t.Errorf("completion %d: %+v, want wr_id %d on qpn %#x", i, wc, wantIDs[i], qpn)
+		}
+	}
+}
+
+// TestOracleHarnessTeardown: the destroy commands name the handles the fake gave.
+func TestOracleHarnessTeardown(t *testing.T) {
+	_, rec := scenario(t, "teardown")
+	handle := func(c Cmd) uint32 { return lu.Uint32(c.Out) }
+	qp := cmdsOf(rec, CmdCreateQP)
+	cq := cmdsOf(rec, CmdCreateCQ)
+	mr := cmdsOf(rec, CmdRegMR)
+	pd := cmdsOf(rec, CmdAllocPD)
+	if len(qp) != 1 || len(cq) != 2 || len(mr) != 2 || len(pd) != 1 {
+		t.Fatalf("creates: %d qp %d cq %d mr %d pd", len(qp), len(cq), len(mr), len(pd))
+	}
+	type want struct {
+		num    uint32
+		off    int
+		handle uint32
+	}
+	var got []want
+	for _, c := range rec.Steps[len(rec.Steps)-6].Cmds {
+		got = append(got, want{c.Num, 8, lu.Uint32(c.Core[8:])})
+	}
+	for _, st := range rec.Steps[len(rec.Steps)-5:] {
+		for _, c := range st.Cmds {
+			off := 8
+			if c.Num == CmdDeregMR || c.Num == CmdDeallocPD {
+				off = 0
+			}
+			got = append(got, want{c.Num, off, lu.Uint32(c.Core[off:])})
+		}
+	}
+	exp := []want{{CmdDestroyQP, 8, handle(qp[0])}, {CmdDestroyCQ, 8, handle(cq[1])}, {CmdDestroyCQ, 8, handle(cq[0])},
+		{CmdDeregMR, 0, handle(mr[1])}, {CmdDeregMR, 0, handle(mr[0])}, {CmdDeallocPD, 0, handle(pd[0])}}
+	if fmt.Sprint(got) != fmt.Sprint(exp) {
+		t.Errorf("teardown commands %v, want %v", got, exp)
+	}
+}

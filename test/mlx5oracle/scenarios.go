@@ -32,6 +32,7 @@ type Builder struct {
 	sqPost    map[int]int // qp id → producer counter in WQEBBs
 	sqCount   map[int]int // qp id → SQ size in WQEBBs (as libmlx5 sizes it; see sqWQEBBs)
 	qpn       map[int]uint32
+	uidx      map[int]uint32 // libmlx5's user index of each QP: creation order
 	nQP       int
 	// LastIdx is the wqe_index of the last send posted per QP.
 	LastIdx map[int]int
@@ -41,7 +42,7 @@ type Builder struct {
 func NewBuilder(name string, p Params, nMR int) *Builder {
 	b := &Builder{Sc: Scenario{Name: name, Params: p},
 		cqEntries: map[int]int{}, cqWritten: map[int]int{}, sqPost: map[int]int{},
-		sqCount: map[int]int{}, qpn: map[int]uint32{}, LastIdx: map[int]int{}}
+		sqCount: map[int]int{}, qpn: map[int]uint32{}, uidx: map[int]uint32{}, LastIdx: map[int]int{}}
 	b.Add(Step{Kind: KOpen}, Step{Kind: KPD})
 	for i := 0; i < nMR; i++ {
 		b.Add(Step{Kind: KMR, ID: i, Addr: MRBase + uint64(i)*MRStride, Len: MRLen,
@@ -75,6 +76,7 @@ func align(n, a int) int { return (n + a - 1) / a * a }
 func (b *Builder) QP(id, cq int, c Caps) *Builder {
 	b.sqCount[id] = sqWQEBBs(c)
 	b.qpn[id] = b.Sc.Params.FirstQPN + uint32(b.nQP)
+	b.uidx[id] = uint32(b.nQP)
 	b.nQP++
 	return b.Add(Step{Kind: KQP, ID: id, SendCQ: cq, RecvCQ: cq, Caps: c}, Step{Kind: KRTS, ID: id})
 }
@@ -134,15 +136,15 @@ func (b *Builder) CQE(cq int, c CQE) *Builder {
 }
 
 // ReqCQE is a successful requester CQE for the WQE at wqe_index idx of qp (libmlx5
-// opcode wqeOp in the top byte of sop_drop_qpn). The QP is found by user index 0.
+// opcode wqeOp in the top byte of sop_drop_qpn), carrying the QP's user index.
 func (b *Builder) ReqCQE(qp, idx int, wqeOp uint8, byteCnt uint32) CQE {
-	return CQE{Opcode: CQEReq, SOpQPN: uint32(wqeOp)<<24 | b.qpn[qp], WQECount: uint16(idx), ByteCnt: byteCnt}
+	return CQE{Opcode: CQEReq, SOpQPN: uint32(wqeOp)<<24 | b.qpn[qp], WQECount: uint16(idx), ByteCnt: byteCnt, UIdx: b.uidx[qp]}
 }
 
 // RespCQE is a responder CQE of opcode op for qp.
 func (b *Builder) RespCQE(qp int, op uint8, byteCnt, imm uint32) CQE {
 	return CQE{Opcode: op, SOpQPN: b.qpn[qp], ByteCnt: byteCnt, Imm: imm,
-		FlagsRQPN: 0x99 | 3<<24, SLID: 2}
+		FlagsRQPN: 0x99 | 3<<24, SLID: 2, UIdx: b.uidx[qp]}
 }
 
 // Poll polls cq for up to n completions.
@@ -162,7 +164,10 @@ func sge0(mr int, off uint64, n uint32) []SGE { return []SGE{{MR: mr, Off: off, 
 // stdCaps are the caps of the first oracle measurements: 16/16 WRs, 1 SGE, inline 64.
 var stdCaps = Caps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 64}
 
-// Scenarios returns every named scenario the oracle tests run.
+// Scenarios returns every named scenario the oracle tests run: context, cq-depths,
+// qp-caps, recv, send-kinds-bf, send-kinds-nobf, send-kinds-shared, inline,
+// sq-wrap-bf, sq-wrap-nobf, cqe-success, cqe-req-errors, cqe-resp-errors, cq-wrap,
+// arm, two-qps, teardown. Names are stable; new scenarios are only appended.
 func Scenarios() []Scenario {
 	p := DefaultParams()
 	var out []Scenario
@@ -235,6 +240,7 @@ func Scenarios() []Scenario {
 
 	out = append(out, sqWrap(p, 512), sqWrap(p, 0))
 	out = append(out, cqeSuccess(p), cqeErrors(p, CQEReqErr), cqeErrors(p, CQERespErr), cqWrap(p), arm(p))
+	out = append(out, twoQPs(p), teardown(p))
 	return out
 }
 
@@ -358,5 +364,32 @@ func arm(p Params) Scenario {
 	b.Add(Step{Kind: KArm, ID: 0})
 	b.Add(Step{Kind: KEvent, ID: 0})
 	b.Add(Step{Kind: KArm, ID: 0, Solicited: true})
+	return b.Sc
+}
+
+// twoQPs: two QPs share one CQ (and one send CQ), each on its own low-latency bfreg;
+// completions of both interleave, found by user index.
+func twoQPs(p Params) Scenario {
+	b := NewBuilder("two-qps", p, 2).CQ(0, 31, false).QP(0, 0, stdCaps).QP(1, 0, stdCaps)
+	b.Recv(0, RecvWR{WRID: 100, SGEs: sge0(0, 0, 256)}, RecvWR{WRID: 101, SGEs: sge0(0, 256, 256)})
+	b.Recv(1, RecvWR{WRID: 200, SGEs: sge0(1, 0, 256)}, RecvWR{WRID: 201, SGEs: sge0(1, 256, 256)})
+	for i := 0; i < 3; i++ {
+		a := b.Send(0, SendWR{WRID: uint64(110 + i), Opcode: OpSend, Flags: FlagSignaled, SGEs: sge0(0, 0, 16)})
+		c := b.Send(1, SendWR{WRID: uint64(210 + i), Opcode: OpRDMAWrite, Flags: FlagSignaled | FlagInline, RAddr: RemoteAddr, RKey: RemoteKey, SGEs: sge0(1, 0, 16)})
+		b.CQE(0, b.ReqCQE(1, c[0], WQERDMAWrite, 0))
+		b.CQE(0, b.ReqCQE(0, a[0], WQESend, 0))
+	}
+	b.CQE(0, b.RespCQE(1, CQERespSend, 11, 0)).CQE(0, b.RespCQE(0, CQERespSend, 22, 0))
+	b.CQE(0, b.RespCQE(0, CQERespSend, 33, 0)).CQE(0, b.RespCQE(1, CQERespSend, 44, 0))
+	b.Poll(0, 3).Poll(0, 16)
+	return b.Sc
+}
+
+// teardown: every object created, then destroyed in the usual order.
+func teardown(p Params) Scenario {
+	b := NewBuilder("teardown", p, 2).Add(Step{Kind: KChannel}).CQ(0, 15, true).CQ(1, 15, false)
+	b.Add(Step{Kind: KQP, ID: 0, SendCQ: 0, RecvCQ: 1, Caps: stdCaps})
+	b.Add(Step{Kind: KDestroyQP, ID: 0}, Step{Kind: KDestroyCQ, ID: 1}, Step{Kind: KDestroyCQ, ID: 0},
+		Step{Kind: KDereg, ID: 1}, Step{Kind: KDereg, ID: 0}, Step{Kind: KDeallocPD})
 	return b.Sc
 }
