@@ -693,4 +693,11 @@ func TestOracleHarnessTeardown(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(exp) {
 		t.Errorf("teardown commands %v, want %v", got, exp)
 	}
+	// Destroyed objects' memory is no longer watched (it may be gone).
+	if m := rec.Steps[len(rec.Steps)-1].Mem; len(m) != 0 {
+		t.Errorf("regions still watched after teardown: %d", len(m))
+	}
+	if _, ok := rec.Steps[len(rec.Steps)-7].Mem["qp0"]; !ok {
+		t.Errorf("qp0 not watched before teardown")
+	}
 }

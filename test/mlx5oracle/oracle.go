@@ -359,6 +359,11 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 				if err := json.Unmarshal(raw, &cur.Result); err != nil {
 					return rec, fmt.Errorf("bad step result %q: %w", line, err)
 				}
+				for _, r := range fake.Regions {
+					if r.Dead {
+						delete(mem, r.Name)
+					}
+				}
 				cur.Step = sc.Steps[ev.I]
 				cur.Line = sc.Steps[ev.I].Line()
 				cur.Mem = make(map[string][]byte, len(mem))
