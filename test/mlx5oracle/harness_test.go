@@ -485,25 +485,31 @@ func TestOracleHarnessCQESuccess(t *testing.T) {
 			last = st
 		}
 	}
+	// wc_flags: WITH_IMM (2) also on requester completions of *_WITH_IMM WQEs (as
+	// libmlx5 reports them), WITH_INV (8) for SEND with invalidate.
 	type w struct {
-		id            uint64
-		opcode        int
-		byteLen, imm  uint32
-		flagsNonZero  bool
-		status, srcQP uint32
+		id           uint64
+		opcode       int
+		byteLen, imm uint32
+		flags        uint32
+		srcQP        uint32
 	}
-	want := []w{{10, 0, 0, 0, false, 0, 0}, {11, 1, 0, 0, false, 0, 0}, {12, 2, 64, 0, false, 0, 0},
-		{13, 1, 0, 0, true, 0, 0}, {14, 0, 0, 0, true, 0, 0},
-		{1, 128, 100, 0, false, 0, 0x99}, {2, 128, 200, 0x01020304, true, 0, 0x99},
-		{3, 129, 300, 0x0a0b0c0d, true, 0, 0x99}, {4, 128, 400, 0, true, 0, 0x99},
-		{5, 128, 20, 0, false, 0, 0}, {6, 128, 32, 0x77, true, 0, 0}}
+	want := []w{{10, 0, 0, 0, 0, 0}, {11, 1, 0, 0, 0, 0}, {12, 2, 64, 0, 0, 0},
+		{13, 1, 0, 0, 2, 0}, {14, 0, 0, 0, 2, 0},
+		{1, 128, 100, 0, 0, 0x99}, {2, 128, 200, 0x01020304, 2, 0x99},
+		{3, 129, 300, 0x0a0b0c0d, 2, 0x99}, {4, 128, 400, 0, 8, 0x99},
+		// The 32-byte payload overlays flags_rqpn ("stuv" at 24): GRH bits set too.
+		{5, 128, 20, 0, 0, 0}, {6, 128, 32, 0x77, 3, 0}}
 	if len(wcs) != len(want) {
 		t.Fatalf("%d completions, want %d", len(wcs), len(want))
+	}
+	if g := wcs[8]; g.InvalidatedRKey != 0x00abcdef {
+		t.Errorf("SEND with invalidate: rkey %#x, want 0xabcdef", g.InvalidatedRKey)
 	}
 	for i, x := range want {
 		g := wcs[i]
 		if g.WRID != x.id || g.Opcode != x.opcode || g.ByteLen != x.byteLen || g.Status != 0 ||
-			(g.WCFlags != 0) != x.flagsNonZero || (x.imm != 0 && g.ImmData != x.imm) || (x.srcQP != 0 && g.SrcQP != x.srcQP) {
+			g.WCFlags != x.flags || (x.imm != 0 && g.ImmData != x.imm) || (x.srcQP != 0 && g.SrcQP != x.srcQP) {
 			t.Errorf("completion %d: %+v, want %+v", i, g, x)
 		}
 	}

@@ -717,11 +717,12 @@ static int run_step(char *line, char *res, size_t cap)
 				      "%s{\"wr_id\":%llu,\"status\":%d,\"opcode\":%d,\"vendor_err\":%u,"
 				      "\"byte_len\":%u,\"imm_data\":%u,\"qp_num\":%u,\"src_qp\":%u,"
 				      "\"wc_flags\":%u,\"pkey_index\":%u,\"slid\":%u,\"sl\":%u,"
-				      "\"dlid_path_bits\":%u}",
+				      "\"dlid_path_bits\":%u,\"invalidated_rkey\":%u}",
 				      i ? "," : "", (unsigned long long)wc[i].wr_id, wc[i].status, wc[i].opcode,
 				      wc[i].vendor_err, wc[i].byte_len, be32toh(wc[i].imm_data), wc[i].qp_num,
 				      wc[i].src_qp, wc[i].wc_flags, wc[i].pkey_index, wc[i].slid, wc[i].sl,
-				      wc[i].dlid_path_bits);
+				      wc[i].dlid_path_bits,
+				      (wc[i].wc_flags & IBV_WC_WITH_INV) ? wc[i].invalidated_rkey : 0);
 		if (o < cap)
 			snprintf(res + o, cap - o, "]");
 		return r < 0 ? -1 : 0;
