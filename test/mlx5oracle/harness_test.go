@@ -85,6 +85,9 @@ func TestOracleHarnessEveryScenarioRuns(t *testing.T) {
 			if !bytes.Contains([]byte(rec.Steps[0].Result.Name), []byte("mlx5")) {
 				t.Errorf("opened %q, not the fake mlx5 device", rec.Steps[0].Result.Name)
 			}
+			if rec.Stderr != "" {
+				t.Logf("harness stderr: %s", rec.Stderr)
+			}
 		})
 	}
 }

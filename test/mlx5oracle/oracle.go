@@ -207,6 +207,7 @@ type Record struct {
 	Steps      []StepRecord
 	Regions    []Region // as learned by the fake (addresses are this run's)
 	Cmds       []Cmd    // every command, in order
+	Stderr     string   // what the harness and the libraries printed (warnings)
 }
 
 // Run builds the harness if needed and runs sc against a fresh Fake with sc.Params.
@@ -253,6 +254,9 @@ func RunWith(ctx context.Context, sc Scenario, o Options) (*Record, error) {
 	stdin.Close()
 	io.Copy(io.Discard, stdout)
 	werr := cmd.Wait()
+	if rec != nil {
+		rec.Stderr = stderr.String()
+	}
 	if perr != nil {
 		return rec, fmt.Errorf("mlx5 oracle %s: %w (stderr: %s)", sc.Name, perr, strings.TrimSpace(stderr.String()))
 	}

@@ -34,15 +34,13 @@ type Builder struct {
 	qpn       map[int]uint32
 	uidx      map[int]uint32 // libmlx5's user index of each QP: creation order
 	nQP       int
-	// LastIdx is the wqe_index of the last send posted per QP.
-	LastIdx map[int]int
 }
 
 // NewBuilder starts a scenario with open, pd and MRs mr0..mr(nMR-1).
 func NewBuilder(name string, p Params, nMR int) *Builder {
 	b := &Builder{Sc: Scenario{Name: name, Params: p},
 		cqEntries: map[int]int{}, cqWritten: map[int]int{}, sqPost: map[int]int{},
-		sqCount: map[int]int{}, qpn: map[int]uint32{}, uidx: map[int]uint32{}, LastIdx: map[int]int{}}
+		sqCount: map[int]int{}, qpn: map[int]uint32{}, uidx: map[int]uint32{}}
 	b.Add(Step{Kind: KOpen}, Step{Kind: KPD})
 	for i := 0; i < nMR; i++ {
 		b.Add(Step{Kind: KMR, ID: i, Addr: MRBase + uint64(i)*MRStride, Len: MRLen,
@@ -111,9 +109,6 @@ func (b *Builder) Send(qp int, ws ...SendWR) []int {
 	for i, w := range ws {
 		idx[i] = b.sqPost[qp] & 0xffff
 		b.sqPost[qp] += wqebbs(w)
-	}
-	if len(idx) > 0 {
-		b.LastIdx[qp] = idx[len(idx)-1]
 	}
 	b.Add(Step{Kind: KSend, ID: qp, Sends: ws})
 	return idx
