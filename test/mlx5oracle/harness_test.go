@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // These tests check the harness itself: that it ran Debian's libmlx5 and recorded
@@ -39,8 +41,8 @@ func scenario(t *testing.T, name string) (Scenario, *Record) {
 			t.Fatalf("%s: %d step records for %d steps", name, len(rec.Steps), len(sc.Steps))
 		}
 		for i, s := range rec.Steps {
-			if s.Result.Ret != 0 {
-				t.Fatalf("%s step %d %q: ret %d errno %d", name, i, s.Line, s.Result.Ret, s.Result.Errno)
+			if (s.Result.Ret != 0) != s.Step.WantErr {
+				t.Fatalf("%s step %d %q: ret %d errno %d (want error: %v)", name, i, s.Line, s.Result.Ret, s.Result.Errno, s.Step.WantErr)
 			}
 		}
 		return sc, rec
@@ -708,5 +710,34 @@ func TestOracleHarnessTeardown(t *testing.T) {
 	}
 	if _, ok := rec.Steps[len(rec.Steps)-7].Mem["qp0"]; !ok {
 		t.Errorf("qp0 not watched before teardown")
+	}
+}
+
+// TestOracleHarnessPostErrors: libmlx5 44 refuses a post to a full SQ or RQ, with too
+// many SGEs or too much inline data, with ENOMEM, and rings nothing for it; in a chain
+// the WRs before the bad one are posted and rung, bad_wr pointing at the bad one.
+func TestOracleHarnessPostErrors(t *testing.T) {
+	_, rec := scenario(t, "post-errors")
+	refused := 0
+	var prev StepRecord
+	for _, st := range rec.Steps {
+		if st.Step.WantErr {
+			refused++
+			if st.Result.Errno != int(unix.ENOMEM) {
+				t.Errorf("%q: errno %d, want ENOMEM", st.Line, st.Result.Errno)
+			}
+			chain := len(st.Step.Sends) > 1
+			db, pdb := st.Mem["qp0.db"], prev.Mem["qp0.db"]
+			if !chain && (!bytes.Equal(db, pdb) || len(st.Stores) != 0) {
+				t.Errorf("%q: refused post changed dbrec % x → % x or stored %v", st.Line, pdb, db, st.Stores)
+			}
+			if chain && (st.Result.Bad != 1 || bu.Uint32(db[4:]) != bu.Uint32(pdb[4:])+1 || len(st.Stores) == 0) {
+				t.Errorf("%q: bad_wr %d, dbrec % x → % x, %d stores; want the first WR posted and rung", st.Line, st.Result.Bad, pdb, db, len(st.Stores))
+			}
+		}
+		prev = st
+	}
+	if refused != 5 {
+		t.Errorf("%d refused posts, want 5", refused)
 	}
 }
