@@ -39,7 +39,11 @@ func replay(t *testing.T, name string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer unix.Munmap(b)
+			defer func() {
+				if err := UnmapMR(b); err != nil {
+					t.Error(err)
+				}
+			}()
 		}
 		for _, c := range st.Cmds {
 			core := append([]byte(nil), c.Core...)

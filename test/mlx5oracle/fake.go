@@ -89,6 +89,7 @@ type Region struct {
 	Name string
 	Addr uint64
 	Len  int
+	Dead bool // its object was destroyed (DESTROY_CQ/QP, DEREG_MR): no longer watched
 }
 
 // Sym names a pointer-like field of a request that differs between runs and was
@@ -128,6 +129,7 @@ type Fake struct {
 	nMR     int
 	nPD     int
 	handles uint32
+	owned   map[uint32][]string // handle → names of the regions of that object
 }
 
 // NewFake returns a fake kernel with the given parameters.
@@ -205,7 +207,26 @@ func (f *Fake) addr(a uint64) string {
 	return fmt.Sprintf("dbrec%d+%#x", len(f.dbPages)-1, a-page)
 }
 
-func (f *Fake) handle() uint32 { f.handles++; return f.handles }
+// handle hands out the next object handle; the regions named own it.
+func (f *Fake) handle(regions ...string) uint32 {
+	f.handles++
+	if f.owned == nil {
+		f.owned = map[uint32][]string{}
+	}
+	f.owned[f.handles] = regions
+	return f.handles
+}
+
+// kill marks the regions of the object with handle h dead.
+func (f *Fake) kill(h uint32) {
+	for _, n := range f.owned[h] {
+		for i := range f.Regions {
+			if f.Regions[i].Name == n {
+				f.Regions[i].Dead = true
+			}
+		}
+	}
+}
 
 func (f *Fake) answer(c *Cmd, core, drv []byte, outLen, coreOut int) ([]byte, syscall.Errno) {
 	out := make([]byte, max(outLen, 0))
@@ -260,9 +281,10 @@ func (f *Fake) answer(c *Cmd, core, drv []byte, outLen, coreOut int) ([]byte, sy
 			return nil, syscall.EINVAL
 		}
 		lkey := f.P.FirstLKey + uint32(f.nMR)*0x100
-		f.Regions = append(f.Regions, Region{fmt.Sprintf("mr%d", f.nMR), le.Uint64(core[8:]), int(le.Uint64(core[16:]))})
+		name := fmt.Sprintf("mr%d", f.nMR)
+		f.Regions = append(f.Regions, Region{Name: name, Addr: le.Uint64(core[8:]), Len: int(le.Uint64(core[16:]))})
 		f.nMR++
-		le.PutUint32(out[0:], f.handle())
+		le.PutUint32(out[0:], f.handle(name))
 		le.PutUint32(out[4:], lkey)
 		le.PutUint32(out[8:], lkey)
 	case CmdCreateCQ:
@@ -281,11 +303,11 @@ func (f *Fake) answer(c *Cmd, core, drv []byte, outLen, coreOut int) ([]byte, sy
 		f.nCQ++
 		name := fmt.Sprintf("cq%d", id)
 		buf, db := le.Uint64(drv[0:]), le.Uint64(drv[8:])
-		f.Regions = append(f.Regions, Region{name, buf, int(entries * cqeSize)})
+		f.Regions = append(f.Regions, Region{Name: name, Addr: buf, Len: int(entries * cqeSize)})
 		f.sym(c, "driver", 0, f.addr(buf))
 		f.sym(c, "driver", 8, f.addr(db))
-		f.Regions = append(f.Regions, Region{name + ".db", db, 8})
-		le.PutUint32(out[0:], f.handle())
+		f.Regions = append(f.Regions, Region{Name: name + ".db", Addr: db, Len: 8})
+		le.PutUint32(out[0:], f.handle(name, name+".db"))
 		le.PutUint32(out[4:], entries-1)
 		if len(drvOut) >= 4 {
 			le.PutUint32(drvOut, f.P.FirstCQN+uint32(id))
@@ -301,11 +323,11 @@ func (f *Fake) answer(c *Cmd, core, drv []byte, outLen, coreOut int) ([]byte, sy
 		buf, db := le.Uint64(drv[0:]), le.Uint64(drv[8:])
 		sqCnt, rqCnt, rqShift := le.Uint32(drv[16:]), le.Uint32(drv[20:]), le.Uint32(drv[24:])
 		size := int(rqCnt<<rqShift) + int(sqCnt)*64
-		f.Regions = append(f.Regions, Region{name, buf, size})
+		f.Regions = append(f.Regions, Region{Name: name, Addr: buf, Len: size})
 		f.sym(c, "driver", 0, f.addr(buf))
 		f.sym(c, "driver", 8, f.addr(db))
-		f.Regions = append(f.Regions, Region{name + ".db", db, 8})
-		le.PutUint32(out[0:], f.handle())
+		f.Regions = append(f.Regions, Region{Name: name + ".db", Addr: db, Len: 8})
+		le.PutUint32(out[0:], f.handle(name, name+".db"))
 		le.PutUint32(out[4:], f.P.FirstQPN+uint32(id))
 		copy(out[8:28], core[32:52]) // caps granted = caps asked
 		bfreg := uint32(0)
@@ -315,8 +337,15 @@ func (f *Fake) answer(c *Cmd, core, drv []byte, outLen, coreOut int) ([]byte, sy
 		if len(drvOut) >= 4 {
 			le.PutUint32(drvOut, bfreg)
 		}
-	case CmdModifyQP, CmdDeregMR, CmdDeallocPD:
+	case CmdModifyQP, CmdDeallocPD:
+	case CmdDeregMR:
+		if len(core) >= 4 {
+			f.kill(le.Uint32(core))
+		}
 	case CmdDestroyCQ, CmdDestroyQP:
+		if len(core) >= 12 {
+			f.kill(le.Uint32(core[8:]))
+		}
 	default:
 		return nil, syscall.EOPNOTSUPP
 	}

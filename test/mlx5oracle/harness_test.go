@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // These tests check the harness itself: that it ran Debian's libmlx5 and recorded
@@ -39,8 +41,8 @@ func scenario(t *testing.T, name string) (Scenario, *Record) {
 			t.Fatalf("%s: %d step records for %d steps", name, len(rec.Steps), len(sc.Steps))
 		}
 		for i, s := range rec.Steps {
-			if s.Result.Ret != 0 {
-				t.Fatalf("%s step %d %q: ret %d errno %d", name, i, s.Line, s.Result.Ret, s.Result.Errno)
+			if (s.Result.Ret != 0) != s.Step.WantErr {
+				t.Fatalf("%s step %d %q: ret %d errno %d (want error: %v)", name, i, s.Line, s.Result.Ret, s.Result.Errno, s.Step.WantErr)
 			}
 		}
 		return sc, rec
@@ -84,6 +86,9 @@ func TestOracleHarnessEveryScenarioRuns(t *testing.T) {
 			_, rec := scenario(t, sc.Name)
 			if !bytes.Contains([]byte(rec.Steps[0].Result.Name), []byte("mlx5")) {
 				t.Errorf("opened %q, not the fake mlx5 device", rec.Steps[0].Result.Name)
+			}
+			if rec.Stderr != "" {
+				t.Logf("harness stderr: %s", rec.Stderr)
 			}
 		})
 	}
@@ -485,25 +490,31 @@ func TestOracleHarnessCQESuccess(t *testing.T) {
 			last = st
 		}
 	}
+	// wc_flags: WITH_IMM (2) also on requester completions of *_WITH_IMM WQEs (as
+	// libmlx5 reports them), WITH_INV (8) for SEND with invalidate.
 	type w struct {
-		id            uint64
-		opcode        int
-		byteLen, imm  uint32
-		flagsNonZero  bool
-		status, srcQP uint32
+		id           uint64
+		opcode       int
+		byteLen, imm uint32
+		flags        uint32
+		srcQP        uint32
 	}
-	want := []w{{10, 0, 0, 0, false, 0, 0}, {11, 1, 0, 0, false, 0, 0}, {12, 2, 64, 0, false, 0, 0},
-		{13, 1, 0, 0, true, 0, 0}, {14, 0, 0, 0, true, 0, 0},
-		{1, 128, 100, 0, false, 0, 0x99}, {2, 128, 200, 0x01020304, true, 0, 0x99},
-		{3, 129, 300, 0x0a0b0c0d, true, 0, 0x99}, {4, 128, 400, 0, true, 0, 0x99},
-		{5, 128, 20, 0, false, 0, 0}, {6, 128, 32, 0x77, true, 0, 0}}
+	want := []w{{10, 0, 0, 0, 0, 0}, {11, 1, 0, 0, 0, 0}, {12, 2, 64, 0, 0, 0},
+		{13, 1, 0, 0, 2, 0}, {14, 0, 0, 0, 2, 0},
+		{1, 128, 100, 0, 0, 0x99}, {2, 128, 200, 0x01020304, 2, 0x99},
+		{3, 129, 300, 0x0a0b0c0d, 2, 0x99}, {4, 128, 400, 0, 8, 0x99},
+		// The 32-byte payload overlays flags_rqpn ("stuv" at 24): GRH bits set too.
+		{5, 128, 20, 0, 0, 0}, {6, 128, 32, 0x77, 3, 0}}
 	if len(wcs) != len(want) {
 		t.Fatalf("%d completions, want %d", len(wcs), len(want))
+	}
+	if g := wcs[8]; g.InvalidatedRKey != 0x00abcdef {
+		t.Errorf("SEND with invalidate: rkey %#x, want 0xabcdef", g.InvalidatedRKey)
 	}
 	for i, x := range want {
 		g := wcs[i]
 		if g.WRID != x.id || g.Opcode != x.opcode || g.ByteLen != x.byteLen || g.Status != 0 ||
-			(g.WCFlags != 0) != x.flagsNonZero || (x.imm != 0 && g.ImmData != x.imm) || (x.srcQP != 0 && g.SrcQP != x.srcQP) {
+			g.WCFlags != x.flags || (x.imm != 0 && g.ImmData != x.imm) || (x.srcQP != 0 && g.SrcQP != x.srcQP) {
 			t.Errorf("completion %d: %+v, want %+v", i, g, x)
 		}
 	}
@@ -692,5 +703,41 @@ func TestOracleHarnessTeardown(t *testing.T) {
 		{CmdDeregMR, 0, handle(mr[1])}, {CmdDeregMR, 0, handle(mr[0])}, {CmdDeallocPD, 0, handle(pd[0])}}
 	if fmt.Sprint(got) != fmt.Sprint(exp) {
 		t.Errorf("teardown commands %v, want %v", got, exp)
+	}
+	// Destroyed objects' memory is no longer watched (it may be gone).
+	if m := rec.Steps[len(rec.Steps)-1].Mem; len(m) != 0 {
+		t.Errorf("regions still watched after teardown: %d", len(m))
+	}
+	if _, ok := rec.Steps[len(rec.Steps)-7].Mem["qp0"]; !ok {
+		t.Errorf("qp0 not watched before teardown")
+	}
+}
+
+// TestOracleHarnessPostErrors: libmlx5 44 refuses a post to a full SQ or RQ, with too
+// many SGEs or too much inline data, with ENOMEM, and rings nothing for it; in a chain
+// the WRs before the bad one are posted and rung, bad_wr pointing at the bad one.
+func TestOracleHarnessPostErrors(t *testing.T) {
+	_, rec := scenario(t, "post-errors")
+	refused := 0
+	var prev StepRecord
+	for _, st := range rec.Steps {
+		if st.Step.WantErr {
+			refused++
+			if st.Result.Errno != int(unix.ENOMEM) {
+				t.Errorf("%q: errno %d, want ENOMEM", st.Line, st.Result.Errno)
+			}
+			chain := len(st.Step.Sends) > 1
+			db, pdb := st.Mem["qp0.db"], prev.Mem["qp0.db"]
+			if !chain && (!bytes.Equal(db, pdb) || len(st.Stores) != 0) {
+				t.Errorf("%q: refused post changed dbrec % x → % x or stored %v", st.Line, pdb, db, st.Stores)
+			}
+			if chain && (st.Result.Bad != 1 || bu.Uint32(db[4:]) != bu.Uint32(pdb[4:])+1 || len(st.Stores) == 0) {
+				t.Errorf("%q: bad_wr %d, dbrec % x → % x, %d stores; want the first WR posted and rung", st.Line, st.Result.Bad, pdb, db, len(st.Stores))
+			}
+		}
+		prev = st
+	}
+	if refused != 5 {
+		t.Errorf("%d refused posts, want 5", refused)
 	}
 }

@@ -121,21 +121,26 @@ type Mmap struct {
 	Flags int    `json:"flags"`
 }
 
-// WC is one ibv_wc as ibv_poll_cq returned it (imm_data in host order).
+// WC is one ibv_wc as ibv_poll_cq returned it. Status, Opcode and WCFlags carry
+// libibverbs' enum values (ibv_wc_status, ibv_wc_opcode, ibv_wc_flags: GRH 1,
+// WITH_IMM 2, IP_CSUM_OK 4, WITH_INV 8). ImmData is be32toh(imm_data) — for WITH_INV
+// completions that union holds the invalidated rkey, which InvalidatedRKey gives as
+// the library reports it (host order).
 type WC struct {
-	WRID         uint64 `json:"wr_id"`
-	Status       int    `json:"status"`
-	Opcode       int    `json:"opcode"`
-	VendorErr    uint32 `json:"vendor_err"`
-	ByteLen      uint32 `json:"byte_len"`
-	ImmData      uint32 `json:"imm_data"`
-	QPNum        uint32 `json:"qp_num"`
-	SrcQP        uint32 `json:"src_qp"`
-	WCFlags      uint32 `json:"wc_flags"`
-	PKeyIndex    uint16 `json:"pkey_index"`
-	SLID         uint16 `json:"slid"`
-	SL           uint8  `json:"sl"`
-	DLIDPathBits uint8  `json:"dlid_path_bits"`
+	WRID            uint64 `json:"wr_id"`
+	Status          int    `json:"status"`
+	Opcode          int    `json:"opcode"`
+	VendorErr       uint32 `json:"vendor_err"`
+	ByteLen         uint32 `json:"byte_len"`
+	ImmData         uint32 `json:"imm_data"`
+	QPNum           uint32 `json:"qp_num"`
+	SrcQP           uint32 `json:"src_qp"`
+	WCFlags         uint32 `json:"wc_flags"`
+	PKeyIndex       uint16 `json:"pkey_index"`
+	SLID            uint16 `json:"slid"`
+	SL              uint8  `json:"sl"`
+	DLIDPathBits    uint8  `json:"dlid_path_bits"`
+	InvalidatedRKey uint32 `json:"invalidated_rkey"` // WITH_INV only
 }
 
 // Result holds what a step returned; only the fields of its kind are set.
@@ -202,6 +207,7 @@ type Record struct {
 	Steps      []StepRecord
 	Regions    []Region // as learned by the fake (addresses are this run's)
 	Cmds       []Cmd    // every command, in order
+	Stderr     string   // what the harness and the libraries printed (warnings)
 }
 
 // Run builds the harness if needed and runs sc against a fresh Fake with sc.Params.
@@ -248,6 +254,9 @@ func RunWith(ctx context.Context, sc Scenario, o Options) (*Record, error) {
 	stdin.Close()
 	io.Copy(io.Discard, stdout)
 	werr := cmd.Wait()
+	if rec != nil {
+		rec.Stderr = stderr.String()
+	}
 	if perr != nil {
 		return rec, fmt.Errorf("mlx5 oracle %s: %w (stderr: %s)", sc.Name, perr, strings.TrimSpace(stderr.String()))
 	}
@@ -358,6 +367,11 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 				}
 				if err := json.Unmarshal(raw, &cur.Result); err != nil {
 					return rec, fmt.Errorf("bad step result %q: %w", line, err)
+				}
+				for _, r := range fake.Regions {
+					if r.Dead {
+						delete(mem, r.Name)
+					}
 				}
 				cur.Step = sc.Steps[ev.I]
 				cur.Line = sc.Steps[ev.I].Line()

@@ -98,6 +98,9 @@ type Step struct {
 	Bytes       [64]byte // cqe
 	N           int      // poll: max entries
 	Solicited   bool     // arm
+	// WantErr marks a step the library is expected to refuse (ret −1, Result.Errno
+	// set); the harness does not use it, tests do.
+	WantErr bool
 }
 
 func b2i(b bool) int {

@@ -34,15 +34,13 @@ type Builder struct {
 	qpn       map[int]uint32
 	uidx      map[int]uint32 // libmlx5's user index of each QP: creation order
 	nQP       int
-	// LastIdx is the wqe_index of the last send posted per QP.
-	LastIdx map[int]int
 }
 
 // NewBuilder starts a scenario with open, pd and MRs mr0..mr(nMR-1).
 func NewBuilder(name string, p Params, nMR int) *Builder {
 	b := &Builder{Sc: Scenario{Name: name, Params: p},
 		cqEntries: map[int]int{}, cqWritten: map[int]int{}, sqPost: map[int]int{},
-		sqCount: map[int]int{}, qpn: map[int]uint32{}, uidx: map[int]uint32{}, LastIdx: map[int]int{}}
+		sqCount: map[int]int{}, qpn: map[int]uint32{}, uidx: map[int]uint32{}}
 	b.Add(Step{Kind: KOpen}, Step{Kind: KPD})
 	for i := 0; i < nMR; i++ {
 		b.Add(Step{Kind: KMR, ID: i, Addr: MRBase + uint64(i)*MRStride, Len: MRLen,
@@ -112,9 +110,6 @@ func (b *Builder) Send(qp int, ws ...SendWR) []int {
 		idx[i] = b.sqPost[qp] & 0xffff
 		b.sqPost[qp] += wqebbs(w)
 	}
-	if len(idx) > 0 {
-		b.LastIdx[qp] = idx[len(idx)-1]
-	}
 	b.Add(Step{Kind: KSend, ID: qp, Sends: ws})
 	return idx
 }
@@ -167,7 +162,7 @@ var stdCaps = Caps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, M
 // Scenarios returns every named scenario the oracle tests run: context, cq-depths,
 // qp-caps, recv, send-kinds-bf, send-kinds-nobf, send-kinds-shared, inline,
 // sq-wrap-bf, sq-wrap-nobf, cqe-success, cqe-req-errors, cqe-resp-errors, cq-wrap,
-// arm, two-qps, teardown. Names are stable; new scenarios are only appended.
+// arm, two-qps, teardown, post-errors. Names are stable; new scenarios are only appended.
 func Scenarios() []Scenario {
 	p := DefaultParams()
 	var out []Scenario
@@ -240,7 +235,7 @@ func Scenarios() []Scenario {
 
 	out = append(out, sqWrap(p, 512), sqWrap(p, 0))
 	out = append(out, cqeSuccess(p), cqeErrors(p, CQEReqErr), cqeErrors(p, CQERespErr), cqWrap(p), arm(p))
-	out = append(out, twoQPs(p), teardown(p))
+	out = append(out, twoQPs(p), teardown(p), postErrors(p))
 	return out
 }
 
@@ -391,5 +386,35 @@ func teardown(p Params) Scenario {
 	b.Add(Step{Kind: KQP, ID: 0, SendCQ: 0, RecvCQ: 1, Caps: stdCaps})
 	b.Add(Step{Kind: KDestroyQP, ID: 0}, Step{Kind: KDestroyCQ, ID: 1}, Step{Kind: KDestroyCQ, ID: 0},
 		Step{Kind: KDereg, ID: 1}, Step{Kind: KDereg, ID: 0}, Step{Kind: KDeallocPD})
+	return b.Sc
+}
+
+// postErrors: posts the library refuses — a full SQ, a full RQ, too many SGEs, inline
+// data over the limit — each between posts that succeed, and a chain whose second WR
+// is bad (the first is posted and rung).
+func postErrors(p Params) Scenario {
+	caps := Caps{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 0}
+	b := NewBuilder("post-errors", p, 1).CQ(0, 15, false).QP(0, 0, caps)
+	send := func(id uint64, flags int, n uint32, sges int) SendWR {
+		w := SendWR{WRID: id, Opcode: OpSend, Flags: flags}
+		for i := 0; i < sges; i++ {
+			w.SGEs = append(w.SGEs, SGE{MR: 0, Off: uint64(64 * i), Len: n})
+		}
+		return w
+	}
+	// max_post for these caps is 4 (see TestOracleHarnessQPCaps): the fifth is refused.
+	for i := 0; i < 4; i++ {
+		b.Send(0, send(uint64(i), 0, 8, 1))
+	}
+	b.Add(Step{Kind: KSend, ID: 0, Sends: []SendWR{send(4, 0, 8, 1)}, WantErr: true})
+	// One CQE for the last WQE frees the SQ (it covers the unsignaled ones before it).
+	b.CQE(0, b.ReqCQE(0, 3, WQESend, 0)).Poll(0, 4)
+	b.Add(Step{Kind: KSend, ID: 0, Sends: []SendWR{send(6, FlagSignaled, 8, 2)}, WantErr: true})              // 2 SGEs > 1
+	b.Add(Step{Kind: KSend, ID: 0, Sends: []SendWR{send(7, FlagSignaled|FlagInline, 200, 1)}, WantErr: true}) // inline > limit
+	b.Add(Step{Kind: KSend, ID: 0, Sends: []SendWR{send(8, FlagSignaled, 8, 1), send(9, FlagSignaled, 8, 3)}, WantErr: true})
+	for i := 0; i < 4; i++ {
+		b.Recv(0, RecvWR{WRID: uint64(20 + i), SGEs: sge0(0, 0, 64)})
+	}
+	b.Add(Step{Kind: KRecv, ID: 0, Recvs: []RecvWR{{WRID: 24, SGEs: sge0(0, 0, 64)}}, WantErr: true})
 	return b.Sc
 }

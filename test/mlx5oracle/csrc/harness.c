@@ -164,10 +164,23 @@ static struct region *region_by_name(const char *name)
 	return NULL;
 }
 
+// forget drops the watched regions of a destroyed object (its memory may be gone).
+static void forget(const char *kind, int id)
+{
+	char a[32], b[32];
+	snprintf(a, sizeof(a), "%s%d", kind, id);
+	snprintf(b, sizeof(b), "%s%d.db", kind, id);
+	for (int i = 0; i < n_regions; i++)
+		if (!strcmp(regions[i].name, a) || !strcmp(regions[i].name, b))
+			regions[i].len = 0;
+}
+
 static void emit_mem(void)
 {
 	for (int i = 0; i < n_regions; i++) {
 		struct region *r = &regions[i];
+		if (r->len == 0)
+			continue;
 		if (r->last && memcmp(r->last, r->addr, r->len) == 0)
 			continue;
 		if (!r->last)
@@ -704,11 +717,12 @@ static int run_step(char *line, char *res, size_t cap)
 				      "%s{\"wr_id\":%llu,\"status\":%d,\"opcode\":%d,\"vendor_err\":%u,"
 				      "\"byte_len\":%u,\"imm_data\":%u,\"qp_num\":%u,\"src_qp\":%u,"
 				      "\"wc_flags\":%u,\"pkey_index\":%u,\"slid\":%u,\"sl\":%u,"
-				      "\"dlid_path_bits\":%u}",
+				      "\"dlid_path_bits\":%u,\"invalidated_rkey\":%u}",
 				      i ? "," : "", (unsigned long long)wc[i].wr_id, wc[i].status, wc[i].opcode,
 				      wc[i].vendor_err, wc[i].byte_len, be32toh(wc[i].imm_data), wc[i].qp_num,
 				      wc[i].src_qp, wc[i].wc_flags, wc[i].pkey_index, wc[i].slid, wc[i].sl,
-				      wc[i].dlid_path_bits);
+				      wc[i].dlid_path_bits,
+				      (wc[i].wc_flags & IBV_WC_WITH_INV) ? wc[i].invalidated_rkey : 0);
 		if (o < cap)
 			snprintf(res + o, cap - o, "]");
 		return r < 0 ? -1 : 0;
@@ -737,18 +751,21 @@ static int run_step(char *line, char *res, size_t cap)
 	}
 	if (!strcmp(op, "destroy_qp")) {
 		int id = num(&s);
+		forget("qp", id);
 		int r = ibv_destroy_qp(qp[id]);
 		qp[id] = NULL;
 		return r;
 	}
 	if (!strcmp(op, "destroy_cq")) {
 		int id = num(&s);
+		forget("cq", id);
 		int r = ibv_destroy_cq(cq[id]);
 		cq[id] = NULL;
 		return r;
 	}
 	if (!strcmp(op, "dereg")) {
 		int id = num(&s);
+		forget("mr", id);
 		int r = ibv_dereg_mr(mr[id]);
 		mr[id] = NULL;
 		return r;
