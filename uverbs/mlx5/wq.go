@@ -16,10 +16,12 @@ import (
 // Errors of the posting path are preallocated: posting must not allocate.
 var (
 	errTooManySGE = fmt.Errorf("mlx5: more SGEs than the QP allows: %w", unix.ENOMEM)
-	errBadOpcode  = fmt.Errorf("mlx5: work request opcode not supported by gorping (SEND, RDMA WRITE, RDMA READ and their IMM forms only): %w", unix.EINVAL)
-	errInlineLen  = fmt.Errorf("mlx5: inline data longer than the QP's max_inline_data: %w", unix.ENOMEM)
-	errNoSQ       = fmt.Errorf("mlx5: QP has no send queue: %w", unix.EINVAL)
-	errNoRQ       = fmt.Errorf("mlx5: QP has no receive queue: %w", unix.EINVAL)
+	// A receive with too many SGEs is EINVAL in libmlx5, a send ENOMEM.
+	errTooManyRecvSGE = fmt.Errorf("mlx5: more receive SGEs than the QP allows: %w", unix.EINVAL)
+	errBadOpcode      = fmt.Errorf("mlx5: work request opcode not supported by gorping (SEND, RDMA WRITE, RDMA READ and their IMM forms only): %w", unix.EINVAL)
+	errInlineLen      = fmt.Errorf("mlx5: inline data longer than the QP's max_inline_data: %w", unix.ENOMEM)
+	errNoSQ           = fmt.Errorf("mlx5: QP has no send queue: %w", unix.EINVAL)
+	errNoRQ           = fmt.Errorf("mlx5: QP has no receive queue: %w", unix.EINVAL)
 )
 
 // be32 stores v big-endian at b[0:4].
@@ -256,7 +258,7 @@ func (s *sendQueue) ring(base, ds int, inline bool) {
 // post writes one receive WQE and publishes it in the doorbell record (no MMIO).
 func (r *recvQueue) post(wr *uverbs.RecvWR) error {
 	if len(wr.SGE) > r.maxSGE {
-		return errTooManySGE
+		return errTooManyRecvSGE
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
