@@ -109,7 +109,7 @@ func TestSizeQPMatchesLibmlx5(t *testing.T) {
 	}
 }
 
-func TestWQEBytesMatchOracle(t *testing.T) {
+func TestWQEBytesAsLibmlx5Wrote(t *testing.T) {
 	g, _ := sizeQP(testLimits, 16, 16, 1, 1, 64)
 	tq := newTestQP(t, g, 0x1a2, 0, 0)
 	data := mapAnon(t, 4096)
