@@ -1,3 +1,8 @@
+//go:build !guest
+
+// The model runs on the host (make unit, make unit-arm64); inside the TCG guests it would
+// only add minutes to the rxe tier.
+
 package rping
 
 import (
