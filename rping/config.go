@@ -40,6 +40,8 @@ type Config struct {
 	// several connections write concurrently, one whole line per Write call,
 	// so they must be safe for concurrent use (an *os.File is).
 	Stdout, Stderr io.Writer
+
+	rep *reporter // set by Run for --stats/--json
 }
 
 // DefaultConfig is rping's state before option parsing: client/server still

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 
 	"github.com/gorping/gorping/rdmacm"
@@ -31,6 +32,7 @@ type verbsConn struct {
 	role   string // "client" or "server" in "… DISCONNECT EVENT..."
 	selfQP bool
 
+	dev     uverbs.Device
 	vctx    *uverbs.Context
 	devAttr uverbs.DeviceAttr
 	port    uint8
@@ -70,6 +72,7 @@ func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbs
 		out.hint("gorping: " + err.Error())
 		return nil, errnoOf(err)
 	}
+	c.dev = dev
 	if c.vctx, err = uverbs.Open(dev); err != nil {
 		out.hint(verbsOpenHint(dev, err))
 		return nil, errnoOf(err)
@@ -351,4 +354,63 @@ func (c *verbsConn) Grow(size int) error {
 	c.bufs[bufRDMA], c.mrs[bufRDMA] = b, mr
 	c.rdmaSGE[0].Addr, c.rdmaSGE[0].LKey = mr.Addr, mr.LKey
 	return nil
+}
+
+// remote is the peer's address, for the server's session report.
+func (c *verbsConn) remote() string {
+	ai, err := c.id.Query()
+	if err != nil {
+		return ""
+	}
+	return ai.Dst.String()
+}
+
+// describe says which device, port and GID the connection uses (--json).
+// The GID is the port's entry for the connection's source address (RoCE),
+// else the port's first (InfiniBand).
+func (c *verbsConn) describe() connInfo {
+	ci := connInfo{Role: c.role, Device: c.dev.Name, Driver: c.dev.Driver, Port: c.port, GIDIndex: -1}
+	ai, err := c.id.Query()
+	if err != nil {
+		return ci
+	}
+	ci.Local, ci.Remote = ai.Src.String(), ai.Dst.String()
+	gids, err := c.vctx.GIDTable()
+	if err != nil {
+		return ci
+	}
+	src := ai.Src.Addr().Unmap().WithZone("")
+	var first, match *uverbs.GIDEntry
+	for i := range gids {
+		g := &gids[i]
+		if g.Port != uint32(c.port) {
+			continue
+		}
+		if first == nil || g.Index < first.Index {
+			first = g
+		}
+		if netip.AddrFrom16(g.GID).Unmap() == src && (match == nil || g.Type == uverbs.GIDTypeRoCEv2) {
+			match = g
+		}
+	}
+	pick := first
+	if match != nil {
+		pick = match
+	}
+	if pick != nil {
+		ci.GID, ci.GIDIndex, ci.GIDType = netip.AddrFrom16(pick.GID).String(), int(pick.Index), gidTypeName(pick.Type)
+	}
+	return ci
+}
+
+func gidTypeName(t uverbs.GIDType) string {
+	switch t {
+	case uverbs.GIDTypeIB:
+		return "IB"
+	case uverbs.GIDTypeRoCEv1:
+		return "RoCEv1"
+	case uverbs.GIDTypeRoCEv2:
+		return "RoCEv2"
+	}
+	return "unknown"
 }
