@@ -17,19 +17,42 @@ import (
 // not add allocations. Both runs pay the same setup and teardown, so the
 // difference is what the ping loops themselves allocate.
 //
+// It runs in every waiting mode (event, --poll) and with gorping's reporting
+// (--stats per-ping lines, --json per-ping objects, -i's timer).
+//
 // The figures (time and CPU per ping) are logged, not asserted: speed depends
 // on the machine and on TCG.
 func TestGuestPingLoopAllocatesNothing(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		set  func(cfg *Config)
+	}{
+		{"event", func(*Config) {}},
+		{"poll", func(cfg *Config) { cfg.Poll = true }},
+		{"stats", func(cfg *Config) { cfg.Stats = true; cfg.Interval = time.Microsecond }},
+		{"json", func(cfg *Config) { cfg.Stats, cfg.JSON = true, true }},
+	} {
+		t.Run(mode.name, func(t *testing.T) { testPingLoopAllocs(t, mode.set) })
+	}
+}
+
+func testPingLoopAllocs(t *testing.T, set func(cfg *Config)) {
 	addr := guestAddr(t, "GORPING_IPV4")
 	measure := func(count int) (mallocs uint64, wall, cpu time.Duration) {
 		p := port()
 		sv := newRunner(true, addr, p, 64, 0)
 		cl := newRunner(false, addr, p, 64, count)
 		cl.cfg.Validate = true
+		set(&sv.cfg)
+		set(&cl.cfg)
 		// -v on both sides: printing the ping lines must not allocate either.
-		// (Discarded: the test's own buffers would grow and allocate.)
+		// (Discarded: the test's own buffers would grow and allocate; --json
+		// moves the -v lines to stderr.)
 		sv.cfg.Verbose, cl.cfg.Verbose = true, true
 		sv.cfg.Stdout, cl.cfg.Stdout = io.Discard, io.Discard
+		if cl.cfg.JSON {
+			sv.cfg.Stderr, cl.cfg.Stderr = io.Discard, io.Discard
+		}
 		var before, after runtime.MemStats
 		var ru0, ru1 syscall.Rusage
 		sv.start(context.Background())
