@@ -2,7 +2,6 @@ package rping
 
 import (
 	"context"
-	"runtime"
 	"sync"
 
 	"github.com/gorping/gorping/uverbs"
@@ -20,10 +19,6 @@ type compWaiter interface {
 	Wait(ctx context.Context) (*uverbs.CQ, error)
 }
 
-// busySpinYield is how many empty polls a --poll loop makes between yields of
-// its P, so the CM event goroutine gets to run even with GOMAXPROCS=1.
-const busySpinYield = 64
-
 // cqWait delivers one connection's completions and CM events to its ping loop,
 // which calls next itself: no goroutine per completion and no hand-off. next
 // drains a local batch of work completions, then polls the CQ; only when the CQ
@@ -34,7 +29,10 @@ const busySpinYield = 64
 // before a CM event are always delivered before it.
 //
 // With busy set (--poll) next never arms or waits: it polls until a completion
-// or CM event is there, using a CPU the whole time the loop waits.
+// or CM event is there, using a CPU the whole time the loop waits. It never
+// yields either: runtime.Gosched wakes another thread to steal the goroutine,
+// which would burn a second CPU. The CM goroutine runs on another P, or (with
+// one CPU) when the runtime preempts the loop.
 //
 // CM events come from another goroutine through deliverCM, which parks the
 // event and cancels the current wait.
@@ -66,7 +64,6 @@ func newCQWait(cq cqPoller, ch compWaiter, out *printer, busy, armed bool) *cqWa
 // is done and nothing is pending; failures of the completion path are printed
 // (rping's CQ-thread lines) and returned as compError.
 func (w *cqWait) next(ctx context.Context) (completion, error) {
-	spins := 0
 	for {
 		if w.head < w.n {
 			wc := &w.wc[w.head]
@@ -94,9 +91,6 @@ func (w *cqWait) next(ctx context.Context) (completion, error) {
 			return completion{}, err
 		}
 		if w.busy {
-			if spins++; spins%busySpinYield == 0 {
-				runtime.Gosched()
-			}
 			continue
 		}
 		if !w.armed {
