@@ -58,7 +58,7 @@ func tailText(s string) string {
 // --poll interoperates both ways with stock rping and with itself, and prints
 // exactly rping's lines.
 func TestPollMode(t *testing.T) {
-	const n = 300
+	const n = 100
 	g, st := gorpingImpl(t), stockImpl(t)
 	for _, tc := range []struct {
 		name             string
@@ -152,12 +152,12 @@ func TestStats(t *testing.T) {
 	for _, mode := range [][]string{nil, {"--poll"}} {
 		t.Run(fmt.Sprintf("mode%v", mode), func(t *testing.T) {
 			srv, cli := pingOnce(t, stockImpl(t), nil, gorpingImpl(t),
-				append([]string{"-C", "50", "-v", "-V", "--stats"}, mode...), 2*time.Minute)
+				append([]string{"-C", "20", "-v", "-V", "--stats"}, mode...), 2*time.Minute)
 			clientOK(t, "client", cli)
 			CheckStockExit(t, "stock server", srv)
 			pings, sent, received, errs := statsOutput(t, cli.Stdout, true, addr)
-			if pings != 50 || sent != 50 || received != 50 || errs != 0 {
-				t.Errorf("pings %d, summary %d sent %d received %d errors; want 50/50/50/0", pings, sent, received, errs)
+			if pings != 20 || sent != 20 || received != 20 || errs != 0 {
+				t.Errorf("pings %d, summary %d sent %d received %d errors; want 20/20/20/0", pings, sent, received, errs)
 			}
 		})
 	}
