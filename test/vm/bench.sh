@@ -132,3 +132,13 @@ awk -v n=$N '
 		printf "\nperftest floor: 4 × ib_send_lat %.1f + ib_read_lat %.1f + ib_write_lat %.1f = %.0f µs per iteration\n", send, rd, wr, floor
 		if (pw) printf "gorping×gorping --poll: %.0f µs = %.2fx the floor\n", pw, pw / floor
 	}' $T/results
+
+# A sample of --stats output (the README shows it).
+echo
+echo "sample: gorping -c -a $A -C 5 --stats (server gorping)"
+port=$((port+1))
+$G -s -a $A -p $port >/dev/null 2>&1 &
+sp=$!
+wait_listen $port
+$G -c -a $A -p $port -C 5 --stats 2>/dev/null
+wait $sp
