@@ -168,24 +168,29 @@ func TestStats(t *testing.T) {
 func TestInterval(t *testing.T) {
 	addr := IPv4(t)
 	start := time.Now()
-	srv, cli := pingOnce(t, stockImpl(t), nil, gorpingImpl(t), []string{"-C", "6", "-i", "0.3", "--stats"}, 2*time.Minute)
+	srv, cli := pingOnce(t, stockImpl(t), nil, gorpingImpl(t), []string{"-C", "4", "-i", "0.8", "--stats"}, 2*time.Minute)
 	elapsed := time.Since(start)
 	clientOK(t, "client", cli)
 	CheckStockExit(t, "stock server", srv)
 	pings, _, received, _ := statsOutput(t, cli.Stdout, false, addr)
-	if pings != 6 || received != 6 {
-		t.Errorf("%d pings, %d received; want 6", pings, received)
+	if pings != 4 || received != 4 {
+		t.Errorf("%d pings, %d received; want 4", pings, received)
 	}
-	if elapsed < 1500*time.Millisecond {
-		t.Errorf("6 pings with -i 0.3 took %v, less than 5 intervals", elapsed)
+	if elapsed < 2400*time.Millisecond {
+		t.Errorf("4 pings with -i 0.8 took %v, less than 3 intervals", elapsed)
 	}
-	// Every RTT is well below the interval if it is not counted in.
+	// Were the interval counted in, every RTT would be at least 800 ms. (Any
+	// single ping may take that long on a loaded TCG guest; not all of them.)
+	minMS := -1.0
 	for _, l := range strings.Split(cli.Stdout, "\n") {
 		if m := statsPingRE.FindStringSubmatch(l); m != nil {
-			if ms, _ := strconv.ParseFloat(m[3], 64); ms >= 300 {
-				t.Errorf("ping %s: rtt %s ms includes the interval", m[2], m[3])
+			if ms, _ := strconv.ParseFloat(m[3], 64); minMS < 0 || ms < minMS {
+				minMS = ms
 			}
 		}
+	}
+	if minMS >= 800 {
+		t.Errorf("the fastest ping took %.3f ms: the RTTs include the interval", minMS)
 	}
 }
 
