@@ -4,15 +4,45 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gorping/gorping/rping"
 )
 
-// optstring is rping's getopt option string. -t takes an argument but has no
-// handler: a vestige that makes rping print its usage.
-const optstring = "a:I:Pp:C:S:t:scvVdq"
+// optstring is rping's getopt option string plus gorping's -i and -w (letters
+// rping does not use). -t takes an argument but has no handler: a vestige
+// that makes rping print its usage.
+const optstring = "a:I:Pp:C:S:t:scvVdqi:w:"
+
+// Option codes of the long-only gorping options (not letters, so no short
+// option can ever produce them).
+const (
+	optPoll  byte = 1 // --poll
+	optStats byte = 2 // --stats
+	optJSON  byte = 3 // --json
+)
+
+// longOpts are gorping's long options. Those with a letter are the same
+// option as that letter; arg says whether a value follows (--name=value or
+// --name value, as getopt_long takes a required argument).
+var longOpts = []struct {
+	name string
+	kind optKind
+	opt  byte
+	arg  bool
+}{
+	{"help", optHelp, 0, false},
+	{"version", optVersion, 0, false},
+	{"poll", optShort, optPoll, false},
+	{"stats", optShort, optStats, false},
+	{"json", optShort, optJSON, false},
+	{"interval", optShort, 'i', true},
+	{"deadline", optShort, 'w', true},
+}
 
 // usageText is rping's usage, byte for byte (program name always "rping").
 const usageText = "rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]\n" +
@@ -80,7 +110,7 @@ func (g *getopt) next() (kind optKind, opt byte, arg string) {
 		w := g.argv[g.ind]
 		if strings.HasPrefix(w, "--") {
 			g.ind++
-			return longOpt(w[2:]), 0, ""
+			return g.long(w[2:])
 		}
 		g.pos = 1
 	}
@@ -113,19 +143,44 @@ func (g *getopt) next() (kind optKind, opt byte, arg string) {
 	return optShort, c, arg
 }
 
-// longOpt matches "--name" against gorping's two long options, accepting an
-// unambiguous prefix like getopt_long; neither takes an argument.
-func longOpt(name string) optKind {
-	if name == "" || strings.Contains(name, "=") {
-		return optBad
+// long matches "--name[=value]" against longOpts, accepting an unambiguous
+// prefix like getopt_long; an option that takes a value without "=" takes the
+// next word.
+func (g *getopt) long(w string) (kind optKind, opt byte, arg string) {
+	name, val, hasVal := strings.Cut(w, "=")
+	if name == "" {
+		return optBad, 0, ""
 	}
+	match := -1
+	for i, o := range longOpts {
+		if o.name == name {
+			match = i
+			break
+		}
+		if strings.HasPrefix(o.name, name) {
+			if match >= 0 {
+				return optBad, 0, "" // ambiguous
+			}
+			match = i
+		}
+	}
+	if match < 0 {
+		return optBad, 0, ""
+	}
+	o := longOpts[match]
 	switch {
-	case strings.HasPrefix("help", name):
-		return optHelp
-	case strings.HasPrefix("version", name):
-		return optVersion
+	case !o.arg && hasVal:
+		return optBad, 0, ""
+	case !o.arg:
+		return o.kind, o.opt, ""
+	case hasVal:
+		return o.kind, o.opt, val
+	case g.ind >= len(g.argv):
+		return optBad, 0, ""
 	}
-	return optBad
+	arg = g.argv[g.ind]
+	g.ind++
+	return o.kind, o.opt, arg
 }
 
 // action is what the command line asks main to do.
@@ -150,6 +205,7 @@ func parseArgs(ctx context.Context, argv []string, posix bool, stdout, stderr io
 	g := getopt{argv: argv, posix: posix}
 	server := -1
 	ret := 0
+	extRet := 0 // an invalid gorping option: unlike rping's ret, never cleared
 	debugf := func(format string, args ...any) {
 		if cfg.Debug {
 			fmt.Fprintf(stdout, format, args...)
@@ -161,6 +217,9 @@ func parseArgs(ctx context.Context, argv []string, posix bool, stdout, stderr io
 		case optEnd:
 			if ret != 0 {
 				return cfg, actExit, ret & 0xff
+			}
+			if extRet != 0 {
+				return cfg, actExit, extRet
 			}
 			if server < 0 {
 				return cfg, actUsage, exitUsage
@@ -224,6 +283,26 @@ func parseArgs(ctx context.Context, argv []string, posix bool, stdout, stderr io
 			cfg.Debug = true
 		case 'q':
 			cfg.SelfCreateQP = true
+		case 'i':
+			if d, ok := seconds(arg, true); ok {
+				cfg.Interval = d
+			} else {
+				fmt.Fprintf(stderr, "gorping: invalid interval %q (seconds, 0 or more, e.g. 0.2)\n", arg)
+				extRet = exitUsage
+			}
+		case 'w':
+			if d, ok := seconds(arg, false); ok {
+				cfg.Deadline = d
+			} else {
+				fmt.Fprintf(stderr, "gorping: invalid deadline %q (seconds, more than 0, e.g. 10)\n", arg)
+				extRet = exitUsage
+			}
+		case optPoll:
+			cfg.Poll = true
+		case optStats:
+			cfg.Stats = true
+		case optJSON:
+			cfg.JSON = true
 		default: // 't'
 			return cfg, actUsage, exitUsage
 		}
@@ -240,6 +319,23 @@ func getAddr(ctx context.Context, host string, dst *netip.Addr, stdout io.Writer
 	}
 	*dst = a
 	return 0
+}
+
+// maxSeconds bounds -i and -w: far beyond any use, well within a Duration.
+const maxSeconds = 1e7
+
+// seconds parses a decimal number of seconds ("0.2", "10", "1e-3") for -i and
+// -w; zero is allowed only if zeroOK.
+func seconds(s string, zeroOK bool) (time.Duration, bool) {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsNaN(v) || v < 0 || v > maxSeconds || (v == 0 && !zeroOK) {
+		return 0, false
+	}
+	d := time.Duration(v * float64(time.Second))
+	if d == 0 && v > 0 {
+		return 0, false // below a nanosecond
+	}
+	return d, true
 }
 
 // atoi is glibc's atoi, (int)strtol(s, NULL, 10): leading C-locale white space,

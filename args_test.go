@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorping/gorping/rping"
 )
@@ -182,6 +183,34 @@ func TestParseArgs(t *testing.T) {
 		{argv: "--help=1", act: actUsage, status: 22},
 		{argv: "--foo -s", act: actUsage, status: 22},
 		{argv: "-s -- --help", act: actRun},
+		// gorping extensions: --poll, --stats, --json, -i/--interval, -w/--deadline.
+		{argv: "-c --poll --stats --json", act: actRun, check: func(c rping.Config) bool { return c.Poll && c.Stats && c.JSON }},
+		{argv: "-c --po --st --j", act: actRun, check: func(c rping.Config) bool { return c.Poll && c.Stats && c.JSON }},
+		{argv: "-c", act: actRun, check: func(c rping.Config) bool {
+			return !c.Poll && !c.Stats && !c.JSON && c.Interval == 0 && c.Deadline == 0
+		}},
+		{argv: "-c -i 0.25 -w 3", act: actRun, check: func(c rping.Config) bool {
+			return c.Interval == 250*time.Millisecond && c.Deadline == 3*time.Second
+		}},
+		{argv: "-ci0.5 -w1e-3", act: actRun, check: func(c rping.Config) bool {
+			return c.Interval == 500*time.Millisecond && c.Deadline == time.Millisecond
+		}},
+		{argv: "-c --interval=2 --deadline 1.5", act: actRun, check: func(c rping.Config) bool {
+			return c.Interval == 2*time.Second && c.Deadline == 1500*time.Millisecond
+		}},
+		{argv: "-c --int 0 --dead=7", act: actRun, check: func(c rping.Config) bool { return c.Interval == 0 && c.Deadline == 7*time.Second }},
+		{argv: "-c -i", act: actUsage, status: 22},
+		{argv: "-c --interval", act: actUsage, status: 22},
+		{argv: "-c --poll=1", act: actUsage, status: 22},
+		{argv: "-c --pol=", act: actUsage, status: 22},
+		{argv: "-c --=1", act: actUsage, status: 22},
+		{argv: "-c -i -1", act: actExit, status: 22, stderr: "gorping: invalid interval \"-1\" (seconds, 0 or more, e.g. 0.2)\n"},
+		{argv: "-c -i abc", act: actExit, status: 22, stderr: "gorping: invalid interval \"abc\" (seconds, 0 or more, e.g. 0.2)\n"},
+		{argv: "-c -i NaN", act: actExit, status: 22, stderr: "gorping: invalid interval \"NaN\" (seconds, 0 or more, e.g. 0.2)\n"},
+		{argv: "-c -w 0", act: actExit, status: 22, stderr: "gorping: invalid deadline \"0\" (seconds, more than 0, e.g. 10)\n"},
+		{argv: "-c -w 1e300", act: actExit, status: 22, stderr: "gorping: invalid deadline \"1e300\" (seconds, more than 0, e.g. 10)\n"},
+		// A later -a clears rping's own errors, never an invalid gorping option.
+		{argv: "-w x -a 127.0.0.1 -c", act: actExit, status: 22, stderr: "gorping: invalid deadline \"x\" (seconds, more than 0, e.g. 10)\n"},
 	} {
 		var argv []string
 		if tc.argv != "" {

@@ -37,9 +37,12 @@ func main() {
 		cancel()
 	}()
 	_, posix := os.LookupEnv("POSIXLY_CORRECT")
-	code := run(ctx, os.Args[1:], posix, os.Stdout, os.Stderr)
+	code, signalEndsRun := runCmd(ctx, os.Args[1:], posix, os.Stdout, os.Stderr)
 	select {
 	case s := <-caught:
+		if signalEndsRun {
+			break // --stats/--json client: Ctrl-C ends the run normally, as ping(8)'s does
+		}
 		// rping has no signal handlers: die by the signal, as the shell expects.
 		runtime.LockOSThread()
 		syscall.Tgkill(syscall.Getpid(), syscall.Gettid(), s)
@@ -52,7 +55,14 @@ func main() {
 // run is the whole command without process-global effects: it parses args
 // (rping's argv without the program name) and returns the exit status.
 func run(ctx context.Context, args []string, posix bool, stdout, stderr io.Writer) int {
-	status := 0
+	st, _ := runCmd(ctx, args, posix, stdout, stderr)
+	return st
+}
+
+// runCmd is run; signalEndsRun says that a signal ended (or would end) the run
+// as its normal end, with the exit status returned: a client with --stats or
+// --json reports its summary and exits as ping(8) does.
+func runCmd(ctx context.Context, args []string, posix bool, stdout, stderr io.Writer) (status int, signalEndsRun bool) {
 	app := &cli.App{
 		Name:                  "gorping",
 		Usage:                 "RDMA ping-pong test, compatible with rdma-core's rping",
@@ -76,6 +86,7 @@ func run(ctx context.Context, args []string, posix bool, stdout, stderr io.Write
 			case actExit:
 				status = st
 			case actRun:
+				signalEndsRun = !cfg.Server && (cfg.Stats || cfg.JSON)
 				status = rping.Run(ctx, cfg)
 			}
 			return nil
@@ -83,7 +94,7 @@ func run(ctx context.Context, args []string, posix bool, stdout, stderr io.Write
 	}
 	if err := app.RunContext(ctx, append([]string{"rping"}, args...)); err != nil {
 		fmt.Fprintf(stderr, "gorping: %v\n", err)
-		return 1
+		return 1, false
 	}
-	return status
+	return status, signalEndsRun
 }

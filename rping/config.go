@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"time"
 )
 
 // Config is one rping invocation as the command line describes it. The CLI fills
@@ -28,10 +29,19 @@ type Config struct {
 	Persistent   bool // -P: server keeps accepting clients
 	SelfCreateQP bool // -q: the application creates and modifies the QP itself
 
+	// gorping extensions (long options; rping has none of these).
+	Poll     bool          // --poll: busy-poll the CQ instead of sleeping on the completion channel
+	Stats    bool          // --stats: client prints each ping's round-trip time and a summary
+	JSON     bool          // --json: JSON lines on Stdout; rping's stdout lines go to Stderr
+	Interval time.Duration // -i: client waits this long between the starts of two pings
+	Deadline time.Duration // -w: client ends the run this long after it started; 0 = none
+
 	// Stdout and Stderr receive rping's two output streams. With Persistent,
 	// several connections write concurrently, one whole line per Write call,
 	// so they must be safe for concurrent use (an *os.File is).
 	Stdout, Stderr io.Writer
+
+	rep *reporter // set by Run for --stats/--json
 }
 
 // DefaultConfig is rping's state before option parsing: client/server still

@@ -61,8 +61,10 @@ type completion struct {
 //     connection; from then on the core reposts one RECV per RECV completion,
 //     so exactly one is outstanding.
 //   - All sends are signaled, each yields one compSend.
-//   - Post* and Next must not allocate; Next blocks (no spinning) until a
-//     completion or event is available or ctx is done (then it returns ctx.Err()).
+//   - Post* and Next must not allocate; Next blocks until a completion or
+//     event is available or ctx is done (then it returns ctx.Err()). It sleeps
+//     while it waits, unless the connection busy-polls (--poll). Completions
+//     that reached the CQ before a connection event are delivered before it.
 //     A non-nil error other than ctx's means the completion path itself broke
 //     (e.g. reading the completion channel failed); the core prints it.
 //   - Post* errors are returned as the provider's errno (syscall.Errno) where

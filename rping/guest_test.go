@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -55,6 +56,8 @@ func (r *runner) wait(t *testing.T, what string) int {
 	case st := <-r.status:
 		return st
 	case <-time.After(90 * time.Second):
+		buf := make([]byte, 1<<20)
+		t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
 		t.Fatalf("%s did not finish; stdout %q stderr %q", what, tail(r.stdout.String()), r.stderr)
 		return -1
 	}

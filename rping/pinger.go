@@ -3,12 +3,15 @@ package rping
 import (
 	"bytes"
 	"context"
+	"errors"
+	"time"
 )
 
 // Exit statuses the ping loops produce besides rping's own values.
 const (
 	exitFailure     = 255 // rping's "ret = -1"
 	exitInterrupted = 130 // ctx cancelled (SIGINT); main re-raises the signal anyway
+	exitNoReply     = 1   // ping(8)'s status when -w ends the run short of its pings
 )
 
 // pinger runs rping's per-connection ping loop (rping_test_client /
@@ -24,6 +27,11 @@ type pinger struct {
 	count    int
 	verbose  bool
 	validate bool
+	interval time.Duration // -i: between the starts of two pings
+	deadline bool          // -w: ctx carries the run's deadline
+	timer    *time.Timer   // -i, reused so waiting allocates nothing per ping
+	rep      *pingReport   // --stats/--json (client); nil otherwise
+	served   int           // server: pings served
 
 	state       State
 	remote      advert // last advert received (server)
@@ -40,6 +48,8 @@ func newPinger(c conn, cfg *Config, server bool) *pinger {
 		count:    cfg.Count,
 		verbose:  cfg.Verbose,
 		validate: cfg.Validate,
+		interval: cfg.Interval,
+		deadline: cfg.Deadline > 0,
 		state:    StateConnected,
 	}
 	if server {
@@ -53,10 +63,39 @@ func newPinger(c conn, cfg *Config, server bool) *pinger {
 // returns the process exit status, having printed rping's failure lines.
 func runPingClient(ctx context.Context, c conn, cfg *Config) int {
 	p := newPinger(c, cfg, false)
+	p.rep = cfg.rep.newPingReport(cfg.Addr.String(), cfg.Size)
 	ret, done := p.clientLoop(ctx)
+	st := p.clientStatus(ctx, ret, done)
+	if p.rep != nil {
+		p.rep.summary()
+	}
+	return st
+}
+
+// clientStatus prints how the client's loop ended, if it failed, and returns
+// the exit status.
+func (p *pinger) clientStatus(ctx context.Context, ret, done int) int {
 	switch {
 	case ret == 0:
 		return 0
+	case p.interrupted && p.deadline && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// -w: the end of the run, as in ping(8): a failure only if pings are
+		// missing (-C not reached, or none at all).
+		switch {
+		case p.count > 0:
+			p.out.errorf("rping client: deadline reached after %d of %d pings\n", done, p.count)
+		case done == 0:
+			p.out.errorf("rping client: deadline reached before a ping completed\n")
+		default:
+			return 0
+		}
+		return exitNoReply
+	case p.interrupted && p.rep != nil:
+		// --stats/--json: Ctrl-C ends an endless run with its summary, as in ping(8).
+		if done > 0 {
+			return 0
+		}
+		return exitNoReply
 	case p.interrupted:
 		return exitInterrupted
 	case p.state == StateDisconnected:
@@ -78,7 +117,19 @@ func runPingClient(ctx context.Context, c conn, cfg *Config) int {
 // Like rping, only the non-persistent server prints "rping server failed".
 func runPingServer(ctx context.Context, c conn, cfg *Config) int {
 	p := newPinger(c, cfg, true)
-	ret := p.serverLoop(ctx)
+	start := time.Now()
+	st := p.serverStatus(p.serverLoop(ctx), cfg)
+	if cfg.rep != nil {
+		remote := ""
+		if r, ok := c.(interface{ remote() string }); ok {
+			remote = r.remote()
+		}
+		cfg.rep.session(remote, p.served, time.Since(start), st)
+	}
+	return st
+}
+
+func (p *pinger) serverStatus(ret int, cfg *Config) int {
 	switch {
 	case ret == 0:
 		return 0
@@ -93,12 +144,47 @@ func runPingServer(ctx context.Context, c conn, cfg *Config) int {
 
 // clientLoop returns rping's ret and the number of completed pings.
 func (p *pinger) clientLoop(ctx context.Context) (ret, done int) {
+	var last time.Time // start of the previous ping
 	for ping := 0; p.count == 0 || ping < p.count; ping++ {
+		if ping > 0 && p.interval > 0 && !p.sleepUntil(ctx, last.Add(p.interval)) {
+			p.interrupted = true
+			return -1, ping
+		}
+		if ctx.Err() != nil {
+			p.interrupted = true
+			return -1, ping
+		}
+		if p.interval > 0 {
+			last = time.Now()
+		}
 		if ret := p.clientPing(ctx, ping); ret != 0 {
+			if p.rep != nil && !p.interrupted {
+				p.rep.errors++
+			}
 			return ret, ping
 		}
 	}
 	return 0, p.count
+}
+
+// sleepUntil waits until t or until ctx ends (false).
+func (p *pinger) sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	if p.timer == nil {
+		p.timer = time.NewTimer(d)
+	} else {
+		p.timer.Reset(d)
+	}
+	select {
+	case <-p.timer.C:
+		return true
+	case <-ctx.Done():
+		p.timer.Stop()
+		return false
+	}
 }
 
 // clientPing is one iteration of rping_test_client: advertise start_buf, wait
@@ -108,6 +194,15 @@ func (p *pinger) clientPing(ctx context.Context, ping int) int {
 	p.state = StateRDMAReadAdv
 	start := p.c.Region(bufStart)
 	FillPayload(start.b[:p.size], ping)
+	// The round-trip time runs from the first SEND's post to the arrival of
+	// the server's second go-ahead: both adverts, the server's READ of the
+	// payload and WRITE of the echo, its two go-aheads, and both sides'
+	// completion handling. Filling, checking and printing are outside it.
+	var t0 time.Time
+	if p.rep != nil {
+		p.rep.sent++
+		t0 = time.Now()
+	}
 	if ret := p.sendAdvert(start); ret != 0 {
 		return ret
 	}
@@ -125,12 +220,19 @@ func (p *pinger) clientPing(ctx context.Context, ping int) int {
 		p.mismatch(StateRDMAWriteComplete)
 		return -1
 	}
+	var rtt time.Duration
+	if p.rep != nil {
+		rtt = time.Since(t0)
+	}
 	if p.validate && !bytes.Equal(start.b[:p.size], rdma.b[:p.size]) {
 		p.out.errorf("data mismatch!\n")
 		return -1
 	}
 	if p.verbose {
 		p.out.data("ping data: ", rdma.b[:p.size])
+	}
+	if p.rep != nil {
+		p.rep.ping(ping, rtt)
 	}
 	return 0
 }
@@ -257,6 +359,7 @@ func (p *pinger) serverPing(ctx context.Context) (ret int, done bool) {
 		return ret, false
 	}
 	p.out.debugLine("server posted go ahead\n")
+	p.served++
 	return 0, false
 }
 

@@ -3,6 +3,7 @@ package rping
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"time"
@@ -34,6 +35,30 @@ var countDevices = func() (int, error) {
 // Run executes one rping invocation described by cfg and returns the process
 // exit status (0..255), printing what rping prints.
 func Run(ctx context.Context, cfg Config) int {
+	cfg.rep = newReporter(&cfg)
+	cfg.rep.config(&cfg)
+	st := run(ctx, cfg)
+	cfg.rep.exit(st)
+	return st
+}
+
+func run(ctx context.Context, cfg Config) int {
+	if cfg.Deadline > 0 && !cfg.Server {
+		// -w bounds the whole client run, connection setup included.
+		dctx, cancel := context.WithTimeout(ctx, cfg.Deadline)
+		defer cancel()
+		st := runRDMA(dctx, cfg)
+		if st == exitInterrupted && ctx.Err() == nil {
+			// Cut short before the ping loop, which reports its own end.
+			fmt.Fprintf(cfg.Stderr, "rping client: deadline reached before the connection was up\n")
+			return exitNoReply
+		}
+		return st
+	}
+	return runRDMA(ctx, cfg)
+}
+
+func runRDMA(ctx context.Context, cfg Config) int {
 	out := &printer{stdout: cfg.Stdout, stderr: cfg.Stderr, debug: cfg.Debug}
 	// rping's first step after option parsing: the event channel, which
 	// librdmacm refuses (ENODEV) when no verbs device exists.
@@ -187,6 +212,9 @@ func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
 		return statusOf(ret)
 	}
 	c.watchCM()
+	if cfg.rep != nil && cfg.rep.js != nil {
+		cfg.rep.connection(c.describe())
+	}
 	st := ping(ctx, c, cfg)
 	c.disconnect()
 	return st

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 
 	"github.com/gorping/gorping/rdmacm"
@@ -21,10 +22,10 @@ const (
 )
 
 // verbsConn is a conn over one rdma_cm connection: rping's rping_cb minus the
-// protocol state. A goroutine per connection replaces rping's CQ thread: it
-// waits on the completion channel, re-arms, drains the CQ and hands each
-// completion to the ping loop; another turns the connection's CM events into
-// completions (rping's CM thread).
+// protocol state. The ping loop polls the CQ and waits on the completion
+// channel itself (cqWait), replacing rping's CQ thread and semaphore; one
+// goroutine per connection turns its CM events into completions (rping's CM
+// thread) and wakes that wait.
 type verbsConn struct {
 	out    *printer
 	id     *rdmacm.ID
@@ -32,6 +33,7 @@ type verbsConn struct {
 	role   string // "client" or "server" in "… DISCONNECT EVENT..."
 	selfQP bool
 
+	dev     uverbs.Device
 	vctx    *uverbs.Context
 	devAttr uverbs.DeviceAttr
 	port    uint8
@@ -50,8 +52,9 @@ type verbsConn struct {
 	rdmaWR  uverbs.SendWR
 	rdmaSGE [1]uverbs.SGE
 
-	comps  chan completion
-	ctx    context.Context // the goroutines' context; cancel ends them
+	busy   bool            // --poll: the ping loop busy-polls the CQ
+	wait   *cqWait         // the ping loop's completion path
+	ctx    context.Context // the CM goroutine's context; cancel ends it
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -61,7 +64,7 @@ type verbsConn struct {
 // On failure it has printed rping's message and returns the status to print
 // with "setup_qp failed: %d".
 func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbsConn, int) {
-	c := &verbsConn{out: out, id: id, selfQP: cfg.SelfCreateQP, label: "parent", role: "client"}
+	c := &verbsConn{out: out, id: id, selfQP: cfg.SelfCreateQP, busy: cfg.Poll, label: "parent", role: "client"}
 	if server {
 		c.label, c.role = "child", "server"
 	}
@@ -70,6 +73,7 @@ func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbs
 		out.hint("gorping: " + err.Error())
 		return nil, errnoOf(err)
 	}
+	c.dev = dev
 	// One context per device for all connections (a -P server's clients share it).
 	if c.vctx, err = uverbs.OpenShared(dev); err != nil {
 		out.hint(verbsOpenHint(dev, err))
@@ -185,93 +189,20 @@ func (c *verbsConn) setupBuffers(size int, client bool) int {
 	return 0
 }
 
-// start runs the completion goroutine (rping's cq_thread).
+// start prepares the completion path (rping starts its cq_thread here). The
+// ping loop polls the CQ itself (see cqWait); no goroutine runs for it.
 func (c *verbsConn) start(ctx context.Context) {
 	c.ctx, c.cancel = context.WithCancel(ctx)
-	c.comps = make(chan completion, 2*cqDepth)
-	c.wg.Add(1)
-	go c.cqLoop(c.ctx)
+	c.wait = newCQWait(c.cq, c.ch, c.out, c.busy, true)
 	c.out.debugLine("cq_thread started.\n")
 }
 
 // watchCM runs the connection's CM event goroutine (rping's CM thread, for
-// the events that arrive once the connection is up). Call after start.
+// the events that arrive once the connection is up): it only parks each event
+// for the ping loop and wakes its wait. Call after start.
 func (c *verbsConn) watchCM() {
 	c.wg.Add(1)
 	go c.cmLoop(c.ctx)
-}
-
-func (c *verbsConn) push(ctx context.Context, comp completion) bool {
-	select {
-	case c.comps <- comp:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (c *verbsConn) cqLoop(ctx context.Context) {
-	defer c.wg.Done()
-	var wc [8]uverbs.WC
-	for {
-		cq, err := c.ch.Wait(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				c.out.errorf("Failed to get cq event!\n")
-				c.push(ctx, completion{kind: compError})
-			}
-			return
-		}
-		// Re-arm before draining, so a completion after the drain raises an event.
-		if err := cq.Arm(false); err != nil {
-			cq.Ack(1)
-			c.out.errorf("Failed to set notify!\n")
-			c.push(ctx, completion{kind: compError})
-			return
-		}
-		ok := true
-		for ok {
-			n, err := cq.Poll(wc[:])
-			if err != nil {
-				c.out.errorf("poll error %d\n", errnoOf(err))
-				ok = c.push(ctx, completion{kind: compError})
-				break
-			}
-			if n == 0 {
-				break
-			}
-			for i := range n {
-				if st := wc[i].Status; st != uverbs.WCSuccess && st != uverbs.WCWRFlushErr {
-					if d := cq.Describe(); d != "" {
-						c.out.debugf("%s\n", d) // -d: the provider's account (mlx5: the syndrome)
-					}
-				}
-				if ok = c.push(ctx, wcCompletion(&wc[i])); !ok {
-					break
-				}
-			}
-		}
-		cq.Ack(1)
-		if !ok {
-			return
-		}
-	}
-}
-
-// wcCompletion translates a work completion for the ping loop.
-func wcCompletion(wc *uverbs.WC) completion {
-	comp := completion{status: int(wc.Status), byteLen: wc.ByteLen}
-	switch wc.Opcode {
-	case uverbs.WCSend:
-		comp.kind = compSend
-	case uverbs.WCRecv:
-		comp.kind = compRecv
-	case uverbs.WCRDMARead:
-		comp.kind = compRead
-	case uverbs.WCRDMAWrite:
-		comp.kind = compWrite
-	}
-	return comp
 }
 
 func (c *verbsConn) cmLoop(ctx context.Context) {
@@ -285,7 +216,7 @@ func (c *verbsConn) cmLoop(ctx context.Context) {
 			c.out.debugf("cma_event type %s cma_id %p (%s)\n", ev.Type, c.id, c.label)
 		}
 		comp, ok := cmCompletion(c.out, ev, c.role)
-		if ok && !c.push(ctx, comp) {
+		if ok && !c.wait.deliverCM(ctx, comp) {
 			return
 		}
 	}
@@ -343,6 +274,7 @@ func (c *verbsConn) close() {
 	if c.cancel != nil {
 		c.cancel()
 		c.wg.Wait()
+		c.wait.stop()
 	}
 	c.out.debugf("destroy cm_id %p\n", c.id)
 	c.id.Destroy()
@@ -411,14 +343,7 @@ func (c *verbsConn) postRDMA(op uverbs.WROpcode, n int, raddr uint64, rkey uint3
 	return c.qp.PostSend(&c.rdmaWR)
 }
 
-func (c *verbsConn) Next(ctx context.Context) (completion, error) {
-	select {
-	case comp := <-c.comps:
-		return comp, nil
-	case <-ctx.Done():
-		return completion{}, ctx.Err()
-	}
-}
+func (c *verbsConn) Next(ctx context.Context) (completion, error) { return c.wait.next(ctx) }
 
 func (c *verbsConn) Grow(size int) error {
 	b, err := uverbs.NewBuffer(size)
@@ -435,4 +360,63 @@ func (c *verbsConn) Grow(size int) error {
 	c.bufs[bufRDMA], c.mrs[bufRDMA] = b, mr
 	c.rdmaSGE[0].Addr, c.rdmaSGE[0].LKey = mr.Addr, mr.LKey
 	return nil
+}
+
+// remote is the peer's address, for the server's session report.
+func (c *verbsConn) remote() string {
+	ai, err := c.id.Query()
+	if err != nil {
+		return ""
+	}
+	return ai.Dst.String()
+}
+
+// describe says which device, port and GID the connection uses (--json).
+// The GID is the port's entry for the connection's source address (RoCE),
+// else the port's first (InfiniBand).
+func (c *verbsConn) describe() connInfo {
+	ci := connInfo{Role: c.role, Device: c.dev.Name, Driver: c.dev.Driver, Port: c.port, GIDIndex: -1}
+	ai, err := c.id.Query()
+	if err != nil {
+		return ci
+	}
+	ci.Local, ci.Remote = ai.Src.String(), ai.Dst.String()
+	gids, err := c.vctx.GIDTable()
+	if err != nil {
+		return ci
+	}
+	src := ai.Src.Addr().Unmap().WithZone("")
+	var first, match *uverbs.GIDEntry
+	for i := range gids {
+		g := &gids[i]
+		if g.Port != uint32(c.port) {
+			continue
+		}
+		if first == nil || g.Index < first.Index {
+			first = g
+		}
+		if netip.AddrFrom16(g.GID).Unmap() == src && (match == nil || g.Type == uverbs.GIDTypeRoCEv2) {
+			match = g
+		}
+	}
+	pick := first
+	if match != nil {
+		pick = match
+	}
+	if pick != nil {
+		ci.GID, ci.GIDIndex, ci.GIDType = netip.AddrFrom16(pick.GID).String(), int(pick.Index), gidTypeName(pick.Type)
+	}
+	return ci
+}
+
+func gidTypeName(t uverbs.GIDType) string {
+	switch t {
+	case uverbs.GIDTypeIB:
+		return "IB"
+	case uverbs.GIDTypeRoCEv1:
+		return "RoCEv1"
+	case uverbs.GIDTypeRoCEv2:
+		return "RoCEv2"
+	}
+	return "unknown"
 }

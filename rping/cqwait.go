@@ -1,0 +1,201 @@
+package rping
+
+import (
+	"context"
+	"sync"
+
+	"github.com/gorping/gorping/uverbs"
+)
+
+// cqPoller is what the poll loop needs from a CQ (*uverbs.CQ; a fake in tests).
+type cqPoller interface {
+	Poll(wc []uverbs.WC) (int, error)
+	Arm(solicitedOnly bool) error
+	Ack(n int)
+}
+
+// compWaiter is what the poll loop needs from a completion channel.
+type compWaiter interface {
+	Wait(ctx context.Context) (*uverbs.CQ, error)
+}
+
+// cqWait delivers one connection's completions and CM events to its ping loop,
+// which calls next itself: no goroutine per completion and no hand-off. next
+// drains a local batch of work completions, then polls the CQ; only when the CQ
+// is empty does it deliver a parked CM event, arm the CQ, poll once more (a
+// completion that arrived between the empty poll and the arm raises no event)
+// and at last wait on the completion channel. A burst of completions therefore
+// costs one event and one arm at most, and completions that reached the CQ
+// before a CM event are always delivered before it.
+//
+// With busy set (--poll) next never arms or waits: it polls until a completion
+// or CM event is there, using a CPU the whole time the loop waits. It never
+// yields either: runtime.Gosched wakes another thread to steal the goroutine,
+// which would burn a second CPU. The CM goroutine runs on another P, or (with
+// one CPU) when the runtime preempts the loop.
+//
+// CM events come from another goroutine through deliverCM, which parks the
+// event and cancels the current wait.
+type cqWait struct {
+	cq   cqPoller
+	ch   compWaiter
+	out  *printer
+	busy bool
+
+	wc       [16]uverbs.WC
+	head, n  int  // wc[head:n] are polled but not yet delivered
+	armed    bool // an event is requested and not yet read
+	failed   bool // the completion path broke: every next reports compError
+	cmEvents chan completion
+
+	mu         sync.Mutex      // guards the wait context, shared with deliverCM
+	waitParent context.Context // the ctx waitCtx derives from
+	waitCtx    context.Context // cancelled by deliverCM; renewed only after that
+	waitCancel context.CancelFunc
+}
+
+// newCQWait returns the loop for cq and ch; armed says whether cq was armed
+// at setup (rping arms once before connecting).
+func newCQWait(cq cqPoller, ch compWaiter, out *printer, busy, armed bool) *cqWait {
+	return &cqWait{cq: cq, ch: ch, out: out, busy: busy, armed: armed, cmEvents: make(chan completion, 1)}
+}
+
+// next returns the next completion or CM event. It returns ctx.Err() once ctx
+// is done and nothing is pending; failures of the completion path are printed
+// (rping's CQ-thread lines) and returned as compError.
+func (w *cqWait) next(ctx context.Context) (completion, error) {
+	for {
+		if w.head < w.n {
+			wc := &w.wc[w.head]
+			w.head++
+			if st := wc.Status; st != uverbs.WCSuccess && st != uverbs.WCWRFlushErr {
+				w.describe()
+			}
+			return wcCompletion(wc), nil
+		}
+		if w.failed {
+			return completion{kind: compError}, nil
+		}
+		n, err := w.cq.Poll(w.wc[:])
+		if err != nil {
+			w.out.errorf("poll error %d\n", errnoOf(err))
+			return w.fail(), nil
+		}
+		if n > 0 {
+			w.head, w.n = 0, n
+			continue
+		}
+		select {
+		case ev := <-w.cmEvents:
+			return ev, nil
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return completion{}, err
+		}
+		if w.busy {
+			continue
+		}
+		if !w.armed {
+			if err := w.cq.Arm(false); err != nil {
+				w.out.errorf("Failed to set notify!\n")
+				return w.fail(), nil
+			}
+			w.armed = true
+			continue // poll again: see above
+		}
+		wctx := w.waitContext(ctx)
+		if wctx == nil {
+			continue // a CM event is parked
+		}
+		if _, err := w.ch.Wait(wctx); err != nil {
+			if ctx.Err() != nil {
+				return completion{}, ctx.Err()
+			}
+			if wctx.Err() != nil {
+				continue // woken for a CM event
+			}
+			w.out.errorf("Failed to get cq event!\n")
+			return w.fail(), nil
+		}
+		w.cq.Ack(1)
+		w.armed = false
+	}
+}
+
+// describe prints, with -d, the provider's own account of the CQ after an
+// error completion (mlx5: the CQE's syndrome and vendor syndrome).
+func (w *cqWait) describe() {
+	if d, ok := w.cq.(interface{ Describe() string }); ok {
+		if s := d.Describe(); s != "" {
+			w.out.debugf("%s\n", s)
+		}
+	}
+}
+
+func (w *cqWait) fail() completion {
+	w.failed = true
+	return completion{kind: compError}
+}
+
+// waitContext returns the context to wait with: a child of ctx that deliverCM
+// cancels. It is renewed only when ctx changes or after a CM event, so the
+// steady state allocates nothing (uverbs registers its cancellation hook once
+// per context). It returns nil when a CM event is parked: then do not wait.
+func (w *cqWait) waitContext(ctx context.Context) context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.cmEvents) > 0 {
+		return nil
+	}
+	if w.waitParent != ctx || w.waitCtx.Err() != nil {
+		if w.waitCancel != nil {
+			w.waitCancel()
+		}
+		w.waitParent = ctx
+		w.waitCtx, w.waitCancel = context.WithCancel(ctx)
+	}
+	return w.waitCtx
+}
+
+// deliverCM parks a CM event for next and wakes its wait. It blocks while an
+// earlier event is still parked, and gives up (false) when ctx ends.
+func (w *cqWait) deliverCM(ctx context.Context, comp completion) bool {
+	select {
+	case w.cmEvents <- comp:
+	case <-ctx.Done():
+		return false
+	}
+	// Parked before the cancel: a next that sees the cancellation finds it.
+	w.mu.Lock()
+	if w.waitCancel != nil {
+		w.waitCancel()
+	}
+	w.mu.Unlock()
+	return true
+}
+
+// stop releases the wait context.
+func (w *cqWait) stop() {
+	w.mu.Lock()
+	if w.waitCancel != nil {
+		w.waitCancel()
+	}
+	w.mu.Unlock()
+}
+
+// wcCompletion translates a work completion for the ping loop.
+func wcCompletion(wc *uverbs.WC) completion {
+	comp := completion{status: int(wc.Status), byteLen: wc.ByteLen}
+	switch wc.Opcode {
+	case uverbs.WCSend:
+		comp.kind = compSend
+	case uverbs.WCRecv:
+		comp.kind = compRecv
+	case uverbs.WCRDMARead:
+		comp.kind = compRead
+	case uverbs.WCRDMAWrite:
+		comp.kind = compWrite
+	}
+	return comp
+}
