@@ -426,9 +426,11 @@ const portErrLine = "gorping: async event IBV_EVENT_PORT_ERR on rxe0 port 1: con
 // queue delivers PORT_ERR) and its port is not ACTIVE.
 const portDownLine = "gorping: rxe0 port 1 is DOWN: connection ended"
 
-// portErrAllowedRE matches what else a client may print when its port goes
-// down: rping's lines for the failed work request and the disconnect.
-var portErrAllowedRE = regexp.MustCompile(`^(cq completion failed status \d+|wait for [A-Z_]+ state 11|rping client failed: -1|(client|server) DISCONNECT EVENT\.\.\.)$`)
+// portErrAllowedRE matches what else a connection may print when its port
+// goes down: rping's lines for a failed work request, or for a disconnect if
+// the peer's end went first.
+var portErrAllowedRE = regexp.MustCompile(`^(cq completion failed status \d+|wait for [A-Z_]+ state 1[01]|rping client failed: -1|` +
+	`(client|server) DISCONNECT EVENT\.\.\.|rping client: peer disconnected after \d+ pings)$`)
 
 // checkPortErrExit checks a gorping client whose port went down: status 255
 // and exactly one line that names the port as the cause.
