@@ -254,14 +254,20 @@ func waitLines(t *testing.T, p *Proc, n int, others ...*Proc) {
 // TestRemoval deletes the rxe link under idle and serving servers (plain and
 // -P) and under a client, for gorping and for stock rping as the reference:
 // each must end promptly with rping's line and status 255, holding nothing
-// (the delete completes), and the re-added link must work for a new run.
+// (the delete completes). A wildcard server outlives the removal and serves a
+// new client on the re-added link.
 func TestRemoval(t *testing.T) {
 	t.Setenv("GOTRACEBACK", "all") // a SIGQUIT'd gorping dumps every goroutine
 	addr := IPv4(t)
 	impls := []impl{gorpingImpl(t), stockImpl(t)}
 
+	// rping -P ends on a removal as rping does; the stock reference runs
+	// without -P only, to keep the guest run short.
 	for _, srvImpl := range impls {
 		for _, persistent := range []bool{false, true} {
+			if persistent && srvImpl.isStock() {
+				continue
+			}
 			name := "IdleServer/" + srvImpl.name
 			args := []string{"-s", "-a", addr}
 			if persistent {
@@ -284,6 +290,9 @@ func TestRemoval(t *testing.T) {
 	// device too (and end as rping does; not checked here).
 	for _, srvImpl := range impls {
 		for _, persistent := range []bool{false, true} {
+			if persistent && srvImpl.isStock() {
+				continue
+			}
 			name := "ServingServer/" + srvImpl.name
 			args := []string{"-s", "-a", addr, "-v"}
 			nClients := 1
@@ -364,23 +373,6 @@ func TestRemoval(t *testing.T) {
 			}
 		})
 	}
-
-	// The link came back: a new gorping run works on it.
-	t.Run("AfterReadd", func(t *testing.T) {
-		leakGuard(t)
-		g := gorpingImpl(t)
-		port := freshPort()
-		ps := strconv.Itoa(port)
-		srv := Start(t, g.bin, "-s", "-a", addr, "-p", ps)
-		WaitListening(t, srv, addr, port, 30*time.Second)
-		cli := Run(t, 60*time.Second, g.bin, "-c", "-a", addr, "-p", ps, "-C", "3", "-v", "-V")
-		if cli.Code != 0 || cli.Stdout != ExpectedPingLines(3, 64) {
-			t.Errorf("client after re-adding the link: exit %d\nstdout:\n%s\nstderr:\n%s", cli.Code, cli.Stdout, cli.Stderr)
-		}
-		if code := srv.Wait(t, 30*time.Second); code != 0 {
-			t.Errorf("server after re-adding the link: exit %d\nstderr:\n%s", code, srv.Stderr())
-		}
-	})
 }
 
 // portDown takes the rxe link's netdev down (rxe reports IBV_EVENT_PORT_ERR
