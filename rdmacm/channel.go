@@ -34,6 +34,9 @@ type Channel struct {
 	stopped    atomic.Bool   // the reader has exited
 	readErr    error         // why; written before readerDone is closed
 	readerDone chan struct{} // closed when the reader has exited
+
+	removed     chan struct{} // closed at the first RDMA_CM_EVENT_DEVICE_REMOVAL
+	removedOnce sync.Once
 }
 
 // Open opens /dev/infiniband/rdma_cm (after checking that sysfs, if it says,
@@ -47,7 +50,8 @@ func Open() (*Channel, error) {
 }
 
 func newChannel(dev cmdDevice) *Channel {
-	ch := &Channel{dev: dev, ids: make(map[uint64]*ID), readerDone: make(chan struct{})}
+	ch := &Channel{dev: dev, ids: make(map[uint64]*ID), readerDone: make(chan struct{}),
+		removed: make(chan struct{})}
 	go ch.readLoop()
 	return ch
 }
@@ -80,6 +84,14 @@ func (ch *Channel) Close() error {
 	<-ch.readerDone
 	return errors.Join(errs...)
 }
+
+// Removed is closed once the channel has seen RDMA_CM_EVENT_DEVICE_REMOVAL
+// for any of its IDs, before that event is queued to its ID. The kernel then
+// waits until every user of the device lets go of it (rdma_cm ids, and for
+// drivers that cannot disassociate a context, like rxe, every open verbs
+// context), so whoever holds resources on the device must release them; an ID
+// whose owner is not reading its events at the time would otherwise never tell.
+func (ch *Channel) Removed() <-chan struct{} { return ch.removed }
 
 // CreateID creates an rdma_cm ID in the TCP port space (RC QPs).
 func (ch *Channel) CreateID() (*ID, error) {
@@ -167,6 +179,12 @@ func (ch *Channel) readLoop() {
 // dispatch routes one kernel event to its ID, doing librdmacm's hidden work
 // on the way. It runs on the reader goroutine and never blocks on a consumer.
 func (ch *Channel) dispatch(r rawEvent) {
+	if r.typ == EventDeviceRemoval {
+		// The kernel has already begun destroying the id (the handle
+		// still needs DESTROY_ID); signal before the event reaches the ID,
+		// so its reader finds Removed closed.
+		ch.removedOnce.Do(func() { close(ch.removed) })
+	}
 	id := ch.lookup(r.uid)
 	if id == nil {
 		slog.Debug("rdmacm: dropping event for unknown uid", "uid", r.uid, "id", r.handle, "event", r.typ.String())

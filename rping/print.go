@@ -11,7 +11,8 @@ import (
 type printer struct {
 	stdout, stderr io.Writer
 	debug          bool
-	line           []byte // reused for ping-data lines, so printing them allocates nothing
+	line           []byte   // reused for ping-data lines, so printing them allocates nothing
+	removal        *removal // the run's, for deviceRemoved; nil outside Run
 }
 
 func newPrinter(cfg *Config) printer {

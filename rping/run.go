@@ -78,6 +78,37 @@ func runRDMA(ctx context.Context, cfg Config) int {
 		return statusOf(errnoOf(err))
 	}
 	defer cm.Close()
+	// A device removal ends the whole run (rping's CM thread exits), whoever
+	// is or is not reading the events of the IDs it hits.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	out.removal = &removal{stderr: out.stderr, cancel: cancel, gone: cm.Removed()}
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-cm.Removed():
+			out.deviceRemoved()
+		case <-ctx.Done():
+		}
+	}()
+	st := runWith(ctx, &cfg, out, cm)
+	cm.Close()
+	select {
+	case <-cm.Removed(): // during the teardown
+		out.deviceRemoved()
+	default:
+	}
+	cancel(nil)
+	<-watched
+	if removed(ctx) {
+		return exitFailure
+	}
+	return st
+}
+
+// runWith is the server or client on an open event channel.
+func runWith(ctx context.Context, cfg *Config, out *printer, cm *rdmacm.Channel) int {
 	id, err := cm.CreateID()
 	if err != nil {
 		perror(out.stderr, "rdma_create_id", err)
@@ -85,9 +116,9 @@ func runRDMA(ctx context.Context, cfg Config) int {
 	}
 	out.debugf("created cm_id %p\n", id)
 	if cfg.Server {
-		return runServer(ctx, &cfg, out, id)
+		return runServer(ctx, cfg, out, id)
 	}
-	return runClient(ctx, &cfg, out, id)
+	return runClient(ctx, cfg, out, id)
 }
 
 // statusOf is the exit status for rping's int return value.
@@ -103,7 +134,8 @@ func quit(ctx context.Context, out *printer, err error) int {
 }
 
 // cmError prints an error CM event as rping's CM thread does and reports
-// whether ev is one (rping then exits 255).
+// whether ev is one (rping then exits 255). A device removal also ends the
+// run (its context), so callers that find ctx done stay quiet.
 func cmError(out *printer, ev rdmacm.Event) bool {
 	switch ev.Type {
 	case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventConnectError,
@@ -111,7 +143,7 @@ func cmError(out *printer, ev rdmacm.Event) bool {
 		out.errorf("cma event %s, error %d\n", ev.Type, ev.Status)
 		return true
 	case rdmacm.EventDeviceRemoval:
-		out.errorf("cma detected device removal!!!!\n")
+		out.deviceRemoved()
 		return true
 	}
 	return false
@@ -141,6 +173,10 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 		if err != nil {
 			destroy()
 			return quit(ctx, out, err)
+		}
+		if out.deviceGone() {
+			destroy()
+			return exitInterrupted
 		}
 		out.debugf("cma_event type %s cma_id %p (parent)\n", ev.Type, id)
 		if failed = cmError(out, ev); failed {
@@ -173,6 +209,10 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 			out.errorf("unhandled event: %s, ignoring\n", ev.Type)
 		}
 	}
+	if ctx.Err() != nil { // a device removal
+		destroy()
+		return exitInterrupted
+	}
 	if state != StateRouteResolved {
 		out.errorf("waiting for addr/route resolution state %d\n", int(state))
 		destroy()
@@ -195,20 +235,32 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 		out.errorf("ibv_post_recv failed: %d\n", errnoOf(err))
 		return statusOf(errnoOf(err))
 	}
-	return converse(ctx, c, cfg, out, func() int { return connectClient(ctx, c, out, state) }, runPingClient)
+	return converse(ctx, c, cfg, out, func(ctx context.Context) int { return connectClient(ctx, c, out, state) }, runPingClient)
 }
 
 // converse is what rping's client and server share once the first RECV is
 // posted: start the completion goroutine, connect (or accept), run the ping
-// loop, disconnect.
+// loop, disconnect. Meanwhile a fatal asynchronous event of the connection's
+// verbs context (QP or CQ error, port error, device fatal) ends it with its
+// message and status 255.
 func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
-	connect func() int, ping func(context.Context, conn, *Config) int) int {
+	connect func(context.Context) int, ping func(context.Context, conn, *Config) int) int {
+	ctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
+	dev := c.vctx.Device().Name
+	aw := watchAsync(ctx, c.vctx.AsyncEvent, dev, c.qp, c.cq, c.port, out, end)
+	defer aw.stop()
+	explain := func() {
+		pa, err := c.vctx.QueryPort(c.port)
+		aw.explain(dev, c.port, pa.State, err)
+	}
 	c.start(ctx)
-	if ret := connect(); ret != 0 {
+	if ret := connect(ctx); ret != 0 {
 		if ret == exitInterrupted {
-			return ret
+			return asyncStatus(ctx, ret)
 		}
 		out.errorf("connect error %d\n", ret)
+		explain()
 		return statusOf(ret)
 	}
 	c.watchCM()
@@ -217,6 +269,19 @@ func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
 	}
 	st := ping(ctx, c, cfg)
 	c.disconnect()
+	if st != 0 && ctx.Err() == nil {
+		explain()
+	}
+	return asyncStatus(ctx, st)
+}
+
+// asyncStatus is 255 if a fatal asynchronous event ended the connection (its
+// message is out), else st.
+func asyncStatus(ctx context.Context, st int) int {
+	var af *asyncFatal
+	if errors.As(context.Cause(ctx), &af) {
+		return exitFailure
+	}
 	return st
 }
 
@@ -240,8 +305,14 @@ func connectClient(ctx context.Context, c *verbsConn, out *printer, state State)
 			}
 			return -1
 		}
+		if out.deviceGone() {
+			return exitInterrupted
+		}
 		out.debugf("cma_event type %s cma_id %p (parent)\n", ev.Type, c.id)
 		if cmError(out, ev) {
+			if ctx.Err() != nil { // a device removal
+				return exitInterrupted
+			}
 			break // rping's main thread then finds the state unchanged
 		}
 		switch ev.Type {
@@ -383,6 +454,9 @@ func nextRequest(ctx context.Context, out *printer, listener *rdmacm.ID) (*rdmac
 			out.errorf("rdma_get_cm_event: %s\n", Strerror(err))
 			return nil, exitFailure
 		}
+		if out.deviceGone() {
+			return nil, exitInterrupted // Close destroys a child ev may carry
+		}
 		if ev.Type == rdmacm.EventConnectRequest && ev.Child != nil {
 			out.debugf("cma_event type %s cma_id %p (child)\n", ev.Type, ev.Child)
 			out.debugf("child cma %p\n", ev.Child)
@@ -391,6 +465,8 @@ func nextRequest(ctx context.Context, out *printer, listener *rdmacm.ID) (*rdmac
 		out.debugf("cma_event type %s cma_id %p (parent)\n", ev.Type, listener)
 		if !cmError(out, ev) {
 			out.errorf("unhandled event: %s, ignoring\n", ev.Type)
+		} else if ctx.Err() != nil { // a device removal
+			return nil, exitInterrupted
 		}
 	}
 }
@@ -432,7 +508,7 @@ func serve(ctx context.Context, cfg *Config, out *printer, child *rdmacm.ID) int
 		reject()
 		return statusOf(errnoOf(err))
 	}
-	return converse(ctx, c, cfg, out, func() int { return accept(ctx, c, out) }, runPingServer)
+	return converse(ctx, c, cfg, out, func(ctx context.Context) int { return accept(ctx, c, out) }, runPingServer)
 }
 
 // accept is rping_accept: accept the request (in -q mode after moving the
@@ -462,6 +538,9 @@ func accept(ctx context.Context, c *verbsConn, out *printer) int {
 			}
 			return -1
 		}
+		if out.deviceGone() {
+			return exitInterrupted
+		}
 		out.debugf("cma_event type %s cma_id %p (child)\n", ev.Type, c.id)
 		switch {
 		case ev.Type == rdmacm.EventEstablished:
@@ -472,6 +551,9 @@ func accept(ctx context.Context, c *verbsConn, out *printer) int {
 			out.errorf("wait for CONNECTED state %d\n", int(StateDisconnected))
 			return -1
 		case cmError(out, ev):
+			if ctx.Err() != nil { // a device removal
+				return exitInterrupted
+			}
 			out.errorf("wait for CONNECTED state %d\n", int(StateError))
 			return -1
 		}

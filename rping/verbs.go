@@ -225,13 +225,16 @@ func (c *verbsConn) cmLoop(ctx context.Context) {
 // cmCompletion is rping_cma_event_handler for a connected ID: it prints
 // rping's lines and says which completion, if any, the ping loop gets.
 func cmCompletion(out *printer, ev rdmacm.Event, role string) (completion, bool) {
+	if out.deviceGone() { // the run ends (its context): nothing for the loop
+		return completion{}, false
+	}
 	switch ev.Type {
 	case rdmacm.EventDisconnected:
 		out.errorf("%s DISCONNECT EVENT...\n", role)
 		return completion{kind: compDisconnected}, true
 	case rdmacm.EventDeviceRemoval:
-		out.errorf("cma detected device removal!!!!\n")
-		return completion{kind: compError}, true
+		out.deviceRemoved() // ends the run's context, hence the ping loop
+		return completion{}, false
 	case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventConnectError,
 		rdmacm.EventUnreachable, rdmacm.EventRejected:
 		out.errorf("cma event %s, error %d\n", ev.Type, ev.Status)
