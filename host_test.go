@@ -87,6 +87,9 @@ func TestBinaryExitStatus(t *testing.T) {
 		{[]string{"-a", "1.2.3.4.5.6.7", "-s", "-a", "256.1.1.1"}, nil, -1, "", ""}, // exit code depends on DNS; checked below
 		{[]string{"--version"}, nil, 0, "gorping v9.9.9 (rping-compatible, rdma-core 44 protocol)\n", ""},
 		{[]string{"--help"}, nil, 0, wantUsage, ""},
+		{[]string{"devices"}, nil, 19, "", "No RDMA devices were detected\n"},
+		{[]string{"devices", "-v", "--json"}, []string{"POSIXLY_CORRECT="}, 19, "{\n  \"devices\": []\n}\n", "No RDMA devices were detected\n"},
+		{[]string{"devices", "-s"}, nil, 19, "", "No RDMA devices were detected\n"},
 	} {
 		env := append(os.Environ(), tc.env...)
 		if tc.env == nil {
@@ -150,6 +153,9 @@ func TestSameAsRping(t *testing.T) {
 		{"-a", "fe80::1%nosuchif", "-s"}, {"-a", "fe80::1%lo", "-s"},
 		{"-I", "127.0.0.1", "-c", "-a", "127.0.0.1", "-d"}, {"-", "-s"}, {"-sa127.0.0.1"},
 		{"-vvVV", "-s", "-q", "-P"}, {"-h"}, {"-s", "-d", "-S", "1", "-C", "-2"},
+		// Lines starting with "devices" that are not the devices subcommand (devices.go).
+		{"devices", "-s"}, {"devices", "-d", "-s"}, {"devices", "-v", "-d", "-c"}, {"devices", "-x"},
+		{"devices", "-vs"}, {"devices", "-v", "-S", "1"}, {"devices", "--", "-v"}, {"-d", "devices", "-s"},
 	}
 	for _, args := range cases {
 		rs, ro, re := execute(t, rping, env, args...)

@@ -52,6 +52,9 @@ func main() {
 // run is the whole command without process-global effects: it parses args
 // (rping's argv without the program name) and returns the exit status.
 func run(ctx context.Context, args []string, posix bool, stdout, stderr io.Writer) int {
+	if isDevicesCommand(args) {
+		return runDevices(args[1:], stdout, stderr)
+	}
 	status := 0
 	app := &cli.App{
 		Name:                  "gorping",
