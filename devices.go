@@ -264,9 +264,12 @@ func writeDevices(w io.Writer, doc devicesDoc, verbose bool) {
 		kv(1, "uverbs", fmt.Sprintf("%s (ABI %d)", d.Path, d.ABI))
 		kv(1, "node_guid", d.NodeGUID)
 		if verbose {
-			kv(1, "node_type", d.NodeType)
-			kv(1, "fw_ver", d.FWVersion)
-			kv(1, "sys_image_guid", d.SysImageGUID)
+			// Empty attributes (rxe has no firmware version) are left out, as in the JSON.
+			for _, f := range [][2]string{{"node_type", d.NodeType}, {"fw_ver", d.FWVersion}, {"sys_image_guid", d.SysImageGUID}} {
+				if f[1] != "" {
+					kv(1, f[0], f[1])
+				}
+			}
 		}
 		if d.Error != "" {
 			kv(1, "error", d.Error)

@@ -77,6 +77,7 @@ func TestWriteDevices(t *testing.T) {
 		"\n  provider        yes\n",
 		"\n  uverbs          /dev/infiniband/uverbs0 (ABI 2)\n",
 		"\n  node_guid       5054:00ff:fe12:3456\n",
+		"\n  fw_ver          0.0.0\n",
 		"\n  port 1\n",
 		"\n    state           ACTIVE\n",
 		"\n    physical_state  LINK_UP\n",
@@ -96,6 +97,9 @@ func TestWriteDevices(t *testing.T) {
 		if !strings.Contains(out, line) {
 			t.Errorf("output lacks %q:\n%s", line, out)
 		}
+	}
+	if strings.Contains(out, " \n") {
+		t.Errorf("trailing blanks:\n%s", out)
 	}
 	b.Reset()
 	writeDevices(&b, sampleDoc, false)
