@@ -40,7 +40,7 @@ func (d CounterDelta) Delta() uint64 {
 // ReadCounters snapshots the counters of ibdev's port: ports/<port>/counters/,
 // ports/<port>/hw_counters/ and the device-wide hw_counters/.
 func ReadCounters(ibdev string, port int) (CounterSnapshot, error) {
-	return readCounters(sysfsRoot, ibdev, port)
+	return readCounters(infoSysfs(), ibdev, port)
 }
 
 func readCounters(root, ibdev string, port int) (CounterSnapshot, error) {

@@ -17,6 +17,10 @@ import (
 // plus what netlink lacks (link layer, rate, the GID table with types and netdevs). The
 // active MTU is not in sysfs; it needs QUERY_PORT on a context (Context.QueryPort).
 
+// infoSysfs is the sysfs root the read-only helpers here and in counters.go use; the one
+// place that names where sysfs is (tests point it at a fake tree).
+func infoSysfs() string { return sysfsRoot }
+
 // PhysState is a port's physical state (the number sysfs prints before the name).
 type PhysState uint8
 
@@ -78,7 +82,7 @@ type DeviceInfo struct {
 // ReadDeviceInfo reads the device-wide sysfs attributes of ibdev. Missing attributes are
 // left empty.
 func ReadDeviceInfo(ibdev string) DeviceInfo {
-	return readDeviceInfo(sysfsRoot, ibdev)
+	return readDeviceInfo(infoSysfs(), ibdev)
 }
 
 func readDeviceInfo(root, ibdev string) DeviceInfo {
@@ -98,7 +102,7 @@ func readDeviceInfo(root, ibdev string) DeviceInfo {
 // ReadPorts reads every port of ibdev from sysfs, in port order; with gids it also reads
 // the valid GID table entries.
 func ReadPorts(ibdev string, gids bool) ([]PortInfo, error) {
-	return readPorts(sysfsRoot, ibdev, gids)
+	return readPorts(infoSysfs(), ibdev, gids)
 }
 
 func readPorts(root, ibdev string, gids bool) ([]PortInfo, error) {
@@ -234,7 +238,7 @@ func readPortGIDs(pdir string, ll LinkLayer, all bool) ([]PortGID, error) {
 
 // NetdevMTU reads a network device's MTU from sysfs.
 func NetdevMTU(netdev string) (int, error) {
-	return netdevMTU(sysfsRoot, netdev)
+	return netdevMTU(infoSysfs(), netdev)
 }
 
 func netdevMTU(root, netdev string) (int, error) {

@@ -437,3 +437,48 @@ func TestDevicesMTUCheck(t *testing.T) {
 		t.Errorf("fitting path flagged: %q", w)
 	}
 }
+
+// TestDevicesGIDsMatchIoctl: the sysfs GID table `gorping devices -v` shows is the one the
+// kernel returns through QUERY_GID_TABLE (index, GID, type, netdev by ifindex).
+func TestDevicesGIDsMatchIoctl(t *testing.T) {
+	dev := uverbs.Device{}
+	devs, err := uverbs.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range devs {
+		if d.Name == "rxe0" {
+			dev = d
+		}
+	}
+	if dev.Name == "" {
+		t.Fatalf("no rxe0 in %+v", devs)
+	}
+	ctx, err := uverbs.Open(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctx.Close()
+	ents, err := ctx.GIDTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports, err := uverbs.ReadPorts(dev.Name, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromSysfs := map[string]bool{}
+	for _, p := range ports {
+		for _, g := range p.GIDs {
+			ifi := sysfs(t, "/sys/class/net/"+g.Netdev+"/ifindex")
+			fromSysfs[fmt.Sprintf("%d/%d %s %d %s", p.Port, g.Index, g.GID, g.Type, ifi)] = true
+		}
+	}
+	fromIoctl := map[string]bool{}
+	for _, e := range ents {
+		fromIoctl[fmt.Sprintf("%d/%d %s %d %d", e.Port, e.Index, netip.AddrFrom16(e.GID), e.Type, e.IfIndex)] = true
+	}
+	if len(fromIoctl) == 0 || fmt.Sprint(fromSysfs) != fmt.Sprint(fromIoctl) {
+		t.Errorf("sysfs GIDs:\n%v\nQUERY_GID_TABLE:\n%v", fromSysfs, fromIoctl)
+	}
+}
