@@ -338,22 +338,31 @@ func TestDevicesCounterDiff(t *testing.T) {
 	CheckStockExit(t, "client", cli)
 	srv.Wait(t, 30*time.Second)
 
-	after, err := uverbs.ReadCounters("rxe0", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	moved := uverbs.DiffCounters(before, after)
+	// The kernel serves hw_counters from a cache refreshed at most every `lifespan` ms, so
+	// wait (with a deadline) for the run to show rather than read once.
+	var after uverbs.CounterSnapshot
 	byName := map[string]uint64{}
-	for _, d := range moved {
-		byName[d.Name] = d.Delta()
-		t.Logf("moved: %s %d -> %d (+%d)", d.Name, d.Before, d.After, d.Delta())
-	}
-	// Each ping is at least a SEND each way; client and server share rxe0, so both counters
-	// see every packet of both sides.
-	for _, c := range []string{"ports/1/hw_counters/sent_pkts", "ports/1/hw_counters/rcvd_pkts"} {
-		if byName[c] < 2*pings {
-			t.Errorf("%s moved by %d over %d pings, want at least %d; moved: %v", c, byName[c], pings, 2*pings, byName)
+	deadline := time.Now().Add(10 * time.Second)
+	for polls := 1; ; polls++ {
+		if after, err = uverbs.ReadCounters("rxe0", 1); err != nil {
+			t.Fatal(err)
 		}
+		clear(byName)
+		for _, d := range uverbs.DiffCounters(before, after) {
+			byName[d.Name] = d.Delta()
+		}
+		// Each ping is at least a SEND each way; client and server share rxe0, so both
+		// counters see every packet of both sides.
+		sent, rcvd := byName["ports/1/hw_counters/sent_pkts"], byName["ports/1/hw_counters/rcvd_pkts"]
+		if sent >= 2*pings && rcvd >= 2*pings {
+			t.Logf("after %d reads: moved %v", polls, byName)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d reads over 10s: sent_pkts moved by %d, rcvd_pkts by %d over %d pings, want at least %d each\nbefore %v\nafter %v",
+				polls, sent, rcvd, pings, 2*pings, before.Values, after.Values)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if len(uverbs.DiffCounters(after, after)) != 0 {
 		t.Error("a snapshot differs from itself")
