@@ -29,6 +29,9 @@ func rxeTree(t *testing.T) string {
 		p + "gids/2":                           "0000:0000:0000:0000:0000:0000:0000:0000\n",
 		p + "gids/3":                           "0000:0000:0000:0000:0000:ffff:c000:0201\n",
 		p + "gids/10":                          "0000:0000:0000:0000:0000:0000:0000:0000\n",
+		p + "gids/11":                          "fe80:0000:0000:0000:5054:00ff:fe12:3456\n",
+		p + "gid_attrs/types/11":               "IB/RoCE v1\n",
+		p + "gid_attrs/ndevs/11":               "d0.5\n",
 		p + "gid_attrs/types/0":                "RoCE v2\n",
 		p + "gid_attrs/types/1":                "RoCE v2\n",
 		p + "gid_attrs/types/3":                "RoCE v2\n",
@@ -53,6 +56,8 @@ func TestReadPortsRxe(t *testing.T) {
 			{Index: 0, GID: netip.MustParseAddr("fe80::5054:ff:fe12:3456"), Type: GIDTypeRoCEv2, Netdev: "d0"},
 			{Index: 1, GID: netip.MustParseAddr("2001:db8::1"), Type: GIDTypeRoCEv2, Netdev: "d0"},
 			{Index: 3, GID: netip.MustParseAddr("::ffff:192.0.2.1"), Type: GIDTypeRoCEv2, Netdev: "d0"},
+			// "IB/RoCE v1" on an Ethernet port is RoCE v1 (mlx5 lists every address as v1 and v2).
+			{Index: 11, GID: netip.MustParseAddr("fe80::5054:ff:fe12:3456"), Type: GIDTypeRoCEv1, Netdev: "d0.5"},
 		},
 	}}
 	if !reflect.DeepEqual(ports, want) {
