@@ -61,7 +61,7 @@ func buildBinary(t *testing.T) string {
 // execute runs bin and returns its exit status and output.
 func execute(t *testing.T, bin string, env []string, args ...string) (int, string, string) {
 	t.Helper()
-	return runCmd(t, exec.Command(bin, args...), env)
+	return runChild(t, exec.Command(bin, args...), env)
 }
 
 // executeStock is execute for stock rping, with this machine's RDMA hidden.
@@ -71,10 +71,10 @@ func executeStock(t *testing.T, bin string, env []string, args ...string) (int, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runCmd(t, cmd, env)
+	return runChild(t, cmd, env)
 }
 
-func runCmd(t *testing.T, cmd *exec.Cmd, env []string) (int, string, string) {
+func runChild(t *testing.T, cmd *exec.Cmd, env []string) (int, string, string) {
 	t.Helper()
 	bin, args := cmd.Path, cmd.Args[1:]
 	cmd.Env = env
@@ -110,6 +110,9 @@ func TestBinaryExitStatus(t *testing.T) {
 		{[]string{"-a", "1.2.3.4.5.6.7", "-s", "-a", "256.1.1.1"}, nil, -1, "", ""}, // exit code depends on DNS; checked below
 		{[]string{"--version"}, nil, 0, "gorping v9.9.9 (rping-compatible, rdma-core 44 protocol)\n", ""},
 		{[]string{"--help"}, nil, 0, wantUsage, ""},
+		{[]string{"devices"}, nil, 19, "", "No RDMA devices were detected\n"},
+		{[]string{"devices", "-v", "--json"}, []string{"POSIXLY_CORRECT="}, 19, "{\n  \"devices\": []\n}\n", "No RDMA devices were detected\n"},
+		{[]string{"devices", "-s"}, nil, 19, "", "No RDMA devices were detected\n"},
 	} {
 		env := append(os.Environ(), tc.env...)
 		if tc.env == nil {
@@ -218,6 +221,9 @@ func TestSameAsRping(t *testing.T) {
 		{"-a", "fe80::1%nosuchif", "-s"}, {"-a", "fe80::1%lo", "-s"},
 		{"-I", "127.0.0.1", "-c", "-a", "127.0.0.1", "-d"}, {"-", "-s"}, {"-sa127.0.0.1"},
 		{"-vvVV", "-s", "-q", "-P"}, {"-h"}, {"-s", "-d", "-S", "1", "-C", "-2"},
+		// Lines starting with "devices" that are not the devices subcommand (devices.go).
+		{"devices", "-s"}, {"devices", "-d", "-s"}, {"devices", "-v", "-d", "-c"}, {"devices", "-x"},
+		{"devices", "-vs"}, {"devices", "-v", "-S", "1"}, {"devices", "--", "-v"}, {"-d", "devices", "-s"},
 	}
 	for _, args := range cases {
 		rs, ro, re := executeStock(t, rping, env, args...)

@@ -63,6 +63,9 @@ func run(ctx context.Context, args []string, posix bool, stdout, stderr io.Write
 // as its normal end, with the exit status returned: a client with --stats or
 // --json reports its summary and exits as ping(8) does.
 func runCmd(ctx context.Context, args []string, posix bool, stdout, stderr io.Writer) (status int, signalEndsRun bool) {
+	if isDevicesCommand(args) {
+		return runDevices(args[1:], stdout, stderr), false
+	}
 	app := &cli.App{
 		Name:                  "gorping",
 		Usage:                 "RDMA ping-pong test, compatible with rdma-core's rping",

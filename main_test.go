@@ -52,6 +52,17 @@ func TestRunUsageAndExitCodes(t *testing.T) {
 		{[]string{"--help"}, false, 0, wantUsage, ""},
 		{[]string{"-s", "--help"}, false, 0, wantUsage, ""},
 		{[]string{"help"}, false, 22, wantUsage, ""}, // a word, not cli's help command
+		// `devices` is a subcommand only as the first word followed by devices options
+		// alone (devices.go); everything else stays rping's.
+		{[]string{"devices", "-x"}, false, 22, wantUsage, ""},
+		{[]string{"devices", "-vx"}, false, 22, wantUsage, ""},
+		{[]string{"devices", "-d", "-s", "-p"}, false, 22, "server\n" + wantUsage, ""},
+		{[]string{"-v", "devices"}, false, 22, wantUsage, ""},
+		{[]string{"--", "devices"}, false, 22, wantUsage, ""},
+		{[]string{"devices", "--", "-v"}, false, 22, wantUsage, ""},
+		{[]string{"devices", "--help", "-s"}, false, 0, wantUsage, ""},
+		{[]string{"devices", "--help"}, false, 0, devicesUsage, ""},
+		{[]string{"devices", "-h"}, true, 0, devicesUsage, ""},
 	} {
 		st, out, errOut := runCLI(tc.posix, tc.args...)
 		if st != tc.status || out != tc.stdout || errOut != tc.stderr {

@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorping/gorping/internal/guesttest"
 )
 
 // removalLine is what rping prints on RDMA_CM_EVENT_DEVICE_REMOVAL before it
@@ -159,7 +161,7 @@ func (r *removal) waitDeleted(t *testing.T) {
 	case <-r.del.done:
 	case <-time.After(exitDeadline):
 		t.Errorf("rdma link delete %s still blocked %s after the test's processes ended; device users:\n%s",
-			r.link.dev, exitDeadline, describeResources(userResources(t)))
+			r.link.dev, exitDeadline, guesttest.Describe(guesttest.UserResources(t)))
 	}
 }
 

@@ -1,0 +1,317 @@
+package main
+
+// `gorping devices`: the RDMA devices of this machine, like ibv_devinfo and `rdma link`.
+//
+// Compatibility rule: rping ignores words that are not options, so `rping devices -s` runs a
+// server and must keep doing so. `devices` is therefore a subcommand only when it is the
+// first argument and every later argument is one of the devices options below. Each such
+// command line is a usage error for rping (no -s or -c; -h, --json and --verbose are
+// unknown options; --help prints the usage), so no command line that runs rping changes
+// meaning. Every other command line, `devices -s` or `devices -x` included, is rping's.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gorping/gorping/uverbs"
+)
+
+const devicesUsage = `usage: gorping devices [-v] [--json]
+List the RDMA devices with a uverbs node: driver, node GUID, ports with state, physical
+state, link layer, active MTU, rate and netdev, and whether gorping has a provider for the
+driver.
+	-v, --verbose	also node type, firmware, system image GUID, LIDs and the GID tables
+	--json		one JSON document instead of text
+	-h, --help	this text
+`
+
+// exitNoDevice is rping's status when it finds no RDMA device (ENODEV).
+const exitNoDevice = 19
+
+// isDevicesCommand applies the compatibility rule above to rping's argv (without the
+// program name).
+func isDevicesCommand(args []string) bool {
+	if len(args) == 0 || args[0] != "devices" {
+		return false
+	}
+	for _, a := range args[1:] {
+		switch a {
+		case "-v", "--verbose", "--json", "-h", "--help":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// runDevices runs `gorping devices`; args are the words after "devices", already checked
+// by isDevicesCommand.
+func runDevices(args []string, stdout, stderr io.Writer) int {
+	verbose, asJSON := false, false
+	for _, a := range args {
+		switch a {
+		case "-v", "--verbose":
+			verbose = true
+		case "--json":
+			asJSON = true
+		case "-h", "--help":
+			io.WriteString(stdout, devicesUsage)
+			return 0
+		}
+	}
+	doc, err := collectDevices(verbose)
+	if err != nil {
+		fmt.Fprintf(stderr, "gorping devices: %v\n", err)
+		return 1
+	}
+	if asJSON {
+		b, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			fmt.Fprintf(stderr, "gorping devices: %v\n", err)
+			return 1
+		}
+		stdout.Write(append(b, '\n'))
+	} else {
+		writeDevices(stdout, doc, verbose)
+	}
+	if len(doc.Devices) == 0 {
+		fmt.Fprintln(stderr, "No RDMA devices were detected")
+		return exitNoDevice
+	}
+	return 0
+}
+
+// devicesDoc is the --json document; README.md documents the schema.
+type devicesDoc struct {
+	Devices []deviceDoc `json:"devices"`
+}
+
+type deviceDoc struct {
+	Name         string    `json:"name"`
+	Index        int       `json:"index"` // kernel ib_device index, -1 if unknown
+	Driver       string    `json:"driver"`
+	DriverID     uint32    `json:"driver_id"`
+	Provider     bool      `json:"provider"` // gorping has a provider for the driver
+	Uverbs       string    `json:"uverbs"`
+	Path         string    `json:"path"`
+	ABI          int       `json:"abi"`
+	NodeGUID     string    `json:"node_guid"`
+	NodeType     string    `json:"node_type,omitempty"`      // -v
+	FWVersion    string    `json:"fw_ver,omitempty"`         // -v
+	SysImageGUID string    `json:"sys_image_guid,omitempty"` // -v
+	Ports        []portDoc `json:"ports"`
+	Error        string    `json:"error,omitempty"` // ports could not be read
+}
+
+type portDoc struct {
+	Port       int      `json:"port"`
+	State      string   `json:"state"`
+	PhysState  string   `json:"physical_state"`
+	LinkLayer  string   `json:"link_layer"`
+	ActiveMTU  int      `json:"active_mtu,omitempty"` // bytes; absent when unknown
+	MaxMTU     int      `json:"max_mtu,omitempty"`
+	MTUError   string   `json:"mtu_error,omitempty"` // why the MTUs are unknown
+	Rate       string   `json:"rate,omitempty"`
+	LID        *uint16  `json:"lid,omitempty"`    // InfiniBand, -v
+	SMLID      *uint16  `json:"sm_lid,omitempty"` // InfiniBand, -v
+	Netdev     string   `json:"netdev,omitempty"`
+	NetdevMTU  int      `json:"netdev_mtu,omitempty"`
+	MTUWarning string   `json:"mtu_warning,omitempty"`
+	GIDs       []gidDoc `json:"gids,omitempty"` // -v
+}
+
+type gidDoc struct {
+	Index  int    `json:"index"`
+	GID    string `json:"gid"`
+	Type   string `json:"type"` // "IB", "RoCE v1", "RoCE v2"
+	Netdev string `json:"netdev,omitempty"`
+}
+
+// collectDevices gathers everything from RDMA netlink (the device list, via
+// uverbs.Devices) and sysfs. The active MTU is only in QUERY_PORT, so for a device gorping
+// has a provider for it opens a uverbs context for the query; otherwise the MTU is left
+// unknown with the reason.
+func collectDevices(verbose bool) (devicesDoc, error) {
+	devs, err := uverbs.Devices()
+	if err != nil {
+		return devicesDoc{}, err
+	}
+	doc := devicesDoc{Devices: []deviceDoc{}}
+	for _, d := range devs {
+		dd := deviceDoc{
+			Name: d.Name, Index: d.Index, Driver: d.Driver, DriverID: d.DriverID,
+			Provider: uverbs.HasProvider(d), Uverbs: d.Uverbs, Path: d.Path, ABI: d.ABI,
+			NodeGUID: formatGUID(d.NodeGUID), Ports: []portDoc{},
+		}
+		if verbose {
+			di := uverbs.ReadDeviceInfo(d.Name)
+			dd.NodeType, dd.FWVersion = di.NodeType, di.FWVersion
+			if di.SysImageGUID != 0 {
+				dd.SysImageGUID = formatGUID(di.SysImageGUID)
+			}
+		}
+		ports, err := uverbs.ReadPorts(d.Name, verbose)
+		if err != nil {
+			dd.Error = err.Error()
+			doc.Devices = append(doc.Devices, dd)
+			continue
+		}
+		mtus := queryMTUs(d, ports)
+		for _, p := range ports {
+			pd := portDoc{
+				Port: p.Port, State: p.State.String(), PhysState: p.PhysState.String(),
+				LinkLayer: p.LinkLayer.String(), Rate: p.Rate, Netdev: p.Netdev,
+			}
+			var active uverbs.MTU
+			if m, ok := mtus.ports[p.Port]; ok {
+				active = m.ActiveMTU
+				pd.ActiveMTU, pd.MaxMTU = m.ActiveMTU.Bytes(), m.MaxMTU.Bytes()
+			} else {
+				pd.MTUError = mtus.err
+			}
+			if p.Netdev != "" {
+				if n, err := uverbs.NetdevMTU(p.Netdev); err == nil {
+					pd.NetdevMTU = n
+				}
+			}
+			pd.MTUWarning = uverbs.CheckMTU(uverbs.MTUFacts{
+				ActiveMTU: active, LinkLayer: p.LinkLayer, Netdev: p.Netdev, NetdevMTU: pd.NetdevMTU,
+			})
+			if verbose && p.LinkLayer == uverbs.LinkLayerInfiniBand {
+				lid, smlid := p.LID, p.SMLID
+				pd.LID, pd.SMLID = &lid, &smlid
+			}
+			if verbose {
+				for _, g := range p.GIDs {
+					pd.GIDs = append(pd.GIDs, gidDoc{Index: g.Index, GID: g.GID.String(), Type: uverbs.GIDTypeName(g.Type), Netdev: g.Netdev})
+				}
+			}
+			dd.Ports = append(dd.Ports, pd)
+		}
+		doc.Devices = append(doc.Devices, dd)
+	}
+	return doc, nil
+}
+
+type portMTUs struct {
+	ports map[int]uverbs.PortAttr
+	err   string // set when ports is incomplete
+}
+
+// queryMTUs opens a uverbs context on d (only if gorping has its provider) and queries
+// every port.
+func queryMTUs(d uverbs.Device, ports []uverbs.PortInfo) portMTUs {
+	res := portMTUs{ports: map[int]uverbs.PortAttr{}}
+	if !uverbs.HasProvider(d) {
+		res.err = "needs a uverbs context; gorping has no provider for driver " + orUnknown(d.Driver)
+		return res
+	}
+	ctx, err := uverbs.Open(d)
+	if err != nil {
+		res.err = err.Error()
+		return res
+	}
+	defer ctx.Close()
+	for _, p := range ports {
+		if p.Port > 255 {
+			continue
+		}
+		pa, err := ctx.QueryPort(uint8(p.Port))
+		if err != nil {
+			res.err = err.Error()
+			continue
+		}
+		res.ports[p.Port] = pa
+	}
+	return res
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// formatGUID prints a GUID as sysfs and ibv_devinfo do: "5054:00ff:fe96:b707".
+func formatGUID(g uint64) string {
+	return fmt.Sprintf("%04x:%04x:%04x:%04x", g>>48, g>>32&0xffff, g>>16&0xffff, g&0xffff)
+}
+
+// writeDevices prints doc as aligned text.
+func writeDevices(w io.Writer, doc devicesDoc, verbose bool) {
+	for i, d := range doc.Devices {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w, d.Name)
+		kv := func(indent int, key, val string) {
+			fmt.Fprintf(w, "%s%-16s%s\n", strings.Repeat("  ", indent), key, val)
+		}
+		prov := "no (supported: " + strings.Join(uverbs.SupportedDrivers(), ", ") + ")"
+		if d.Provider {
+			prov = "yes"
+		}
+		drv := orUnknown(d.Driver)
+		if d.DriverID != 0 {
+			drv += fmt.Sprintf(" (driver id %d)", d.DriverID)
+		}
+		kv(1, "driver", drv)
+		kv(1, "provider", prov)
+		kv(1, "uverbs", fmt.Sprintf("%s (ABI %d)", d.Path, d.ABI))
+		kv(1, "node_guid", d.NodeGUID)
+		if verbose {
+			// Empty attributes (rxe has no firmware version) are left out, as in the JSON.
+			for _, f := range [][2]string{{"node_type", d.NodeType}, {"fw_ver", d.FWVersion}, {"sys_image_guid", d.SysImageGUID}} {
+				if f[1] != "" {
+					kv(1, f[0], f[1])
+				}
+			}
+		}
+		if d.Error != "" {
+			kv(1, "error", d.Error)
+		}
+		for _, p := range d.Ports {
+			fmt.Fprintf(w, "  port %d\n", p.Port)
+			kv(2, "state", p.State)
+			kv(2, "physical_state", p.PhysState)
+			kv(2, "link_layer", p.LinkLayer)
+			if p.ActiveMTU > 0 {
+				kv(2, "active_mtu", fmt.Sprintf("%d (max %d)", p.ActiveMTU, p.MaxMTU))
+			} else {
+				kv(2, "active_mtu", "unknown: "+p.MTUError)
+			}
+			if p.Rate != "" {
+				kv(2, "rate", p.Rate)
+			}
+			if verbose && p.LID != nil {
+				kv(2, "lid", fmt.Sprintf("0x%x", *p.LID))
+				kv(2, "sm_lid", fmt.Sprintf("0x%x", *p.SMLID))
+			}
+			if p.Netdev != "" {
+				nd := p.Netdev
+				if p.NetdevMTU > 0 {
+					nd += fmt.Sprintf(" (mtu %d)", p.NetdevMTU)
+				}
+				kv(2, "netdev", nd)
+			}
+			if p.MTUWarning != "" {
+				kv(2, "warning", p.MTUWarning)
+			}
+			if verbose {
+				kv(2, "gids", fmt.Sprintf("%d valid", len(p.GIDs)))
+				if len(p.GIDs) > 0 {
+					tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+					fmt.Fprintln(tw, "      index\tgid\ttype\tnetdev")
+					for _, g := range p.GIDs {
+						fmt.Fprintf(tw, "      %d\t%s\t%s\t%s\n", g.Index, g.GID, g.Type, g.Netdev)
+					}
+					tw.Flush()
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,27 @@
+//go:build !guest
+
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
+)
+
+// On this RDMA-less host `gorping devices` says so, as rping would, in both forms.
+func TestDevicesWithoutRDMA(t *testing.T) {
+	hostenvtest.NoRDMA(t)
+	st, out, errOut := runCLI(false, "devices", "-v")
+	if st != 19 || out != "" || errOut != "No RDMA devices were detected\n" {
+		t.Errorf("devices -v: exit %d stdout %q stderr %q", st, out, errOut)
+	}
+	st, out, errOut = runCLI(false, "devices", "--json")
+	var doc devicesDoc
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Devices == nil || len(doc.Devices) != 0 {
+		t.Errorf("devices --json: %q does not parse to an empty device list: %v", out, err)
+	}
+	if st != 19 || errOut != "No RDMA devices were detected\n" {
+		t.Errorf("devices --json: exit %d stderr %q", st, errOut)
+	}
+}
