@@ -127,6 +127,14 @@ func (p *Proc) Wait(t testing.TB, timeout time.Duration) int {
 		p.Kill()
 		t.Fatalf("%s did not exit within %s\nstdout:\n%s\nstderr:\n%s", p.Name, timeout, p.Stdout(), p.Stderr())
 	}
+	return exitCode(t, p)
+}
+
+// exitCode is the exit status of p, which has exited or is about to (-1:
+// killed by a signal).
+func exitCode(t testing.TB, p *Proc) int {
+	t.Helper()
+	<-p.done
 	var ee *exec.ExitError
 	switch {
 	case p.err == nil:

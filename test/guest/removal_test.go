@@ -12,7 +12,6 @@ package guest
 // was.
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -65,21 +64,6 @@ func gidOf(addr string) string {
 		g = append(g, fmt.Sprintf("%02x%02x", b[i], b[i+1]))
 	}
 	return strings.Join(g, ":")
-}
-
-// exitCode is the exit status of p, which has exited (-1: killed by a signal).
-func exitCode(t testing.TB, p *Proc) int {
-	t.Helper()
-	<-p.done
-	var ee *exec.ExitError
-	switch {
-	case p.err == nil:
-		return 0
-	case errors.As(p.err, &ee):
-		return ee.ExitCode()
-	}
-	t.Fatalf("wait for %s: %v", p.Name, p.err)
-	return -1
 }
 
 // removal is one `rdma link delete` in flight and what must end because of it.
