@@ -37,6 +37,7 @@ func main() {
 		cancel()
 	}()
 	_, posix := os.LookupEnv("POSIXLY_CORRECT")
+	schedule = oneProcForEvents
 	code, signalEndsRun := runCmd(ctx, os.Args[1:], posix, os.Stdout, os.Stderr)
 	select {
 	case s := <-caught:
@@ -50,6 +51,28 @@ func main() {
 	default:
 	}
 	os.Exit(code)
+}
+
+// schedule makes the process-wide scheduler choice for a run. main sets it;
+// tests that call runCmd in-process leave it nil.
+var schedule func(cfg rping.Config)
+
+// oneProcForEvents runs an event-mode gorping on one P (GOMAXPROCS=1). Each
+// completion event wakes the ping loop from the netpoller; with a second P the
+// runtime also wakes and spins another thread looking for work, which costs a
+// thread hand-off and CPU per event. `make bench` measured the difference in one
+// guest: gorping x gorping went from 1.15x stock rping's wall time and 1.56x its
+// CPU time to 0.77x and 0.96x (README, Performance figures). --poll keeps every
+// CPU: each busy-polling loop needs one of its own. A GOMAXPROCS in the
+// environment is the user's choice and wins.
+func oneProcForEvents(cfg rping.Config) {
+	if cfg.Poll {
+		return
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); set {
+		return
+	}
+	runtime.GOMAXPROCS(1)
 }
 
 // run is the whole command without process-global effects: it parses args
@@ -90,6 +113,9 @@ func runCmd(ctx context.Context, args []string, posix bool, stdout, stderr io.Wr
 				status = st
 			case actRun:
 				signalEndsRun = !cfg.Server && (cfg.Stats || cfg.JSON)
+				if schedule != nil {
+					schedule(cfg)
+				}
 				status = rping.Run(ctx, cfg)
 			}
 			return nil
