@@ -41,6 +41,10 @@ type cqWait struct {
 	ch   compWaiter
 	out  *printer
 	busy bool
+	// spin, if set, runs on every empty poll of a busy-polling next. The product
+	// leaves it nil (never yield, see above); the ConnectX-model test sets
+	// runtime.Gosched, because its "NIC" is a goroutine that needs the same CPUs.
+	spin func()
 
 	wc       [16]uverbs.WC
 	head, n  int  // wc[head:n] are polled but not yet delivered
@@ -94,6 +98,9 @@ func (w *cqWait) next(ctx context.Context) (completion, error) {
 			return completion{}, err
 		}
 		if w.busy {
+			if w.spin != nil {
+				w.spin()
+			}
 			continue
 		}
 		if !w.armed {

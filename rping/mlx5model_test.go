@@ -7,7 +7,7 @@ package rping
 
 import (
 	"context"
-	"errors"
+	"io"
 	"runtime"
 	"testing"
 	"time"
@@ -19,7 +19,8 @@ import (
 // mlx5Conn is a conn over the mlx5 provider on the in-process ConnectX model: the same
 // uverbs calls the verbs glue makes (context, PD, channel, CQ, RC QP, registered buffers,
 // signaled SEND/READ/WRITE and RECV), connected by moving the QPs to RTS as rdma_cm
-// would. Next polls, arms, re-polls and sleeps on the completion channel, or busy-polls.
+// would. Next is the product's completion path (cqWait): it polls, arms, re-polls and
+// sleeps on the completion channel, or busy-polls.
 type mlx5Conn struct {
 	t    testing.TB
 	ctx  *uverbs.Context
@@ -29,23 +30,18 @@ type mlx5Conn struct {
 	qp   *uverbs.QP
 	bufs [numBufs]*uverbs.Buffer
 	mrs  [numBufs]*uverbs.MR
-	poll bool
+	wait *cqWait
 
-	wc       [16]uverbs.WC
-	head, n  int
-	armed    bool
-	disc     chan struct{} // closed by disconnect
-	discSent bool
-	recvWR   uverbs.RecvWR
-	sendWR   uverbs.SendWR
-	rdmaWR   uverbs.SendWR
+	recvWR uverbs.RecvWR
+	sendWR uverbs.SendWR
+	rdmaWR uverbs.SendWR
 }
 
 const mlx5Access = uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite
 
 func newMLX5Conn(t testing.TB, nic *mlx5model.NIC, size int, client, poll bool) *mlx5Conn {
 	t.Helper()
-	c := &mlx5Conn{t: t, poll: poll, disc: make(chan struct{})}
+	c := &mlx5Conn{t: t}
 	var err error
 	must := func(e error) {
 		t.Helper()
@@ -61,6 +57,14 @@ func newMLX5Conn(t testing.TB, nic *mlx5model.NIC, size int, client, poll bool) 
 	must(err)
 	c.cq, err = c.ctx.CreateCQ(cqDepth, c.ch, 0)
 	must(err)
+	// A failure of the completion path reaches the ping loop as compError, which fails the run.
+	c.wait = newCQWait(c.cq, c.ch, &printer{stdout: io.Discard, stderr: io.Discard}, poll, false)
+	if poll {
+		// --poll never yields; here the "NIC" is a goroutine on the same CPUs, and on
+		// a 2-CPU machine two loops that never yield would leave it only the runtime's
+		// 10 ms preemptions.
+		c.wait.spin = runtime.Gosched
+	}
 	c.qp, err = c.pd.CreateQP(uverbs.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq, Type: uverbs.QPTypeRC,
 		Cap: uverbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: advertLen}})
 	must(err)
@@ -120,7 +124,7 @@ func connectMLX5(t testing.TB, a, b *mlx5Conn) {
 func disconnectMLX5(a, b *mlx5Conn) {
 	for _, c := range []*mlx5Conn{a, b} {
 		c.qp.Modify(&uverbs.QPAttr{State: uverbs.QPSErr}, uverbs.QPAttrState)
-		close(c.disc)
+		c.wait.deliverCM(context.Background(), completion{kind: compDisconnected})
 	}
 }
 
@@ -144,55 +148,7 @@ func (c *mlx5Conn) rdma(op uverbs.WROpcode, n int, raddr uint64, rkey uint32) er
 	return c.qp.PostSend(&c.rdmaWR)
 }
 
-func (c *mlx5Conn) Next(ctx context.Context) (completion, error) {
-	for {
-		if c.head < c.n {
-			c.head++
-			return wcCompletion(&c.wc[c.head-1]), nil
-		}
-		n, err := c.cq.Poll(c.wc[:])
-		if err != nil {
-			return completion{}, err
-		}
-		if c.head, c.n = 0, n; n > 0 {
-			continue
-		}
-		select {
-		case <-c.disc: // CM events only once the CQ is empty
-			if !c.discSent {
-				c.discSent = true
-				return completion{kind: compDisconnected}, nil
-			}
-		default:
-		}
-		if err := ctx.Err(); err != nil {
-			return completion{}, err
-		}
-		if c.poll {
-			runtime.Gosched()
-			continue
-		}
-		if !c.armed {
-			if err := c.cq.Arm(false); err != nil {
-				return completion{}, err
-			}
-			c.armed = true
-			continue // re-poll: a CQE may have landed before the arm
-		}
-		// Sleep on the channel; wake up now and then to see a disconnect.
-		wctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-		_, err = c.ch.Wait(wctx)
-		cancel()
-		switch {
-		case err == nil:
-			c.cq.Ack(1)
-			c.armed = false
-		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		default:
-			return completion{}, err
-		}
-	}
-}
+func (c *mlx5Conn) Next(ctx context.Context) (completion, error) { return c.wait.next(ctx) }
 
 func (c *mlx5Conn) Grow(size int) error {
 	if err := c.mrs[bufRDMA].Dereg(); err != nil {

@@ -207,6 +207,7 @@ func (c *verbsConn) watchCM() {
 
 func (c *verbsConn) cmLoop(ctx context.Context) {
 	defer c.wg.Done()
+	disconnected := false
 	for {
 		ev, err := c.id.Event(ctx)
 		if err != nil {
@@ -215,7 +216,16 @@ func (c *verbsConn) cmLoop(ctx context.Context) {
 		if c.out.debug {
 			c.out.debugf("cma_event type %s cma_id %p (%s)\n", ev.Type, c.id, c.label)
 		}
+		if ev.Type == rdmacm.EventTimewaitExit && disconnected {
+			// The connection's last event. rping destroys its id right after the
+			// disconnect and so (nearly) never sees it; gorping's id lives until the
+			// connection's teardown, and reporting it as "unhandled" would be noise.
+			continue
+		}
 		comp, ok := cmCompletion(c.out, ev, c.role)
+		if comp.kind == compDisconnected {
+			disconnected = true
+		}
 		if ok && !c.wait.deliverCM(ctx, comp) {
 			return
 		}
