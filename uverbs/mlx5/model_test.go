@@ -28,6 +28,10 @@ type side struct {
 	poll bool // busy-poll instead of waiting for events
 	wc   [4]uverbs.WC
 	have []uverbs.WC
+	// armed: an event is requested and not yet read. Like the product's loop, arm
+	// again only after reading that event; re-arming on every call would leave one
+	// unread event per arm in the channel (the kernel queues them all too).
+	armed bool
 }
 
 const (
@@ -110,7 +114,6 @@ func connect(t testing.TB, a, b *side) {
 func (s *side) next() uverbs.WC {
 	s.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	armed := false
 	for {
 		if len(s.have) > 0 {
 			wc := s.have[0]
@@ -132,11 +135,11 @@ func (s *side) next() uverbs.WC {
 			runtime.Gosched() // the model's engine shares the CPUs
 			continue
 		}
-		if !armed {
+		if !s.armed {
 			if err := s.cq.Arm(false); err != nil {
 				s.t.Fatal(err)
 			}
-			armed = true
+			s.armed = true
 			continue // re-poll: a completion may have arrived before the arm
 		}
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
@@ -146,7 +149,7 @@ func (s *side) next() uverbs.WC {
 			s.t.Fatalf("waiting for a completion event: %v; CQ: %s", err, s.cq.Describe())
 		}
 		cq.Ack(1)
-		armed = false
+		s.armed = false
 	}
 }
 

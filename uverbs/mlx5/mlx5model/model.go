@@ -541,8 +541,11 @@ func (n *NIC) checkArm(c *mcq) bool {
 		c.armed = false
 		var ev [8]byte
 		binary.LittleEndian.PutUint64(ev[:], c.cookie)
+		// A full channel means events go unread (a loop that re-arms without
+		// reading them): fail then, rather than block the engine under n.mu.
+		c.channel.SetWriteDeadline(time.Now().Add(time.Second))
 		if _, err := c.channel.Write(ev[:]); err != nil {
-			n.fail("CQ %#x: completion event: %v", c.cqn, err)
+			n.fail("CQ %#x: completion event: %v (is the channel read?)", c.cqn, err)
 		}
 		c.events++
 		n.stats.Events++
