@@ -61,6 +61,10 @@ type Report struct {
 	Step         Step   // where an infrastructure failure happened ("" if none)
 	Payload      string // "tests" or "cmd": what the run step ran
 	Fetch, Build time.Duration
+	// Failures are the console's failure lines (go test's "--- FAIL" with
+	// the log lines under it, panics, failed test binaries), repeated in the
+	// matrix summary so a CI log's tail says what failed, not only where.
+	Failures []string
 }
 
 // Passed reports whether the guest ran the payload and it exited 0.
@@ -156,11 +160,15 @@ func Run(ctx context.Context, o Options) (rep Report) {
 		return fail(StepBoot, err)
 	}
 	defer guest.Kill()
+	var failures failureLog
+	failures.marker = MarkerPrefix(img.nonce)
 	res := Supervise(ctx, guest.Lines, NewClassifier(img.nonce), o.Timeouts.Deadlines, func(line string) {
+		failures.add(line)
 		if !o.Interactive { // interactive: qemu.Start passes the console through raw
 			log.Line(line)
 		}
 	})
+	rep.Failures = failures.lines
 	guest.Kill()
 	if res.Kernel == "" {
 		res.Kernel = rep.Kernel

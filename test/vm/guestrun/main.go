@@ -155,12 +155,15 @@ func run() int {
 		}
 	}
 	code, passed := 0, 0
-	if len(reports) > 1 {
+	if len(reports) > 1 || len(reports) == 1 && len(reports[0].Failures) > 0 {
 		fmt.Println("summary:")
 	}
 	for _, r := range reports {
 		if len(reports) > 1 {
 			fmt.Println("  " + r.Verdict())
+		}
+		for _, l := range r.Failures {
+			fmt.Println("    | " + l)
 		}
 		if r.ExitCode() == 0 {
 			passed++
