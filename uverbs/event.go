@@ -58,10 +58,9 @@ func (e *eventFile) read(ctx context.Context, n int) ([16]byte, error) {
 	e.watch(ctx)
 	// A cancellation of an earlier context may have left a past deadline behind.
 	if e.deadlineSet {
-		if err := e.f.SetReadDeadline(time.Time{}); err != nil {
-			return e.buf, e.closedOr(err)
+		if err := e.clearDeadline(ctx); err != nil {
+			return e.buf, err
 		}
-		e.deadlineSet = false
 	}
 	for {
 		k, err := e.f.Read(e.buf[:n])
@@ -77,14 +76,26 @@ func (e *eventFile) read(ctx context.Context, n int) ([16]byte, error) {
 				return e.buf, cerr
 			}
 			// A late cancellation of an earlier context; ours is alive, keep waiting.
-			if err := e.f.SetReadDeadline(time.Time{}); err != nil {
-				return e.buf, e.closedOr(err)
+			if err := e.clearDeadline(ctx); err != nil {
+				return e.buf, err
 			}
-			e.deadlineSet = false
 		default:
 			return e.buf, e.closedOr(fmt.Errorf("uverbs: read %s: %w", e.f.Name(), err))
 		}
 	}
+}
+
+// clearDeadline removes a past deadline an earlier context's cancellation left
+// behind. ctx's own cancellation may set its past deadline just before the
+// clear wipes it out, so ctx is checked after the clear: a cancelled context
+// is marked done before its hook runs, and a cancellation after the check
+// sets a deadline the next Read sees. Called with e.mu held.
+func (e *eventFile) clearDeadline(ctx context.Context) error {
+	if err := e.f.SetReadDeadline(time.Time{}); err != nil {
+		return e.closedOr(err)
+	}
+	e.deadlineSet = false
+	return ctx.Err()
 }
 
 // watch makes ctx's cancellation interrupt a pending read by setting a deadline in the

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 
@@ -94,5 +95,31 @@ func TestEventReadClose(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("close did not wake the read")
+	}
+}
+
+// A cancellation that lands while a read clears the past deadline an earlier
+// context's cancellation left behind must still wake that read. (The async
+// event watcher hung this way in a guest run: each connection reads with a new
+// context, cancelled at teardown, racing the previous one's hook.)
+func TestEventReadCancelRacesStaleDeadline(t *testing.T) {
+	e, _ := newPipeEvents(t)
+	for i := 0; i < 3000; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { _, err := e.read(ctx, 8); done <- err }()
+		// Cancel at a varying point: before, during or after the read starts.
+		for j := 0; j < i%64; j++ {
+			runtime.Gosched()
+		}
+		cancel()
+		select {
+		case err := <-done:
+			if err != context.Canceled {
+				t.Fatalf("round %d: cancelled read returned %v", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: cancel did not wake the read", i)
+		}
 	}
 }
