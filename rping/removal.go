@@ -114,8 +114,8 @@ type asyncWatch struct {
 	done   chan struct{}
 }
 
-// watchAsync reads a connection's asynchronous events (next is the verbs
-// context's AsyncEvent) until ctx ends or stop is called. A fatal one
+// watchAsync reads a connection's asynchronous events (next is its
+// subscription's Next) until ctx ends or stop is called. A fatal one
 // (fatalAsync), or a failing read, is printed and ends the connection through
 // end.
 func watchAsync(ctx context.Context, next func(context.Context) (uverbs.AsyncEvent, error),

@@ -248,7 +248,11 @@ func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
 	ctx, end := context.WithCancelCause(ctx)
 	defer end(nil)
 	dev := c.vctx.Device().Name
-	aw := watchAsync(ctx, c.vctx.AsyncEvent, dev, c.qp, c.cq, c.port, out, end)
+	// Subscribed before connecting, so no event of this QP can be missed; the
+	// context may be shared with other connections, which see it too.
+	sub := c.vctx.SubscribeAsync()
+	defer sub.Close()
+	aw := watchAsync(ctx, sub.Next, dev, c.qp, c.cq, c.port, out, end)
 	defer aw.stop()
 	explain := func() {
 		pa, err := c.vctx.QueryPort(c.port)

@@ -1,13 +1,11 @@
 package uverbs
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
 
-	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -18,6 +16,7 @@ type Context struct {
 	prov           ProviderContext
 	cmd            *cmdPath
 	async          *eventFile
+	asyncFan       asyncFan // hands each async event to every subscriber
 	numCompVectors int
 
 	mu         sync.Mutex
@@ -333,28 +332,6 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 		ActiveSpeed:  r.ActiveSpeed,
 		GRHRequired:  r.Flags&1 != 0,
 	}, nil
-}
-
-// AsyncEvent waits for the next asynchronous event of the context. It returns ctx.Err()
-// when ctx ends and ErrClosed once the context is closed.
-func (c *Context) AsyncEvent(ctx context.Context) (AsyncEvent, error) {
-	b, err := c.async.read(ctx, 16)
-	if err != nil {
-		return AsyncEvent{}, err
-	}
-	var d asyncEventDesc
-	wire.Decode(&d, b[:])
-	ev := AsyncEvent{Type: AsyncEventType(d.EventType), Element: d.Element}
-	c.mu.Lock()
-	switch ev.Type {
-	case EventCQErr:
-		ev.CQ = c.cqs[d.Element]
-	case EventQPFatal, EventQPReqErr, EventQPAccessErr, EventCommEst, EventSQDrained,
-		EventPathMig, EventPathMigErr, EventQPLastWQEReached:
-		ev.QP = c.qps[d.Element]
-	}
-	c.mu.Unlock()
-	return ev, nil
 }
 
 // deviceAttrFromWire converts QUERY_DEVICE's answer; the GUIDs are __be64.

@@ -172,6 +172,10 @@ func TestAsyncEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sub := e.ctx.SubscribeAsync()
+	defer sub.Close()
+	other := e.ctx.SubscribeAsync() // every subscriber sees every event
+	defer other.Close()
 	events := [][]byte{
 		le(qp.cookie, uint32(EventCommEst), uint32(0)),
 		le(cq.cookie, uint32(EventCQErr), uint32(0)),
@@ -187,7 +191,7 @@ func TestAsyncEvent(t *testing.T) {
 		err error
 	}
 	get := func() res {
-		return within(t, 5*time.Second, func() res { ev, err := e.ctx.AsyncEvent(context.Background()); return res{ev, err} })
+		return within(t, 5*time.Second, func() res { ev, err := sub.Next(context.Background()); return res{ev, err} })
 	}
 	if r := get(); r.err != nil || r.ev.Type != EventCommEst || r.ev.QP != qp || r.ev.Element != qp.cookie {
 		t.Errorf("event 1 = %+v, %v", r.ev, r.err)
@@ -198,16 +202,34 @@ func TestAsyncEvent(t *testing.T) {
 	if r := get(); r.err != nil || r.ev.Type != EventPortActive || r.ev.Element != 1 || r.ev.CQ != nil || r.ev.QP != nil {
 		t.Errorf("event 3 = %+v, %v", r.ev, r.err)
 	}
-	// Close interrupts a pending AsyncEvent.
+	for i, want := range []AsyncEventType{EventCommEst, EventCQErr, EventPortActive} {
+		r := within(t, 5*time.Second, func() res { ev, err := other.Next(context.Background()); return res{ev, err} })
+		if r.err != nil || r.ev.Type != want {
+			t.Errorf("second subscriber's event %d = %+v, %v; want %v", i+1, r.ev, r.err, want)
+		}
+	}
+	// Cancelling one subscriber's wait leaves the other's alone.
+	cctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := other.Next(cctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Next with a cancelled context: %v", err)
+	}
+	if _, err := e.asyncW.Write(le(uint64(1), uint32(EventPortErr), uint32(0))); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(); r.err != nil || r.ev.Type != EventPortErr {
+		t.Errorf("event after the other's cancel = %+v, %v", r.ev, r.err)
+	}
+	// Close interrupts a pending Next.
 	done := make(chan error, 1)
-	go func() { _, err := e.ctx.AsyncEvent(context.Background()); done <- err }()
+	go func() { _, err := sub.Next(context.Background()); done <- err }()
 	e.ctx.Close()
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrClosed) {
-			t.Errorf("AsyncEvent after Close: %v, want ErrClosed", err)
+			t.Errorf("Next after Close: %v, want ErrClosed", err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("AsyncEvent did not return after Close")
+		t.Fatal("Next did not return after Close")
 	}
 }

@@ -243,17 +243,19 @@ func TestGuestObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// AsyncEvent honours cancellation on the real fd.
+	// A subscription's Next honours cancellation while the reader waits on the real fd.
+	sub := ctx.SubscribeAsync()
+	defer sub.Close()
 	actx, acancel := context.WithCancel(context.Background())
 	adone := make(chan error, 1)
-	go func() { _, err := ctx.AsyncEvent(actx); adone <- err }()
+	go func() { _, err := sub.Next(actx); adone <- err }()
 	acancel()
 	select {
 	case err := <-adone:
 		if !errors.Is(err, context.Canceled) {
-			t.Errorf("AsyncEvent after cancel: %v", err)
+			t.Errorf("Next after cancel: %v", err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("AsyncEvent did not return after cancel")
+		t.Fatal("Next did not return after cancel")
 	}
 }
