@@ -32,6 +32,10 @@ func (f *failureLog) add(line string) {
 			f.keep("test binary "+fields[1]+" exited "+fields[2], 0)
 		}
 		f.follow = 0
+	case strings.HasPrefix(trimmed, "--- PASS:"), strings.HasPrefix(trimmed, "--- SKIP:"), strings.HasPrefix(trimmed, "=== "):
+		// A parent's "--- FAIL" is followed by its subtests' results; only
+		// log lines belong to a failure.
+		f.follow = 0
 	case f.follow > 0 && (strings.HasPrefix(line, " ") || strings.HasPrefix(line, "\t") || strings.HasPrefix(trimmed, "goroutine ")):
 		f.keep(line, f.follow-1)
 	default:

@@ -14,6 +14,8 @@ func TestFailureLogKeepsWhatFailed(t *testing.T) {
 		"--- FAIL: TestB (1.00s)",
 		"    --- FAIL: TestB/IPv4 (0.50s)",
 		"        interop_test.go:12: server said: boom",
+		"    --- PASS: TestB/IPv6 (0.50s)",
+		"        a log line of a passing subtest",
 		"=== RUN   TestC",
 		"unrelated line",
 		"FAIL",
