@@ -83,8 +83,12 @@ func testPingLoopAllocs(t *testing.T, n int, set func(cfg *Config)) {
 	extra := int64(m2) - int64(m1)
 	perPing := float64(extra) / float64(n)
 	t.Logf("allocations: %d for 100 pings, %d for %d pings: %.3f per extra ping", m1, m2, 100+n, perPing)
-	t.Logf("per ping (client+server in one process): %.1f µs wall, %.1f µs CPU",
-		float64((w2-w1).Microseconds())/float64(n), float64((c2-c1).Microseconds())/float64(n))
+	// The difference of the two runs, so setup and teardown cancel out; on a
+	// loaded host a stall in the short run can make it meaningless (even
+	// negative), hence the raw figures too.
+	t.Logf("per ping (client+server in one process): %.1f µs wall, %.1f µs CPU (runs: %d pings %v wall %v CPU, %d pings %v wall %v CPU)",
+		float64((w2-w1).Microseconds())/float64(n), float64((c2-c1).Microseconds())/float64(n),
+		100, w1.Round(time.Millisecond), c1.Round(time.Millisecond), 100+n, w2.Round(time.Millisecond), c2.Round(time.Millisecond))
 	// One allocation anywhere in either loop would cost at least 1 per ping.
 	// Setup and teardown vary a little from run to run (seen: up to ~130
 	// objects; the first JSON run ~300 more, for encoding/json's type cache),
