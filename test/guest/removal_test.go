@@ -196,11 +196,15 @@ func checkRemovalExit(t *testing.T, p *Proc, stock, client bool) {
 	stderr := p.Stderr()
 	t.Logf("%s: exit %d, stderr %q", p.Name, code, stderr)
 	noCrash(t, p.Name, stderr)
-	if code != 255 {
-		t.Errorf("%s exit status %d after device removal, want 255\nstderr:\n%s", p.Name, code, stderr)
-	}
 	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
 	discFirst := client && lines[0] == "client DISCONNECT EVENT..."
+	// Stock rping's client, when the DISCONNECTED wins the race, ends its
+	// ping loop as after a normal disconnect and exits 0 even though it then
+	// prints the removal line (seen on arm64). gorping exits 255 whenever the
+	// device went away under it.
+	if code != 255 && !(stock && discFirst && code == 0) {
+		t.Errorf("%s exit status %d after device removal, want 255\nstderr:\n%s", p.Name, code, stderr)
+	}
 	if n := strings.Count(stderr, removalLine+"\n"); n != 1 && !(discFirst && n == 0) {
 		t.Errorf("%s: want %q once on stderr, got:\n%s", p.Name, removalLine, stderr)
 	}
