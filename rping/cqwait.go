@@ -46,10 +46,13 @@ type cqWait struct {
 	// runtime.Gosched, because its "NIC" is a goroutine that needs the same CPUs.
 	spin func()
 
-	wc       [16]uverbs.WC
-	head, n  int  // wc[head:n] are polled but not yet delivered
-	armed    bool // an event is requested and not yet read
-	failed   bool // the completion path broke: every next reports compError
+	wc      [16]uverbs.WC
+	head, n int  // wc[head:n] are polled but not yet delivered
+	armed   bool // an event is requested and not yet read
+	failed  bool // the completion path broke: every next reports compError
+	// firstErr is the status of the first failed completion (WCSuccess if
+	// none): converse reads it after the loop to explain the failure.
+	firstErr uverbs.WCStatus
 	cmEvents chan completion
 
 	mu         sync.Mutex      // guards the wait context, shared with deliverCM
@@ -73,6 +76,9 @@ func (w *cqWait) next(ctx context.Context) (completion, error) {
 			wc := &w.wc[w.head]
 			w.head++
 			if st := wc.Status; st != uverbs.WCSuccess && st != uverbs.WCWRFlushErr {
+				if w.firstErr == uverbs.WCSuccess {
+					w.firstErr = st
+				}
 				w.describe()
 			}
 			return wcCompletion(wc), nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gorping/gorping/uverbs"
 )
@@ -109,7 +110,8 @@ func fatalAsync(ev uverbs.AsyncEvent, dev string, qp *uverbs.QP, cq *uverbs.CQ, 
 type asyncWatch struct {
 	out    *printer
 	end    context.CancelCauseFunc
-	once   sync.Once // one explanatory line per connection
+	once   sync.Once   // one explanatory line per connection
+	said   atomic.Bool // the line is out
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -149,6 +151,7 @@ func watchAsync(ctx context.Context, next func(context.Context) (uverbs.AsyncEve
 func (w *asyncWatch) fatal(msg string) {
 	w.once.Do(func() {
 		w.out.errorf("%s\n", msg)
+		w.said.Store(true)
 		w.end(&asyncFatal{msg})
 	})
 }
@@ -164,6 +167,7 @@ func (w *asyncWatch) explain(dev string, port uint8, state uverbs.PortState, err
 	}
 	w.once.Do(func() {
 		w.out.errorf("gorping: %s port %d is %v: connection ended\n", dev, port, state)
+		w.said.Store(true)
 	})
 }
 

@@ -256,6 +256,17 @@ func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
 	defer aw.stop()
 	explain := func() {
 		pa, err := c.vctx.QueryPort(c.port)
+		// A link that went down fails the QP's work requests at once, a
+		// moment before rxe marks the port DOWN and queues PORT_ERR: for a
+		// failure a lost link can cause, give the port's state (or the
+		// watcher's event) a bounded moment to catch up.
+		if c.wait != nil && linkLossStatus(c.wait.firstErr) {
+			for deadline := time.Now().Add(time.Second); err == nil && pa.State == uverbs.PortActive &&
+				!aw.said.Load() && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+				pa, err = c.vctx.QueryPort(c.port)
+			}
+		}
 		aw.explain(dev, c.port, pa.State, err)
 	}
 	c.start(ctx)
@@ -277,6 +288,12 @@ func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
 		explain()
 	}
 	return asyncStatus(ctx, st)
+}
+
+// linkLossStatus reports whether a failed completion's status is one a link
+// going down produces (the local QP's send failed, or the peer never answered).
+func linkLossStatus(st uverbs.WCStatus) bool {
+	return st == uverbs.WCLocQPOpErr || st == uverbs.WCRetryExcErr
 }
 
 // asyncStatus is 255 if a fatal asynchronous event ended the connection (its
