@@ -75,7 +75,7 @@ func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbs
 	}
 	c.dev = dev
 	// One context per device for all connections (a -P server's clients share it).
-	if c.vctx, err = uverbs.OpenShared(dev); err != nil {
+	if c.vctx, err = uverbs.OpenShared(dev, uverbs.WithTracer(cfg.tr)); err != nil {
 		out.hint(verbsOpenHint(dev, err))
 		return nil, errnoOf(err)
 	}
