@@ -238,9 +238,11 @@ func (cq *CQ) tracePoll(wc []WC, n int, err error) {
 	t.CountN(trace.Completion, n)
 	for i := 0; i < n; i++ {
 		w := &wc[i]
-		fs := []trace.Field{trace.F("cq_handle", cq.handle), trace.F("wr_id", w.WRID), trace.F("status", w.Status.String()),
-			trace.F("opcode", w.Opcode.String()), trace.F("byte_len", w.ByteLen), trace.F("qpn", w.QPNum)}
-		if w.Status != WCSuccess {
+		fs := []trace.Field{trace.F("cq_handle", cq.handle), trace.F("wr_id", w.WRID), trace.F("status", w.Status.String()), trace.F("qpn", w.QPNum)}
+		if w.Status == WCSuccess {
+			fs = append(fs, trace.F("opcode", w.Opcode.String()), trace.F("byte_len", w.ByteLen))
+		} else {
+			// The opcode and length of a failed completion are undefined (rxe says SEND).
 			fs = append(fs, trace.F("vendor_err", fmt.Sprintf("%#x", w.VendorErr)), trace.F("cause", w.Status.Cause()))
 		}
 		t.Emit("poll", "completion", fs, nil, nil)
