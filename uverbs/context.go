@@ -171,7 +171,7 @@ func openContext(dev Device, p Provider, fd int, write func(int, []byte) (int, e
 		cmd.tr = tr
 		tr.Emit("uverbs", "open", []trace.Field{trace.F("device", dev.Name), trace.F("path", dev.Path),
 			trace.F("driver", dev.Driver), trace.F("abi", dev.ABI)}, nil, nil)
-		cmd.traceMmap("command arena (anonymous, holds responses the kernel writes)", 0, arenaSize, nil)
+		tr.Emit("mmap", "anonymous command arena (the kernel writes responses there)", []trace.Field{trace.F("length", arenaSize)}, nil, nil)
 	}
 	var resp getContextResp
 	cc := &ctxCommander{cmdPath: cmd, dev: dev, resp: &resp}
