@@ -3,6 +3,7 @@ package uverbs
 import (
 	"fmt"
 	"net/netip"
+	"reflect"
 	"strings"
 
 	"github.com/gorping/gorping/internal/trace"
@@ -56,13 +57,39 @@ func (c *cmdPath) traceCmd(cmd uint32, req, resp any, err error) {
 	if m, ok := req.(*modifyQPReq); ok {
 		rf = modifyFields(m)
 	} else {
-		rf = trace.Struct(req, nil)
+		rf = trace.Struct(req, fieldNames)
 	}
 	var out []trace.Field
 	if err == nil {
-		out = trace.Struct(resp, nil)
+		out = trace.Struct(resp, fieldNames)
 	}
 	c.tr.Emit("uverbs", cmdName(cmd), rf, out, err)
+}
+
+// fieldNames renders enumerations and masks of the core's ABI structs by name
+// (QUERY_PORT's state and MTUs, QUERY_QP's states, MTU, access flags and mask).
+func fieldNames(name string, v reflect.Value) (any, bool) {
+	if !v.CanUint() {
+		return nil, false
+	}
+	u := v.Uint()
+	switch name {
+	case "state":
+		return PortState(u).String(), true
+	case "phys_state":
+		return PhysState(u).String(), true
+	case "link_layer":
+		return LinkLayer(u).String(), true
+	case "max_mtu", "active_mtu", "path_mtu":
+		return MTU(u).Bytes(), true
+	case "qp_state", "cur_qp_state":
+		return QPState(u).String(), true
+	case "qp_access_flags", "access_flags":
+		return accessNames(AccessFlags(u)), true
+	case "attr_mask":
+		return maskNames(QPAttrMask(u)), true
+	}
+	return nil, false
 }
 
 // traceWrite records a provider's command: the two the data path sends are decoded.

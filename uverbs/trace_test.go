@@ -85,7 +85,7 @@ func TestTraceCommands(t *testing.T) {
 		t.Fatalf("no REG_MR record in %v", recs)
 	}
 	req, resp := reg["req"].(map[string]any), reg["resp"].(map[string]any)
-	if req["length"] != 4096.0 || req["access_flags"] != 5.0 || !strings.HasPrefix(req["start"].(string), "0x") || req["response"] != nil {
+	if req["length"] != 4096.0 || req["access_flags"] != "LOCAL_WRITE|REMOTE_READ" || !strings.HasPrefix(req["start"].(string), "0x") || req["response"] != nil {
 		t.Errorf("REG_MR req = %v", req)
 	}
 	if resp["lkey"] != float64(0x1111) || resp["rkey"] != float64(0x2222) {
