@@ -39,8 +39,8 @@ const (
 	Syscall    Counter = iota // system calls gorping made itself (write, read, mmap)
 	PostSend                  // send work requests posted (SEND, RDMA READ/WRITE)
 	PostRecv                  // receive work requests posted
-	Doorbell                  // send doorbells (rxe: a POST_SEND write; mlx5: an MMIO store)
-	Arm                       // completion-queue arms (REQ_NOTIFY_CQ)
+	Doorbell                  // send doorbells that are commands (rxe's POST_SEND write; mlx5's MMIO stores are not seen)
+	Arm                       // completion-queue arms that are commands (REQ_NOTIFY_CQ)
 	Completion                // work completions polled
 	Wakeup                    // completion events read from the completion channel
 	numCounters
