@@ -54,8 +54,8 @@ func (d *diagnostics) completionError(status int) {
 	}
 }
 
-// pathFacts adds the path's MTUs and netdev to ci and returns the MTU warning ("" if
-// the MTUs fit).
+// pathFacts adds the port's link layer and netdev, the MTUs along the path and the MTU
+// warning ("" if they fit) to ci.
 func (c *verbsConn) pathFacts(ci *connInfo) {
 	f := uverbs.MTUFacts{}
 	if a, err := c.qp.Query(uverbs.QPAttrPathMTU); err == nil {
@@ -111,8 +111,8 @@ type runDiag struct {
 	counted bool
 }
 
-// begin reports the connection's path (JSON: the "connection" record) and takes the
-// first counter snapshot.
+// beginDiag reports the connection's path (JSON: the "connection" record, which --json
+// always writes) and takes the first counter snapshot. nil: nothing to report.
 func (c *verbsConn) beginDiag(d *diagnostics, rep *reporter) *runDiag {
 	json := rep != nil && rep.js != nil
 	if d == nil && !json {
@@ -131,8 +131,8 @@ func (c *verbsConn) beginDiag(d *diagnostics, rep *reporter) *runDiag {
 	return rd
 }
 
-// end reports the counters that moved during the connection and an MTU mismatch that
-// arose during it (e.g. the netdev's MTU lowered).
+// endDiag reports the counters that moved during the connection and an MTU mismatch
+// that arose during it (e.g. the netdev's MTU lowered).
 func (c *verbsConn) endDiag(rd *runDiag) {
 	if rd == nil || rd.d == nil {
 		return
