@@ -4,6 +4,7 @@
 #   make test       everything: gofmt/vet, unit tests with -race, the ABI layout
 #                   check, and the Soft-RoCE guest tier on the whole matrix
 #   make demo       boot a Soft-RoCE guest and run a gorping server and client in it
+#   make trace-doc  the same with --trace: the run docs/one-ping.md is made from
 #   make guest SUITE=bookworm ARCH=amd64 [PKGS=./test/guest] [RUN=regex]
 #                   one guest, while iterating
 
@@ -72,3 +73,9 @@ clean:
 FORCE:
 
 -include test/vm/Makefile.fragment.mk
+
+# The run docs/one-ping.md is made from: a gorping server and client, both with --trace,
+# in one guest (test/vm/trace.sh).
+.PHONY: trace-doc
+trace-doc: $(GUESTRUN)
+	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/trace.sh $(GUEST_FLAGS); $(guest_skip_ok)

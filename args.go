@@ -24,6 +24,7 @@ const (
 	optPoll  byte = 1 // --poll
 	optStats byte = 2 // --stats
 	optJSON  byte = 3 // --json
+	optTrace byte = 4 // --trace
 )
 
 // longOpts are gorping's long options. Those with a letter are the same
@@ -40,6 +41,7 @@ var longOpts = []struct {
 	{"poll", optShort, optPoll, false},
 	{"stats", optShort, optStats, false},
 	{"json", optShort, optJSON, false},
+	{"trace", optShort, optTrace, false},
 	{"interval", optShort, 'i', true},
 	{"deadline", optShort, 'w', true},
 }
@@ -303,6 +305,8 @@ func parseArgs(ctx context.Context, argv []string, posix bool, stdout, stderr io
 			cfg.Stats = true
 		case optJSON:
 			cfg.JSON = true
+		case optTrace:
+			cfg.Trace = true
 		default: // 't'
 			return cfg, actUsage, exitUsage
 		}

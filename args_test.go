@@ -185,6 +185,8 @@ func TestParseArgs(t *testing.T) {
 		{argv: "-s -- --help", act: actRun},
 		// gorping extensions: --poll, --stats, --json, -i/--interval, -w/--deadline.
 		{argv: "-c --poll --stats --json", act: actRun, check: func(c rping.Config) bool { return c.Poll && c.Stats && c.JSON }},
+		{argv: "-c --trace", act: actRun, check: func(c rping.Config) bool { return c.Trace && !c.JSON }},
+		{argv: "-s --trace=1", act: actUsage, status: 22},
 		{argv: "-c --po --st --j", act: actRun, check: func(c rping.Config) bool { return c.Poll && c.Stats && c.JSON }},
 		{argv: "-c", act: actRun, check: func(c rping.Config) bool {
 			return !c.Poll && !c.Stats && !c.JSON && c.Interval == 0 && c.Deadline == 0

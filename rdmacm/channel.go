@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/gorping/gorping/internal/trace"
 )
 
 // ErrClosed is returned (wrapped) by operations on a destroyed ID or a closed
@@ -25,6 +27,7 @@ var ErrClosed = errors.New("rdmacm: closed")
 // and the goroutine reading its events.
 type Channel struct {
 	dev cmdDevice
+	tr  *trace.Tracer // --trace; nil: none
 
 	mu      sync.Mutex
 	ids     map[uint64]*ID // by uid, including children not yet accepted
@@ -41,17 +44,24 @@ type Channel struct {
 
 // Open opens /dev/infiniband/rdma_cm (after checking that sysfs, if it says,
 // reports ABI version 4) and starts the event reader.
-func Open() (*Channel, error) {
+func Open(opts ...Option) (*Channel, error) {
 	dev, err := openDevice()
 	if err != nil {
 		return nil, err
 	}
-	return newChannel(dev), nil
+	return newChannel(dev, opts...), nil
 }
 
-func newChannel(dev cmdDevice) *Channel {
+func newChannel(dev cmdDevice, opts ...Option) *Channel {
 	ch := &Channel{dev: dev, ids: make(map[uint64]*ID), readerDone: make(chan struct{}),
 		removed: make(chan struct{})}
+	for _, o := range opts {
+		o(ch)
+	}
+	if ch.tr != nil {
+		ch.tr.Emit("rdmacm", "open", []trace.Field{trace.F("path", devPath())}, nil, nil)
+		ch.dev = tracedDevice{cmdDevice: dev, tr: ch.tr}
+	}
 	go ch.readLoop()
 	return ch
 }
@@ -154,7 +164,11 @@ func (ch *Channel) readLoop() {
 		if err = ch.dev.getEvent(buf); err != nil {
 			break
 		}
-		ch.dispatch(decodeEvent(buf))
+		ev := decodeEvent(buf)
+		if ch.tr != nil {
+			ch.traceEvent(ev)
+		}
+		ch.dispatch(ev)
 	}
 	if !errors.Is(err, ErrClosed) {
 		err = fmt.Errorf("rdmacm: get event: %w", err)

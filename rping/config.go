@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"os"
 	"time"
+
+	"github.com/gorping/gorping/internal/trace"
 )
 
 // Config is one rping invocation as the command line describes it. The CLI fills
@@ -33,6 +35,7 @@ type Config struct {
 	Poll     bool          // --poll: busy-poll the CQ instead of sleeping on the completion channel
 	Stats    bool          // --stats: client prints each ping's round-trip time and a summary
 	JSON     bool          // --json: JSON lines on Stdout; rping's stdout lines go to Stderr
+	Trace    bool          // --trace: trace records (Stderr, or the JSON stream) and path diagnostics
 	Interval time.Duration // -i: client waits this long between the starts of two pings
 	Deadline time.Duration // -w: client ends the run this long after it started; 0 = none
 
@@ -41,7 +44,9 @@ type Config struct {
 	// so they must be safe for concurrent use (an *os.File is).
 	Stdout, Stderr io.Writer
 
-	rep *reporter // set by Run for --stats/--json
+	rep *reporter     // set by Run for --stats/--json
+	tr  *trace.Tracer // set by Run for --trace
+	dg  *diagnostics  // set by Run for --trace, -d, --json
 }
 
 // DefaultConfig is rping's state before option parsing: client/server still

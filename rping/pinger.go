@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/gorping/gorping/internal/trace"
 )
 
 // Exit statuses the ping loops produce besides rping's own values.
@@ -31,6 +33,8 @@ type pinger struct {
 	deadline bool          // -w: ctx carries the run's deadline
 	timer    *time.Timer   // -i, reused so waiting allocates nothing per ping
 	rep      *pingReport   // --stats/--json (client); nil otherwise
+	tr       *trace.Tracer // --trace: per-ping counts; nil otherwise
+	diag     *diagnostics  // --trace/-d/--json: explains error completions; nil otherwise
 	served   int           // server: pings served
 
 	state       State
@@ -50,6 +54,8 @@ func newPinger(c conn, cfg *Config, server bool) *pinger {
 		validate: cfg.Validate,
 		interval: cfg.Interval,
 		deadline: cfg.Deadline > 0,
+		tr:       cfg.tr,
+		diag:     cfg.dg,
 		state:    StateConnected,
 	}
 	if server {
@@ -145,6 +151,7 @@ func (p *pinger) serverStatus(ret int, cfg *Config) int {
 // clientLoop returns rping's ret and the number of completed pings.
 func (p *pinger) clientLoop(ctx context.Context) (ret, done int) {
 	var last time.Time // start of the previous ping
+	p.tr.ResetCounts() // the first ping's counts exclude the connection's setup
 	for ping := 0; p.count == 0 || ping < p.count; ping++ {
 		if ping > 0 && p.interval > 0 && !p.sleepUntil(ctx, last.Add(p.interval)) {
 			p.interrupted = true
@@ -234,6 +241,7 @@ func (p *pinger) clientPing(ctx context.Context, ping int) int {
 	if p.rep != nil {
 		p.rep.ping(ping, rtt)
 	}
+	p.tr.Ping("client", ping)
 	return 0
 }
 
@@ -264,6 +272,7 @@ func (p *pinger) post(err error) int {
 
 // serverLoop is rping_test_server: serve pings until the client disconnects.
 func (p *pinger) serverLoop(ctx context.Context) int {
+	p.tr.ResetCounts()
 	for {
 		ret, done := p.serverPing(ctx)
 		if done {
@@ -359,6 +368,7 @@ func (p *pinger) serverPing(ctx context.Context) (ret int, done bool) {
 		return ret, false
 	}
 	p.out.debugLine("server posted go ahead\n")
+	p.tr.Ping("server", p.served)
 	p.served++
 	return 0, false
 }
@@ -408,6 +418,7 @@ func (p *pinger) handle(c completion) (wake bool) {
 			return false
 		}
 		p.out.errorf("cq completion failed status %d\n", c.status)
+		p.diag.completionError(c.status)
 		p.state = StateError
 		return true
 	}

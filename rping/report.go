@@ -5,6 +5,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/gorping/gorping/internal/trace"
 )
 
 // reporter writes gorping's own output for --stats and --json; rping prints
@@ -66,6 +68,7 @@ type jsonConfig struct {
 	SelfCreateQP bool    `json:"self_create_qp"`
 	Poll         bool    `json:"poll"`
 	Stats        bool    `json:"stats"`
+	Trace        bool    `json:"trace"`
 	IntervalS    float64 `json:"interval_s"`
 	DeadlineS    float64 `json:"deadline_s"`
 }
@@ -77,7 +80,7 @@ func (r *reporter) config(cfg *Config) {
 	}
 	c := jsonConfig{Type: "config", Mode: "client", Addr: cfg.Addr.String(), Port: cfg.Port, Size: cfg.Size,
 		Count: cfg.Count, Verbose: cfg.Verbose, Validate: cfg.Validate, Persistent: cfg.Persistent,
-		SelfCreateQP: cfg.SelfCreateQP, Poll: cfg.Poll, Stats: cfg.Stats,
+		SelfCreateQP: cfg.SelfCreateQP, Poll: cfg.Poll, Stats: cfg.Stats, Trace: cfg.Trace,
 		IntervalS: cfg.Interval.Seconds(), DeadlineS: cfg.Deadline.Seconds()}
 	if cfg.Server {
 		c.Mode = "server"
@@ -100,6 +103,14 @@ type connInfo struct {
 	GIDType  string `json:"gid_type,omitempty"`
 	Local    string `json:"local"`
 	Remote   string `json:"remote"`
+	// Path diagnostics: the port's netdev and link layer, the QP's path MTU, the port's
+	// active MTU, the netdev's MTU (bytes; 0 unknown) and a warning if they do not fit.
+	Netdev     string `json:"netdev,omitempty"`
+	LinkLayer  string `json:"link_layer,omitempty"`
+	PathMTU    int    `json:"path_mtu"`
+	ActiveMTU  int    `json:"active_mtu"`
+	NetdevMTU  int    `json:"netdev_mtu"`
+	MTUWarning string `json:"mtu_warning,omitempty"`
 }
 
 func (r *reporter) connection(ci connInfo) {
@@ -251,4 +262,16 @@ func (p *pingReport) summary() {
 		b = append(b, " ms\n"...)
 	}
 	p.r.text.Write(b)
+}
+
+// newTracer returns nil without --trace, else the run's tracer: human-readable lines on
+// stderr, or with --json "trace" records on the JSON stream.
+func newTracer(cfg *Config) *trace.Tracer {
+	if !cfg.Trace {
+		return nil
+	}
+	if cfg.rep != nil && cfg.rep.js != nil {
+		return trace.New(cfg.rep.js, true)
+	}
+	return trace.New(cfg.Stderr, false)
 }

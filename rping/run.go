@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/rdmacm"
 	"github.com/gorping/gorping/uverbs"
 )
@@ -36,6 +37,8 @@ var countDevices = func() (int, error) {
 // exit status (0..255), printing what rping prints.
 func Run(ctx context.Context, cfg Config) int {
 	cfg.rep = newReporter(&cfg)
+	cfg.tr = newTracer(&cfg)
+	cfg.dg = newDiagnostics(&cfg)
 	cfg.rep.config(&cfg)
 	st := run(ctx, cfg)
 	cfg.rep.exit(st)
@@ -71,7 +74,7 @@ func runRDMA(ctx context.Context, cfg Config) int {
 		out.errorf("No RDMA devices were detected\n")
 		return exitNoDevice
 	}
-	cm, err := rdmacm.Open()
+	cm, err := rdmacm.Open(rdmacm.WithTracer(cfg.tr))
 	if err != nil {
 		perror(out.stderr, "failed to create RDMA CM event channel", err)
 		out.hint(cmOpenHint(err))
@@ -189,7 +192,7 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 		case rdmacm.EventAddrResolved:
 			// librdmacm opens the ID's verbs device here and turns a failure
 			// into ADDR_ERROR with status -1.
-			if hint := probeDevice(id); hint != "" {
+			if hint := probeDevice(id, cfg.tr); hint != "" {
 				out.errorf("cma event %s, error %d\n", rdmacm.EventAddrError, -1)
 				out.hint(hint)
 				failed = true
@@ -279,10 +282,9 @@ func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
 		return statusOf(ret)
 	}
 	c.watchCM()
-	if cfg.rep != nil && cfg.rep.js != nil {
-		cfg.rep.connection(c.describe())
-	}
+	rd := c.beginDiag(cfg.dg, cfg.rep)
 	st := ping(ctx, c, cfg)
+	c.endDiag(rd)
 	c.disconnect()
 	if st != 0 && ctx.Err() == nil {
 		explain()
@@ -382,7 +384,7 @@ func runServer(ctx context.Context, cfg *Config, out *printer, listener *rdmacm.
 		}
 		return exitFailure
 	}
-	if hint := boundDevice(listener, cfg.Addr); hint != "" {
+	if hint := boundDevice(listener, cfg.Addr, cfg.tr); hint != "" {
 		// What librdmacm's rdma_bind_addr reports when it cannot open the
 		// device of the address.
 		perror(out.stderr, "rdma_bind_addr", unix.ENODEV)
@@ -429,12 +431,12 @@ func runServer(ctx context.Context, cfg *Config, out *printer, listener *rdmacm.
 // probeDevice opens and closes the verbs device of id, as librdmacm does when
 // an ID gets its device (address resolved, bound to an address), so a device
 // that cannot be used fails there as with rping. It returns "" or the hint.
-func probeDevice(id *rdmacm.ID) string {
+func probeDevice(id *rdmacm.ID, tr *trace.Tracer) string {
 	dev, err := id.Device()
 	if err != nil {
 		return "gorping: " + err.Error()
 	}
-	vctx, err := uverbs.Open(dev)
+	vctx, err := uverbs.Open(dev, uverbs.WithTracer(tr))
 	if err != nil {
 		return verbsOpenHint(dev, err)
 	}
@@ -446,7 +448,7 @@ func probeDevice(id *rdmacm.ID) string {
 // wildcard or its device opens, else the hint. The kernel binds a loopback
 // address without a device; only InfiniBand loopback reaches such a listener
 // (rping then listens in vain on RoCE and iWARP).
-func boundDevice(listener *rdmacm.ID, addr netip.Addr) string {
+func boundDevice(listener *rdmacm.ID, addr netip.Addr, tr *trace.Tracer) string {
 	if addr.IsUnspecified() {
 		return ""
 	}
@@ -460,7 +462,7 @@ func boundDevice(listener *rdmacm.ID, addr netip.Addr) string {
 		}
 		return hostNet.noDeviceHint(netip.Addr{}, addr)
 	}
-	return probeDevice(listener)
+	return probeDevice(listener, tr)
 }
 
 // nextRequest waits for the next CONNECT_REQUEST on the listener. Other events

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sync"
 
+	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/rdmacm"
 	"github.com/gorping/gorping/uverbs"
 	_ "github.com/gorping/gorping/uverbs/mlx5" // the providers gorping ships
@@ -53,6 +54,7 @@ type verbsConn struct {
 	rdmaSGE [1]uverbs.SGE
 
 	busy   bool            // --poll: the ping loop busy-polls the CQ
+	tr     *trace.Tracer   // --trace; nil otherwise
 	wait   *cqWait         // the ping loop's completion path
 	ctx    context.Context // the CM goroutine's context; cancel ends it
 	cancel context.CancelFunc
@@ -64,7 +66,7 @@ type verbsConn struct {
 // On failure it has printed rping's message and returns the status to print
 // with "setup_qp failed: %d".
 func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbsConn, int) {
-	c := &verbsConn{out: out, id: id, selfQP: cfg.SelfCreateQP, busy: cfg.Poll, label: "parent", role: "client"}
+	c := &verbsConn{out: out, id: id, selfQP: cfg.SelfCreateQP, busy: cfg.Poll, label: "parent", role: "client", tr: cfg.tr}
 	if server {
 		c.label, c.role = "child", "server"
 	}
@@ -75,7 +77,7 @@ func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbs
 	}
 	c.dev = dev
 	// One context per device for all connections (a -P server's clients share it).
-	if c.vctx, err = uverbs.OpenShared(dev); err != nil {
+	if c.vctx, err = uverbs.OpenShared(dev, uverbs.WithTracer(cfg.tr)); err != nil {
 		out.hint(verbsOpenHint(dev, err))
 		return nil, errnoOf(err)
 	}
@@ -170,6 +172,7 @@ func (c *verbsConn) setupBuffers(size int, client bool) int {
 			c.out.errorf("%s malloc failed\n", s.name)
 			return -12
 		}
+		c.traceBuffer(s.name, b)
 		mr, err := c.pd.RegMR(b, s.access)
 		if err != nil {
 			b.Free()
@@ -368,6 +371,7 @@ func (c *verbsConn) Grow(size int) error {
 		b.Free()
 		return fmt.Errorf("rdma_buf of %d bytes: reg_mr: %w", size, err)
 	}
+	c.traceBuffer("rdma_buf", b)
 	c.mrs[bufRDMA].Dereg()
 	c.bufs[bufRDMA].Free()
 	c.bufs[bufRDMA], c.mrs[bufRDMA] = b, mr
@@ -432,4 +436,14 @@ func gidTypeName(t uverbs.GIDType) string {
 		return "RoCEv2"
 	}
 	return "unknown"
+}
+
+// traceBuffer records the anonymous mapping behind one of rping's buffers (--trace):
+// registered memory the NIC reads and writes by DMA, never Go heap.
+func (c *verbsConn) traceBuffer(name string, b *uverbs.Buffer) {
+	if c.tr == nil {
+		return
+	}
+	c.tr.Emit("mmap", "anonymous buffer "+name, []trace.Field{trace.F("addr", fmt.Sprintf("%#x", b.Addr())),
+		trace.F("length", len(b.Bytes()))}, nil, nil)
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
@@ -59,6 +60,8 @@ type cmdPath struct {
 	dataWrite func(fd int, p []byte) (int, error)
 	// backend, if set, replaces the device file entirely (OpenBackend).
 	backend Backend
+	// tr receives a record per command and mapping (--trace); nil: none.
+	tr *trace.Tracer
 }
 
 func sysWrite(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
@@ -123,9 +126,15 @@ func call[Req, Resp any](c *cmdPath, cmd uint32, req *Req, resp *Resp, udIn []by
 	defer c.mu.Unlock()
 	out, err := c.execLocked(cmd, wire.Bytes(req), udIn, core+drvOut)
 	if err != nil {
+		if c.tr != nil {
+			c.traceCmd(cmd, req, resp, err)
+		}
 		return nil, err
 	}
 	wire.Decode(resp, out[:core])
+	if c.tr != nil {
+		c.traceCmd(cmd, req, resp, nil)
+	}
 	if drvOut == 0 {
 		return nil, nil
 	}
@@ -183,6 +192,9 @@ func (c *cmdPath) Write(cmd uint32, req, resp []byte) error {
 	if err == nil {
 		copy(resp, out)
 	}
+	if c.tr != nil {
+		c.traceWrite(cmd, req, err)
+	}
 	c.mu.Unlock()
 	return err
 }
@@ -202,6 +214,9 @@ func (c *cmdPath) Mmap(off int64, length, prot int) ([]byte, error) {
 		return c.backend.Mmap(off, length, prot)
 	}
 	b, err := unix.Mmap(c.fd, off, length, prot, unix.MAP_SHARED)
+	if c.tr != nil {
+		c.traceMmap("device page (provider)", uint64(off), length, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: mmap %d bytes at offset %#x: %w", length, off, err)
 	}

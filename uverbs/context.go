@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/gorping/gorping/internal/trace"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,7 +31,8 @@ type Context struct {
 
 // Open opens dev's uverbs node and creates its context through the registered provider.
 // Every Open makes a new kernel context; OpenShared shares one.
-func Open(dev Device) (*Context, error) {
+func Open(dev Device, opts ...Option) (*Context, error) {
+	o := applyOptions(opts)
 	p, err := providerFor(dev)
 	if err != nil {
 		return nil, err
@@ -39,7 +41,7 @@ func Open(dev Device) (*Context, error) {
 	if err != nil {
 		return nil, openError(dev.Path, err)
 	}
-	c, err := openContext(dev, p, fd, nil, nil)
+	c, err := openContext(dev, p, fd, nil, nil, o.tracer)
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -73,7 +75,7 @@ func OpenBackend(dev Device, b Backend) (*Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openContext(dev, p, -1, func(_ int, q []byte) (int, error) { return b.Write(q) }, b)
+	return openContext(dev, p, -1, func(_ int, q []byte) (int, error) { return b.Write(q) }, b, nil)
 }
 
 // shared holds the contexts OpenShared hands out, one per device node.
@@ -86,7 +88,7 @@ var shared struct {
 // must be matched by one Close; the kernel context goes away with the last. A -P server
 // uses it so that all its connections share one context (on mlx5 that is one set of UAR
 // pages and bfregs rather than one per client).
-func OpenShared(dev Device) (*Context, error) {
+func OpenShared(dev Device, opts ...Option) (*Context, error) {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if c := shared.ctxs[dev.Path]; c != nil {
@@ -98,7 +100,7 @@ func OpenShared(dev Device) (*Context, error) {
 		}
 		c.mu.Unlock()
 	}
-	c, err := openShared(dev)
+	c, err := openShared(dev, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -158,12 +160,18 @@ func openError(path string, err error) error {
 
 // openContext creates the context on an open fd. write is the command syscall (nil:
 // write(2)); backend, if set, also takes the mappings. On error the caller closes fd.
-func openContext(dev Device, p Provider, fd int, write func(int, []byte) (int, error), backend Backend) (*Context, error) {
+func openContext(dev Device, p Provider, fd int, write func(int, []byte) (int, error), backend Backend, tr *trace.Tracer) (*Context, error) {
 	cmd, err := newCmdPath(fd, write)
 	if err != nil {
 		return nil, err
 	}
 	cmd.backend = backend
+	if tr != nil {
+		cmd.tr = tr
+		tr.Emit("uverbs", "open", []trace.Field{trace.F("device", dev.Name), trace.F("path", dev.Path),
+			trace.F("driver", dev.Driver), trace.F("abi", dev.ABI)}, nil, nil)
+		tr.Emit("mmap", "anonymous command arena (the kernel writes responses there)", []trace.Field{trace.F("length", arenaSize)}, nil, nil)
+	}
 	var resp getContextResp
 	cc := &ctxCommander{cmdPath: cmd, dev: dev, resp: &resp}
 	prov, err := p.NewContext(dev, cc)

@@ -46,6 +46,9 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 	ch.ctx.mu.Lock()
 	cq := ch.ctx.cqs[d.CqHandle]
 	ch.ctx.mu.Unlock()
+	if ch.ctx.cmd.tr != nil && cq != nil {
+		ch.traceWait(cq, nil)
+	}
 	if cq == nil {
 		// The kernel drops queued events of a CQ when destroying it, so this means a
 		// channel shared with another context.
@@ -165,7 +168,14 @@ func (cq *CQ) Describe() string {
 }
 
 // Poll fills wc with up to len(wc) completions and returns how many. It does not allocate.
-func (cq *CQ) Poll(wc []WC) (int, error) { return cq.prov.Poll(wc) }
+func (cq *CQ) Poll(wc []WC) (int, error) {
+	if cq.ctx.cmd.tr != nil {
+		n, err := cq.prov.Poll(wc)
+		cq.tracePoll(wc, n, err)
+		return n, err
+	}
+	return cq.prov.Poll(wc)
+}
 
 // Arm requests a completion event for the next (solicited-only: next solicited)
 // completion. Events are one-shot: re-arm after each, then poll again.

@@ -283,7 +283,7 @@ func newTestEnv(t testing.TB) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, err := openContext(fakeDev, fakeProvider{}, devnull, e.k.write, nil)
+	ctx, err := openContext(fakeDev, fakeProvider{}, devnull, e.k.write, nil, nil)
 	if err != nil {
 		unix.Close(devnull)
 		t.Fatal(err)

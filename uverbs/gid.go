@@ -100,9 +100,15 @@ func (c *Context) queryGIDTableIoctl(n int) ([]GIDEntry, error) {
 	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(c.cmd.fd), rdmaVerbsIoctl, uintptr(mem.Addr()))
 	c.cmd.mu.Unlock()
 	if errno != 0 {
+		if c.cmd.tr != nil {
+			c.traceGIDIoctl(n, 0, errno)
+		}
 		return nil, &CmdError{Cmd: "QUERY_GID_TABLE", Errno: errno}
 	}
 	wire.Decode(&q, b)
+	if c.cmd.tr != nil {
+		c.traceGIDIoctl(n, q.NumEntries, 0)
+	}
 	return parseGIDEntries(q.NumEntries, b[sizeofQueryGIDTable:])
 }
 

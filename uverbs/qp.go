@@ -20,6 +20,7 @@ type QP struct {
 	prov   ProviderQP
 
 	mu         sync.Mutex // Modify, Destroy
+	state      QPState    // last state MODIFY_QP set (for --trace)
 	dead       bool
 	provClosed bool
 }
@@ -116,10 +117,22 @@ func (qp *QP) Describe() string {
 func (qp *QP) Type() QPType { return qp.typ }
 
 // PostSend posts one send work request. It does not allocate.
-func (qp *QP) PostSend(wr *SendWR) error { return qp.prov.PostSend(wr) }
+func (qp *QP) PostSend(wr *SendWR) error {
+	if qp.ctx.cmd.tr != nil {
+		qp.tracePostSend(wr) // before the provider's doorbell, which it traces itself
+		return qp.ctx.cmd.traceErr("post", "send WR failed", qp.prov.PostSend(wr))
+	}
+	return qp.prov.PostSend(wr)
+}
 
 // PostRecv posts one receive work request. It does not allocate.
-func (qp *QP) PostRecv(wr *RecvWR) error { return qp.prov.PostRecv(wr) }
+func (qp *QP) PostRecv(wr *RecvWR) error {
+	if qp.ctx.cmd.tr != nil {
+		qp.tracePostRecv(wr)
+		return qp.ctx.cmd.traceErr("post", "recv WR failed", qp.prov.PostRecv(wr))
+	}
+	return qp.prov.PostRecv(wr)
+}
 
 func destFromAH(ah *AHAttr) qpDest {
 	return qpDest{
@@ -192,10 +205,15 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	}
 	c := qp.ctx
 	req := modifyReq(qp.handle, attr, mask)
-	if _, err := call(c.cmd, cmdModifyQP, &req, &noResp{}, nil, 0); err != nil {
+	_, err := call(c.cmd, cmdModifyQP, &req, &noResp{}, nil, 0)
+	if c.cmd.tr != nil {
+		qp.traceModify(qp.state, attr, mask, err)
+	}
+	if err != nil {
 		return fmt.Errorf("uverbs: %s QP %d to %v (mask %#x): %w", c.dev.Name, qp.qpn, attr.State, uint32(mask), err)
 	}
 	if mask&QPAttrState != 0 {
+		qp.state = attr.State
 		if o, ok := qp.prov.(QPStateObserver); ok {
 			if err := o.SetState(attr.State); err != nil {
 				return fmt.Errorf("uverbs: %s QP %d now %v: %s provider: %w", c.dev.Name, qp.qpn, attr.State, c.provider.Driver(), err)

@@ -141,7 +141,7 @@ func newUDEnv(t *testing.T) (*testEnv, *udCtx) {
 		t.Fatal(err)
 	}
 	dev := Device{Name: "ud0", Path: "/dev/null", Driver: "udfake", DriverID: udDriverID, ABI: 1}
-	ctx, err := openContext(dev, udProvider{}, devnull, e.k.write, nil)
+	ctx, err := openContext(dev, udProvider{}, devnull, e.k.write, nil, nil)
 	if err != nil {
 		unix.Close(devnull)
 		t.Fatal(err)
@@ -246,8 +246,8 @@ func TestSeamMmapAfterClose(t *testing.T) {
 func TestOpenSharedRefcounts(t *testing.T) {
 	opened := 0
 	var envs []*testEnv
-	defer func(f func(Device) (*Context, error)) { openShared = f }(openShared)
-	openShared = func(Device) (*Context, error) {
+	defer func(f func(Device, ...Option) (*Context, error)) { openShared = f }(openShared)
+	openShared = func(Device, ...Option) (*Context, error) {
 		opened++
 		e, _ := newUDEnv(t)
 		envs = append(envs, e)

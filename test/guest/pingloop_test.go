@@ -272,6 +272,24 @@ func checkConnection(t *testing.T, o map[string]any, role string) {
 	}
 }
 
+// checkDiagnostics checks the end-of-connection diagnostics record: the port's packet
+// counters moved (by how much is the kernel's business) and the MTUs fit.
+func checkDiagnostics(t *testing.T, o map[string]any) {
+	t.Helper()
+	if o["type"] != "diagnostics" || o["device"] != "rxe0" || num(t, o, "port") != 1 || o["mtu_warning"] != nil {
+		t.Errorf("diagnostics %v", o)
+	}
+	cs, _ := o["counters"].([]any)
+	sent := false
+	for _, c := range cs {
+		m, _ := c.(map[string]any)
+		sent = sent || (strings.HasSuffix(m["name"].(string), "/sent_pkts") && num(t, m, "delta") > 0)
+	}
+	if !sent {
+		t.Errorf("diagnostics without a moved sent_pkts counter: %v", o)
+	}
+}
+
 func TestJSON(t *testing.T) {
 	addr := IPv4(t)
 	t.Run("GorpingClient_StockServer", func(t *testing.T) {
@@ -285,8 +303,8 @@ func TestJSON(t *testing.T) {
 			t.Errorf("stderr lacks the 20 ping data lines: %q", tailText(cli.Stderr))
 		}
 		objs := jsonLines(t, cli.Stdout)
-		if len(objs) != 1+1+20+1+1 {
-			t.Fatalf("%d JSON lines, want config, connection, 20 pings, summary, exit:\n%s", len(objs), cli.Stdout)
+		if len(objs) != 1+1+20+1+1+1 {
+			t.Fatalf("%d JSON lines, want config, connection, 20 pings, summary, diagnostics, exit:\n%s", len(objs), cli.Stdout)
 		}
 		c := objs[0]
 		if c["type"] != "config" || c["mode"] != "client" || c["addr"] != addr || num(t, c, "count") != 20 ||
@@ -312,7 +330,8 @@ func TestJSON(t *testing.T) {
 			num(t, rtt, "p99") <= num(t, rtt, "max") && num(t, rtt, "min") <= num(t, rtt, "avg") && num(t, rtt, "min") > 0) {
 			t.Errorf("rtt_ns out of order: %v", rtt)
 		}
-		if e := objs[23]; e["type"] != "exit" || num(t, e, "status") != 0 {
+		checkDiagnostics(t, objs[23])
+		if e := objs[24]; e["type"] != "exit" || num(t, e, "status") != 0 {
 			t.Errorf("last line %v, want exit status 0", e)
 		}
 	})
@@ -323,9 +342,10 @@ func TestJSON(t *testing.T) {
 			t.Fatalf("server exit %d stderr %q", srv.Code, srv.Stderr)
 		}
 		objs := jsonLines(t, srv.Stdout)
-		if len(objs) != 4 {
-			t.Fatalf("%d JSON lines, want config, connection, session, exit:\n%s", len(objs), srv.Stdout)
+		if len(objs) != 5 {
+			t.Fatalf("%d JSON lines, want config, connection, session, diagnostics, exit:\n%s", len(objs), srv.Stdout)
 		}
+		checkDiagnostics(t, objs[3])
 		if c := objs[0]; c["type"] != "config" || c["mode"] != "server" || c["poll"] != true {
 			t.Errorf("config %v", c)
 		}
@@ -334,7 +354,7 @@ func TestJSON(t *testing.T) {
 			!strings.HasPrefix(s["remote"].(string), addr+":") {
 			t.Errorf("session %v", s)
 		}
-		if e := objs[3]; e["type"] != "exit" || num(t, e, "status") != 0 {
+		if e := objs[4]; e["type"] != "exit" || num(t, e, "status") != 0 {
 			t.Errorf("last line %v, want exit status 0", e)
 		}
 	})

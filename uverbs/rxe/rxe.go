@@ -45,11 +45,12 @@ func (c *rxeContext) Close() error { return nil }
 func (c *rxeContext) CQUdata(cqe int) ([]byte, int) { return nil, createCQLen }
 
 // mapRing maps one queue described by mi (each rxe queue can be mapped exactly once).
-func (c *rxeContext) mapRing(fd int, mi mminfo, minElem int, what string) (*ring, error) {
+func (c *rxeContext) mapRing(cmd uverbs.Commander, mi mminfo, minElem int, what string) (*ring, error) {
 	if mi.Size < ringDataOff || mi.Size > 1<<31 {
 		return nil, fmt.Errorf("rxe: %s mmap size %d out of range", what, mi.Size)
 	}
-	mem, err := c.mmap(fd, mi.Offset, int(mi.Size))
+	mem, err := c.mmap(cmd.Fd(), mi.Offset, int(mi.Size))
+	uverbs.TraceMmap(cmd, "rxe "+what+" ring", mi.Offset, int(mi.Size), err)
 	if err != nil {
 		return nil, fmt.Errorf("rxe: mmap %s (offset %#x, %d bytes): %w", what, mi.Offset, mi.Size, err)
 	}
@@ -67,7 +68,7 @@ func (c *rxeContext) NewCQ(cmd uverbs.Commander, core uverbs.CQCore, resp []byte
 	}
 	var r createCQResp
 	wire.Decode(&r, resp)
-	rg, err := c.mapRing(cmd.Fd(), r.Mi, cqeMinSize, "completion queue")
+	rg, err := c.mapRing(cmd, r.Mi, cqeMinSize, "completion queue")
 	if err != nil {
 		return nil, err
 	}
@@ -90,13 +91,13 @@ func (c *rxeContext) NewQP(cmd uverbs.Commander, core uverbs.QPCore, resp []byte
 	}
 	var r createQPResp
 	wire.Decode(&r, resp)
-	sq, err := c.mapRing(cmd.Fd(), r.SqMi, sendWQESize+sgeSize*int(core.Cap.MaxSendSGE), "send queue")
+	sq, err := c.mapRing(cmd, r.SqMi, sendWQESize+sgeSize*int(core.Cap.MaxSendSGE), "send queue")
 	if err != nil {
 		return nil, err
 	}
 	var rq *ring
 	if r.RqMi.Size != 0 { // no RQ with an SRQ
-		rq, err = c.mapRing(cmd.Fd(), r.RqMi, recvWQESize+sgeSize*int(core.Cap.MaxRecvSGE), "receive queue")
+		rq, err = c.mapRing(cmd, r.RqMi, recvWQESize+sgeSize*int(core.Cap.MaxRecvSGE), "receive queue")
 		if err != nil {
 			c.munmap(sq.m)
 			return nil, err

@@ -1,0 +1,321 @@
+package uverbs
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"strings"
+
+	"github.com/gorping/gorping/internal/trace"
+	"github.com/gorping/gorping/internal/wire"
+	"golang.org/x/sys/unix"
+)
+
+// Option configures Open and OpenShared.
+type Option func(*options)
+
+type options struct {
+	tracer *trace.Tracer
+}
+
+// WithTracer makes every command, mmap, QP transition and data-path step of the context
+// a trace record (--trace). A nil tracer traces nothing and costs nothing.
+func WithTracer(t *trace.Tracer) Option { return func(o *options) { o.tracer = t } }
+
+func applyOptions(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}
+
+// Tracing: the core's commands are traced in call and Write (cmd.go), which every command
+// passes; the data path in QP.PostSend/PostRecv, CQ.Poll and CompChannel.Wait; mappings in
+// cmdPath.Mmap and, for providers that map with their own code, TraceMmap.
+
+// TraceMmap records a mapping a provider made of the context's device file (what it is,
+// the mmap offset and length) on cmd's tracer, if it has one.
+func TraceMmap(cmd Commander, what string, off uint64, length int, err error) {
+	if p, ok := cmd.(*cmdPath); ok && p.tr != nil {
+		p.traceMmap(what, off, length, err)
+	}
+}
+
+func (c *cmdPath) traceMmap(what string, off uint64, length int, err error) {
+	c.tr.Count(trace.Syscall)
+	c.tr.Emit("mmap", what, []trace.Field{trace.F("offset", fmt.Sprintf("%#x", off)), trace.F("length", length)}, nil, err)
+}
+
+// traceCmd records one core command with its request and response decoded from the ABI
+// structs.
+func (c *cmdPath) traceCmd(cmd uint32, req, resp any, err error) {
+	c.tr.Count(trace.Syscall)
+	var rf []trace.Field
+	if m, ok := req.(*modifyQPReq); ok {
+		rf = modifyFields(m)
+	} else {
+		rf = trace.Struct(req, fieldNames)
+	}
+	var out []trace.Field
+	if err == nil {
+		out = trace.Struct(resp, fieldNames)
+	}
+	c.tr.Emit("uverbs", cmdName(cmd), rf, out, err)
+}
+
+// fieldNames renders enumerations and masks of the core's ABI structs by name
+// (QUERY_PORT's state and MTUs, QUERY_QP's states, MTU, access flags and mask).
+func fieldNames(name string, v reflect.Value) (any, bool) {
+	if !v.CanUint() {
+		return nil, false
+	}
+	u := v.Uint()
+	switch name {
+	case "state":
+		return PortState(u).String(), true
+	case "phys_state":
+		return PhysState(u).String(), true
+	case "link_layer":
+		return LinkLayer(u).String(), true
+	case "max_mtu", "active_mtu", "path_mtu":
+		return MTU(u).Bytes(), true
+	case "qp_state", "cur_qp_state":
+		return QPState(u).String(), true
+	case "qp_access_flags", "access_flags":
+		return accessNames(AccessFlags(u)), true
+	case "attr_mask":
+		return maskNames(QPAttrMask(u)), true
+	}
+	return nil, false
+}
+
+// traceWrite records a provider's command: the two the data path sends are decoded.
+func (c *cmdPath) traceWrite(cmd uint32, req []byte, err error) {
+	c.tr.Count(trace.Syscall)
+	name := cmdName(cmd)
+	var rf []trace.Field
+	switch cmd {
+	case CmdPostSend:
+		c.tr.Count(trace.Doorbell)
+		name += " (send doorbell)"
+		var r PostSendReq
+		wire.Decode(&r, req)
+		rf = []trace.Field{trace.F("qp_handle", r.QpHandle), trace.F("wr_count", r.WrCount), trace.F("wqe_size", r.WqeSize)}
+	case CmdReqNotifyCQ:
+		c.tr.Count(trace.Arm)
+		name += " (arm CQ)"
+		var r ReqNotifyCQ
+		wire.Decode(&r, req)
+		rf = []trace.Field{trace.F("cq_handle", r.CqHandle), trace.F("solicited_only", r.SolicitedOnly)}
+	default:
+		rf = []trace.Field{trace.F("bytes", len(req))}
+	}
+	c.tr.Emit("uverbs", name, rf, nil, err)
+}
+
+// modifyFields are the attributes a MODIFY_QP sets: those its mask selects.
+func modifyFields(m *modifyQPReq) []trace.Field {
+	mask := QPAttrMask(m.AttrMask)
+	fs := []trace.Field{trace.F("qp_handle", m.QpHandle), trace.F("attr_mask", maskNames(mask))}
+	return append(fs, qpAttrFields(qpAttrFromModify(m), mask)...)
+}
+
+func qpAttrFromModify(m *modifyQPReq) *QPAttr {
+	return &QPAttr{
+		State: QPState(m.QpState), PathMTU: MTU(m.PathMtu), QKey: m.Qkey, RQPSN: m.RqPsn, SQPSN: m.SqPsn,
+		DestQPNum: m.DestQpNum, AccessFlags: AccessFlags(m.QpAccessFlags), AH: ahFromDest(&m.Dest),
+		PKeyIndex: m.PkeyIndex, MaxRdAtomic: m.MaxRdAtomic, MaxDestRdAtomic: m.MaxDestRdAtomic,
+		MinRNRTimer: m.MinRnrTimer, PortNum: m.PortNum, Timeout: m.Timeout, RetryCnt: m.RetryCnt,
+		RNRRetry: m.RnrRetry,
+	}
+}
+
+// qpAttrFields are the attributes of a QP transition that matter for a connection.
+func qpAttrFields(a *QPAttr, mask QPAttrMask) []trace.Field {
+	var fs []trace.Field
+	add := func(bit QPAttrMask, k string, v any) {
+		if mask&bit != 0 {
+			fs = append(fs, trace.F(k, v))
+		}
+	}
+	add(QPAttrPort, "port", a.PortNum)
+	add(QPAttrPKeyIndex, "pkey_index", a.PKeyIndex)
+	add(QPAttrAccessFlags, "access", accessNames(a.AccessFlags))
+	add(QPAttrQKey, "qkey", a.QKey)
+	if mask&QPAttrAV != 0 {
+		ah := &a.AH
+		fs = append(fs, trace.F("ah.port", ah.PortNum), trace.F("ah.dlid", ah.DLID), trace.F("ah.sl", ah.SL),
+			trace.F("ah.is_global", ah.IsGlobal))
+		if ah.IsGlobal != 0 {
+			fs = append(fs, trace.F("ah.sgid_index", ah.GRH.SGIDIndex), trace.F("ah.dgid", gidString(ah.GRH.DGID)),
+				trace.F("ah.hop_limit", ah.GRH.HopLimit), trace.F("ah.traffic_class", ah.GRH.TrafficClass),
+				trace.F("ah.flow_label", ah.GRH.FlowLabel))
+		}
+	}
+	add(QPAttrPathMTU, "path_mtu", a.PathMTU.Bytes())
+	add(QPAttrDestQPN, "dest_qpn", a.DestQPNum)
+	add(QPAttrRQPSN, "rq_psn", a.RQPSN)
+	add(QPAttrMaxDestRdAtomic, "max_dest_rd_atomic", a.MaxDestRdAtomic)
+	add(QPAttrMinRNRTimer, "min_rnr_timer", a.MinRNRTimer)
+	add(QPAttrSQPSN, "sq_psn", a.SQPSN)
+	add(QPAttrTimeout, "timeout", a.Timeout)
+	add(QPAttrRetryCnt, "retry_cnt", a.RetryCnt)
+	add(QPAttrRNRRetry, "rnr_retry", a.RNRRetry)
+	add(QPAttrMaxQPRdAtomic, "max_rd_atomic", a.MaxRdAtomic)
+	return fs
+}
+
+var maskBitNames = [...]string{"STATE", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY", "ACCESS_FLAGS", "PKEY_INDEX", "PORT",
+	"QKEY", "AV", "PATH_MTU", "TIMEOUT", "RETRY_CNT", "RNR_RETRY", "RQ_PSN", "MAX_QP_RD_ATOMIC", "ALT_PATH",
+	"MIN_RNR_TIMER", "SQ_PSN", "MAX_DEST_RD_ATOMIC", "PATH_MIG_STATE", "CAP", "DEST_QPN"}
+
+func maskNames(m QPAttrMask) string {
+	var s []string
+	for i, n := range maskBitNames {
+		if m&(1<<i) != 0 {
+			s = append(s, n)
+		}
+	}
+	if rest := m &^ (1<<len(maskBitNames) - 1); rest != 0 {
+		s = append(s, fmt.Sprintf("%#x", uint32(rest)))
+	}
+	if len(s) == 0 {
+		return "0"
+	}
+	return strings.Join(s, "|")
+}
+
+var accessBitNames = [...]string{"LOCAL_WRITE", "REMOTE_WRITE", "REMOTE_READ", "REMOTE_ATOMIC", "MW_BIND", "ZERO_BASED", "ON_DEMAND"}
+
+func accessNames(a AccessFlags) string {
+	var s []string
+	for i, n := range accessBitNames {
+		if a&(1<<i) != 0 {
+			s = append(s, n)
+		}
+	}
+	if rest := a &^ (1<<len(accessBitNames) - 1); rest != 0 {
+		s = append(s, fmt.Sprintf("%#x", uint32(rest)))
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, "|")
+}
+
+func gidString(g [16]byte) string { return netip.AddrFrom16(g).String() }
+
+var wrOpNames = [...]string{WRRDMAWrite: "RDMA_WRITE", WRRDMAWriteWithImm: "RDMA_WRITE_WITH_IMM", WRSend: "SEND",
+	WRSendWithImm: "SEND_WITH_IMM", WRRDMARead: "RDMA_READ"}
+
+func wrOpName(o WROpcode) string {
+	if int(o) < len(wrOpNames) && wrOpNames[o] != "" {
+		return wrOpNames[o]
+	}
+	return fmt.Sprintf("opcode %d", uint32(o))
+}
+
+// traceErr records err, if any, as its own record and returns it.
+func (c *cmdPath) traceErr(kind, name string, err error) error {
+	if err != nil {
+		c.tr.Emit(kind, name, nil, nil, err)
+	}
+	return err
+}
+
+func (qp *QP) tracePostSend(wr *SendWR) {
+	t := qp.ctx.cmd.tr
+	t.Count(trace.PostSend)
+	fs := []trace.Field{trace.F("qpn", qp.qpn), trace.F("opcode", wrOpName(wr.Opcode)), trace.F("wr_id", wr.ID),
+		trace.F("signaled", wr.Flags&SendSignaled != 0)}
+	fs = appendSGEs(fs, wr.SGE)
+	if wr.Opcode == WRRDMARead || wr.Opcode == WRRDMAWrite || wr.Opcode == WRRDMAWriteWithImm {
+		fs = append(fs, trace.F("remote_addr", fmt.Sprintf("%#x", wr.RemoteAddr)), trace.F("rkey", fmt.Sprintf("%#x", wr.RKey)))
+	}
+	t.Emit("post", "send WR", fs, nil, nil)
+}
+
+func (qp *QP) tracePostRecv(wr *RecvWR) {
+	t := qp.ctx.cmd.tr
+	t.Count(trace.PostRecv)
+	fs := appendSGEs([]trace.Field{trace.F("qpn", qp.qpn), trace.F("wr_id", wr.ID)}, wr.SGE)
+	t.Emit("post", "recv WR", fs, nil, nil)
+}
+
+func appendSGEs(fs []trace.Field, sges []SGE) []trace.Field {
+	for i := range sges {
+		p := ""
+		if len(sges) > 1 {
+			p = fmt.Sprintf("sge%d.", i)
+		}
+		fs = append(fs, trace.F(p+"addr", fmt.Sprintf("%#x", sges[i].Addr)), trace.F(p+"length", sges[i].Length),
+			trace.F(p+"lkey", fmt.Sprintf("%#x", sges[i].LKey)))
+	}
+	return fs
+}
+
+func (cq *CQ) tracePoll(wc []WC, n int, err error) {
+	t := cq.ctx.cmd.tr
+	if n <= 0 && err == nil {
+		return // empty polls are the loop's normal idle step; not worth a line each
+	}
+	t.CountN(trace.Completion, n)
+	for i := 0; i < n; i++ {
+		w := &wc[i]
+		fs := []trace.Field{trace.F("cq_handle", cq.handle), trace.F("wr_id", w.WRID), trace.F("status", w.Status.String()), trace.F("qpn", w.QPNum)}
+		if w.Status == WCSuccess {
+			fs = append(fs, trace.F("opcode", w.Opcode.String()), trace.F("byte_len", w.ByteLen))
+		} else {
+			// The opcode and length of a failed completion are undefined (rxe says SEND).
+			fs = append(fs, trace.F("vendor_err", fmt.Sprintf("%#x", w.VendorErr)), trace.F("cause", w.Status.Cause()))
+		}
+		t.Emit("poll", "completion", fs, nil, nil)
+	}
+	if err != nil {
+		t.Emit("poll", "completion", []trace.Field{trace.F("cq_handle", cq.handle)}, nil, err)
+	}
+}
+
+func (ch *CompChannel) traceWait(cq *CQ, err error) {
+	t := ch.ctx.cmd.tr
+	t.Count(trace.Syscall)
+	if err != nil {
+		return // a cancelled wait (CM event, end of run) is no wake-up
+	}
+	t.Count(trace.Wakeup)
+	t.Emit("wakeup", "completion event", []trace.Field{trace.F("cq_handle", cq.handle)}, nil, nil)
+}
+
+func (qp *QP) traceModify(from QPState, attr *QPAttr, mask QPAttrMask, err error) {
+	name := "modify"
+	if mask&QPAttrState != 0 {
+		name = from.String() + "->" + attr.State.String()
+	}
+	fs := append([]trace.Field{trace.F("qpn", qp.qpn)}, qpAttrFields(attr, mask)...)
+	qp.ctx.cmd.tr.Emit("qp", name, fs, nil, err)
+}
+
+func (c *Context) traceGIDIoctl(n int, got uint64, errno unix.Errno) {
+	var err error
+	var resp []trace.Field
+	if errno != 0 {
+		err = errno
+	} else {
+		resp = []trace.Field{trace.F("num_entries", got)}
+	}
+	c.cmd.tr.Count(trace.Syscall)
+	c.cmd.tr.Emit("uverbs", "QUERY_GID_TABLE (ioctl)", []trace.Field{trace.F("max_entries", n)}, resp, err)
+}
+
+// TraceQPAttr decodes the attributes a.AttrMask selects (rdma_cm's INIT_QP_ATTR answer)
+// for a trace record.
+func TraceQPAttr(a *QPAttr) []trace.Field {
+	fs := []trace.Field{trace.F("attr_mask", maskNames(a.AttrMask))}
+	if a.AttrMask&QPAttrState != 0 {
+		fs = append(fs, trace.F("state", a.State.String()))
+	}
+	return append(fs, qpAttrFields(a, a.AttrMask)...)
+}
