@@ -8,7 +8,9 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,6 +24,10 @@ type eventFile struct {
 	closed atomic.Bool
 
 	buf         [16]byte        // read target; returned by value
+	rc          syscall.RawConn // f's, for rawRead
+	readFn      func(fd uintptr) bool
+	want, got   int             // rawRead's request and result
+	readErr     error           // rawRead's error (EAGAIN excluded)
 	watched     context.Context // the ctx whose cancellation hook is registered
 	stopWatch   func() bool
 	deadlineSet bool // a cancellation set a past read deadline
@@ -40,7 +46,37 @@ func newEventFile(fd int, name string) (*eventFile, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("uverbs: bad %s fd %d", name, fd)
 	}
-	return &eventFile{f: f}, nil
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("uverbs: %s: %w", name, err)
+	}
+	e := &eventFile{f: f, rc: rc}
+	e.readFn = e.rawRead // bound once: a method value per read would allocate
+	return e, nil
+}
+
+// rawRead is the read(2) under rc.Read: a raw syscall, which the Go scheduler
+// does not see. A read that follows readiness never blocks, and a scheduled
+// one costs the ping loop, on every wake-up, a wake of the runtime's monitor
+// thread (entersyscall wakes it whenever all Ps were idle, which they are
+// while the loop waits). It returns false on EAGAIN: rc.Read then waits in
+// the netpoller.
+func (e *eventFile) rawRead(fd uintptr) bool {
+	for {
+		k, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&e.buf[0])), uintptr(e.want))
+		switch errno {
+		case 0:
+			e.got, e.readErr = int(k), nil
+			return true
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return false
+		}
+		e.got, e.readErr = 0, errno
+		return true
+	}
 }
 
 // read reads exactly one event of n ≤ 16 bytes. It returns ctx.Err() when ctx ends first and
@@ -62,8 +98,13 @@ func (e *eventFile) read(ctx context.Context, n int) ([16]byte, error) {
 			return e.buf, err
 		}
 	}
+	e.want, e.got, e.readErr = n, 0, nil
 	for {
-		k, err := e.f.Read(e.buf[:n])
+		err := e.rc.Read(e.readFn)
+		k := e.got
+		if err == nil {
+			err = e.readErr
+		}
 		switch {
 		case err == nil && k == n:
 			return e.buf, nil
