@@ -35,7 +35,10 @@ func TestGuestPingLoopAllocatesNothing(t *testing.T) {
 		// mode's setup varies by a few objects only (seen: ≤ 6).
 		{"poll", 500, func(cfg *Config) { cfg.Poll = !cfg.Server }},
 		{"stats", 2000, func(cfg *Config) { cfg.Stats = true; cfg.Interval = time.Microsecond }},
-		{"json", 2000, func(cfg *Config) { cfg.Stats, cfg.JSON = true, true }},
+		// More pings: --json's per-run diagnostics (port, GID, counter
+		// directory walks) vary by a few hundred objects from run to run
+		// (seen: 473), close to 2000's tolerance of 500.
+		{"json", 4000, func(cfg *Config) { cfg.Stats, cfg.JSON = true, true }},
 	} {
 		t.Run(mode.name, func(t *testing.T) { testPingLoopAllocs(t, mode.extra, mode.set) })
 	}
