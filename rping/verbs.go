@@ -11,6 +11,7 @@ import (
 	"github.com/gorping/gorping/uverbs"
 	_ "github.com/gorping/gorping/uverbs/mlx5" // the providers gorping ships
 	_ "github.com/gorping/gorping/uverbs/rxe"
+	_ "github.com/gorping/gorping/uverbs/siw"
 )
 
 // Per-connection verbs sizes, as rping's (§3.6 of the spec).
