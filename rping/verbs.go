@@ -273,6 +273,10 @@ func (c *verbsConn) selfModify() error {
 	return nil
 }
 
+// iwarp reports whether the connection runs over iWARP (e.g. siw), where the
+// kernel's iw_cm, not the application, moves the QP to RTS.
+func (c *verbsConn) iwarp() bool { return c.qp != nil && c.qp.Transport() == uverbs.TransportIWARP }
+
 // disconnect is rping_disconnect: in -q mode the QP goes to ERR first (rdma_cm
 // does that only for QPs it owns), so posted work requests flush.
 func (c *verbsConn) disconnect() {

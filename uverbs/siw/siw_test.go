@@ -251,7 +251,7 @@ func TestPostSendEncoding(t *testing.T) {
 func TestPostSendRejects(t *testing.T) {
 	f := newFake(t)
 	q, sq, _ := newTestQP(t, f, 4, 4, true)
-	sges := []uverbs.SGE{{1, 1, 1}, {2, 2, 2}, {3, 3, 3}}
+	sges := []uverbs.SGE{{Addr: 1, Length: 1, LKey: 1}, {Addr: 2, Length: 2, LKey: 2}, {Addr: 3, Length: 3, LKey: 3}}
 	for name, wr := range map[string]uverbs.SendWR{
 		"imm":       {Opcode: uverbs.WRSendWithImm},
 		"atomic":    {Opcode: uverbs.WRAtomicFetchAdd, SGE: sges[:1]},
