@@ -135,9 +135,15 @@ func TestSiwInterop(t *testing.T) {
 			}
 		}
 	})
+	// iWARP connects over TCP through iw_cm, whose listen backlog (3, as rping's) is
+	// a hard limit: with 12 concurrent clients even stock rping's -P server loses some
+	// (UNREACHABLE -110, REJECTED -104, its own "rdma_create_qp: Invalid argument").
+	// So the crowds here stay within the backlog, two waves per family.
 	t.Run("PersistentManyClients", func(t *testing.T) {
 		for _, f := range fams {
-			t.Run(f.name, func(t *testing.T) { testPersistentManyClients(t, f.addr, 8, 4) })
+			for wave := range 2 {
+				t.Run(fmt.Sprintf("%s/%d", f.name, wave+1), func(t *testing.T) { testPersistentManyClients(t, f.addr, 2, 1) })
+			}
 		}
 	})
 }
