@@ -103,8 +103,9 @@ type SiwPkgs struct {
 }
 
 // SiwPackages reads them off the headers package's dependencies, e.g.
-// linux-headers-6.1.0-57-common, linux-kbuild-6.1 and linux-compiler-gcc-12-x86;
-// the source package is named after kbuild's version (linux-source-6.1).
+// linux-headers-6.1.0-57-common, linux-kbuild-6.1 and linux-compiler-gcc-12-x86
+// (trixie: linux-kbuild-6.12.118+deb13 and gcc-14); the source package is named
+// after kbuild's major.minor version (linux-source-6.1, linux-source-6.12).
 func SiwPackages(headers string, deps [][]string) SiwPkgs {
 	p := SiwPkgs{Headers: headers}
 	for _, g := range deps {
@@ -112,12 +113,17 @@ func SiwPackages(headers string, deps [][]string) SiwPkgs {
 		case strings.HasPrefix(d, "linux-headers-") && strings.HasSuffix(d, "-common"):
 			p.Common = d
 		case strings.HasPrefix(d, "linux-kbuild-"):
+			// linux-kbuild-6.1 (bookworm), linux-kbuild-6.12.118+deb13 (trixie):
+			// the source package is named after major.minor.
 			p.Kbuild = d
-			p.Source = "linux-source-" + strings.TrimPrefix(d, "linux-kbuild-")
+			ver := strings.Split(strings.TrimPrefix(d, "linux-kbuild-"), ".")
+			p.Source = "linux-source-" + strings.Join(ver[:min(2, len(ver))], ".")
 		case strings.HasPrefix(d, "linux-compiler-gcc-"):
-			// linux-compiler-gcc-12-x86 -> gcc-12
+			// bookworm: linux-compiler-gcc-12-x86 -> gcc-12
 			ver, _, _ := strings.Cut(strings.TrimPrefix(d, "linux-compiler-gcc-"), "-")
 			p.Compiler = "gcc-" + ver
+		case strings.HasPrefix(d, "gcc-"): // trixie names the compiler itself
+			p.Compiler = d
 		}
 	}
 	return p

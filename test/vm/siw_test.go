@@ -14,6 +14,13 @@ func TestSiwPackages(t *testing.T) {
 	if got != want {
 		t.Fatalf("SiwPackages = %+v, want %+v", got, want)
 	}
+	deps = ParseDepends([]byte("linux-headers-6.12.118+deb13-amd64\n  Depends: linux-base\n  Depends: linux-headers-6.12.118+deb13-common\n |Depends: linux-image-6.12.118+deb13-amd64\n  Depends: linux-image-6.12.118+deb13-amd64-unsigned\n  Depends: linux-kbuild-6.12.118+deb13\n  Depends: gcc-14\n"))
+	got = SiwPackages("linux-headers-6.12.118+deb13-amd64", deps["linux-headers-6.12.118+deb13-amd64"])
+	want = SiwPkgs{Headers: "linux-headers-6.12.118+deb13-amd64", Common: "linux-headers-6.12.118+deb13-common",
+		Kbuild: "linux-kbuild-6.12.118+deb13", Source: "linux-source-6.12", Compiler: "gcc-14"}
+	if got != want {
+		t.Fatalf("trixie: SiwPackages = %+v, want %+v", got, want)
+	}
 	if got := SiwPackages("linux-headers-x", nil); got.Compiler != "" || got.Kbuild != "" {
 		t.Fatalf("no dependencies gave %+v", got)
 	}
