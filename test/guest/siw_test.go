@@ -10,6 +10,7 @@ package guest
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,14 +20,31 @@ import (
 	"github.com/gorping/gorping/uverbs"
 )
 
-// siwFamilies returns siw's IPv4 and IPv6 addresses. A guest without siw (the test
-// bed could not build it for this kernel or architecture) skips with the reason,
-// which the test bed also prints in its verdict line.
+// siwFamilies brings up siw0 for the calling test and returns siw's IPv4 and IPv6
+// addresses. The test bed checks at boot that siw0 comes up, then deletes it: it
+// exists only while a siw test runs (see test/vm's init script), and the link is
+// deleted again when the test ends. A guest without siw (the test bed could not
+// build it for this kernel or architecture) skips with the reason, which the test
+// bed also prints in its verdict line.
 func siwFamilies(t *testing.T) []struct{ name, addr string } {
 	t.Helper()
 	if why := os.Getenv("GORPING_SIW_UNAVAILABLE"); why != "" {
 		t.Skipf("siw NOT AVAILABLE in this guest: %s", why)
 	}
+	dev, netdev := Env(t, "GORPING_SIW_DEV"), Env(t, "GORPING_SIW_NETDEV")
+	rdma := RDMATool(t)
+	if out, err := exec.Command(rdma, "link", "add", dev, "type", "siw", "netdev", netdev).CombinedOutput(); err != nil {
+		t.Fatalf("rdma link add %s type siw netdev %s: %v: %s", dev, netdev, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(rdma, "link", "delete", dev).CombinedOutput(); err != nil {
+			t.Errorf("rdma link delete %s: %v: %s", dev, err, out)
+		}
+	})
+	waitFor(t, 30*time.Second, dev+"'s port to become ACTIVE", func() bool {
+		b, err := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/state")
+		return err == nil && strings.Contains(string(b), "ACTIVE")
+	})
 	return []struct{ name, addr string }{
 		{"IPv4", Env(t, "GORPING_SIW_IPV4")}, {"IPv6", Env(t, "GORPING_SIW_IPV6")},
 	}

@@ -31,7 +31,7 @@ func TestInitScriptSiw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"type siw netdev d1", "GORPING_SIW_DEV=siw0", GuestSiwIPv4 + "/24 dev d1"} {
+	for _, s := range []string{"type siw netdev iw0", "GORPING_SIW_DEV=siw0", GuestSiwIPv4 + "/24 dev iw0"} {
 		if !strings.Contains(string(with), s) {
 			t.Errorf("init with siw lacks %q", s)
 		}
