@@ -191,6 +191,7 @@ type fakeQP struct {
 	log     *opLog
 	num     uint32
 	failAt  uverbs.QPState // state whose modify fails with EINVAL (0: none)
+	iw      bool           // an iWARP device's QP
 	mu      sync.Mutex
 	history []qpModify
 }
@@ -199,6 +200,8 @@ type qpModify struct {
 	attr uverbs.QPAttr
 	mask uverbs.QPAttrMask
 }
+
+func (q *fakeQP) iwarp() bool { return q.iw }
 
 func (q *fakeQP) modify(a *uverbs.QPAttr, mask uverbs.QPAttrMask) error {
 	q.log.add(fmt.Sprintf("modify(%d, %#x)", uint32(a.State), uint32(mask)))

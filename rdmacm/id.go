@@ -31,6 +31,7 @@ type ID struct {
 
 	qp           cmQP // librdmacm-owned QP (AttachQP), nil in -q mode
 	ib           bool // the QP's port has InfiniBand link layer
+	iwarp        bool // the QP's device is iWARP: Disconnect moves it to SQD
 	connectError bool // hidden CONNECT_RESPONSE work failed
 
 	reqResp, reqInit uint8 // a child's CONNECT_REQUEST values, for Accept
@@ -41,6 +42,7 @@ type ID struct {
 type cmQP interface {
 	modify(attr *uverbs.QPAttr, mask uverbs.QPAttrMask) error
 	qpNum() uint32
+	iwarp() bool // the QP's device has iWARP transport
 }
 
 func newID(ch *Channel, uid uint64, handle uint32) *ID {
@@ -277,7 +279,7 @@ func (id *ID) attachQP(qp cmQP, ib bool) error {
 		return err
 	}
 	id.mu.Lock()
-	id.qp, id.ib = qp, ib
+	id.qp, id.ib, id.iwarp = qp, ib, qp.iwarp()
 	id.mu.Unlock()
 	return nil
 }
@@ -332,6 +334,22 @@ func (id *ID) qpToErr() error {
 	a := uverbs.QPAttr{State: qpsErr}
 	if err := qp.modify(&a, qpMaskState); err != nil {
 		return fmt.Errorf("rdmacm: modify qp to error state: %w", err)
+	}
+	return nil
+}
+
+// qpShutdown is librdmacm's ucma_shutdown: an attached QP goes to ERR, on
+// iWARP to SQD (mask STATE only).
+func (id *ID) qpShutdown() error {
+	id.mu.Lock()
+	qp, iwarp := id.qp, id.iwarp
+	id.mu.Unlock()
+	if qp == nil || !iwarp {
+		return id.qpToErr()
+	}
+	a := uverbs.QPAttr{State: uverbs.QPSSQD}
+	if err := qp.modify(&a, qpMaskState); err != nil {
+		return fmt.Errorf("rdmacm: modify qp to SQD: %w", err)
 	}
 	return nil
 }
@@ -492,11 +510,12 @@ func (id *ID) Reject() error {
 	return id.exec("reject", cmdReject, bytesOf(&cmd), 0, nil)
 }
 
-// Disconnect moves an attached QP to ERR (so its work requests flush) and
-// then disconnects (rdma_disconnect). If the QP cannot be moved, nothing is
-// sent, as in librdmacm.
+// Disconnect moves an attached QP to ERR (so its work requests flush), or to
+// SQD on iWARP (the kernel then closes the stream gracefully), and then
+// disconnects (rdma_disconnect). If the QP cannot be moved, nothing is sent,
+// as in librdmacm.
 func (id *ID) Disconnect() error {
-	if err := id.qpToErr(); err != nil {
+	if err := id.qpShutdown(); err != nil {
 		return fmt.Errorf("rdmacm: disconnect: %w", err)
 	}
 	cmd := disconnectCmd{ID: id.handle}

@@ -11,7 +11,8 @@ import (
 // the QP RESET→INIT now with the kernel's attributes; Connect uses its QPN;
 // on CONNECT_RESPONSE the reader moves it INIT→RTR→RTS and sends the RTU,
 // Accept does the same before accepting, REJECTED and Disconnect move it to
-// ERR. ib says the QP's port has InfiniBand link layer (uverbs.PortAttr), for
+// ERR (Disconnect on iWARP to SQD; iWARP has no CONNECT_RESPONSE: the kernel
+// moves the QP to RTS and reports ESTABLISHED). ib says the QP's port has InfiniBand link layer (uverbs.PortAttr), for
 // which librdmacm clears mask bits 21-24 of the RTR transition. The QP must
 // not be destroyed while the ID may still use it (before Disconnect/Destroy).
 func (id *ID) AttachQP(qp *uverbs.QP, ib bool) error {
@@ -29,6 +30,8 @@ func (v verbsQP) modify(a *uverbs.QPAttr, mask uverbs.QPAttrMask) error {
 }
 
 func (v verbsQP) qpNum() uint32 { return v.qp.Num() }
+
+func (v verbsQP) iwarp() bool { return v.qp.Transport() == uverbs.TransportIWARP }
 
 // InitQPAttr asks the kernel for the attributes and mask that move this ID's
 // QP to state (rdma_init_qp_attr), for a QP the application drives itself.

@@ -194,3 +194,10 @@ func addrOwner(a netip.Addr) string {
 	}
 	return ""
 }
+
+// iwarpSelfQPHint explains rdma_establish's EINVAL for a -q client on iWARP:
+// iw_cm connects the QP itself, so there is nothing left to establish (stock
+// rping fails the same way).
+func iwarpSelfQPHint(dev string) string {
+	return fmt.Sprintf("gorping: %s is an iWARP device: the kernel moves the QP to RTS while connecting, so a client cannot use -q there (a -q server can)", dev)
+}

@@ -365,6 +365,9 @@ func connectClient(ctx context.Context, c *verbsConn, out *printer, state State)
 		}
 		if err := c.id.Establish(); err != nil {
 			perror(out.stderr, "rdma_establish", err)
+			if c.iwarp() {
+				out.hint(iwarpSelfQPHint(c.dev.Name))
+			}
 			return -1
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gorping/gorping/uverbs"
 	_ "github.com/gorping/gorping/uverbs/mlx5" // the providers gorping ships
 	_ "github.com/gorping/gorping/uverbs/rxe"
+	_ "github.com/gorping/gorping/uverbs/siw"
 )
 
 // Per-connection verbs sizes, as rping's (§3.6 of the spec).
@@ -274,6 +275,10 @@ func (c *verbsConn) selfModify() error {
 	}
 	return nil
 }
+
+// iwarp reports whether the connection runs over iWARP (e.g. siw), where the
+// kernel's iw_cm, not the application, moves the QP to RTS.
+func (c *verbsConn) iwarp() bool { return c.qp != nil && c.qp.Transport() == uverbs.TransportIWARP }
 
 // disconnect is rping_disconnect: in -q mode the QP goes to ERR first (rdma_cm
 // does that only for QPs it owns), so posted work requests flush.

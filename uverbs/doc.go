@@ -5,11 +5,12 @@
 // netpoller.
 //
 // The data path (posting work requests, polling, arming) is driver specific and lives in
-// providers such as uverbs/rxe and uverbs/mlx5, which register themselves with Register.
+// providers such as uverbs/rxe, uverbs/mlx5 and uverbs/siw, which register themselves with Register.
 // Import the providers you need for their side effect:
 //
 //	import _ "github.com/gorping/gorping/uverbs/rxe"
 //	import _ "github.com/gorping/gorping/uverbs/mlx5"
+//	import _ "github.com/gorping/gorping/uverbs/siw"
 //
 // Memory the kernel accesses by address (registered buffers, rings, command responses)
 // is always mmap'd, never Go heap.

@@ -17,6 +17,16 @@ const (
 	// of GuestIPv4 and the GID of GuestIPv6, as sysfs prints them.
 	gidIPv4 = "0000:0000:0000:0000:0000:ffff:c000:0201"
 	gidIPv6 = "2001:0db8:0000:0000:0000:0000:0000:0001"
+
+	// Soft-iWARP gets its own dummy interface: with rxe and siw on one
+	// interface rdma_cm picks siw for its addresses. siw runs over kernel TCP,
+	// so a second local address is reachable (rxe's UDP is not). Name and
+	// addresses are ones no other guest test uses (the error tests create d1,
+	// d9 and use TEST-NET-2/3); 198.19.0.0/24 is in the benchmarking range.
+	GuestSiwNetdev = "iw0"
+	GuestSiwIPv4   = "198.19.0.1"
+	GuestSiwIPv6   = "2001:db8:5177::1"
+	GuestSiwDev    = "siw0"
 )
 
 // GuestTest is a test binary in the image.
@@ -34,6 +44,10 @@ type InitSpec struct {
 	TestRun      string        // -test.run
 	TestTimeout  time.Duration // -test.timeout
 	Cmd          string        // a shell command instead of the tests
+	// Siw brings up GuestSiwDev on GuestSiwNetdev (siw.ko is among Modules); otherwise
+	// SiwWhy says why this guest has none, and the tests see it.
+	Siw    bool
+	SiwWhy string
 }
 
 // ShellQuote quotes s for a POSIX shell.
@@ -110,7 +124,34 @@ while :; do
 	sleep 0.1
 done
 $RDMA link show {{.Dev}}/1
-
+{{if .Siw}}
+# Soft-iWARP on its own dummy interface.
+run_or_fail $IP link add {{.SiwNetdev}} type dummy
+run_or_fail $IP link set {{.SiwNetdev}} up
+run_or_fail $IP addr add {{.SiwIPv4}}/24 dev {{.SiwNetdev}}
+run_or_fail $IP addr add {{.SiwIPv6}}/64 dev {{.SiwNetdev}} nodad
+if ! out=$($RDMA link add {{.SiwDev}} type siw netdev {{.SiwNetdev}} 2>&1); then
+	setup_fail "rdma link add {{.SiwDev}} type siw netdev {{.SiwNetdev}}: $(echo "$out" | oneline)"
+fi
+port=/sys/class/infiniband/{{.SiwDev}}/ports/1
+i=0
+until grep -q ACTIVE $port/state 2>/dev/null; do
+	i=$((i+1))
+	if [ $i -ge {{.SetupPolls}} ]; then
+		setup_fail "after {{secs .SetupTimeout}}s: {{.SiwDev}} port state '$(cat $port/state 2>/dev/null)'"
+	fi
+	sleep 0.1
+done
+$RDMA link show {{.SiwDev}}/1
+{{if not .Cmd}}# Tests get siw0 only while a siw test runs (it adds and deletes the link):
+# rdma_cm resolves loopback addresses through the first device with an active
+# port, and once a removal test re-adds rxe0 that would be siw0 (iWARP, EINVAL).
+run_or_fail $RDMA link delete {{.SiwDev}}
+{{end}}export GORPING_SIW_DEV={{.SiwDev}} GORPING_SIW_NETDEV={{.SiwNetdev}} GORPING_SIW_IPV4={{.SiwIPv4}} GORPING_SIW_IPV6={{.SiwIPv6}}
+{{else}}
+echo "siw: NOT AVAILABLE in this guest:" {{q .SiwWhy}}
+export GORPING_SIW_UNAVAILABLE={{q .SiwWhy}}
+{{end}}
 export GORPING_BIN={{.Gorping}} GORPING_IPV4={{.IPv4}} GORPING_IPV6={{.IPv6}} GORPING_RDMA_TOOL=$RDMA
 export HOME=/root TMPDIR=/tmp
 ulimit -l unlimited 2>/dev/null
@@ -138,8 +179,10 @@ func InitScript(s InitSpec) ([]byte, error) {
 	data := struct {
 		InitSpec
 		Marker, IP, RDMA, Gorping, IPv4, IPv6, Dev, GIDv4, GIDv6 string
+		SiwNetdev, SiwIPv4, SiwIPv6, SiwDev                      string
 		SetupPolls                                               int
-	}{s, MarkerPrefix(s.Nonce), GuestIP, GuestRDMA, GuestGorping, GuestIPv4, GuestIPv6, GuestDev, gidIPv4, gidIPv6, polls}
+	}{s, MarkerPrefix(s.Nonce), GuestIP, GuestRDMA, GuestGorping, GuestIPv4, GuestIPv6, GuestDev, gidIPv4, gidIPv6,
+		GuestSiwNetdev, GuestSiwIPv4, GuestSiwIPv6, GuestSiwDev, polls}
 	var b bytes.Buffer
 	if err := initTmpl.Execute(&b, data); err != nil {
 		return nil, fmt.Errorf("render /init: %w", err)

@@ -61,6 +61,7 @@ type Report struct {
 	Step         Step   // where an infrastructure failure happened ("" if none)
 	Payload      string // "tests" or "cmd": what the run step ran
 	Fetch, Build time.Duration
+	SiwWhy       string // why the guest had no siw device ("" if it had one)
 	// Failures are the console's failure lines (go test's "--- FAIL" with
 	// the log lines under it, panics, failed test binaries), repeated in the
 	// matrix summary so a CI log's tail says what failed, not only where.
@@ -91,6 +92,9 @@ func (r Report) Verdict() string {
 		kernel = " kernel " + r.Kernel
 	}
 	times := fmt.Sprintf("boot %.1fs, setup %.1fs, %s %.1fs", r.Boot.Seconds(), r.Setup.Seconds(), r.Payload, r.Run.Seconds())
+	if r.SiwWhy != "" {
+		times += "; siw NOT AVAILABLE: " + r.SiwWhy
+	}
 	switch {
 	case r.Err != nil:
 		return fmt.Sprintf("guest %s%s: ERROR in step %s: %v", r.Target, kernel, r.Step, r.Err)
@@ -133,6 +137,7 @@ func Run(ctx context.Context, o Options) (rep Report) {
 	start = time.Now()
 	bctx, cancel := stepContext(ctx, StepBuild, o.Timeouts.Build)
 	work, img, err := build(bctx, o, rootfs, log)
+	rep.SiwWhy = img.siwWhy
 	cancel()
 	if work != "" && !o.Keep {
 		defer os.RemoveAll(work)
@@ -213,6 +218,7 @@ func stepErr(ctx context.Context, err error) error {
 
 type image struct {
 	kernel, initrd, nonce string
+	siwWhy                string
 	files                 int
 	size                  int64
 }
@@ -299,6 +305,19 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 	steps, notes, err := PlanModules(modDir, RDMAModules)
 	if err != nil {
 		return work, img, err
+	}
+	siw, err := BuildSiw(ctx, r, log)
+	if err != nil {
+		return work, img, err
+	}
+	if siw.Ko != nil {
+		if steps, err = planSiw(modDir, steps, siw.Ko); err != nil {
+			return work, img, err
+		}
+		spec.Siw = true
+	} else {
+		spec.SiwWhy, img.siwWhy = siw.Why, siw.Why
+		fmt.Fprintf(log, "*** siw: NOT AVAILABLE for %s: %s; the siw tests will say so ***\n", o.Target, siw.Why)
 	}
 	spec.Modules = steps
 	names := make([]string, len(steps))

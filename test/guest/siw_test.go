@@ -1,0 +1,283 @@
+//go:build guest
+
+package guest
+
+// The interop, -q, many-client and leak tests over Soft-iWARP: siw0 on its own
+// interface (d1) beside rxe0, built by the test bed from the guest kernel's source.
+// iWARP differs from RoCE where rping can see it: the kernel's iw_cm moves the QP
+// to RTS (no CONNECT_RESPONSE), so a -q client's rdma_establish fails.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorping/gorping/rping"
+	"github.com/gorping/gorping/uverbs"
+)
+
+// siwFamilies brings up siw0 for the calling test and returns siw's IPv4 and IPv6
+// addresses. The test bed checks at boot that siw0 comes up, then deletes it: it
+// exists only while a siw test runs (see test/vm's init script), and the link is
+// deleted again when the test ends. A guest without siw (the test bed could not
+// build it for this kernel or architecture) skips with the reason, which the test
+// bed also prints in its verdict line.
+func siwFamilies(t *testing.T) []struct{ name, addr string } {
+	t.Helper()
+	if why := os.Getenv("GORPING_SIW_UNAVAILABLE"); why != "" {
+		t.Skipf("siw NOT AVAILABLE in this guest: %s", why)
+	}
+	dev, netdev := Env(t, "GORPING_SIW_DEV"), Env(t, "GORPING_SIW_NETDEV")
+	rdma := RDMATool(t)
+	if out, err := exec.Command(rdma, "link", "add", dev, "type", "siw", "netdev", netdev).CombinedOutput(); err != nil {
+		t.Fatalf("rdma link add %s type siw netdev %s: %v: %s", dev, netdev, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command(rdma, "link", "delete", dev).CombinedOutput(); err != nil {
+			t.Errorf("rdma link delete %s: %v: %s", dev, err, out)
+		}
+	})
+	waitFor(t, 30*time.Second, dev+"'s port to become ACTIVE", func() bool {
+		b, err := os.ReadFile("/sys/class/infiniband/" + dev + "/ports/1/state")
+		return err == nil && strings.Contains(string(b), "ACTIVE")
+	})
+	return []struct{ name, addr string }{
+		{"IPv4", Env(t, "GORPING_SIW_IPV4")}, {"IPv6", Env(t, "GORPING_SIW_IPV6")},
+	}
+}
+
+// TestSiwDevice checks the test bed and the provider choice: siw0 is an iWARP device
+// of driver siw, and a gorping run to siw's address uses the siw provider (its -d
+// output describes siw's queues), not rxe.
+func TestSiwDevice(t *testing.T) {
+	fams := siwFamilies(t)
+	leakGuard(t)
+	name := Env(t, "GORPING_SIW_DEV")
+	devs, err := uverbs.Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, d := range devs {
+		if d.Name != name {
+			continue
+		}
+		found = true
+		if d.Driver != "siw" || d.Transport() != uverbs.TransportIWARP {
+			t.Errorf("%s: driver %q, transport %v; want siw, iWARP", name, d.Driver, d.Transport())
+		}
+	}
+	if !found {
+		t.Fatalf("no device %s among %+v", name, devs)
+	}
+	g := gorpingImpl(t)
+	for _, f := range fams {
+		port := freshPort()
+		srv := Start(t, g.bin, "-s", "-a", f.addr, "-p", strconv.Itoa(port), "-d")
+		WaitListening(t, srv, f.addr, port, 30*time.Second)
+		cli := Run(t, 60*time.Second, g.bin, "-c", "-a", f.addr, "-p", strconv.Itoa(port), "-C", "2", "-d")
+		code := srv.Wait(t, 30*time.Second)
+		for who, r := range map[string]Result{"client": cli, "server": {Stdout: srv.Stdout(), Stderr: srv.Stderr(), Code: code}} {
+			if r.Code != 0 {
+				t.Errorf("%s %s exit status %d\nstderr:\n%s", f.name, who, r.Code, r.Stderr)
+			}
+			if out := r.Stdout + r.Stderr; !strings.Contains(out, "siw qp:") || !strings.Contains(out, "siw cq:") {
+				t.Errorf("%s %s did not use the siw provider; -d output:\n%s", f.name, who, out)
+			}
+		}
+	}
+}
+
+// TestSiwInterop runs gorping against stock rping and itself over siw, in both roles,
+// over IPv4 and IPv6, and compares everything printed with stock rping's output.
+func TestSiwInterop(t *testing.T) {
+	fams := siwFamilies(t)
+	t.Run("Sizes", func(t *testing.T) {
+		for _, f := range fams {
+			for _, size := range []int{rping.MinSize, rping.DefaultSize, 1000, rping.MaxSize} {
+				for _, p := range pairs(t) {
+					runCase(t, fmt.Sprintf("%s/S%d/%s", f.name, size, p.name), pingCase{
+						server: p.server, client: p.client, addr: f.addr, port: freshPort(),
+						srvOpts: append([]string{"-v"}, sizeOpt(size)...),
+						cliOpts: pingOpts(5, size),
+						count:   5, size: size, cliVerbose: true, srvVerbose: true,
+					})
+				}
+			}
+		}
+	})
+	for _, count := range []int{1, 1000} {
+		t.Run(fmt.Sprintf("Count%d", count), func(t *testing.T) {
+			for _, f := range fams {
+				for _, p := range pairs(t) {
+					runCase(t, f.name+"/"+p.name, pingCase{
+						server: p.server, client: p.client, addr: f.addr, port: freshPort(),
+						srvOpts: []string{"-v"},
+						cliOpts: pingOpts(count, rping.DefaultSize),
+						count:   count, size: rping.DefaultSize, cliVerbose: true, srvVerbose: true,
+					})
+				}
+			}
+		})
+	}
+	t.Run("Quiet", func(t *testing.T) {
+		for _, p := range pairs(t) {
+			runCase(t, p.name, pingCase{
+				server: p.server, client: p.client, addr: fams[0].addr, port: freshPort(),
+				cliOpts: []string{"-C", "20", "-V"},
+				count:   20, size: rping.DefaultSize,
+			})
+		}
+	})
+	// A -q server moves its own QP before accepting: iWARP allows that.
+	t.Run("SelfQPServer", func(t *testing.T) {
+		g, s := gorpingImpl(t), stockImpl(t)
+		for _, f := range fams {
+			for _, qc := range []struct {
+				name           string
+				server, client impl
+			}{
+				{"GorpingServerQ_StockClient", g, s},
+				{"StockServerQ_GorpingClient", s, g},
+				{"GorpingServerQ_GorpingClient", g, g},
+			} {
+				runCase(t, f.name+"/"+qc.name, pingCase{
+					server: qc.server, client: qc.client, addr: f.addr, port: freshPort(),
+					srvOpts: []string{"-v", "-q"}, cliOpts: pingOpts(10, rping.DefaultSize),
+					count: 10, size: rping.DefaultSize, cliVerbose: true, srvVerbose: true,
+				})
+			}
+		}
+	})
+	// iWARP connects over TCP through iw_cm, whose listen backlog (3, as rping's) is
+	// a hard limit: with 12 concurrent clients even stock rping's -P server loses some
+	// (UNREACHABLE -110, REJECTED -104, its own "rdma_create_qp: Invalid argument").
+	// So the crowds here stay within the backlog, two waves per family.
+	t.Run("PersistentManyClients", func(t *testing.T) {
+		for _, f := range fams {
+			for wave := range 2 {
+				t.Run(fmt.Sprintf("%s/%d", f.name, wave+1), func(t *testing.T) { testPersistentManyClients(t, f.addr, 2, 1) })
+			}
+		}
+	})
+}
+
+// TestSiwSelfQPClient: a -q client cannot work over iWARP (the kernel already moved
+// the QP to RTS; rdma_establish is EINVAL). gorping fails as stock rping does, with
+// the same lines and exit status, plus a hint, and leaves nothing behind.
+func TestSiwSelfQPClient(t *testing.T) {
+	fams := siwFamilies(t)
+	g, s := gorpingImpl(t), stockImpl(t)
+	want := "rdma_establish: Invalid argument\nconnect error -1\n"
+	for _, f := range fams {
+		for _, cli := range []impl{s, g} {
+			t.Run(f.name+"/"+cli.name, func(t *testing.T) {
+				leakGuard(t)
+				port := freshPort()
+				// The server is gorping: stock rping's server does not notice the
+				// failed client and waits forever.
+				srv := Start(t, g.bin, "-s", "-a", f.addr, "-p", strconv.Itoa(port))
+				WaitListening(t, srv, f.addr, port, 30*time.Second)
+				args := []string{"-c", "-q", "-a", f.addr, "-p", strconv.Itoa(port), "-C", "3", "-v"}
+				var r Result
+				if cli.isStock() {
+					// Stock rping may hang after the error (racy): wait for its
+					// lines, then stop it.
+					p := Start(t, cli.bin, args...)
+					waitFor(t, 60*time.Second, "stock -q client's rdma_establish error", func() bool {
+						return strings.Contains(p.Stderr(), want) || !p.Running()
+					})
+					code := 255 // still running: stock's hang, its exit status unknown
+					if !p.Running() {
+						code = exitCode(t, p)
+					} else {
+						p.Kill()
+					}
+					r = Result{Stdout: p.Stdout(), Stderr: p.Stderr(), Code: code}
+				} else {
+					r = Run(t, 60*time.Second, cli.bin, args...)
+				}
+				if r.Code != 255 {
+					t.Errorf("%s -q client exit status %d, want 255\nstderr:\n%s", cli.name, r.Code, r.Stderr)
+				}
+				stderr := r.Stderr
+				if !cli.isStock() {
+					hint := "gorping: " + Env(t, "GORPING_SIW_DEV") + " is an iWARP device: the kernel moves the QP to RTS" +
+						" while connecting, so a client cannot use -q there (a -q server can)"
+					if !strings.Contains(stderr, "\n"+hint+"\n") {
+						t.Errorf("gorping -q client gave no hint %q:\n%s", hint, stderr)
+					}
+					stderr = strings.Replace(stderr, hint+"\n", "", 1)
+					onlyLines(t, "gorping -q client", stderr, "rdma_establish: Invalid argument", "connect error -1", clientDisconnect)
+					noCrash(t, "gorping -q client", stderr)
+				}
+				if !strings.HasPrefix(stderr, want) {
+					t.Errorf("%s -q client stderr:\n%s\nwant it to start with (hint aside):\n%s", cli.name, r.Stderr, want)
+				}
+				if r.Stdout != "" {
+					t.Errorf("%s -q client printed on stdout:\n%s", cli.name, r.Stdout)
+				}
+				if code := srv.Wait(t, peerEndDeadline); code != 0 {
+					t.Errorf("gorping server exit status %d after the failed -q client, want 0\nstderr:\n%s", code, srv.Stderr())
+				}
+			})
+		}
+	}
+}
+
+// TestSiwLeaks: a persistent server over siw returns to its post-listen state after
+// sequential, concurrent, -q-server-side and failed -q clients, and after a client
+// killed mid-run.
+func TestSiwLeaks(t *testing.T) {
+	fams := siwFamilies(t)
+	leakGuard(t)
+	g, s := gorpingImpl(t), stockImpl(t)
+	addr, port := fams[0].addr, freshPort()
+	ps := strconv.Itoa(port)
+	srv := Start(t, g.bin, "-s", "-P", "-a", addr, "-p", ps)
+	WaitListening(t, srv, addr, port, 30*time.Second)
+	base := snapshot(t, srv)
+	t.Logf("post-listen baseline: %s", base)
+	if base.rdma["cm_id"] != 1 || base.rdma["qp"] != 0 || base.rdma["mr"] != 0 {
+		t.Errorf("post-listen server holds %v, want one cm_id (the listener) and no QP/MR", base.rdma)
+	}
+	client := func(who impl, extra ...string) *Proc {
+		return Start(t, who.bin, append([]string{"-c", "-a", addr, "-p", ps, "-C", "5", "-V"}, extra...)...)
+	}
+	finish := func(what string, wantCode int, procs ...*Proc) {
+		t.Helper()
+		for _, p := range procs {
+			code := p.Wait(t, 120*time.Second)
+			r := Result{Stdout: p.Stdout(), Stderr: p.Stderr(), Code: code}
+			if wantCode == 0 && strings.HasPrefix(p.Name, s.bin) {
+				CheckStockExit(t, what+": "+p.Name, r)
+			} else if code != wantCode {
+				t.Errorf("%s: %s exit status %d, want %d\nstderr:\n%s", what, p.Name, code, wantCode, r.Stderr)
+			}
+		}
+		waitState(t, srv, base, "after "+what)
+	}
+	for i := range 3 {
+		finish(fmt.Sprintf("sequential client %d", i+1), 0, client(g))
+	}
+	var crowd []*Proc
+	for range 3 {
+		crowd = append(crowd, client(g), client(s))
+	}
+	finish("6 concurrent clients", 0, crowd...)
+	finish("a failed -q client", 255, client(g, "-q"))
+	finish("clients bigger than the server's -S", 0, client(g, "-S", "65535"), client(s, "-S", "4000"))
+
+	killed := Start(t, g.bin, "-c", "-a", addr, "-p", ps, "-C", "0", "-v")
+	waitFor(t, 60*time.Second, "the endless client's pings", func() bool {
+		return strings.Count(killed.Stdout(), "\n") >= 20 || !killed.Running()
+	})
+	killed.Kill()
+	waitState(t, srv, base, "after a client was killed mid-run")
+	noCrash(t, "gorping server", srv.Stderr())
+	srv.Kill()
+}

@@ -1,0 +1,59 @@
+package uverbs
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/gorping/gorping/internal/hostenv"
+)
+
+// Transport is how a device carries RDMA (enum ibv_transport_type). It decides the
+// connection rules: InfiniBand transport (IB and RoCE) moves a QP through RTR/RTS from
+// user space after the CM exchange; iWARP moves it to RTS inside the kernel's iw_cm, never
+// sends CONNECT_RESPONSE and shuts a connection down through SQD.
+type Transport int
+
+const (
+	TransportUnknown Transport = -1
+	TransportIB      Transport = 0 // InfiniBand and RoCE
+	TransportIWARP   Transport = 1
+)
+
+func (t Transport) String() string {
+	switch t {
+	case TransportIB:
+		return "InfiniBand"
+	case TransportIWARP:
+		return "iWARP"
+	}
+	return "unknown"
+}
+
+// TransportOfNodeType maps a node type (enum rdma_node_type, as sysfs node_type starts
+// with it) to its transport, as libibverbs does.
+func TransportOfNodeType(nodeType int) Transport {
+	switch nodeType {
+	case 1, 2, 3: // CA, switch, router
+		return TransportIB
+	case 4: // RNIC
+		return TransportIWARP
+	}
+	return TransportUnknown
+}
+
+// Transport reads d's node type from sysfs ("4: RNIC"); TransportUnknown if it cannot.
+func (d Device) Transport() Transport {
+	s, err := readSysfs(hostenv.Sys("class", "infiniband", d.Name, "node_type"))
+	if err != nil {
+		return TransportUnknown
+	}
+	num, _, _ := strings.Cut(s, ":")
+	n, err := strconv.Atoi(strings.TrimSpace(num))
+	if err != nil {
+		return TransportUnknown
+	}
+	return TransportOfNodeType(n)
+}
+
+// Transport is the transport of the device qp was created on.
+func (qp *QP) Transport() Transport { return qp.ctx.dev.Transport() }
