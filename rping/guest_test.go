@@ -216,7 +216,11 @@ func TestGuestStockClient(t *testing.T) {
 				args = append(args, "-q")
 			}
 			out, err := exec.Command("rping", args...).CombinedOutput()
-			if err != nil {
+			// rdma-core v44's rping (bookworm) may exit 255 after a good run:
+			// its CM thread reads the channel main already closed and
+			// perror()s this line (fixed upstream in v44.11 and v59).
+			spurious := strings.TrimSpace(string(out)) == "rdma_get_cm_event: Bad file descriptor"
+			if err != nil && !spurious {
 				t.Errorf("stock client: %v\n%s", err, out)
 			}
 			if st := sv.wait(t, "server"); st != 0 {
