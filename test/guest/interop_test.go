@@ -74,7 +74,14 @@ func (c *pingCase) run(t *testing.T) (srv, cli Result) {
 	sp := Start(t, c.server.bin, c.args(true)...)
 	WaitListening(t, sp, listen, port, 30*time.Second)
 	cli = Run(t, c.clientTimeout(), c.client.bin, c.args(false)...)
-	code := sp.Wait(t, 30*time.Second)
+	select {
+	case <-sp.done:
+	case <-time.After(30 * time.Second):
+		// Say what the client saw: a server that hangs after its client
+		// ended is most often explained there (a failed connect).
+		t.Logf("client %s exited %d\nstdout:\n%s\nstderr:\n%s", c.client.bin, cli.Code, cli.Stdout, cli.Stderr)
+	}
+	code := sp.Wait(t, time.Second)
 	return Result{Stdout: sp.Stdout(), Stderr: sp.Stderr(), Code: code}, cli
 }
 
