@@ -205,6 +205,41 @@ func families(t *testing.T) []struct{ name, addr string } {
 	return []struct{ name, addr string }{{"IPv4", IPv4(t)}, {"IPv6", IPv6(t)}}
 }
 
+// sizesAndCounts runs every pairing over each family at the size limits and
+// between (Sizes), and for 1 and 1000 pings (Count1, Count1000): the core of
+// the interop matrix, the same for every provider.
+func sizesAndCounts(t *testing.T, fams []struct{ name, addr string }) {
+	t.Run("Sizes", func(t *testing.T) {
+		for _, f := range fams {
+			for _, size := range []int{rping.MinSize, rping.DefaultSize, 1000, rping.MaxSize} {
+				for _, p := range pairs(t) {
+					runCase(t, fmt.Sprintf("%s/S%d/%s", f.name, size, p.name), pingCase{
+						server: p.server, client: p.client, addr: f.addr, port: freshPort(),
+						srvOpts: append([]string{"-v"}, sizeOpt(size)...),
+						cliOpts: pingOpts(5, size),
+						count:   5, size: size, cliVerbose: true, srvVerbose: true,
+					})
+				}
+			}
+		}
+	})
+
+	for _, count := range []int{1, 1000} {
+		t.Run(fmt.Sprintf("Count%d", count), func(t *testing.T) {
+			for _, f := range fams {
+				for _, p := range pairs(t) {
+					runCase(t, f.name+"/"+p.name, pingCase{
+						server: p.server, client: p.client, addr: f.addr, port: freshPort(),
+						srvOpts: []string{"-v"},
+						cliOpts: pingOpts(count, rping.DefaultSize),
+						count:   count, size: rping.DefaultSize, cliVerbose: true, srvVerbose: true,
+					})
+				}
+			}
+		})
+	}
+}
+
 // runCase runs c as a leaf test with the leak guard.
 func runCase(t *testing.T, name string, c pingCase) {
 	t.Run(name, func(t *testing.T) {
@@ -236,35 +271,7 @@ func sizeOpt(size int) []string {
 func TestInterop(t *testing.T) {
 	// Sizes at the limits and between; the server gets the client's size
 	// (a stock server with a smaller -S than its client fails, §3.4).
-	t.Run("Sizes", func(t *testing.T) {
-		for _, f := range families(t) {
-			for _, size := range []int{rping.MinSize, rping.DefaultSize, 1000, rping.MaxSize} {
-				for _, p := range pairs(t) {
-					runCase(t, fmt.Sprintf("%s/S%d/%s", f.name, size, p.name), pingCase{
-						server: p.server, client: p.client, addr: f.addr, port: freshPort(),
-						srvOpts: append([]string{"-v"}, sizeOpt(size)...),
-						cliOpts: pingOpts(5, size),
-						count:   5, size: size, cliVerbose: true, srvVerbose: true,
-					})
-				}
-			}
-		}
-	})
-
-	for _, count := range []int{1, 1000} {
-		t.Run(fmt.Sprintf("Count%d", count), func(t *testing.T) {
-			for _, f := range families(t) {
-				for _, p := range pairs(t) {
-					runCase(t, f.name+"/"+p.name, pingCase{
-						server: p.server, client: p.client, addr: f.addr, port: freshPort(),
-						srvOpts: []string{"-v"},
-						cliOpts: pingOpts(count, rping.DefaultSize),
-						count:   count, size: rping.DefaultSize, cliVerbose: true, srvVerbose: true,
-					})
-				}
-			}
-		})
-	}
+	sizesAndCounts(t, families(t))
 
 	// A server with a bigger -S than its client echoes the client's size.
 	t.Run("ServerBiggerSize", func(t *testing.T) {

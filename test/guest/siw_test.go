@@ -96,34 +96,7 @@ func TestSiwDevice(t *testing.T) {
 // over IPv4 and IPv6, and compares everything printed with stock rping's output.
 func TestSiwInterop(t *testing.T) {
 	fams := siwFamilies(t)
-	t.Run("Sizes", func(t *testing.T) {
-		for _, f := range fams {
-			for _, size := range []int{rping.MinSize, rping.DefaultSize, 1000, rping.MaxSize} {
-				for _, p := range pairs(t) {
-					runCase(t, fmt.Sprintf("%s/S%d/%s", f.name, size, p.name), pingCase{
-						server: p.server, client: p.client, addr: f.addr, port: freshPort(),
-						srvOpts: append([]string{"-v"}, sizeOpt(size)...),
-						cliOpts: pingOpts(5, size),
-						count:   5, size: size, cliVerbose: true, srvVerbose: true,
-					})
-				}
-			}
-		}
-	})
-	for _, count := range []int{1, 1000} {
-		t.Run(fmt.Sprintf("Count%d", count), func(t *testing.T) {
-			for _, f := range fams {
-				for _, p := range pairs(t) {
-					runCase(t, f.name+"/"+p.name, pingCase{
-						server: p.server, client: p.client, addr: f.addr, port: freshPort(),
-						srvOpts: []string{"-v"},
-						cliOpts: pingOpts(count, rping.DefaultSize),
-						count:   count, size: rping.DefaultSize, cliVerbose: true, srvVerbose: true,
-					})
-				}
-			}
-		})
-	}
+	sizesAndCounts(t, fams)
 	t.Run("Quiet", func(t *testing.T) {
 		for _, p := range pairs(t) {
 			runCase(t, p.name, pingCase{
@@ -236,48 +209,16 @@ func TestSiwLeaks(t *testing.T) {
 	fams := siwFamilies(t)
 	leakGuard(t)
 	g, s := gorpingImpl(t), stockImpl(t)
-	addr, port := fams[0].addr, freshPort()
-	ps := strconv.Itoa(port)
-	srv := Start(t, g.bin, "-s", "-P", "-a", addr, "-p", ps)
-	WaitListening(t, srv, addr, port, 30*time.Second)
-	base := snapshot(t, srv)
-	t.Logf("post-listen baseline: %s", base)
-	if base.rdma["cm_id"] != 1 || base.rdma["qp"] != 0 || base.rdma["mr"] != 0 {
-		t.Errorf("post-listen server holds %v, want one cm_id (the listener) and no QP/MR", base.rdma)
-	}
-	client := func(who impl, extra ...string) *Proc {
-		return Start(t, who.bin, append([]string{"-c", "-a", addr, "-p", ps, "-C", "5", "-V"}, extra...)...)
-	}
-	finish := func(what string, wantCode int, procs ...*Proc) {
-		t.Helper()
-		for _, p := range procs {
-			code := p.Wait(t, 120*time.Second)
-			r := Result{Stdout: p.Stdout(), Stderr: p.Stderr(), Code: code}
-			if wantCode == 0 && strings.HasPrefix(p.Name, s.bin) {
-				CheckStockExit(t, what+": "+p.Name, r)
-			} else if code != wantCode {
-				t.Errorf("%s: %s exit status %d, want %d\nstderr:\n%s", what, p.Name, code, wantCode, r.Stderr)
-			}
-		}
-		waitState(t, srv, base, "after "+what)
-	}
+	ls := startLeakServer(t, fams[0].addr)
 	for i := range 3 {
-		finish(fmt.Sprintf("sequential client %d", i+1), 0, client(g))
+		ls.finish(fmt.Sprintf("sequential client %d", i+1), 0, ls.client(g))
 	}
 	var crowd []*Proc
 	for range 3 {
-		crowd = append(crowd, client(g), client(s))
+		crowd = append(crowd, ls.client(g), ls.client(s))
 	}
-	finish("6 concurrent clients", 0, crowd...)
-	finish("a failed -q client", 255, client(g, "-q"))
-	finish("clients bigger than the server's -S", 0, client(g, "-S", "65535"), client(s, "-S", "4000"))
-
-	killed := Start(t, g.bin, "-c", "-a", addr, "-p", ps, "-C", "0", "-v")
-	waitFor(t, 60*time.Second, "the endless client's pings", func() bool {
-		return strings.Count(killed.Stdout(), "\n") >= 20 || !killed.Running()
-	})
-	killed.Kill()
-	waitState(t, srv, base, "after a client was killed mid-run")
-	noCrash(t, "gorping server", srv.Stderr())
-	srv.Kill()
+	ls.finish("6 concurrent clients", 0, crowd...)
+	ls.finish("a failed -q client", 255, ls.client(g, "-q"))
+	ls.finish("clients bigger than the server's -S", 0, ls.client(g, "-S", "65535"), ls.client(s, "-S", "4000"))
+	ls.killMidRun()
 }
