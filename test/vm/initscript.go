@@ -42,6 +42,7 @@ type InitSpec struct {
 	SetupTimeout time.Duration // the guest's own wait for rxe0; the host enforces it too
 	Tests        []GuestTest   // run in order with -test.v, unless Cmd is set
 	TestRun      string        // -test.run
+	TestSkip     string        // -test.skip
 	TestTimeout  time.Duration // -test.timeout
 	Cmd          string        // a shell command instead of the tests
 	// Siw brings up GuestSiwDev on GuestSiwNetdev (siw.ko is among Modules); otherwise
@@ -161,7 +162,7 @@ mark ready
 st=$?
 {{else}}st=0
 {{range .Tests}}mark test-start {{.Name}}
-{{.Path}} -test.v -test.timeout={{$.TestTimeout}}{{if $.TestRun}} -test.run={{q $.TestRun}}{{end}}
+{{.Path}} -test.v -test.timeout={{$.TestTimeout}}{{if $.TestRun}} -test.run={{q $.TestRun}}{{end}}{{if $.TestSkip}} -test.skip={{q $.TestSkip}}{{end}}
 s=$?
 mark test-end {{.Name}} $s
 [ $st -eq 0 ] && st=$s

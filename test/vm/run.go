@@ -45,6 +45,7 @@ type Options struct {
 	ModuleRoot  string   // the gorping module's directory
 	Pkgs        []string // Go packages whose guest-tagged tests run, in order
 	TestRun     string   // -test.run regexp
+	TestSkip    string   // -test.skip regexp
 	Cmd         string   // run this shell command instead of the tests
 	Timeouts    Timeouts
 	Refresh     bool // re-resolve packages even if the cache is complete
@@ -255,6 +256,7 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 		Nonce:        nonce(),
 		SetupTimeout: o.Timeouts.Setup * 3 / 4, // report rxe trouble before the host gives up
 		TestRun:      o.TestRun,
+		TestSkip:     o.TestSkip,
 		TestTimeout:  o.Timeouts.Run - 15*time.Second,
 		Cmd:          o.Cmd,
 	}

@@ -40,6 +40,7 @@ func run() int {
 		matrix    = flag.Bool("matrix", false, "run every guest: "+targets(vm.Matrix))
 		pkgs      = flag.String("pkgs", "./test/guest", "Go packages (space or comma separated) whose guest-tagged tests run, in order; \"all\": every package with guest-tagged tests")
 		runRe     = flag.String("run", "", "only tests matching this regexp (go test -run)")
+		skipRe    = flag.String("skip", "", "leave out tests matching this regexp (go test -skip); the run says so")
 		cmd       = flag.String("cmd", "", "run this shell command in the guest instead of the tests")
 		script    = flag.String("script", "", "run this shell script file in the guest instead of the tests")
 		inter     = flag.Bool("i", false, "connect stdin to the guest console (use with -cmd, e.g. -cmd sh)")
@@ -140,6 +141,7 @@ func run() int {
 			ModuleRoot:  root,
 			Pkgs:        strings.FieldsFunc(*pkgs, func(r rune) bool { return r == ',' || r == ' ' }),
 			TestRun:     *runRe,
+			TestSkip:    *skipRe,
 			Cmd:         *cmd,
 			Timeouts:    to,
 			Refresh:     *refresh,
@@ -171,6 +173,9 @@ func run() int {
 		if code == 0 {
 			code = r.ExitCode()
 		}
+	}
+	if *skipRe != "" {
+		fmt.Printf("tests left out of this run (-skip): %s\n", *skipRe)
 	}
 	// The plain closing line CI tools read: one count per guest.
 	fmt.Printf("guests: %d passed, %d failed\n", passed, len(reports)-passed)
