@@ -112,6 +112,20 @@ func (p *Proc) Kill() {
 	<-p.done
 }
 
+// dumpIfGorping makes a hung gorping print its goroutines (SIGQUIT: the Go
+// runtime writes every stack to stderr and exits), so a hang's report says
+// where it waited. Other programs are left to Kill.
+func (p *Proc) dumpIfGorping() {
+	if !strings.Contains(p.cmd.Path, "gorping") {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+	}
+}
+
 // Stdout and Stderr are what the process printed so far.
 func (p *Proc) Stdout() string { return p.stdout.String() }
 func (p *Proc) Stderr() string { return p.stderr.String() }
@@ -124,6 +138,7 @@ func (p *Proc) Wait(t testing.TB, timeout time.Duration) int {
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
+		p.dumpIfGorping()
 		p.Kill()
 		t.Fatalf("%s did not exit within %s\nstdout:\n%s\nstderr:\n%s", p.Name, timeout, p.Stdout(), p.Stderr())
 	}
