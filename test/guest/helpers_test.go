@@ -90,6 +90,12 @@ func Start(t testing.TB, name string, args ...string) *Proc {
 	t.Cleanup(func() {
 		if p.Running() {
 			t.Logf("killing %s (still running at test end)", p.Name)
+			if t.Failed() {
+				p.dumpIfGorping()
+				if s := p.Stderr(); strings.Contains(s, "SIGQUIT") {
+					t.Logf("%s stderr:\n%s", p.Name, s)
+				}
+			}
 			p.Kill()
 		}
 	})
