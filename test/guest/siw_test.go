@@ -3,7 +3,7 @@
 package guest
 
 // The interop, -q, many-client and leak tests over Soft-iWARP: siw0 on its own
-// interface (d1) beside rxe0, built by the test bed from the guest kernel's source.
+// interface (iw0) beside rxe0, built by the test bed from the guest kernel's source.
 // iWARP differs from RoCE where rping can see it: the kernel's iw_cm moves the QP
 // to RTS (no CONNECT_RESPONSE), so a -q client's rdma_establish fails.
 
