@@ -52,7 +52,8 @@ type Options struct {
 	Interactive bool // our stdin goes to the guest console (with Cmd, e.g. "sh")
 	Keep        bool // keep the work directory (initramfs, binaries)
 	CacheRoot   string
-	Out         io.Writer // progress and the guest console, prefixed "[suite/arch] "
+	Siw         SiwVariant // experiments only: which siw.ko to build
+	Out         io.Writer  // progress and the guest console, prefixed "[suite/arch] "
 }
 
 // Report is the outcome of a run.
@@ -308,7 +309,7 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 	if err != nil {
 		return work, img, err
 	}
-	siw, err := BuildSiw(ctx, r, log)
+	siw, err := BuildSiw(ctx, r, o.Siw, log)
 	if err != nil {
 		return work, img, err
 	}

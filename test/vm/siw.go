@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Debian's kernels are built without Soft-iWARP (CONFIG_RDMA_SIW unset), so the
@@ -27,14 +28,37 @@ type SiwModule struct {
 // crypto API for "crc32c" at load time; without crc32c_generic that fails.
 var siwDeps = []KernelModule{{"crc32c_generic", true}, {"libcrc32c", true}}
 
+// SiwVariant selects an experimental build of siw.ko (guestrun's -siw-* flags),
+// used to show the accept race and its fix; the zero value is the test bed's.
+type SiwVariant struct {
+	Unpatched   bool          // leave out the accept fix (patchSiwAccept)
+	AcceptDelay time.Duration // busy-wait this long after siw_accept's MPA reply
+}
+
+// dir names the variant in the cache: the patch level is part of the path, so
+// a module cached before a source patch changed is never mistaken for it.
+func (v SiwVariant) dir() string {
+	d := siwPatchLevel
+	if v.Unpatched {
+		d = "unpatched"
+	}
+	if v.AcceptDelay > 0 {
+		d += fmt.Sprintf("-accept-delay-%dms", v.AcceptDelay.Milliseconds())
+	}
+	return d
+}
+
 // BuildSiw returns siw.ko for the fetched kernel, building it on first use.
 // A target the host cannot build for (another architecture's kbuild tools, a
 // compiler the host lacks) yields a SiwModule with Why set and no error; an
 // error is a build that should have worked and did not.
-func BuildSiw(ctx context.Context, r *Rootfs, log io.Writer) (SiwModule, error) {
+func BuildSiw(ctx context.Context, r *Rootfs, v SiwVariant, log io.Writer) (SiwModule, error) {
 	kernel := r.Manifest.Kernel
 	dir := filepath.Join(r.Dir, "siw")
-	out := filepath.Join(dir, kernel, "siw.ko")
+	out := filepath.Join(dir, kernel, v.dir(), "siw.ko")
+	if v != (SiwVariant{}) {
+		fmt.Fprintf(log, "siw: EXPERIMENT: variant %s of siw.ko, not the test bed's\n", v.dir())
+	}
 	if b, err := os.ReadFile(out); err == nil {
 		fmt.Fprintf(log, "siw: %s cached\n", out)
 		return SiwModule{Ko: b}, nil
@@ -80,7 +104,7 @@ func BuildSiw(ctx context.Context, r *Rootfs, log io.Writer) (SiwModule, error) 
 		return SiwModule{}, fmt.Errorf("siw: %w", err)
 	}
 	fmt.Fprintf(log, "siw: building siw.ko for %s with %s from %s\n", kernel, pkgs.Compiler, debs[pkgs.Source])
-	ko, err := buildSiw(ctx, dir, kernel, pkgs, debs, log)
+	ko, err := buildSiw(ctx, dir, kernel, pkgs, debs, v, log)
 	if err != nil {
 		return SiwModule{}, fmt.Errorf("siw: %w", err)
 	}
@@ -163,7 +187,7 @@ func download(ctx context.Context, a apt, dir string, pkgs []string) (map[string
 
 // buildSiw extracts headers, kbuild and siw's sources into a scratch directory
 // and runs kbuild there.
-func buildSiw(ctx context.Context, dir, kernel string, p SiwPkgs, debs map[string]string, log io.Writer) ([]byte, error) {
+func buildSiw(ctx context.Context, dir, kernel string, p SiwPkgs, debs map[string]string, v SiwVariant, log io.Writer) ([]byte, error) {
 	work, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
 		return nil, err
@@ -202,6 +226,9 @@ func buildSiw(ctx context.Context, dir, kernel string, p SiwPkgs, debs map[strin
 	mod := mods[0]
 	// The in-tree Makefile builds siw.o when CONFIG_RDMA_SIW is set; as a
 	// Kbuild file with that option forced to m it builds the module out of tree.
+	if err := patchSiwFile(filepath.Join(mod, "siw_cm.c"), v); err != nil {
+		return nil, err
+	}
 	mk, err := os.ReadFile(filepath.Join(mod, "Makefile"))
 	if err != nil {
 		return nil, err
@@ -224,7 +251,7 @@ func buildSiw(ctx context.Context, dir, kernel string, p SiwPkgs, debs map[strin
 	if err := run(work, "make", "-C", hdr, "M="+mod, jobs, "modules"); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(log, "siw: built siw.ko for %s\n", kernel)
+	fmt.Fprintf(log, "siw: built siw.ko (%s) for %s\n", v.dir(), kernel)
 	return os.ReadFile(filepath.Join(mod, "siw.ko"))
 }
 
@@ -254,4 +281,97 @@ func planSiw(modDir string, steps []LoadStep, ko []byte) ([]LoadStep, error) {
 		}
 	}
 	return append(steps, LoadStep{Name: "siw", Required: true, Data: ko}), nil
+}
+
+// siw's passive side (siw_accept in 6.1, and in the upstream source read for this fix) sends
+// the MPA reply first and only then points the socket's data_ready callback at
+// the QP's receive path. A client that reacts to the reply fast enough sends its
+// first FPDU into that gap: the connection manager's callback ignores data in
+// RDMA mode, the bytes wait in the socket, and nothing reads them until more
+// arrive. rping's first SEND then goes unanswered and both sides wait forever;
+// stock rping against stock rping too. It hit about one connection in 300 under
+// emulation on a loaded host, and every connection once the gap was widened by
+// a delay (docs/siw-accept-race.md). The test bed's siw.ko therefore hands the
+// socket to the QP before the reply is sent, as the active side already does.
+// Nothing else in siw changes.
+const (
+	siwPatchLevel   = "p1-accept-assoc"
+	siwPatchSummary = "siw_accept hands the socket to the QP before sending the MPA reply"
+)
+
+// patchSiwAccept inserts, before siw_accept's MPA reply, the same socket
+// association siw_accept otherwise makes after it. Doing it twice is harmless
+// (it sets the same callbacks under the socket's callback lock). Peer-to-peer
+// RTR mode (wait_for_peer_rts) is left as it is: the test bed does not use it.
+// A source that no longer has the expected shape is an error, so a kernel
+// update cannot silently bring the race back.
+func patchSiwAccept(src []byte) ([]byte, error) {
+	s, reply, err := findAcceptReply(string(src))
+	if err != nil {
+		return nil, err
+	}
+	ins := "\t/* gorping test bed: " + siwPatchSummary + " (test/vm/siw.go) */\n" +
+		"\tif (!wait_for_peer_rts)\n\t\tsiw_qp_socket_assoc(cep, qp);\n"
+	return []byte(s[:reply] + ins + s[reply:]), nil
+}
+
+const reviewSiwPatch = "review the MPA-reply race patch (test/vm/siw.go)"
+
+// findAcceptReply returns the offset of the statement that sends siw_accept's
+// MPA reply, after checking siw_accept still has the shape the patch assumes.
+func findAcceptReply(s string) (string, int, error) {
+	fn := strings.Index(s, "\nint siw_accept(")
+	if fn < 0 || strings.Count(s, "\nint siw_accept(") != 1 {
+		return "", 0, fmt.Errorf("siw_cm.c: want one definition of siw_accept: %s", reviewSiwPatch)
+	}
+	body := s[fn:]
+	if end := strings.Index(body, "\n}\n"); end >= 0 {
+		body = body[:end]
+	}
+	reply := strings.Index(body, "\trv = siw_send_mpareqrep(")
+	if reply < 0 {
+		return "", 0, fmt.Errorf("siw_cm.c: siw_accept no longer sends its MPA reply with \"rv = siw_send_mpareqrep(\": %s", reviewSiwPatch)
+	}
+	for _, need := range []string{"wait_for_peer_rts", "siw_qp_socket_assoc(cep, qp);"} {
+		if !strings.Contains(body[reply:], need) {
+			return "", 0, fmt.Errorf("siw_cm.c: siw_accept no longer has %q after its MPA reply: %s", need, reviewSiwPatch)
+		}
+	}
+	return s, fn + reply, nil
+}
+
+// delaySiwAccept (experiment only) busy-waits d after siw_accept's MPA reply
+// has been sent, before the rest of siw_accept runs: it widens the window a
+// descheduled vCPU opens by chance, so the race shows on every connection.
+func delaySiwAccept(src []byte, d time.Duration) ([]byte, error) {
+	s, reply, err := findAcceptReply(string(src))
+	if err != nil {
+		return nil, err
+	}
+	const check = "goto error;\n"
+	end := strings.Index(s[reply:], check)
+	if end < 0 {
+		return nil, fmt.Errorf("siw_cm.c: no error check after siw_accept's MPA reply: %s", reviewSiwPatch)
+	}
+	at := reply + end + len(check)
+	s = s[:at] + fmt.Sprintf("\tmdelay(%d); /* gorping EXPERIMENT (test/vm/siw.go) */\n", d.Milliseconds()) + s[at:]
+	return []byte("#include <linux/delay.h>\n" + s), nil
+}
+
+func patchSiwFile(path string, v SiwVariant) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if !v.Unpatched {
+		if b, err = patchSiwAccept(b); err != nil {
+			return err
+		}
+	}
+	if v.AcceptDelay > 0 {
+		if b, err = delaySiwAccept(b, v.AcceptDelay); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(path, b, 0o644)
 }

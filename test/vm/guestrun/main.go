@@ -53,6 +53,8 @@ func run() int {
 		setupTO   = flag.Duration("setup-timeout", 0, "deadline for modules and rxe0; default 2m (arm64 4m)")
 		fetchTO   = flag.Duration("fetch-timeout", 0, "deadline of the package fetch; default 15m")
 		buildTO   = flag.Duration("build-timeout", 0, "deadline of go builds and the initramfs; default 5m")
+		siwRaw    = flag.Bool("siw-unpatched", false, "experiment: build siw.ko without the test bed's accept fix (docs/siw-accept-race.md)")
+		siwDelay  = flag.Duration("siw-accept-delay", 0, "experiment: build siw.ko with this busy-wait after siw_accept's MPA reply, widening the race window")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./test/vm/guestrun [flags]\n\n"+
@@ -148,6 +150,7 @@ func run() int {
 			Interactive: *inter,
 			Keep:        *keep,
 			CacheRoot:   cache,
+			Siw:         vm.SiwVariant{Unpatched: *siwRaw, AcceptDelay: *siwDelay},
 			Out:         os.Stdout,
 		})
 		fmt.Println(rep.Verdict())
