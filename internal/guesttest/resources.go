@@ -115,17 +115,38 @@ func Describe(m map[string][]Resource) string {
 	return b.String()
 }
 
+// transportListening reports whether the listener behind r can take connections:
+// always on RoCE, and on iWARP once the driver's TCP socket listens (TCPListening).
+func transportListening(r Resource, addrPort string) bool {
+	dev, _, _ := strings.Cut(r.KV["link"], "/")
+	nodeType, err := os.ReadFile("/sys/class/infiniband/" + dev + "/node_type")
+	if err != nil || !strings.Contains(string(nodeType), "RNIC") {
+		return true
+	}
+	port, err := strconv.Atoi(addrPort[strings.LastIndex(addrPort, ":")+1:])
+	if err != nil {
+		return true
+	}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		if b, err := os.ReadFile(f); err == nil && TCPListening(string(b), port) {
+			return true
+		}
+	}
+	return false
+}
+
 // WaitListening waits until some rdma_cm id listens on addrPort (see Resource.Listening)
 // and satisfies owner (nil: any owner), or fails the test after timeout or as soon as
 // alive (nil: not checked) returns an error. Polling the kernel's view of the listener
-// means a client started afterwards cannot race the server's rdma_listen.
+// (on iWARP also its TCP socket) means a client started afterwards cannot race the
+// server's rdma_listen.
 func WaitListening(t testing.TB, addrPort string, timeout time.Duration, owner func(Resource) bool, alive func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		ids := Resources(t, "cm_id")
 		for _, r := range ids {
-			if r.Listening(addrPort) && (owner == nil || owner(r)) {
+			if r.Listening(addrPort) && (owner == nil || owner(r)) && transportListening(r, addrPort) {
 				return
 			}
 		}
