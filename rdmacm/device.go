@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -112,13 +113,41 @@ func (d *fdDevice) exec(cmd uint32, body []byte, respOff int, resp []byte) error
 	var werr error
 	err = d.rc.Control(func(fd uintptr) {
 		werr = frame(slot, cmd, body, respOff, resp, func(b []byte) (int, error) {
-			return unix.Write(int(fd), b)
+			return writeOnce(int(fd), b)
 		})
 	})
 	if err != nil {
 		return closedErr(err)
 	}
 	return werr
+}
+
+// writeOnce writes one command with every signal blocked on the calling thread.
+// A command must run once, and the kernel silently runs a write(2) again when a
+// signal whose handler has SA_RESTART (all of Go's) interrupts it; the Go
+// runtime signals its own threads at any time (SIGURG, for preemption). On
+// iWARP, CONNECT blocks in the driver's TCP connect: interrupted and restarted,
+// it connects again from the same port, and the first attempt's socket, if it
+// got as far as ESTABLISHED, makes the second fail with EADDRNOTAVAIL
+// ("rdma_connect: Cannot assign requested address"). Signals meant for the
+// process go to another thread meanwhile; those for this one wait until the
+// write is done.
+func writeOnce(fd int, b []byte) (int, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	all := unix.Sigset_t{}
+	for i := range all.Val {
+		all.Val[i] = ^all.Val[i]
+	}
+	var old unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &all, &old); err != nil {
+		return 0, fmt.Errorf("block signals for the command: %w", err)
+	}
+	n, err := unix.Write(fd, b)
+	if merr := unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil); merr != nil && err == nil {
+		err = fmt.Errorf("restore the signal mask: %w", merr)
+	}
+	return n, err
 }
 
 func (d *fdDevice) getEvent(resp []byte) error {

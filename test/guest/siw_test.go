@@ -18,6 +18,7 @@ import (
 
 	"github.com/gorping/gorping/rping"
 	"github.com/gorping/gorping/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // siwFamilies brings up siw0 for the calling test and returns siw's IPv4 and IPv6
@@ -221,4 +222,73 @@ func TestSiwLeaks(t *testing.T) {
 	ls.finish("a failed -q client", 255, ls.client(g, "-q"))
 	ls.finish("clients bigger than the server's -S", 0, ls.client(g, "-S", "65535"), ls.client(s, "-S", "4000"))
 	ls.killMidRun()
+}
+
+// TestSiwConnectSignals: on iWARP, rdma_cm's CONNECT blocks in the driver's TCP
+// connect, and the kernel runs a write(2) again after a signal whose handler has
+// SA_RESTART interrupts it, as Go's handlers do. The Go runtime signals its own
+// threads (SIGURG, to preempt goroutines), so gorping blocks signals on the thread
+// for the write; before that, each signal made a new TCP connect, and one whose
+// first attempt had got through failed with "Cannot assign requested address".
+// The client here connects to an address on siw's dummy interface that nothing
+// answers (dummy drops what it sends), so the connect waits in its SYN retries
+// while every thread of the client gets SIGURG 40 times: the kernel must count no
+// further active TCP opens.
+func TestSiwConnectSignals(t *testing.T) {
+	siwFamilies(t)
+	leakGuard(t)
+	const nobody = "198.19.0.2" // in iw0's /24, not assigned
+	before := tcpActiveOpens(t)
+	cli := Start(t, GorpingBin(t), "-c", "-a", nobody, "-p", strconv.Itoa(freshPort()), "-C", "1")
+	waitFor(t, 60*time.Second, "the client's TCP connect to "+nobody, func() bool {
+		return tcpActiveOpens(t) > before
+	})
+	opens := tcpActiveOpens(t)
+	pid := pidOf(cli)
+	for i := 0; i < 40; i++ {
+		for tid := range tasksOf(pid) {
+			unix.Tgkill(pid, tid, unix.SIGURG)
+		}
+		time.Sleep(20 * time.Millisecond) // spacing the signals, not waiting for a result
+	}
+	if after := tcpActiveOpens(t); after != opens {
+		t.Errorf("the kernel counted %d more active TCP opens while the client's threads were signalled: its CONNECT was restarted", after-opens)
+	}
+	if !cli.Running() {
+		t.Fatalf("the client exited while connecting to %s\nstdout:\n%s\nstderr:\n%s", nobody, cli.Stdout(), cli.Stderr())
+	}
+	cli.cmd.Process.Kill()
+	cli.Wait(t, 30*time.Second)
+}
+
+// tcpActiveOpens is the kernel's count of TCP connects that sent a SYN
+// (ActiveOpens in /proc/net/snmp).
+func tcpActiveOpens(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if names == nil {
+			names = f
+			continue
+		}
+		for i, name := range names {
+			if name == "ActiveOpens" && i < len(f) {
+				n, err := strconv.Atoi(f[i])
+				if err != nil {
+					t.Fatalf("/proc/net/snmp: ActiveOpens %q: %v", f[i], err)
+				}
+				return n
+			}
+		}
+	}
+	t.Fatalf("/proc/net/snmp has no Tcp ActiveOpens:\n%s", b)
+	return 0
 }
