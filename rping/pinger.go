@@ -150,6 +150,15 @@ func (p *pinger) serverStatus(ret int, cfg *Config) int {
 
 // clientLoop returns rping's ret and the number of completed pings.
 func (p *pinger) clientLoop(ctx context.Context) (ret, done int) {
+	// --stats/--json: Ctrl-C ends the run as in ping(8), but the ping in flight
+	// may finish first, so the peer sees the connection end between pings
+	// (a stock rping server fails with "wait for RDMA_WRITE_COMPLETE" otherwise).
+	inFlight := ctx
+	if p.rep != nil {
+		var stop func()
+		inFlight, stop = finishOnInterrupt(ctx, pingGrace)
+		defer stop()
+	}
 	var last time.Time // start of the previous ping
 	p.tr.ResetCounts() // the first ping's counts exclude the connection's setup
 	for ping := 0; p.count == 0 || ping < p.count; ping++ {
@@ -164,7 +173,7 @@ func (p *pinger) clientLoop(ctx context.Context) (ret, done int) {
 		if p.interval > 0 {
 			last = time.Now()
 		}
-		if ret := p.clientPing(ctx, ping); ret != 0 {
+		if ret := p.clientPing(inFlight, ping); ret != 0 {
 			if p.rep != nil && !p.interrupted {
 				p.rep.errors++
 			}
@@ -172,6 +181,26 @@ func (p *pinger) clientLoop(ctx context.Context) (ret, done int) {
 		}
 	}
 	return 0, p.count
+}
+
+// pingGrace bounds how long Ctrl-C waits for the ping in flight (a dead peer
+// must not hold the summary back); a second Ctrl-C kills at once (main).
+const pingGrace = time.Second
+
+// finishOnInterrupt returns the context for the ping in flight: it ends grace
+// after ctx is cancelled (Ctrl-C), and at once when ctx ends any other way (-w's
+// deadline, which stays exact). Made once per run: pinging allocates nothing.
+// stop releases it.
+func finishOnInterrupt(ctx context.Context, grace time.Duration) (inFlight context.Context, stop func()) {
+	fin, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopAfter := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			time.AfterFunc(grace, cancel)
+			return
+		}
+		cancel()
+	})
+	return fin, func() { stopAfter(); cancel() }
 }
 
 // sleepUntil waits until t or until ctx ends (false).

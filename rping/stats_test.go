@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -273,5 +274,33 @@ func TestDeadlineBeforeCount(t *testing.T) {
 	})
 	if st != 1 || !regexp.MustCompile(`^rping client: deadline reached after [1-3] of 1000 pings\n$`).MatchString(cl.stderr.String()) {
 		t.Errorf("exit %d stderr %q, want 1 and the deadline line", st, cl.stderr)
+	}
+}
+
+// Ctrl-C (ctx cancelled) while a ping is in flight: in a --stats run that ping
+// completes first, so the peer sees the connection end between pings and the
+// summary counts it received.
+func TestStatsInterruptFinishesPingInFlight(t *testing.T) {
+	n := newFakeNet()
+	c, s := n.pair(64, 64)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	// The server's echo WRITE lands: the client is waiting for the last go-ahead.
+	s.onWrite = func([]byte) { once.Do(cancel) }
+	cl, sv := newSide(false, 64, 0), newSide(true, 64, 0)
+	cl.cfg.Addr = netip.MustParseAddr("192.0.2.1")
+	cl.cfg.Stats = true
+	cl.cfg.rep = newReporter(&cl.cfg)
+	sv.startServer(context.Background(), s)
+	cl.startClient(ctx, c)
+	if st := cl.wait(t); st != 0 {
+		t.Errorf("client exit %d, stderr %q; want 0", st, cl.stderr)
+	}
+	if !strings.Contains(cl.stdout.String(), "\n1 pings transmitted, 1 received, 0% loss") {
+		t.Errorf("summary does not count the ping in flight as received:\n%s", cl.stdout)
+	}
+	if st := sv.wait(t); st != 0 {
+		t.Errorf("server exit %d, stderr %q; want 0 (a disconnect between pings)", st, sv.stderr)
 	}
 }
