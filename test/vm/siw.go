@@ -224,11 +224,11 @@ func buildSiw(ctx context.Context, dir, kernel string, p SiwPkgs, debs map[strin
 		return nil, fmt.Errorf("no drivers/infiniband/sw/siw in %s", tarballs[0])
 	}
 	mod := mods[0]
-	// The in-tree Makefile builds siw.o when CONFIG_RDMA_SIW is set; as a
-	// Kbuild file with that option forced to m it builds the module out of tree.
 	if err := patchSiwFile(filepath.Join(mod, "siw_cm.c"), v); err != nil {
 		return nil, err
 	}
+	// The in-tree Makefile builds siw.o when CONFIG_RDMA_SIW is set; as a
+	// Kbuild file with that option forced to m it builds the module out of tree.
 	mk, err := os.ReadFile(filepath.Join(mod, "Makefile"))
 	if err != nil {
 		return nil, err
@@ -283,15 +283,15 @@ func planSiw(modDir string, steps []LoadStep, ko []byte) ([]LoadStep, error) {
 	return append(steps, LoadStep{Name: "siw", Required: true, Data: ko}), nil
 }
 
-// siw's passive side (siw_accept in 6.1, and in the upstream source read for this fix) sends
-// the MPA reply first and only then points the socket's data_ready callback at
-// the QP's receive path. A client that reacts to the reply fast enough sends its
-// first FPDU into that gap: the connection manager's callback ignores data in
-// RDMA mode, the bytes wait in the socket, and nothing reads them until more
-// arrive. rping's first SEND then goes unanswered and both sides wait forever;
-// stock rping against stock rping too. It hit about one connection in 300 under
-// emulation on a loaded host, and every connection once the gap was widened by
-// a delay (docs/siw-accept-race.md). The test bed's siw.ko therefore hands the
+// siw's passive side (siw_accept in 6.1, and in the upstream source read for
+// this fix) sends the MPA reply first and only then points the socket's
+// data_ready callback at the QP's receive path. A client that reacts to the
+// reply fast enough sends its first FPDU into that gap: the connection manager's
+// callback ignores data in RDMA mode, the bytes wait in the socket, and nothing
+// reads them until more arrive. rping's first SEND then goes unanswered and both
+// sides wait forever, stock rping against stock rping too. It hung a connection
+// in about one siw tier run in three under emulation on a loaded host, and every
+// connection once the gap was widened by a delay (docs/siw-accept-race.md). The test bed's siw.ko therefore hands the
 // socket to the QP before the reply is sent, as the active side already does.
 // Nothing else in siw changes.
 const (
@@ -306,7 +306,8 @@ const (
 // A source that no longer has the expected shape is an error, so a kernel
 // update cannot silently bring the race back.
 func patchSiwAccept(src []byte) ([]byte, error) {
-	s, reply, err := findAcceptReply(string(src))
+	s := string(src)
+	reply, err := findAcceptReply(s)
 	if err != nil {
 		return nil, err
 	}
@@ -319,10 +320,10 @@ const reviewSiwPatch = "review the MPA-reply race patch (test/vm/siw.go)"
 
 // findAcceptReply returns the offset of the statement that sends siw_accept's
 // MPA reply, after checking siw_accept still has the shape the patch assumes.
-func findAcceptReply(s string) (string, int, error) {
+func findAcceptReply(s string) (int, error) {
 	fn := strings.Index(s, "\nint siw_accept(")
 	if fn < 0 || strings.Count(s, "\nint siw_accept(") != 1 {
-		return "", 0, fmt.Errorf("siw_cm.c: want one definition of siw_accept: %s", reviewSiwPatch)
+		return 0, fmt.Errorf("siw_cm.c: want one definition of siw_accept: %s", reviewSiwPatch)
 	}
 	body := s[fn:]
 	if end := strings.Index(body, "\n}\n"); end >= 0 {
@@ -330,21 +331,22 @@ func findAcceptReply(s string) (string, int, error) {
 	}
 	reply := strings.Index(body, "\trv = siw_send_mpareqrep(")
 	if reply < 0 {
-		return "", 0, fmt.Errorf("siw_cm.c: siw_accept no longer sends its MPA reply with \"rv = siw_send_mpareqrep(\": %s", reviewSiwPatch)
+		return 0, fmt.Errorf("siw_cm.c: siw_accept no longer sends its MPA reply with \"rv = siw_send_mpareqrep(\": %s", reviewSiwPatch)
 	}
 	for _, need := range []string{"wait_for_peer_rts", "siw_qp_socket_assoc(cep, qp);"} {
 		if !strings.Contains(body[reply:], need) {
-			return "", 0, fmt.Errorf("siw_cm.c: siw_accept no longer has %q after its MPA reply: %s", need, reviewSiwPatch)
+			return 0, fmt.Errorf("siw_cm.c: siw_accept no longer has %q after its MPA reply: %s", need, reviewSiwPatch)
 		}
 	}
-	return s, fn + reply, nil
+	return fn + reply, nil
 }
 
 // delaySiwAccept (experiment only) busy-waits d after siw_accept's MPA reply
 // has been sent, before the rest of siw_accept runs: it widens the window a
 // descheduled vCPU opens by chance, so the race shows on every connection.
 func delaySiwAccept(src []byte, d time.Duration) ([]byte, error) {
-	s, reply, err := findAcceptReply(string(src))
+	s := string(src)
+	reply, err := findAcceptReply(s)
 	if err != nil {
 		return nil, err
 	}
