@@ -27,55 +27,6 @@ func Env(t testing.TB, name string) string {
 // Kinds are the object kinds whose leaks matter: everything rping creates.
 var Kinds = []string{"cm_id", "qp", "cq", "mr", "pd", "ctx"}
 
-// Resource is one line of `rdma resource show <kind>`: its key/value words.
-type Resource struct {
-	Kind string
-	Line string
-	KV   map[string]string
-}
-
-// Kernel reports whether the kernel owns the object (rdma prints the owner in brackets,
-// e.g. "comm [ib_core]").
-func (r Resource) Kernel() bool { return strings.HasPrefix(r.KV["comm"], "[") }
-
-// PID is the creating thread's id, 0 if rdma printed none (the thread is gone).
-func (r Resource) PID() int { n, _ := strconv.Atoi(r.KV["pid"]); return n }
-
-// Listening reports whether r is an rdma_cm id in state LISTEN on addrPort as rdma prints
-// it ("192.0.2.1:7174", "2001:db8::1:7174"); an addrPort of the form ":7174" matches the
-// port on any address.
-func (r Resource) Listening(addrPort string) bool {
-	if r.KV["state"] != "LISTEN" {
-		return false
-	}
-	src := r.KV["src-addr"]
-	if strings.HasPrefix(addrPort, ":") {
-		return strings.HasSuffix(src, addrPort)
-	}
-	return src == addrPort
-}
-
-// ParseResources parses the output of `rdma resource show <kind>`.
-func ParseResources(kind, out string) []Resource {
-	var rs []Resource
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		r := Resource{Kind: kind, Line: strings.TrimSpace(line), KV: map[string]string{}}
-		// Keys are not all followed by one value (rdma prints some flags bare), so take
-		// the word after the first occurrence of each word.
-		for i := 0; i+1 < len(f); i++ {
-			if _, seen := r.KV[f[i]]; !seen {
-				r.KV[f[i]] = f[i+1]
-			}
-		}
-		rs = append(rs, r)
-	}
-	return rs
-}
-
 // Resources lists the objects of kind as the kernel's restrack sees them.
 func Resources(t testing.TB, kind string) []Resource {
 	t.Helper()

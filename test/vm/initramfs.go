@@ -236,11 +236,17 @@ func (im *Image) Write(out string) (int, error) {
 		tool[p] = true
 	}
 	rootDirs := []string{"/usr/bin/", "/usr/sbin/", "/etc/", "/usr/lib/" + Triplet(im.Arch) + "/libibverbs/"}
+	// netem's delay distributions (the multi-host fault tests); not tc's
+	// plugins, whose libraries nothing fetches.
+	tcDist := "/usr/lib/" + Triplet(im.Arch) + "/tc/"
 	for g, n := range view {
 		for _, d := range rootDirs {
 			if tool[n.pkg] && strings.HasPrefix(g, d) {
 				roots = append(roots, g)
 			}
+		}
+		if tool[n.pkg] && strings.HasPrefix(g, tcDist) && strings.HasSuffix(g, ".dist") {
+			roots = append(roots, g)
 		}
 	}
 	for _, need := range []string{GuestIP, GuestRDMA, GuestBusybox, "/usr/bin/rping"} {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/gorping/gorping/test/vm/agent"
 )
 
 // Guest network and test environment, as the tests see it (GORPING_* variables).
@@ -49,7 +51,27 @@ type InitSpec struct {
 	// SiwWhy says why this guest has none, and the tests see it.
 	Siw    bool
 	SiwWhy string
+	// Cluster makes the guest a host of the multi-host test bed (cluster.go):
+	// rxe0 on the data NIC, the agent instead of Tests or Cmd.
+	Cluster bool
 }
+
+// The multi-host test bed's addressing. Host N (1-based) has data NIC MAC
+// ClusterDataMAC+NN with ClusterNet4.N and ClusterNet6+hex(N) on eth0, and a
+// management NIC (MAC ClusterMgmtMAC+NN) with ClusterMgmtIP, QEMU's user
+// network, where the agent listens.
+const (
+	ClusterDataMAC = "52:54:00:03:00:"
+	ClusterMgmtMAC = "52:54:00:02:00:"
+	ClusterNet4    = "10.0.3"       // 10.0.3.N/24, the mission's own addresses
+	ClusterNet6    = "2001:db8:3::" // documentation prefix, /64
+	ClusterMgmtIP  = "10.0.2.15"    // QEMU user networking's guest address
+	GuestAgent     = "/usr/local/bin/guestagent"
+)
+
+// ClusterIPv4 and ClusterIPv6 are host n's data addresses.
+func ClusterIPv4(n int) string { return fmt.Sprintf("%s.%d", ClusterNet4, n) }
+func ClusterIPv6(n int) string { return fmt.Sprintf("%s%x", ClusterNet6, n) }
 
 // ShellQuote quotes s for a POSIX shell.
 func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -95,15 +117,44 @@ load() {
 }
 {{range $i, $m := .Modules}}load {{$m.Name}} {{modpath $i $m.Name}} {{if $m.Required}}required{{else}}optional{{end}}
 {{end}}
-# Soft-RoCE on a dummy interface; client and server both use its address.
 run_or_fail() { out=$("$@" 2>&1) || setup_fail "$*: $(echo "$out" | oneline)"; }
 run_or_fail $IP link set lo up
+{{if .Cluster}}# A host of the multi-host test bed: the data NIC (MAC {{.DataMAC}}NN) becomes
+# eth0 with rxe0 on it; the management NIC ({{.MgmtMAC}}NN, QEMU user
+# networking) carries only the agent, which the host reaches through a
+# 127.0.0.1 forward. The host number comes from the kernel command line.
+host=$(sed -n 's/.*gorping.host=\([0-9]*\).*/\1/p' /proc/cmdline)
+[ -n "$host" ] || setup_fail "no gorping.host= on the kernel command line"
+data=; mgmt=
+for d in /sys/class/net/*; do
+	case "$(cat $d/address)" in
+	{{.DataMAC}}*) data=${d##*/};;
+	{{.MgmtMAC}}*) mgmt=${d##*/};;
+	esac
+done
+[ -n "$data" ] && [ -n "$mgmt" ] || setup_fail "NICs not found: data '$data', management '$mgmt' among $(ls /sys/class/net | oneline)"
+run_or_fail $IP link set $mgmt name mgmt0
+run_or_fail $IP link set $data name eth0
+run_or_fail $IP link set mgmt0 up
+run_or_fail $IP addr add {{.MgmtIP}}/24 dev mgmt0
+netdev=eth0
+ipv4={{.Net4}}.$host
+ipv6={{.Net6}}$(printf %x $host)
+gid4={{.GID4Prefix}}$(printf %02x $host)
+gid6={{.GID6Prefix}}$(printf %04x $host)
+hostname h$host
+{{else}}# Soft-RoCE on a dummy interface; client and server both use its address.
 run_or_fail $IP link add d0 type dummy
-run_or_fail $IP link set d0 up
-run_or_fail $IP addr add {{.IPv4}}/24 dev d0
-run_or_fail $IP addr add {{.IPv6}}/64 dev d0 nodad
-if ! out=$($RDMA link add {{.Dev}} type rxe netdev d0 2>&1); then
-	mark rxe-fail "rdma link add {{.Dev}} type rxe netdev d0: $(echo "$out" | oneline)"
+netdev=d0
+ipv4={{.IPv4}}
+ipv6={{.IPv6}}
+gid4={{.GIDv4}}
+gid6={{.GIDv6}}
+{{end}}run_or_fail $IP link set $netdev up
+run_or_fail $IP addr add $ipv4/24 dev $netdev
+run_or_fail $IP addr add $ipv6/64 dev $netdev nodad
+if ! out=$($RDMA link add {{.Dev}} type rxe netdev $netdev 2>&1); then
+	mark rxe-fail "rdma link add {{.Dev}} type rxe netdev $netdev: $(echo "$out" | oneline)"
 	poweroff -f; sleep 60
 fi
 # Wait (10 polls a second) until the port is ACTIVE and both GIDs exist.
@@ -113,8 +164,8 @@ while :; do
 	state=$(cat $port/state 2>/dev/null)
 	gids=$(cat $port/gids/* 2>/dev/null)
 	case "$state" in *ACTIVE*)
-		case "$gids" in *{{.GIDv4}}*)
-			case "$gids" in *{{.GIDv6}}*) break;; esac;;
+		case "$gids" in *$gid4*)
+			case "$gids" in *$gid6*) break;; esac;;
 		esac;;
 	esac
 	i=$((i+1))
@@ -149,14 +200,24 @@ $RDMA link show {{.SiwDev}}/1
 # port, and once a removal test re-adds rxe0 that would be siw0 (iWARP, EINVAL).
 run_or_fail $RDMA link delete {{.SiwDev}}
 {{end}}export GORPING_SIW_DEV={{.SiwDev}} GORPING_SIW_NETDEV={{.SiwNetdev}} GORPING_SIW_IPV4={{.SiwIPv4}} GORPING_SIW_IPV6={{.SiwIPv6}}
-{{else}}
+{{else if not .Cluster}}
 echo "siw: NOT AVAILABLE in this guest:" {{q .SiwWhy}}
 export GORPING_SIW_UNAVAILABLE={{q .SiwWhy}}
 {{end}}
-export GORPING_BIN={{.Gorping}} GORPING_IPV4={{.IPv4}} GORPING_IPV6={{.IPv6}} GORPING_RDMA_TOOL=$RDMA
+export GORPING_BIN={{.Gorping}} GORPING_IPV4=$ipv4 GORPING_IPV6=$ipv6 GORPING_RDMA_TOOL=$RDMA
 export HOME=/root TMPDIR=/tmp
 ulimit -l unlimited 2>/dev/null
-cd "$(mktemp -d /tmp/run.XXXXXX)"
+{{if .Cluster}}export GORPING_HOST=h$host GORPING_NETDEV=eth0
+cd /root
+mark ready
+# The host drives this guest through the agent from here on; the guest ends
+# when the host powers it off or kills QEMU.
+while :; do
+	{{.Agent}} -listen {{.MgmtIP}}:{{.AgentPort}}
+	mark setup-fail "guest agent exited with status $?"
+	sleep 1
+done
+{{else}}cd "$(mktemp -d /tmp/run.XXXXXX)"
 mark ready
 {{if .Cmd}}sh /guest/cmd.sh
 st=$?
@@ -169,7 +230,7 @@ mark test-end {{.Name}} $s
 {{end}}{{end}}mark exit $st
 poweroff -f
 sleep 60
-`))
+{{end}}`))
 
 // InitScript renders the guest's /init.
 func InitScript(s InitSpec) ([]byte, error) {
@@ -179,11 +240,15 @@ func InitScript(s InitSpec) ([]byte, error) {
 	}
 	data := struct {
 		InitSpec
-		Marker, IP, RDMA, Gorping, IPv4, IPv6, Dev, GIDv4, GIDv6 string
-		SiwNetdev, SiwIPv4, SiwIPv6, SiwDev                      string
-		SetupPolls                                               int
+		Marker, IP, RDMA, Gorping, IPv4, IPv6, Dev, GIDv4, GIDv6            string
+		SiwNetdev, SiwIPv4, SiwIPv6, SiwDev                                 string
+		SetupPolls                                                          int
+		DataMAC, MgmtMAC, MgmtIP, Net4, Net6, GID4Prefix, GID6Prefix, Agent string
+		AgentPort                                                           int
 	}{s, MarkerPrefix(s.Nonce), GuestIP, GuestRDMA, GuestGorping, GuestIPv4, GuestIPv6, GuestDev, gidIPv4, gidIPv6,
-		GuestSiwNetdev, GuestSiwIPv4, GuestSiwIPv6, GuestSiwDev, polls}
+		GuestSiwNetdev, GuestSiwIPv4, GuestSiwIPv6, GuestSiwDev, polls,
+		ClusterDataMAC, ClusterMgmtMAC, ClusterMgmtIP, ClusterNet4, ClusterNet6,
+		"0000:0000:0000:0000:0000:ffff:0a00:03", "2001:0db8:0003:0000:0000:0000:0000:", GuestAgent, agent.Port}
 	var b bytes.Buffer
 	if err := initTmpl.Execute(&b, data); err != nil {
 		return nil, fmt.Errorf("render /init: %w", err)

@@ -81,6 +81,10 @@ type QEMU struct {
 	CPUs        int
 	KVM         bool
 	Interactive bool // connect our stdin to the guest console
+	// Net replaces "-nic none": the multi-host test bed's NICs (cluster.go).
+	Net []string
+	// Cmdline is added to the kernel command line.
+	Cmdline string
 }
 
 // Args is qemu's command line. No network device: the guest's RDMA traffic
@@ -100,11 +104,20 @@ func (q QEMU) Args() []string {
 	} else {
 		a = append(a, "-accel", "tcg")
 	}
+	a = append(a, "-nographic", "-no-reboot")
+	if len(q.Net) > 0 {
+		a = append(a, q.Net...)
+	} else {
+		a = append(a, "-nic", "none")
+	}
+	cmdline := "console=" + console + " quiet panic=-1"
+	if q.Cmdline != "" {
+		cmdline += " " + q.Cmdline
+	}
 	return append(a,
-		"-nographic", "-no-reboot", "-nic", "none",
 		"-m", strconv.Itoa(q.MemoryMB), "-smp", strconv.Itoa(q.CPUs),
 		"-kernel", q.Kernel, "-initrd", q.Initrd,
-		"-append", "console="+console+" quiet panic=-1",
+		"-append", cmdline,
 	)
 }
 

@@ -233,18 +233,7 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 	if err != nil {
 		return "", img, fmt.Errorf("work directory: %w", err)
 	}
-	goEnv := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.Arch)
-	gorun := func(args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Dir, cmd.Env = o.ModuleRoot, goEnv
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return out, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		return out, nil
-	}
+	gorun := goRunner(ctx, o.ModuleRoot, o.Arch)
 
 	extra := []GuestFile{}
 	gorping := filepath.Join(work, "gorping")
@@ -299,12 +288,8 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 		}
 	}
 
-	kdir := filepath.Join(r.PkgDir(r.Manifest.KernelPackage))
-	img.kernel = filepath.Join(kdir, "boot", "vmlinuz-"+r.Manifest.Kernel)
-	modDir := filepath.Join(kdir, "lib", "modules", r.Manifest.Kernel)
-	if _, err := os.Stat(modDir); err != nil {
-		modDir = filepath.Join(kdir, "usr", "lib", "modules", r.Manifest.Kernel)
-	}
+	var modDir string
+	img.kernel, modDir = kernelPaths(r)
 	steps, notes, err := PlanModules(modDir, RDMAModules)
 	if err != nil {
 		return work, img, err
@@ -345,6 +330,34 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 	}
 	img.nonce = spec.Nonce
 	return work, img, nil
+}
+
+// goRunner runs the go command in the module for a CGO_ENABLED=0 linux/arch
+// build; errors carry go's stderr.
+func goRunner(ctx context.Context, moduleRoot, arch string) func(args ...string) ([]byte, error) {
+	goEnv := append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	return func(args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir, cmd.Env = moduleRoot, goEnv
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return out, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		return out, nil
+	}
+}
+
+// kernelPaths are the fetched kernel image and its modules directory.
+func kernelPaths(r *Rootfs) (kernel, modDir string) {
+	kdir := r.PkgDir(r.Manifest.KernelPackage)
+	kernel = filepath.Join(kdir, "boot", "vmlinuz-"+r.Manifest.Kernel)
+	modDir = filepath.Join(kdir, "lib", "modules", r.Manifest.Kernel)
+	if _, err := os.Stat(modDir); err != nil {
+		modDir = filepath.Join(kdir, "usr", "lib", "modules", r.Manifest.Kernel)
+	}
+	return kernel, modDir
 }
 
 // guestPackages finds the module's packages with guest-tagged tests: those whose

@@ -82,11 +82,12 @@ func TestInitScript(t *testing.T) {
 		"load ib_core /modules/00-ib_core.ko required\n",
 		"load configfs /modules/01-configfs.ko optional\n",
 		"IP='/usr/bin/ip'\n",
-		"$RDMA link add rxe0 type rxe netdev d0",
+		"$IP link add d0 type dummy\nnetdev=d0\nipv4=192.0.2.1\nipv6=2001:db8::1\n",
+		"$RDMA link add rxe0 type rxe netdev $netdev",
 		"if [ $i -ge 300 ]",
 		`/guest/tests/test_guest.test -test.v -test.timeout=1m0s -test.run='TestA|Test'\''B'`,
 		"mark test-end test_guest $s\n",
-		"GORPING_BIN=/usr/local/bin/gorping GORPING_IPV4=192.0.2.1 GORPING_IPV6=2001:db8::1 GORPING_RDMA_TOOL=$RDMA",
+		"GORPING_BIN=/usr/local/bin/gorping GORPING_IPV4=$ipv4 GORPING_IPV6=$ipv6 GORPING_RDMA_TOOL=$RDMA",
 		`mark() { echo "@@gr-n1 $*"; }`,
 		"mark exit $st\npoweroff -f\n",
 	} {
@@ -100,6 +101,27 @@ func TestInitScript(t *testing.T) {
 	}
 	if s := string(b); !strings.Contains(s, "sh /guest/cmd.sh\nst=$?\n") || strings.Contains(s, "test-start") {
 		t.Errorf("cmd script:\n%s", s)
+	}
+	b, err = InitScript(InitSpec{Nonce: "n3", Cluster: true, SetupTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = string(b)
+	for _, want := range []string{
+		"run_or_fail $IP link set $data name eth0\n",
+		"ipv4=10.0.3.$host\nipv6=2001:db8:3::$(printf %x $host)\n",
+		"gid4=0000:0000:0000:0000:0000:ffff:0a00:03$(printf %02x $host)\n",
+		"$RDMA link add rxe0 type rxe netdev $netdev",
+		"/usr/local/bin/guestagent -listen 10.0.2.15:7070\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("cluster init script lacks %q:\n%s", want, s)
+		}
+	}
+	for _, unwanted := range []string{"type dummy", "mark exit", "siw: NOT AVAILABLE"} {
+		if strings.Contains(s, unwanted) {
+			t.Errorf("cluster init script has %q:\n%s", unwanted, s)
+		}
 	}
 }
 

@@ -1,0 +1,473 @@
+package vm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorping/gorping/test/vm/agent"
+)
+
+// The multi-host test bed: N guests of one target on one virtual Ethernet
+// (Switch), each with rxe0 on its eth0, stock rping, gorping and the agent
+// (package agent) through which the host runs commands in it. Guests share one
+// initramfs; /init learns its host number from the kernel command line.
+//
+//	host (127.0.0.1 only)            guest hN
+//	  Switch port N  <-- UDP -->  eth0   10.0.3.N/24, 2001:db8:3::N/64, rxe0
+//	  127.0.0.1:A    -- QEMU -->  mgmt0  10.0.2.15:7070 (the agent)
+//
+// The management NIC is QEMU user networking with restrict=on: the guest
+// reaches nothing through it, and the host only through the forwards.
+
+// ClusterModules are what a multi-host guest loads besides RDMAModules:
+// its virtio NICs and netem for fault injection.
+var ClusterModules = []KernelModule{
+	{"virtio_pci", true},
+	{"virtio_net", true},
+	{"sch_netem", true},
+}
+
+// Network backends for the data link.
+const (
+	NetSwitch = "switch" // QEMU dgram netdevs and the host's Switch (default)
+	NetSocket = "socket" // QEMU's TCP socket netdev, 2 hosts only (for comparison)
+)
+
+// ClusterOptions describe a multi-host test bed.
+type ClusterOptions struct {
+	Target
+	Hosts      int // guests; default 2
+	CPUs       int // vCPUs per guest; default 1
+	MemoryMB   int // per guest; default 768
+	ModuleRoot string
+	CacheRoot  string
+	Timeouts   Timeouts
+	// Forwards are guest TCP ports, besides the agent's, that each host
+	// forwards from a 127.0.0.1 port (Host.Forwards), e.g. a metrics port.
+	Forwards []int
+	Net      string      // NetSwitch (default) or NetSocket
+	Pcap     string      // capture every frame the switch forwards into this file
+	Extra    []GuestFile // more files in every guest
+	Keep     bool        // keep the work directory
+	Out      io.Writer   // progress and consoles, prefixed "[suite/arch hN] "
+}
+
+// Cluster is a running multi-host test bed.
+type Cluster struct {
+	Target
+	Kernel string
+	Hosts  []*Host
+	Switch *Switch // nil with NetSocket
+
+	opts           ClusterOptions
+	work           string
+	kernel, initrd string
+	nonce          string
+	socketPort     int
+	ctx            context.Context
+	cancel         context.CancelFunc
+	log            *prefixWriter
+}
+
+// Host is one guest of a cluster.
+type Host struct {
+	Name       string // "h1"
+	N          int    // 1-based
+	IPv4, IPv6 string // eth0's addresses
+	MAC        string // eth0's
+	Agent      *agent.Client
+	// Forwards maps each of ClusterOptions.Forwards (and agent.Port) to the
+	// 127.0.0.1 address that reaches it.
+	Forwards map[int]string
+
+	c       *Cluster
+	mu      sync.Mutex
+	guest   *Guest
+	exited  chan struct{} // closed when the current boot's console ends
+	console []string      // the last console lines
+	panics  []string
+	// BootTimes are how long each boot took until the agent answered.
+	BootTimes []time.Duration
+}
+
+// StartCluster fetches, builds and boots a cluster and returns it once every
+// host's agent answers. The caller must Close it on every path.
+func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
+	if o.Hosts == 0 {
+		o.Hosts = 2
+	}
+	if o.Hosts < 1 || o.Hosts > 250 {
+		return nil, fmt.Errorf("cluster of %d hosts: 1..250", o.Hosts)
+	}
+	if o.CPUs == 0 {
+		o.CPUs = 1
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = 768
+	}
+	if o.Net == "" {
+		o.Net = NetSwitch
+	}
+	if o.Net == NetSocket && o.Hosts != 2 {
+		return nil, fmt.Errorf("the socket backend links exactly 2 hosts, not %d", o.Hosts)
+	}
+	if o.Net != NetSwitch && o.Net != NetSocket {
+		return nil, fmt.Errorf("unknown network backend %q (%s or %s)", o.Net, NetSwitch, NetSocket)
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	c := &Cluster{Target: o.Target, opts: o, log: &prefixWriter{w: o.Out, prefix: "[" + o.Target.String() + "] "}}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	ok := false
+	defer func() {
+		if !ok {
+			c.Close()
+		}
+	}()
+
+	fctx, cancel := stepContext(ctx, StepFetch, o.Timeouts.Fetch)
+	f := &Fetcher{Target: o.Target, Root: o.CacheRoot, Log: c.log}
+	rootfs, err := f.Fetch(fctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("step fetch: %w", stepErr(fctx, err))
+	}
+	c.Kernel = rootfs.Manifest.Kernel
+	bctx, cancel := stepContext(ctx, StepBuild, o.Timeouts.Build)
+	err = c.build(bctx, rootfs)
+	cancel()
+	rootfs.Release()
+	if err != nil {
+		return nil, fmt.Errorf("step build: %w", stepErr(bctx, err))
+	}
+
+	if o.Net == NetSwitch {
+		if c.Switch, err = NewSwitch(o.Hosts, o.Pcap); err != nil {
+			return nil, err
+		}
+	} else if c.socketPort, err = freeTCPPort(); err != nil {
+		return nil, err
+	}
+	for n := 1; n <= o.Hosts; n++ {
+		h := &Host{Name: "h" + strconv.Itoa(n), N: n, IPv4: ClusterIPv4(n), IPv6: ClusterIPv6(n),
+			MAC: fmt.Sprintf("%s%02x", ClusterDataMAC, n), c: c, Forwards: map[int]string{}}
+		for _, gp := range append([]int{agent.Port}, o.Forwards...) {
+			hp, err := freeTCPPort()
+			if err != nil {
+				return nil, err
+			}
+			h.Forwards[gp] = "127.0.0.1:" + strconv.Itoa(hp)
+		}
+		h.Agent = agent.NewClient(h.Forwards[agent.Port])
+		c.Hosts = append(c.Hosts, h)
+	}
+	kvm, why := KVMUsable(o.Arch)
+	accel := "KVM"
+	if !kvm {
+		accel = "TCG (no KVM: " + why + ")"
+	}
+	fmt.Fprintf(c.log, "booting %d hosts (kernel %s, %s, %d vCPU and %d MiB each, network %s)\n",
+		o.Hosts, c.Kernel, accel, o.CPUs, o.MemoryMB, o.Net)
+	errs := make([]error, len(c.Hosts))
+	var wg sync.WaitGroup
+	for i, h := range c.Hosts {
+		if o.Net == NetSocket && i == 1 {
+			// The connecting side needs the listener up (QEMU does not retry).
+			if err := waitTCPListen(ctx, c.socketPort, o.Timeouts.Boot); err != nil {
+				return nil, fmt.Errorf("h1's socket netdev: %w", err)
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = h.Boot(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	ok = true
+	return c, nil
+}
+
+// build compiles gorping and the agent for the target and packs the shared
+// initramfs.
+func (c *Cluster) build(ctx context.Context, r *Rootfs) error {
+	o := c.opts
+	work, err := os.MkdirTemp("", "gorping-cluster-"+o.Suite+"-"+o.Arch+"-")
+	if err != nil {
+		return fmt.Errorf("work directory: %w", err)
+	}
+	c.work = work
+	gorun := goRunner(ctx, o.ModuleRoot, o.Arch)
+	extra := append([]GuestFile(nil), o.Extra...)
+	for _, b := range []struct{ pkg, guest string }{{".", GuestGorping}, {"./test/vm/guestagent", GuestAgent}} {
+		out := filepath.Join(work, filepath.Base(b.guest))
+		if _, err := gorun("build", "-o", out, b.pkg); err != nil {
+			return err
+		}
+		extra = append(extra, GuestFile{Path: b.guest, Host: out, Mode: 0o755})
+	}
+	var modDir string
+	c.kernel, modDir = kernelPaths(r)
+	steps, notes, err := PlanModules(modDir, append(append([]KernelModule(nil), RDMAModules...), ClusterModules...))
+	if err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintf(c.log, "modules: %s\n", n)
+	}
+	c.nonce = nonce()
+	initScript, err := InitScript(InitSpec{Nonce: c.nonce, Modules: steps, SetupTimeout: o.Timeouts.Setup * 3 / 4, Cluster: true})
+	if err != nil {
+		return err
+	}
+	im := &Image{Target: o.Target, Rootfs: r, Modules: steps, Init: initScript, Extra: extra}
+	c.initrd = filepath.Join(work, "initramfs.cpio.gz")
+	files, err := im.Write(c.initrd)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.log, "cluster initramfs: %d files\n", files)
+	return nil
+}
+
+// netArgs are QEMU's NIC arguments for host h.
+func (c *Cluster) netArgs(h *Host) []string {
+	var data string
+	switch {
+	case c.opts.Net == NetSocket && h.N == 1:
+		data = fmt.Sprintf("socket,id=data,listen=127.0.0.1:%d", c.socketPort)
+	case c.opts.Net == NetSocket:
+		data = fmt.Sprintf("socket,id=data,connect=127.0.0.1:%d", c.socketPort)
+	default:
+		data = c.Switch.NetdevArgs(h.N - 1)
+	}
+	mgmt := "user,id=mgmt,net=10.0.2.0/24,restrict=on"
+	for gp, addr := range h.Forwards {
+		mgmt += fmt.Sprintf(",hostfwd=tcp:%s-%s:%d", addr, ClusterMgmtIP, gp)
+	}
+	return []string{
+		"-netdev", data, "-device", "virtio-net-pci,netdev=data,mac=" + h.MAC,
+		"-netdev", mgmt, "-device", fmt.Sprintf("virtio-net-pci,netdev=mgmt,mac=%s%02x", ClusterMgmtMAC, h.N),
+	}
+}
+
+// Boot starts h's guest and waits until its agent answers (boot and setup
+// deadlines of the cluster's Timeouts). h must be off.
+func (h *Host) Boot(ctx context.Context) error {
+	c := h.c
+	h.mu.Lock()
+	if h.guest != nil {
+		h.mu.Unlock()
+		return fmt.Errorf("%s is already running", h.Name)
+	}
+	kvm, _ := KVMUsable(c.Arch)
+	q := QEMU{Arch: c.Arch, Kernel: c.kernel, Initrd: c.initrd, MemoryMB: c.opts.MemoryMB, CPUs: c.opts.CPUs, KVM: kvm,
+		Net: c.netArgs(h), Cmdline: "gorping.host=" + strconv.Itoa(h.N)}
+	pfx := "[" + c.Target.String() + " " + h.Name + "] "
+	start := time.Now()
+	g, err := q.Start(c.ctx, &prefixWriter{w: c.opts.Out, prefix: pfx + "qemu: "})
+	if err != nil {
+		h.mu.Unlock()
+		return fmt.Errorf("%s: %w", h.Name, err)
+	}
+	h.guest, h.exited = g, make(chan struct{})
+	exited := h.exited
+	h.mu.Unlock()
+
+	ready := make(chan error, 1)
+	go h.follow(g, exited, pfx, ready)
+	fail := func(err error) error {
+		h.PowerOff()
+		if s := g.Stderr(); s != "" {
+			err = fmt.Errorf("%w; qemu said: %s", err, s)
+		}
+		return fmt.Errorf("%s: %w", h.Name, err)
+	}
+	deadline := c.opts.Timeouts.Boot + c.opts.Timeouts.Setup
+	timer := time.NewTimer(deadline)
+	defer timer.Stop()
+	select {
+	case err := <-ready:
+		if err != nil {
+			return fail(err)
+		}
+	case <-timer.C:
+		return fail(fmt.Errorf("not ready within %s (boot and setup): %s", deadline, h.lastLine()))
+	case <-ctx.Done():
+		return fail(context.Cause(ctx))
+	}
+	// The agent starts right after the ready marker.
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := h.Agent.Ping(pctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		select {
+		case <-timer.C:
+			return fail(fmt.Errorf("agent at %s (guest %s:%d) not answering within %s: %v", h.Forwards[agent.Port], ClusterMgmtIP, agent.Port, deadline, err))
+		case <-exited:
+			return fail(fmt.Errorf("guest exited before its agent answered: %s", h.lastLine()))
+		case <-ctx.Done():
+			return fail(context.Cause(ctx))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	took := time.Since(start)
+	h.mu.Lock()
+	h.BootTimes = append(h.BootTimes, took)
+	h.mu.Unlock()
+	fmt.Fprintf(c.log, "%s up in %.1fs: eth0 %s %s, agent at %s\n", h.Name, took.Seconds(), h.IPv4, h.IPv6, h.Forwards[agent.Port])
+	return nil
+}
+
+// follow reads one boot's console: it reports setup's outcome on ready, then
+// keeps the last lines (and any panic) until QEMU's output ends.
+func (h *Host) follow(g *Guest, exited chan struct{}, pfx string, ready chan<- error) {
+	defer close(exited)
+	cls := NewClassifier(h.c.nonce)
+	report := func(err error) {
+		if ready != nil {
+			ready <- err
+			ready = nil
+		}
+	}
+	defer report(errors.New("QEMU exited before the guest was ready"))
+	for line := range g.Lines {
+		if h.c.opts.Out != nil {
+			fmt.Fprintf(h.c.opts.Out, "%s%s\n", pfx, line)
+		}
+		h.mu.Lock()
+		h.console = append(h.console, line)
+		if len(h.console) > 200 {
+			h.console = h.console[len(h.console)-100:]
+		}
+		h.mu.Unlock()
+		ev := cls.Classify(line)
+		switch ev.Kind {
+		case EvModuleFail:
+			report(fmt.Errorf("module %s failed to load: %s", ev.Name, ev.Msg))
+		case EvRxeFail:
+			report(fmt.Errorf("rxe link did not come up: %s", ev.Msg))
+		case EvSetupFail:
+			report(fmt.Errorf("guest setup failed: %s", ev.Msg))
+		case EvPanic:
+			h.mu.Lock()
+			h.panics = append(h.panics, ev.Msg)
+			h.mu.Unlock()
+			report(fmt.Errorf("%w: %s", ErrPanic, ev.Msg))
+		case EvReady:
+			report(nil)
+		}
+	}
+}
+
+func (h *Host) lastLine() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.console) == 0 {
+		return "no console output"
+	}
+	return "last console line: " + h.console[len(h.console)-1]
+}
+
+// Running reports whether h's guest is up.
+func (h *Host) Running() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.guest != nil
+}
+
+// PowerOff pulls h's plug: QEMU is killed at once, the guest gets no chance to
+// say goodbye on the network. It is a no-op for a host that is off.
+func (h *Host) PowerOff() {
+	h.mu.Lock()
+	g, exited := h.guest, h.exited
+	h.guest = nil
+	h.mu.Unlock()
+	if g == nil {
+		return
+	}
+	g.Kill()
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// Panics are the kernel panics h's guests printed, across boots.
+func (h *Host) Panics() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.panics...)
+}
+
+// Console is the last lines h's guest printed on its console.
+func (h *Host) Console() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.console...)
+}
+
+// Close powers every host off, stops the switch and removes the work
+// directory (unless Keep).
+func (c *Cluster) Close() {
+	for _, h := range c.Hosts {
+		h.PowerOff()
+	}
+	c.cancel()
+	if c.Switch != nil {
+		c.Switch.Close()
+	}
+	if c.work != "" && !c.opts.Keep {
+		os.RemoveAll(c.work)
+	}
+}
+
+// freeTCPPort finds a TCP port on 127.0.0.1 that nobody listens on now.
+func freeTCPPort() (int, error) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free TCP port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitTCPListen waits until something listens on 127.0.0.1:port, reading
+// /proc/net/tcp (a probing connect would be taken as QEMU's peer).
+func waitTCPListen(ctx context.Context, port int, limit time.Duration) error {
+	want := fmt.Sprintf("0100007F:%04X", port)
+	deadline := time.Now().Add(limit)
+	for {
+		b, _ := os.ReadFile("/proc/net/tcp")
+		for _, l := range strings.Split(string(b), "\n") {
+			f := strings.Fields(l)
+			if len(f) > 3 && f[1] == want && f[3] == "0A" {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("nothing listens on 127.0.0.1:%d after %s", port, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
