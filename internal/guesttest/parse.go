@@ -53,4 +53,3 @@ func ParseResources(kind, out string) []Resource {
 	}
 	return rs
 }
-
