@@ -21,10 +21,11 @@ const optstring = "a:I:Pp:C:S:t:scvVdqi:w:"
 // Option codes of the long-only gorping options (not letters, so no short
 // option can ever produce them).
 const (
-	optPoll  byte = 1 // --poll
-	optStats byte = 2 // --stats
-	optJSON  byte = 3 // --json
-	optTrace byte = 4 // --trace
+	optPoll    byte = 1 // --poll
+	optStats   byte = 2 // --stats
+	optJSON    byte = 3 // --json
+	optTrace   byte = 4 // --trace
+	optTimeout byte = 5 // --timeout
 )
 
 // longOpts are gorping's long options. Those with a letter are the same
@@ -44,6 +45,7 @@ var longOpts = []struct {
 	{"trace", optShort, optTrace, false},
 	{"interval", optShort, 'i', true},
 	{"deadline", optShort, 'w', true},
+	{"timeout", optShort, optTimeout, true},
 }
 
 // usageText is rping's usage, byte for byte (program name always "rping").
@@ -307,6 +309,16 @@ func parseArgs(ctx context.Context, argv []string, posix bool, stdout, stderr io
 			cfg.JSON = true
 		case optTrace:
 			cfg.Trace = true
+		case optTimeout:
+			// 0: wait for ever, as rping does; unset: the connection's RC retry budget.
+			if d, ok := seconds(arg, true); !ok {
+				fmt.Fprintf(stderr, "gorping: invalid timeout %q (seconds, 0 or more, e.g. 5; 0 waits for ever)\n", arg)
+				extRet = exitUsage
+			} else if d == 0 {
+				cfg.Timeout = rping.NoTimeout
+			} else {
+				cfg.Timeout = d
+			}
 		default: // 't'
 			return cfg, actUsage, exitUsage
 		}

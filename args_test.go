@@ -210,6 +210,12 @@ func TestParseArgs(t *testing.T) {
 		{argv: "-c -i abc", act: actExit, status: 22, stderr: "gorping: invalid interval \"abc\" (seconds, 0 or more, e.g. 0.2)\n"},
 		{argv: "-c -i NaN", act: actExit, status: 22, stderr: "gorping: invalid interval \"NaN\" (seconds, 0 or more, e.g. 0.2)\n"},
 		{argv: "-c -w 0", act: actExit, status: 22, stderr: "gorping: invalid deadline \"0\" (seconds, more than 0, e.g. 10)\n"},
+		// --timeout: unset is the connection's RC budget (0), 0 is never.
+		{argv: "-c", act: actRun, check: func(c rping.Config) bool { return c.Timeout == 0 }},
+		{argv: "-c --timeout 2.5", act: actRun, check: func(c rping.Config) bool { return c.Timeout == 2500*time.Millisecond }},
+		{argv: "-s --time=0", act: actRun, check: func(c rping.Config) bool { return c.Timeout == rping.NoTimeout }},
+		{argv: "-c --timeout -1", act: actExit, status: 22, stderr: "gorping: invalid timeout \"-1\" (seconds, 0 or more, e.g. 5; 0 waits for ever)\n"},
+		{argv: "-c --timeout", act: actUsage, status: 22},
 		{argv: "-c -w 1e300", act: actExit, status: 22, stderr: "gorping: invalid deadline \"1e300\" (seconds, more than 0, e.g. 10)\n"},
 		// A later -a clears rping's own errors, never an invalid gorping option.
 		{argv: "-w x -a 127.0.0.1 -c", act: actExit, status: 22, stderr: "gorping: invalid deadline \"x\" (seconds, more than 0, e.g. 10)\n"},

@@ -38,6 +38,10 @@ type Config struct {
 	Trace    bool          // --trace: trace records (Stderr, or the JSON stream) and path diagnostics
 	Interval time.Duration // -i: client waits this long between the starts of two pings
 	Deadline time.Duration // -w: client ends the run this long after it started; 0 = none
+	// Timeout is --timeout: how long a connection phase or a ping may make no
+	// progress before gorping gives up and says why. 0 = the connection's RC
+	// retry budget (stall.go); NoTimeout = wait for ever, as rping does.
+	Timeout time.Duration
 
 	// Stdout and Stderr receive rping's two output streams. With Persistent,
 	// several connections write concurrently, one whole line per Write call,
@@ -48,6 +52,9 @@ type Config struct {
 	tr  *trace.Tracer // set by Run for --trace
 	dg  *diagnostics  // set by Run for --trace, -d, --json
 }
+
+// NoTimeout as Config.Timeout never gives up on a stalled connection (--timeout 0).
+const NoTimeout time.Duration = -1
 
 // DefaultConfig is rping's state before option parsing: client/server still
 // undecided (Server false), address 0.0.0.0, port 7174, size 64, infinite count,

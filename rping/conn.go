@@ -1,6 +1,9 @@
 package rping
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // bufID names the registered buffers of one connection (rping's recv_buf,
 // send_buf, rdma_buf and the client's start_buf).
@@ -37,6 +40,11 @@ const (
 	// compError is a fatal event for this connection (error CM event, device
 	// removal, async QP error) that the transport has already reported.
 	compError
+	// compStall says that the watch set with Stall ran out with no completion
+	// since (see stall.go).
+	compStall
+	// compKeepalive is the completion of a keepalive (PostKeepalive).
+	compKeepalive
 )
 
 // IB work-completion status numbers the core treats specially (enum ibv_wc_status).
@@ -82,6 +90,14 @@ type conn interface {
 	PostWrite(n int, raddr uint64, rkey uint32) error
 	// Next returns the next completion or connection event.
 	Next(ctx context.Context) (completion, error)
+	// Stall arms a one-shot watch: once d has passed without Next returning a
+	// completion, Next returns a compStall. 0 disarms it. A compStall may
+	// still arrive shortly after a disarm or a completion: the core checks
+	// the time itself.
+	Stall(d time.Duration)
+	// PostKeepalive posts a signaled zero-length RDMA WRITE to (raddr, rkey),
+	// which completes as compKeepalive once the peer's host acknowledged it.
+	PostKeepalive(raddr uint64, rkey uint32) error
 	// Grow replaces bufRDMA with a registration of at least size bytes
 	// (size <= MaxSize), keeping nothing of the old contents. The core calls it
 	// only on the server, only while no operation on bufRDMA is outstanding,

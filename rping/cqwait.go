@@ -3,6 +3,7 @@ package rping
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/gorping/gorping/uverbs"
 )
@@ -52,8 +53,9 @@ type cqWait struct {
 	failed  bool // the completion path broke: every next reports compError
 	// firstErr is the status of the first failed completion (WCSuccess if
 	// none): converse reads it after the loop to explain the failure.
-	firstErr uverbs.WCStatus
-	cmEvents chan completion
+	firstErr   uverbs.WCStatus
+	cmEvents   chan completion
+	stallTimer *time.Timer // Stall's watch; made on first use
 
 	mu         sync.Mutex      // guards the wait context, shared with deliverCM
 	waitParent context.Context // the ctx waitCtx derives from
@@ -136,6 +138,34 @@ func (w *cqWait) next(ctx context.Context) (completion, error) {
 	}
 }
 
+// stall arms (d > 0) or disarms the stall watch. When it runs out, a
+// compStall is parked like a CM event (unless one is parked already, which
+// wakes the loop anyway). The timer is made once per connection.
+func (w *cqWait) stall(d time.Duration) {
+	switch {
+	case d <= 0 && w.stallTimer != nil:
+		w.stallTimer.Stop()
+	case d <= 0:
+	case w.stallTimer == nil:
+		w.stallTimer = time.AfterFunc(d, w.stallFired)
+	default:
+		w.stallTimer.Reset(d)
+	}
+}
+
+func (w *cqWait) stallFired() {
+	select {
+	case w.cmEvents <- completion{kind: compStall}:
+	default:
+		return
+	}
+	w.mu.Lock()
+	if w.waitCancel != nil {
+		w.waitCancel()
+	}
+	w.mu.Unlock()
+}
+
 // describe prints, with -d, the provider's own account of the CQ after an
 // error completion (mlx5: the CQE's syndrome and vendor syndrome).
 func (w *cqWait) describe() {
@@ -188,8 +218,11 @@ func (w *cqWait) deliverCM(ctx context.Context, comp completion) bool {
 	return true
 }
 
-// stop releases the wait context.
+// stop releases the wait context and the stall watch.
 func (w *cqWait) stop() {
+	if w.stallTimer != nil {
+		w.stallTimer.Stop()
+	}
 	w.mu.Lock()
 	if w.waitCancel != nil {
 		w.waitCancel()
@@ -197,9 +230,16 @@ func (w *cqWait) stop() {
 	w.mu.Unlock()
 }
 
+// keepaliveWRID marks the keepalive's work request (the others have 0).
+const keepaliveWRID = 0x6b656570 // "keep"
+
 // wcCompletion translates a work completion for the ping loop.
 func wcCompletion(wc *uverbs.WC) completion {
 	comp := completion{status: int(wc.Status), byteLen: wc.ByteLen}
+	if wc.WRID == keepaliveWRID {
+		comp.kind = compKeepalive
+		return comp
+	}
 	switch wc.Opcode {
 	case uverbs.WCSend:
 		comp.kind = compSend

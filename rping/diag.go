@@ -77,6 +77,7 @@ func (c *verbsConn) pathFacts(ci *connInfo) {
 	ci.Netdev, ci.LinkLayer = f.Netdev, f.LinkLayer.String()
 	ci.PathMTU, ci.ActiveMTU, ci.NetdevMTU = f.PathMTU.Bytes(), f.ActiveMTU.Bytes(), f.NetdevMTU
 	ci.MTUWarning = uverbs.CheckMTU(f)
+	ci.TimeoutS, ci.TimeoutBasis = c.policy.bound.Seconds(), c.policy.String()
 }
 
 // path prints the connection's path (the JSON "connection" record carries the same).
@@ -94,6 +95,7 @@ func (d *diagnostics) path(ci connInfo) {
 	if ci.MTUWarning != "" {
 		d.printf("warning: %s", ci.MTUWarning)
 	}
+	d.printf("path: stall bound %s", ci.TimeoutBasis)
 }
 
 func mtuText(n int) string {

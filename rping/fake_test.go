@@ -41,6 +41,12 @@ type fakeConn struct {
 
 	growErr     error
 	postSendErr error
+	// partitioned: nothing this side posts reaches the peer or completes (a
+	// cut cable, a peer host powered off), as on rxe, which retries for ever.
+	partitioned bool
+	policy      stallPolicy
+	stallTimer  *time.Timer
+	keepalives  int              // keepalives posted
 	onWrite     func(dst []byte) // runs on the peer memory an RDMA WRITE from this conn filled
 }
 
@@ -85,12 +91,12 @@ func (n *fakeNet) violationCount() int {
 }
 
 // disconnect is rdma_disconnect on c: both sides flush their posted RECV and
-// get DISCONNECTED.
+// get DISCONNECTED (only c, if c is partitioned).
 func (c *fakeConn) disconnect() {
 	c.net.mu.Lock()
 	defer c.net.mu.Unlock()
 	for _, x := range []*fakeConn{c, c.peer} {
-		if x.dead {
+		if x.dead || x != c && c.partitioned { // the DREQ does not get through
 			continue
 		}
 		x.dead = true
@@ -134,6 +140,9 @@ func (c *fakeConn) PostSend() error {
 	if c.postSendErr != nil {
 		return c.postSendErr
 	}
+	if c.partitioned {
+		return nil
+	}
 	if c.dead {
 		c.cq <- completion{kind: compSend, status: wcWRFlushErr}
 		return nil
@@ -166,6 +175,9 @@ func (c *fakeConn) rdma(kind compKind, n int, raddr uint64, rkey uint32) error {
 	defer c.net.mu.Unlock()
 	if c.dead {
 		c.cq <- completion{kind: kind, status: wcWRFlushErr}
+		return nil
+	}
+	if c.partitioned {
 		return nil
 	}
 	local := c.mrs[bufRDMA].b
@@ -208,6 +220,34 @@ func (c *fakeConn) Next(ctx context.Context) (completion, error) {
 		return completion{}, ctx.Err()
 	}
 }
+
+func (c *fakeConn) Stall(d time.Duration) {
+	c.net.mu.Lock()
+	defer c.net.mu.Unlock()
+	if c.stallTimer != nil {
+		c.stallTimer.Stop()
+	}
+	if d > 0 {
+		c.stallTimer = time.AfterFunc(d, func() {
+			select {
+			case c.cq <- completion{kind: compStall}:
+			default:
+			}
+		})
+	}
+}
+
+func (c *fakeConn) PostKeepalive(raddr uint64, rkey uint32) error {
+	c.net.mu.Lock()
+	defer c.net.mu.Unlock()
+	c.keepalives++
+	if !c.partitioned && !c.peer.partitioned {
+		c.cq <- completion{kind: compKeepalive}
+	}
+	return nil
+}
+
+func (c *fakeConn) stallPolicy() stallPolicy { return c.policy }
 
 func (c *fakeConn) Grow(size int) error {
 	c.net.mu.Lock()

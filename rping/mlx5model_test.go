@@ -150,6 +150,13 @@ func (c *mlx5Conn) rdma(op uverbs.WROpcode, n int, raddr uint64, rkey uint32) er
 
 func (c *mlx5Conn) Next(ctx context.Context) (completion, error) { return c.wait.next(ctx) }
 
+func (c *mlx5Conn) Stall(d time.Duration) { c.wait.stall(d) }
+
+func (c *mlx5Conn) PostKeepalive(raddr uint64, rkey uint32) error {
+	return c.qp.PostSend(&uverbs.SendWR{ID: keepaliveWRID, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+		SGE: []uverbs.SGE{{Addr: c.mrs[bufRecv].Addr, LKey: c.mrs[bufRecv].LKey}}, RemoteAddr: raddr, RKey: rkey})
+}
+
 func (c *mlx5Conn) Grow(size int) error {
 	if err := c.mrs[bufRDMA].Dereg(); err != nil {
 		return err

@@ -37,6 +37,16 @@ type pinger struct {
 	diag     *diagnostics  // --trace/-d/--json: explains error completions; nil otherwise
 	served   int           // server: pings served
 
+	// Bounded stalls (stall.go).
+	policy    stallPolicy
+	tick      time.Duration // half the bound: when a stalled wait posts a keepalive
+	waitStart time.Time     // when the current wait (or idle period) began
+	kaSent    time.Time     // the outstanding keepalive's post; zero if none
+	kaAcked   bool          // a keepalive was acknowledged during this wait
+	kaKeyed   bool          // the transport needs a valid rkey for a keepalive (iWARP)
+	peer      string        // "the server" / "client 10.0.3.1:40000", for stall messages
+	stalled   bool          // the loop ended on a stall; its message is out
+
 	state       State
 	remote      advert // last advert received (server)
 	echoLen     int    // server: bytes of the last READ that the echo WRITE sends back
@@ -61,6 +71,22 @@ func newPinger(c conn, cfg *Config, server bool) *pinger {
 	if server {
 		// The server's go-ahead is its never-written send buffer: 16 zero bytes.
 		clear(c.Region(bufSend).b[:advertLen])
+	}
+	p.peer = "the server"
+	if server {
+		p.peer = "the client"
+	}
+	if r, ok := c.(interface{ remote() string }); ok && server {
+		if a := r.remote(); a != "" {
+			p.peer = "client " + a
+		}
+	}
+	if sp, ok := c.(interface{ stallPolicy() stallPolicy }); ok {
+		p.policy = sp.stallPolicy()
+		p.tick = p.policy.bound / 2
+	}
+	if t, ok := c.(interface{ iwarp() bool }); ok {
+		p.kaKeyed = t.iwarp()
 	}
 	return p
 }
@@ -104,6 +130,8 @@ func (p *pinger) clientStatus(ctx context.Context, ret, done int) int {
 		return exitNoReply
 	case p.interrupted:
 		return exitInterrupted
+	case p.stalled:
+		return exitTimeout
 	case p.state == StateDisconnected:
 		// rping exits 0 here (its loop returns 0 whenever the state is
 		// DISCONNECTED), so a script cannot tell a cut-short run from a full one.
@@ -141,6 +169,8 @@ func (p *pinger) serverStatus(ret int, cfg *Config) int {
 		return 0
 	case p.interrupted:
 		return exitInterrupted
+	case p.stalled:
+		return exitTimeout // the stall message said it all
 	}
 	if !cfg.Persistent {
 		p.out.errorf("rping server failed: %d\n", ret)
@@ -404,14 +434,20 @@ func (p *pinger) serverPing(ctx context.Context) (ret int, done bool) {
 
 // mismatch is rping's complaint after a wake-up in the wrong state.
 func (p *pinger) mismatch(want State) {
-	if !p.interrupted {
+	if !p.interrupted && !p.stalled { // a stall has said why
 		p.out.errorf("wait for %s state %d\n", want, int(p.state))
 	}
 }
 
 // awaitWake handles completions until one that rping's CQ or CM thread would
-// have answered with sem_post, leaving the resulting state in p.state.
+// have answered with sem_post, leaving the resulting state in p.state. A wait
+// that makes no progress ends after the stall bound (stall.go).
 func (p *pinger) awaitWake(ctx context.Context) {
+	if p.tick > 0 {
+		p.waitStart, p.kaAcked = time.Now(), false
+		p.c.Stall(p.tick)
+		defer p.c.Stall(0)
+	}
 	for {
 		c, err := p.c.Next(ctx)
 		if err != nil {
@@ -423,9 +459,78 @@ func (p *pinger) awaitWake(ctx context.Context) {
 			p.state = StateError
 			return
 		}
+		switch {
+		case c.kind == compStall:
+			if p.tick > 0 && p.onStall() {
+				p.stalled = true
+				p.state = StateError
+				return
+			}
+			continue
+		case c.kind == compKeepalive && c.status == wcSuccess:
+			p.kaSent, p.kaAcked = time.Time{}, true
+			continue
+		}
 		if p.handle(c) {
 			return
 		}
+	}
+}
+
+// onStall handles the stall watch running out during a wait (every half
+// bound): it posts a keepalive, or ends the wait (true) with one line that
+// says what the wait was for and the likely cause.
+func (p *pinger) onStall() (end bool) {
+	now := time.Now()
+	elapsed := now.Sub(p.waitStart)
+	if elapsed < p.tick*9/10 {
+		p.c.Stall(p.tick - elapsed) // a tick of an earlier wait
+		return false
+	}
+	// A server between pings waits as long as its client likes, as long as
+	// the client's host acknowledges a keepalive every half bound.
+	if p.server && (p.state == StateConnected || p.state == StateRDMAWriteComplete) {
+		if !p.kaSent.IsZero() {
+			p.out.errorf("rping server: %s acknowledged nothing for %s (a keepalive went unanswered): "+
+				"its host is down, its link is down, or the network between is partitioned; connection dropped\n",
+				p.peer, secs(now.Sub(p.kaSent)))
+			return true
+		}
+		p.keepalive()
+		p.waitStart = now
+		p.c.Stall(p.tick)
+		return false
+	}
+	if elapsed >= p.policy.bound-p.tick/10 {
+		side := "client"
+		if p.server {
+			side = "server"
+		}
+		p.out.errorf("rping %s: no progress for %s waiting for %s: %s\n", side, secs(elapsed),
+			waitingFor(p.state, p.server), stallCause(p.peer, p.kaAcked, !p.kaSent.IsZero()))
+		return true
+	}
+	if p.kaSent.IsZero() && !p.kaAcked {
+		p.keepalive()
+	}
+	p.c.Stall(p.policy.bound - elapsed)
+	return false
+}
+
+// keepalive posts a zero-length RDMA WRITE to the peer: its acknowledgement
+// proves the peer's host still answers. iWARP checks the STag even of an
+// empty write, so there it needs the client's last advert (server only).
+func (p *pinger) keepalive() {
+	var raddr uint64
+	var rkey uint32
+	if p.server && p.remote.rkey != 0 {
+		raddr, rkey = p.remote.addr, p.remote.rkey
+	}
+	if p.kaKeyed && rkey == 0 {
+		return
+	}
+	if p.c.PostKeepalive(raddr, rkey) == nil {
+		p.kaSent = time.Now()
 	}
 }
 

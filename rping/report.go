@@ -111,6 +111,10 @@ type connInfo struct {
 	ActiveMTU  int    `json:"active_mtu"`
 	NetdevMTU  int    `json:"netdev_mtu"`
 	MTUWarning string `json:"mtu_warning,omitempty"`
+	// TimeoutS is the stall bound in seconds (0: none); TimeoutBasis says
+	// where it comes from (stall.go).
+	TimeoutS     float64 `json:"timeout_s"`
+	TimeoutBasis string  `json:"timeout_basis"`
 }
 
 func (r *reporter) connection(ci connInfo) {

@@ -183,8 +183,12 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 		}
 		out.debugf("cma_event type %s cma_id %p (parent)\n", ev.Type, id)
 		if failed = cmError(out, ev); failed {
-			if ev.Type == rdmacm.EventAddrError && ev.Status == -int32(unix.ENODEV) {
+			switch {
+			case ev.Type == rdmacm.EventAddrError && ev.Status == -int32(unix.ENODEV):
 				out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
+			case (ev.Type == rdmacm.EventAddrError || ev.Type == rdmacm.EventRouteError) && ev.Status == -int32(unix.ETIMEDOUT):
+				out.hint(fmt.Sprintf("gorping: %s did not answer ARP or neighbour discovery within %s: it is down, its link is down, or it is not on this network",
+					cfg.Addr, secs(resolveTimeout)))
 			}
 			break
 		}
@@ -238,7 +242,10 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 		out.errorf("ibv_post_recv failed: %d\n", errnoOf(err))
 		return statusOf(errnoOf(err))
 	}
-	return converse(ctx, c, cfg, out, func(ctx context.Context) int { return connectClient(ctx, c, out, state) }, runPingClient)
+	peer := netip.AddrPortFrom(cfg.Addr, cfg.Port).String()
+	return converse(ctx, c, cfg, out, func(ctx context.Context) int {
+		return connectClient(ctx, c, out, state, connPolicy(cfg.Timeout), peer)
+	}, runPingClient)
 }
 
 // converse is what rping's client and server share once the first RECV is
@@ -274,7 +281,7 @@ func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
 	}
 	c.start(ctx)
 	if ret := connect(ctx); ret != 0 {
-		if ret == exitInterrupted {
+		if ret == exitInterrupted || ret == exitTimeout {
 			return asyncStatus(ctx, ret)
 		}
 		out.errorf("connect error %d\n", ret)
@@ -282,6 +289,7 @@ func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
 		return statusOf(ret)
 	}
 	c.watchCM()
+	c.policy = qpPolicy(c.qp, cfg.Timeout)
 	rd := c.beginDiag(cfg.dg, cfg.rep)
 	st := ping(ctx, c, cfg)
 	c.endDiag(rd)
@@ -310,8 +318,18 @@ func asyncStatus(ctx context.Context, st int) int {
 
 // connectClient is rping_connect_client: CONNECT, then wait for the
 // connection (ESTABLISHED with an rdma_cm-driven QP; CONNECT_RESPONSE in -q
-// mode, after which the application moves its QP and sends the RTU).
-func connectClient(ctx context.Context, c *verbsConn, out *printer, state State) int {
+// mode, after which the application moves its QP and sends the RTU). The
+// wait is bounded by pol (stall.go): without an answer it ends with
+// exitTimeout and one line saying why, where the kernel's CM would retry its
+// request for about 100 s.
+func connectClient(ctx context.Context, c *verbsConn, out *printer, state State, pol stallPolicy, peer string) int {
+	probe := newCMProbe(c.dev, c.port)
+	wctx := ctx
+	if pol.bound > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, pol.bound)
+		defer cancel()
+	}
 	p := rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: sendRetry, RNRRetryCount: sendRetry,
 		QPNum:                 c.qp.Num(),
 		MaxResponderResources: uint8(min(c.devAttr.MaxQPRdAtom, 255)),
@@ -321,8 +339,13 @@ func connectClient(ctx context.Context, c *verbsConn, out *printer, state State)
 		return -1
 	}
 	for state != StateConnected && state != StateError {
-		ev, err := c.id.Event(ctx)
+		ev, err := c.id.Event(wctx)
 		if err != nil {
+			if ctx.Err() == nil && wctx.Err() != nil {
+				out.errorf("rping client: no answer to the connection request from %s for %s: %s\n",
+					peer, secs(pol.bound), probe.cause("the server"))
+				return exitTimeout
+			}
 			if ret := quit(ctx, out, err); ret == exitInterrupted {
 				return ret
 			}
@@ -335,6 +358,9 @@ func connectClient(ctx context.Context, c *verbsConn, out *printer, state State)
 		if cmError(out, ev) {
 			if ctx.Err() != nil { // a device removal
 				return exitInterrupted
+			}
+			if ev.Type == rdmacm.EventUnreachable && ev.Status == -int32(unix.ETIMEDOUT) {
+				out.hint("gorping: the connection manager gave up: " + probe.cause("the server"))
 			}
 			break // rping's main thread then finds the state unchanged
 		}
@@ -534,12 +560,19 @@ func serve(ctx context.Context, cfg *Config, out *printer, child *rdmacm.ID) int
 		reject()
 		return statusOf(errnoOf(err))
 	}
-	return converse(ctx, c, cfg, out, func(ctx context.Context) int { return accept(ctx, c, out) }, runPingServer)
+	return converse(ctx, c, cfg, out, func(ctx context.Context) int { return accept(ctx, c, out, connPolicy(cfg.Timeout)) }, runPingServer)
 }
 
 // accept is rping_accept: accept the request (in -q mode after moving the
-// QP to RTS by hand) and wait for the connection to be established.
-func accept(ctx context.Context, c *verbsConn, out *printer) int {
+// QP to RTS by hand) and wait for the connection to be established, for at
+// most pol's bound.
+func accept(ctx context.Context, c *verbsConn, out *printer, pol stallPolicy) int {
+	wctx := ctx
+	if pol.bound > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, pol.bound)
+		defer cancel()
+	}
 	out.debugLine("accepting client connection request\n")
 	p := rdmacm.ConnParam{ResponderResources: rdmacm.MaxRDAtomic, InitiatorDepth: rdmacm.MaxRDAtomic,
 		RetryCount: sendRetry, RNRRetryCount: sendRetry,
@@ -557,8 +590,13 @@ func accept(ctx context.Context, c *verbsConn, out *printer) int {
 		return -1
 	}
 	for {
-		ev, err := c.id.Event(ctx)
+		ev, err := c.id.Event(wctx)
 		if err != nil {
+			if ctx.Err() == nil && wctx.Err() != nil {
+				out.errorf("rping server: client %s did not complete the connection for %s: "+
+					"its host went down or the network between is partitioned\n", c.remote(), secs(pol.bound))
+				return exitTimeout
+			}
 			if ret := quit(ctx, out, err); ret == exitInterrupted {
 				return ret
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/rdmacm"
@@ -53,6 +54,9 @@ type verbsConn struct {
 	sendSGE [1]uverbs.SGE
 	rdmaWR  uverbs.SendWR
 	rdmaSGE [1]uverbs.SGE
+	kaWR    uverbs.SendWR // the keepalive: zero-length RDMA WRITE
+	kaSGE   [1]uverbs.SGE
+	policy  stallPolicy // the stall bound, once the connection is up
 
 	busy   bool            // --poll: the ping loop busy-polls the CQ
 	tr     *trace.Tracer   // --trace; nil otherwise
@@ -189,6 +193,10 @@ func (c *verbsConn) setupBuffers(size int, client bool) int {
 	c.sendWR = uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGE: c.sendSGE[:]}
 	c.rdmaSGE[0] = uverbs.SGE{Addr: c.mrs[bufRDMA].Addr, LKey: c.mrs[bufRDMA].LKey}
 	c.rdmaWR = uverbs.SendWR{Flags: uverbs.SendSignaled, SGE: c.rdmaSGE[:]}
+	// One SGE of length 0 (some providers expect an SGE): nothing is read
+	// locally or written remotely.
+	c.kaSGE[0] = uverbs.SGE{Addr: c.mrs[bufRecv].Addr, LKey: c.mrs[bufRecv].LKey}
+	c.kaWR = uverbs.SendWR{ID: keepaliveWRID, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled, SGE: c.kaSGE[:]}
 	c.out.debugLine("allocated & registered buffers...\n")
 	return 0
 }
@@ -365,6 +373,16 @@ func (c *verbsConn) postRDMA(op uverbs.WROpcode, n int, raddr uint64, rkey uint3
 }
 
 func (c *verbsConn) Next(ctx context.Context) (completion, error) { return c.wait.next(ctx) }
+
+func (c *verbsConn) Stall(d time.Duration) { c.wait.stall(d) }
+
+func (c *verbsConn) PostKeepalive(raddr uint64, rkey uint32) error {
+	c.kaWR.RemoteAddr, c.kaWR.RKey = raddr, rkey
+	return c.qp.PostSend(&c.kaWR)
+}
+
+// stallPolicy is the connection's stall bound (set once it is established).
+func (c *verbsConn) stallPolicy() stallPolicy { return c.policy }
 
 func (c *verbsConn) Grow(size int) error {
 	b, err := uverbs.NewBuffer(size)

@@ -38,7 +38,9 @@ func (d CounterDelta) Delta() uint64 {
 }
 
 // ReadCounters snapshots the counters of ibdev's port: ports/<port>/counters/,
-// ports/<port>/hw_counters/ and the device-wide hw_counters/.
+// ports/<port>/hw_counters/, the connection manager's message counts of the port
+// (ports/<port>/cm_tx_msgs/, cm_rx_msgs/, cm_tx_retries/, cm_rx_duplicates/) and the
+// device-wide hw_counters/.
 func ReadCounters(ibdev string, port int) (CounterSnapshot, error) {
 	return readCounters(infoSysfs(), ibdev, port)
 }
@@ -56,6 +58,10 @@ func readCounters(root, ibdev string, port int) (CounterSnapshot, error) {
 	for _, dir := range []string{
 		filepath.Join(pdir, "counters"),
 		filepath.Join(pdir, "hw_counters"),
+		filepath.Join(pdir, "cm_tx_msgs"),
+		filepath.Join(pdir, "cm_rx_msgs"),
+		filepath.Join(pdir, "cm_tx_retries"),
+		filepath.Join(pdir, "cm_rx_duplicates"),
 		"hw_counters",
 	} {
 		if err := walkCounters(base, dir, &s); err != nil {
@@ -125,4 +131,15 @@ func DiffCounters(before, after CounterSnapshot) []CounterDelta {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// Sum adds the values of every counter under dir (e.g. "ports/1/cm_rx_msgs").
+func (s CounterSnapshot) Sum(dir string) uint64 {
+	var n uint64
+	for k, v := range s.Values {
+		if strings.HasPrefix(k, dir+"/") {
+			n += v
+		}
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -471,3 +472,62 @@ func waitTCPListen(ctx context.Context, port int, limit time.Duration) error {
 		}
 	}
 }
+
+// ClusterInfo describes a running cluster to other processes (gx, scripts):
+// guestrun writes it as JSON and points $GORPING_CLUSTER at it.
+type ClusterInfo struct {
+	Target string     `json:"target"`
+	Kernel string     `json:"kernel"`
+	Hosts  []HostInfo `json:"hosts"`
+}
+
+// HostInfo is one host of a ClusterInfo.
+type HostInfo struct {
+	Name     string            `json:"name"`
+	IPv4     string            `json:"ipv4"`
+	IPv6     string            `json:"ipv6"`
+	Agent    string            `json:"agent"`    // 127.0.0.1:port of its agent
+	Forwards map[string]string `json:"forwards"` // guest port -> 127.0.0.1:port
+}
+
+// Host finds a host by name.
+func (ci ClusterInfo) Host(name string) (HostInfo, bool) {
+	for _, h := range ci.Hosts {
+		if h.Name == name {
+			return h, true
+		}
+	}
+	return HostInfo{}, false
+}
+
+// Info describes c.
+func (c *Cluster) Info() ClusterInfo {
+	ci := ClusterInfo{Target: c.Target.String(), Kernel: c.Kernel}
+	for _, h := range c.Hosts {
+		hi := HostInfo{Name: h.Name, IPv4: h.IPv4, IPv6: h.IPv6, Agent: h.Forwards[agent.Port], Forwards: map[string]string{}}
+		for gp, a := range h.Forwards {
+			hi.Forwards[strconv.Itoa(gp)] = a
+		}
+		ci.Hosts = append(ci.Hosts, hi)
+	}
+	return ci
+}
+
+// ReadClusterInfo reads the file guestrun wrote.
+func ReadClusterInfo(path string) (ClusterInfo, error) {
+	var ci ClusterInfo
+	if path == "" {
+		return ci, errors.New("GORPING_CLUSTER is not set: run inside guestrun -hosts N (-script or -hold)")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ci, fmt.Errorf("cluster description: %w", err)
+	}
+	if err := json.Unmarshal(b, &ci); err != nil {
+		return ci, fmt.Errorf("cluster description %s: %w", path, err)
+	}
+	return ci, nil
+}
+
+// Work is the cluster's work directory (binaries, initramfs, scratch).
+func (c *Cluster) Work() string { return c.work }

@@ -55,6 +55,11 @@ func run() int {
 		buildTO   = flag.Duration("build-timeout", 0, "deadline of go builds and the initramfs; default 5m")
 		siwRaw    = flag.Bool("siw-unpatched", false, "experiment: build siw.ko without the test bed's accept fix (docs/siw-accept-race.md)")
 		siwDelay  = flag.Duration("siw-accept-delay", 0, "experiment: build siw.ko with this busy-wait after siw_accept's MPA reply, widening the race window")
+		hosts     = flag.Int("hosts", 0, "multi-host test bed: boot this many guests on one virtual Ethernet and run -script on the host (gx reaches the guests), or -hold")
+		netKind   = flag.String("net", vm.NetSwitch, "with -hosts: the data link, switch (QEMU dgram + host switch) or socket (QEMU TCP socket, 2 hosts)")
+		cpus      = flag.Int("cpus", 1, "with -hosts: vCPUs per guest")
+		hold      = flag.Bool("hold", false, "with -hosts: keep the cluster up (after -script, if any) until Ctrl-C")
+		pcap      = flag.String("pcap", "", "with -hosts: write every frame the switch forwards to this pcap file")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./test/vm/guestrun [flags]\n\n"+
@@ -81,6 +86,10 @@ func run() int {
 		*cmd = string(b)
 	}
 
+	if *hosts > 0 {
+		return runCluster(clusterFlags{hosts: *hosts, net: *netKind, cpus: *cpus, hold: *hold, pcap: *pcap, script: *script,
+			target: vm.Target{Suite: *suite, Arch: *arch}, noInstall: *noInstall, timeout: *timeout})
+	}
 	targetList := []vm.Target{{Suite: *suite, Arch: *arch}}
 	if *matrix {
 		targetList = vm.Matrix

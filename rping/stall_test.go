@@ -1,0 +1,128 @@
+package rping
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestStallBound(t *testing.T) {
+	if got := ackTimeout(19); got != 2147483648*time.Nanosecond {
+		t.Errorf("ackTimeout(19) = %v, want 2.147483648s", got)
+	}
+	p := stallBound(0, 19, 7)
+	if want := 9 * ackTimeout(19); p.bound != want {
+		t.Errorf("bound for timeout 19, retry 7 = %v, want %v (8 tries and one more timeout)", p.bound, want)
+	}
+	if s := p.String(); s != "19.3 s: RC retry budget 17.2 s (local ACK timeout 19 = 2.1 s, retry_cnt 7) plus one timeout" {
+		t.Errorf("String() = %q", s)
+	}
+	if c := connPolicy(0); c.bound != p.bound {
+		t.Errorf("connection phase bound %v, want rdma_cm's default %v", c.bound, p.bound)
+	}
+	if q := stallBound(0, 14, 3); q.bound != 5*ackTimeout(14) {
+		t.Errorf("bound for timeout 14, retry 3 = %v", q.bound)
+	}
+	if e := stallBound(3*time.Second, 19, 7); e.bound != 3*time.Second || e.String() != "3.0 s (--timeout)" {
+		t.Errorf("--timeout 3: %v %q", e.bound, e.String())
+	}
+	if n := stallBound(NoTimeout, 19, 7); n.bound != 0 || n.String() != "none (--timeout 0)" {
+		t.Errorf("--timeout 0: %v %q", n.bound, n.String())
+	}
+}
+
+// shortBound is a stall bound that keeps the tests fast.
+var shortBound = stallBound(200*time.Millisecond, 0, 0)
+
+// A partition right after the server's third echo: the client waits for the
+// last go-ahead and its keepalive goes unanswered; the server, between pings,
+// drops the client whose host acknowledges nothing. Both end with 110.
+func TestStallPartition(t *testing.T) {
+	cl, sv := newSide(false, 64, 0), newSide(true, 64, 0)
+	writes := 0
+	_, c, s := runPair(t, cl, sv, 64, 64, func(c, s *fakeConn) {
+		c.policy, s.policy = shortBound, shortBound
+		s.onWrite = func([]byte) {
+			if writes++; writes == 3 {
+				c.partitioned, s.partitioned = true, true // under the fake net's lock
+			}
+		}
+	})
+	if st := cl.wait(t); st != exitTimeout {
+		t.Errorf("client exit %d, want %d; stderr %q", st, exitTimeout, cl.stderr)
+	}
+	if st := sv.wait(t); st != exitTimeout {
+		t.Errorf("server exit %d, want %d; stderr %q", st, exitTimeout, sv.stderr)
+	}
+	want := "rping client: no progress for 0.2 s waiting for the server's echo and last go-ahead: " +
+		"the server's host acknowledged nothing (a keepalive went unanswered): it is down, its link is down, or the network between is partitioned\n"
+	if got := cl.stderr.String(); got != want {
+		t.Errorf("client stderr:\n%q\nwant\n%q", got, want)
+	}
+	if got := sv.stderr.String(); !strings.HasPrefix(got, "rping server: the client acknowledged nothing for 0.1 s (a keepalive went unanswered): ") ||
+		!strings.HasSuffix(got, "; connection dropped\n") || strings.Count(got, "\n") != 1 {
+		t.Errorf("server stderr %q", got)
+	}
+	if c.keepalives != 1 || s.keepalives != 1 {
+		t.Errorf("keepalives: client %d, server %d; want 1 each", c.keepalives, s.keepalives)
+	}
+}
+
+// A server whose host is up but whose rping never answers: the client's
+// keepalive is acknowledged, and its message says so.
+func TestStallPeerHostUp(t *testing.T) {
+	n := newFakeNet()
+	c, s := n.pair(64, 64)
+	c.policy = shortBound
+	_ = s // nobody serves: the advert lands in s's RECV and stays there
+	cl := newSide(false, 64, 1)
+	cl.startClient(context.Background(), c)
+	if st := cl.wait(t); st != exitTimeout {
+		t.Fatalf("client exit %d, want %d; stderr %q", st, exitTimeout, cl.stderr)
+	}
+	want := "rping client: no progress for 0.2 s waiting for the server's first go-ahead (it reads the ping): " +
+		"the server's host is up (it acknowledged a keepalive) but its rping does not answer: the process is stopped or stuck\n"
+	if got := cl.stderr.String(); got != want {
+		t.Errorf("client stderr:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// A client pinging every 0.6 s, three times the bound: the server keeps it,
+// because its host acknowledges the keepalives in between.
+func TestStallIdleClientKeptAlive(t *testing.T) {
+	cl, sv := newSide(false, 64, 3), newSide(true, 64, 0)
+	cl.cfg.Interval = 600 * time.Millisecond
+	_, c, s := runPair(t, cl, sv, 64, 64, func(c, s *fakeConn) { c.policy, s.policy = shortBound, shortBound })
+	if st := cl.wait(t); st != 0 {
+		t.Errorf("client exit %d; stderr %q", st, cl.stderr)
+	}
+	if st := sv.wait(t); st != 0 {
+		t.Errorf("server exit %d; stderr %q", st, sv.stderr)
+	}
+	if s.keepalives < 4 {
+		t.Errorf("server sent %d keepalives in two 0.6 s gaps with a 0.1 s tick, want at least 4", s.keepalives)
+	}
+	if c.keepalives != 0 {
+		t.Errorf("client sent %d keepalives, want 0 (its waits are short)", c.keepalives)
+	}
+}
+
+// --timeout 0 waits for ever, as rping does: no keepalive, no message; only
+// the context ends the wait.
+func TestStallNoTimeout(t *testing.T) {
+	n := newFakeNet()
+	c, _ := n.pair(64, 64)
+	c.policy = stallBound(NoTimeout, 0, 0)
+	c.partitioned = true
+	cl := newSide(false, 64, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	cl.startClient(ctx, c)
+	if st := cl.wait(t); st != exitInterrupted {
+		t.Errorf("client exit %d, want %d (cancelled); stderr %q", st, exitInterrupted, cl.stderr)
+	}
+	if cl.stderr.String() != "" || c.keepalives != 0 {
+		t.Errorf("stderr %q, %d keepalives; want neither", cl.stderr, c.keepalives)
+	}
+}
