@@ -107,20 +107,27 @@ type deviceDoc struct {
 }
 
 type portDoc struct {
-	Port       int      `json:"port"`
-	State      string   `json:"state"`
-	PhysState  string   `json:"physical_state"`
-	LinkLayer  string   `json:"link_layer"`
-	ActiveMTU  int      `json:"active_mtu,omitempty"` // bytes; absent when unknown
-	MaxMTU     int      `json:"max_mtu,omitempty"`
-	MTUError   string   `json:"mtu_error,omitempty"` // why the MTUs are unknown
-	Rate       string   `json:"rate,omitempty"`
-	LID        *uint16  `json:"lid,omitempty"`    // InfiniBand, -v
-	SMLID      *uint16  `json:"sm_lid,omitempty"` // InfiniBand, -v
-	Netdev     string   `json:"netdev,omitempty"`
-	NetdevMTU  int      `json:"netdev_mtu,omitempty"`
-	MTUWarning string   `json:"mtu_warning,omitempty"`
-	GIDs       []gidDoc `json:"gids,omitempty"` // -v
+	Port       int     `json:"port"`
+	State      string  `json:"state"`
+	PhysState  string  `json:"physical_state"`
+	LinkLayer  string  `json:"link_layer"`
+	ActiveMTU  int     `json:"active_mtu,omitempty"` // bytes; absent when unknown
+	MaxMTU     int     `json:"max_mtu,omitempty"`
+	MTUError   string  `json:"mtu_error,omitempty"` // why the MTUs are unknown
+	Rate       string  `json:"rate,omitempty"`
+	LID        *uint16 `json:"lid,omitempty"`    // InfiniBand, -v
+	SMLID      *uint16 `json:"sm_lid,omitempty"` // InfiniBand, -v
+	Netdev     string  `json:"netdev,omitempty"`
+	NetdevMTU  int     `json:"netdev_mtu,omitempty"`
+	MTUWarning string  `json:"mtu_warning,omitempty"`
+	// The port's link-down count (hw_counters or counters link_downed) and its
+	// connection manager's message totals, with a warning for rxe's QP1 after
+	// a link flap (rping/connstall.go); absent when the port has none.
+	LinkDowned  *uint64  `json:"link_downed,omitempty"`
+	CMSent      *uint64  `json:"cm_sent,omitempty"`
+	CMReceived  *uint64  `json:"cm_received,omitempty"`
+	LinkWarning string   `json:"link_warning,omitempty"`
+	GIDs        []gidDoc `json:"gids,omitempty"` // -v
 }
 
 type gidDoc struct {
@@ -180,6 +187,7 @@ func collectDevices(verbose bool) (devicesDoc, error) {
 			pd.MTUWarning = uverbs.CheckMTU(uverbs.MTUFacts{
 				ActiveMTU: active, LinkLayer: p.LinkLayer, Netdev: p.Netdev, NetdevMTU: pd.NetdevMTU,
 			})
+			linkCounters(d, p.Port, &pd)
 			if verbose && p.LinkLayer == uverbs.LinkLayerInfiniBand {
 				lid, smlid := p.LID, p.SMLID
 				pd.LID, pd.SMLID = &lid, &smlid
@@ -194,6 +202,29 @@ func collectDevices(verbose bool) (devicesDoc, error) {
 		doc.Devices = append(doc.Devices, dd)
 	}
 	return doc, nil
+}
+
+// linkCounters fills in the port's link-down count and CM message totals.
+func linkCounters(d uverbs.Device, port int, pd *portDoc) {
+	s, err := uverbs.ReadCounters(d.Name, port)
+	if err != nil {
+		return
+	}
+	pdir := fmt.Sprintf("ports/%d/", port)
+	for _, k := range []string{"hw_counters/link_downed", "counters/link_downed"} {
+		if v, ok := s.Values[pdir+k]; ok {
+			pd.LinkDowned = &v
+		}
+	}
+	if _, ok := s.Values[pdir+"cm_tx_msgs/req"]; ok {
+		tx, rx := s.Sum(pdir+"cm_tx_msgs"), s.Sum(pdir+"cm_rx_msgs")
+		pd.CMSent, pd.CMReceived = &tx, &rx
+	}
+	if d.Driver == "rxe" && pd.LinkDowned != nil && *pd.LinkDowned > 0 {
+		pd.LinkWarning = fmt.Sprintf("the link went down %d time(s) since %s was created: rxe's QP1 may not recover "+
+			"(connections then time out, see gorping's explanation); if so: rdma link delete %s; rdma link add %s type rxe netdev %s",
+			*pd.LinkDowned, d.Name, d.Name, d.Name, orUnknown(pd.Netdev))
+	}
 }
 
 type portMTUs struct {
@@ -300,6 +331,15 @@ func writeDevices(w io.Writer, doc devicesDoc, verbose bool) {
 			}
 			if p.MTUWarning != "" {
 				kv(2, "warning", p.MTUWarning)
+			}
+			if p.LinkDowned != nil {
+				kv(2, "link_downed", fmt.Sprint(*p.LinkDowned))
+			}
+			if verbose && p.CMSent != nil {
+				kv(2, "cm_messages", fmt.Sprintf("%d sent, %d received", *p.CMSent, *p.CMReceived))
+			}
+			if p.LinkWarning != "" {
+				kv(2, "warning", p.LinkWarning)
 			}
 			if verbose {
 				kv(2, "gids", fmt.Sprintf("%d valid", len(p.GIDs)))

@@ -71,20 +71,25 @@ func (p *cmProbe) cause(peer string) string {
 	pdir := "ports/" + strconv.Itoa(p.port) + "/"
 	sent := after.Sum(pdir+"cm_tx_msgs") - p.before.Sum(pdir+"cm_tx_msgs")
 	heard := after.Sum(pdir+"cm_rx_msgs") - p.before.Sum(pdir+"cm_rx_msgs")
+	rcvd := pdir + "hw_counters/rcvd_pkts"
+	linkDowned := after.Values[pdir+"hw_counters/link_downed"] + after.Values[pdir+"counters/link_downed"]
+	rx, rxOK := netdevRxPackets(p.netdev)
+	deaf := rxOK && rx > p.rx && after.Values[rcvd] == p.before.Values[rcvd]
+	if p.dev.Driver == "rxe" && linkDowned > 0 && heard == 0 && (sent == 0 || deaf) {
+		what := "sent no connection manager message"
+		if sent > 0 {
+			what = fmt.Sprintf("received nothing while %s got %d packets", p.netdev, rx-p.rx)
+		}
+		return fmt.Sprintf("%s %s since its link went down (link_downed %d): rxe's QP1, which carries the connection "+
+			"manager's messages, does not recover from a link flap (kernel bug); create the device anew: "+
+			"rdma link delete %s; rdma link add %s type rxe netdev %s",
+			p.dev.Name, what, linkDowned, p.dev.Name, p.dev.Name, p.netdev)
+	}
 	switch {
 	case sent == 0:
 		return fmt.Sprintf("this host's connection manager sent nothing (%s ports/%d/cm_tx_msgs did not move)", p.dev.Name, p.port)
 	case heard > 0:
 		return fmt.Sprintf("%s's connection manager answered (%d messages) but the connection did not complete", peer, heard)
-	}
-	rcvd := pdir + "hw_counters/rcvd_pkts"
-	linkDowned := after.Values[pdir+"hw_counters/link_downed"] + after.Values[pdir+"counters/link_downed"]
-	rx, rxOK := netdevRxPackets(p.netdev)
-	if p.dev.Driver == "rxe" && linkDowned > 0 && rxOK && rx > p.rx && after.Values[rcvd] == p.before.Values[rcvd] {
-		return fmt.Sprintf("%s received %d packets but %s none (hw_counters/rcvd_pkts stayed %d) after its link went down %d time(s): "+
-			"rxe's QP1 stops receiving after a link flap (kernel bug), so no connection manager reply gets in; "+
-			"create the device anew: rdma link delete %s; rdma link add %s type rxe netdev %s",
-			p.netdev, rx-p.rx, p.dev.Name, after.Values[rcvd], linkDowned, p.dev.Name, p.dev.Name, p.netdev)
 	}
 	return fmt.Sprintf("%d connection manager messages sent, none answered: %s", sent, generic)
 }

@@ -53,3 +53,34 @@ func ParseResources(kind, out string) []Resource {
 	}
 	return rs
 }
+
+// V44SpuriousExit is the one stderr line of rdma-core v44's spurious exit 255
+// (a bug of rping v44): after a successful run, rping's CM thread calls
+// rdma_get_cm_event on the channel main has already closed, perror()s and
+// exit(-1)s. Fixed upstream in v59 and stable v44.11 ("rping: Fix spurious
+// failure return codes"); Debian bookworm ships 44.0 and trixie 56.1.
+const V44SpuriousExit = "rdma_get_cm_event: Bad file descriptor"
+
+// ServerEndOfPings is what stock rping's server prints when its client
+// disconnected between pings: the normal end of a session.
+const ServerEndOfPings = "wait for RDMA_READ_ADV state 10"
+
+// StockExitOK reports whether a stock rping run that did everything it should
+// (the caller checks stdout) exited well: 0, or 255 with nothing on stderr but
+// v44's spurious-exit line and the harmless disconnect lines (bug says so).
+func StockExitOK(code int, stderr string) (ok, bug bool) {
+	if code == 0 {
+		return true, false
+	}
+	other := 0
+	for _, line := range strings.Split(strings.TrimRight(stderr, "\n"), "\n") {
+		switch line {
+		case V44SpuriousExit:
+			bug = true
+		case "client DISCONNECT EVENT...", "server DISCONNECT EVENT...", ServerEndOfPings, "":
+		default:
+			other++
+		}
+	}
+	return code == 255 && bug && other == 0, bug
+}

@@ -4,6 +4,7 @@ package guest
 
 import (
 	"fmt"
+	"github.com/gorping/gorping/internal/guesttest"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -19,7 +20,7 @@ import (
 const (
 	clientDisconnect = "client DISCONNECT EVENT..."
 	serverDisconnect = "server DISCONNECT EVENT..."
-	serverEndOfPings = "wait for RDMA_READ_ADV state 10"
+	serverEndOfPings = guesttest.ServerEndOfPings
 )
 
 // pingCase is one server run and one client run against it.

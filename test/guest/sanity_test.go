@@ -4,6 +4,7 @@ package guest
 
 import (
 	"fmt"
+	"github.com/gorping/gorping/internal/guesttest"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,12 +58,8 @@ func ExpectedPingLines(count, size int) string {
 	return b.String()
 }
 
-// v44SpuriousExit is the one stderr line of rdma-core v44's spurious exit 255
-// (a bug of rping v44): after a successful run, rping's CM thread calls
-// rdma_get_cm_event on the channel main has already closed, perror()s and
-// exit(-1)s. Fixed upstream in v59 and stable v44.11 ("rping: Fix spurious
-// failure return codes"); Debian bookworm ships 44.0 and trixie 56.1.
-const v44SpuriousExit = "rdma_get_cm_event: Bad file descriptor"
+// v44SpuriousExit is rdma-core v44's spurious-exit line (see guesttest).
+const v44SpuriousExit = guesttest.V44SpuriousExit
 
 // CheckStockExit fails the test unless a stock rping run exited 0, or exited 255
 // with nothing on stderr but the known v44 message (and the racy, harmless
@@ -70,26 +67,11 @@ const v44SpuriousExit = "rdma_get_cm_event: Bad file descriptor"
 // the run did everything it should and only the exit code is the known bug.
 func CheckStockExit(t testing.TB, who string, r Result) {
 	t.Helper()
-	if r.Code == 0 {
-		return
-	}
-	var other []string
-	sawBug := false
-	for _, line := range strings.Split(strings.TrimRight(r.Stderr, "\n"), "\n") {
-		switch {
-		case line == v44SpuriousExit:
-			sawBug = true
-		// A server's normal end of pings (its client disconnected while it
-		// waited for the next advert) may come before the bug's line (seen
-		// over siw).
-		case line == "client DISCONNECT EVENT..." || line == "server DISCONNECT EVENT..." || line == serverEndOfPings || line == "":
-		default:
-			other = append(other, line)
-		}
-	}
-	if r.Code == 255 && sawBug && len(other) == 0 {
+	ok, bug := guesttest.StockExitOK(r.Code, r.Stderr)
+	switch {
+	case ok && bug:
 		t.Logf("%s: exit 255 from the known rping v44 bug (%q), accepted", who, v44SpuriousExit)
-		return
+	case !ok:
+		t.Errorf("%s exit status %d, want 0\nstderr:\n%s", who, r.Code, r.Stderr)
 	}
-	t.Errorf("%s exit status %d, want 0\nstderr:\n%s", who, r.Code, r.Stderr)
 }

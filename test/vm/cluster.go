@@ -260,7 +260,9 @@ func (c *Cluster) netArgs(h *Host) []string {
 		mgmt += fmt.Sprintf(",hostfwd=tcp:%s-%s:%d", addr, ClusterMgmtIP, gp)
 	}
 	return []string{
-		"-netdev", data, "-device", "virtio-net-pci,netdev=data,mac=" + h.MAC,
+		// A link speed, as a NIC has (virtio reports none, and rxe then warns
+		// on every port query).
+		"-netdev", data, "-device", "virtio-net-pci,netdev=data,mac=" + h.MAC + ",speed=25000,duplex=full",
 		"-netdev", mgmt, "-device", fmt.Sprintf("virtio-net-pci,netdev=mgmt,mac=%s%02x", ClusterMgmtMAC, h.N),
 	}
 }

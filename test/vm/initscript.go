@@ -135,6 +135,10 @@ done
 [ -n "$data" ] && [ -n "$mgmt" ] || setup_fail "NICs not found: data '$data', management '$mgmt' among $(ls /sys/class/net | oneline)"
 run_or_fail $IP link set $mgmt name mgmt0
 run_or_fail $IP link set $data name eth0
+# No IPv6 on the management NIC: QEMU's user network advertises a default
+# route, which would capture the data network's IPv6 traffic whenever eth0
+# has no route (after a link flap, for instance).
+echo 1 > /proc/sys/net/ipv6/conf/mgmt0/disable_ipv6
 run_or_fail $IP link set mgmt0 up
 run_or_fail $IP addr add {{.MgmtIP}}/24 dev mgmt0
 netdev=eth0
