@@ -80,6 +80,28 @@ func (c *verbsConn) pathFacts(ci *connInfo) {
 	ci.TimeoutS, ci.TimeoutBasis = c.policy.bound.Seconds(), c.policy.String()
 }
 
+// checkPathMTU warns, always, when this host cannot send packets of the
+// connection's path MTU (the diagnostics of -d, --trace and --json report it
+// anyway): the connecting side chooses the path MTU from its own netdev and
+// the accepting side takes it as is, so a server whose MTU is smaller than
+// its client's stalls every message larger than its own MTU.
+func (c *verbsConn) checkPathMTU(cfg *Config) {
+	var ci connInfo
+	c.pathFacts(&ci)
+	c.mtuWarning = ci.MTUWarning
+	if c.mtuWarning == "" || (cfg.dg != nil && cfg.dg.text != nil) {
+		return
+	}
+	who := ""
+	if c.role == "server" {
+		who = "the client chose the path MTU (the connecting side's netdev decides): "
+	}
+	c.out.hint("gorping: warning: " + who + c.mtuWarning)
+}
+
+// mtuProblem is checkPathMTU's warning ("" if the path MTU fits this host).
+func (c *verbsConn) mtuProblem() string { return c.mtuWarning }
+
 // path prints the connection's path (the JSON "connection" record carries the same).
 func (d *diagnostics) path(ci connInfo) {
 	if d == nil || d.text == nil {

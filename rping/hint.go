@@ -76,6 +76,10 @@ type netView struct {
 	owner    func(a netip.Addr) string    // netdev holding address a, "" if none
 	rdmaDevs func(netdev string) []string // RDMA devices on netdev ("rxe1")
 	ibPort   func() bool                  // some RDMA port has InfiniBand link layer
+	// rdmaNetdevs are the netdevs RDMA devices run on, addrs a netdev's
+	// global-scope addresses.
+	rdmaNetdevs func() []string
+	addrs       func(netdev string) []netip.Addr
 }
 
 var hostNet = netView{
@@ -86,9 +90,69 @@ var hostNet = netView{
 		}
 		return fmt.Sprintf("interface %d", index)
 	},
-	owner:    addrOwner,
-	rdmaDevs: rdmaDevsOn,
-	ibPort:   hasIBPort,
+	owner:       addrOwner,
+	rdmaDevs:    rdmaDevsOn,
+	ibPort:      hasIBPort,
+	rdmaNetdevs: rdmaNetdevs,
+	addrs:       netdevAddrs,
+}
+
+// rdmaNetdevs lists the netdevs of every RDMA device's ports.
+func rdmaNetdevs() []string {
+	devs, _ := uverbs.Devices()
+	var nds []string
+	for _, d := range devs {
+		for _, nd := range d.Netdevs() {
+			if !slices.Contains(nds, nd) {
+				nds = append(nds, nd)
+			}
+		}
+	}
+	return nds
+}
+
+// netdevAddrs are netdev's global unicast addresses.
+func netdevAddrs(netdev string) []netip.Addr {
+	ifi, err := net.InterfaceByName(netdev)
+	if err != nil {
+		return nil
+	}
+	addrs, _ := ifi.Addrs()
+	var out []netip.Addr
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap().IsGlobalUnicast() {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out
+}
+
+// unreachableHint explains rdma_resolve_addr's ENETUNREACH: no route to dst.
+// The common cause on a RoCE host: the RDMA netdev lost its address of dst's
+// family, as IPv6 addresses go when a link goes down (unless the netdev's
+// keep_addr_on_down sysctl is set).
+func (v netView) unreachableHint(dst netip.Addr) string {
+	dst = dst.WithZone("").Unmap()
+	for _, nd := range v.rdmaNetdevs() {
+		has := false
+		for _, a := range v.addrs(nd) {
+			has = has || a.Is4() == dst.Is4()
+		}
+		if has {
+			continue
+		}
+		fam := "IPv4"
+		if dst.Is6() {
+			fam = "IPv6"
+			return fmt.Sprintf("gorping: no route to %s: %s, the netdev of %s, has no IPv6 address (a link that goes down loses its IPv6 addresses unless net.ipv6.conf.%s.keep_addr_on_down=1): add it back (ip addr add ADDR/PREFIX dev %s)",
+				dst, nd, strings.Join(v.rdmaDevs(nd), ", "), nd, nd)
+		}
+		return fmt.Sprintf("gorping: no route to %s: %s, the netdev of %s, has no %s address: add one (ip addr add ADDR/PREFIX dev %s)",
+			dst, nd, strings.Join(v.rdmaDevs(nd), ", "), fam, nd)
+	}
+	return fmt.Sprintf("gorping: no route to %s from this host (ip route get %s shows none)", dst, dst)
 }
 
 // rdmaDevsOn names the RDMA devices uverbs discovers on netdev.

@@ -121,7 +121,33 @@ func fakeHost(routeErr error) netView {
 		rdmaDevs: func(nd string) []string {
 			return map[string][]string{"d0": {"rxe0"}, "d1": {"rxe1"}}[nd]
 		},
-		ibPort: func() bool { return false },
+		ibPort:      func() bool { return false },
+		rdmaNetdevs: func() []string { return []string{"d0", "d1"} },
+		addrs: func(nd string) []netip.Addr {
+			if nd == "d0" {
+				return []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")}
+			}
+			return nil
+		},
+	}
+}
+
+func TestUnreachableHint(t *testing.T) {
+	v := fakeHost(nil)
+	// d1 (rxe1) has no address at all: the first RDMA netdev without one of
+	// the family is named.
+	if got, want := v.unreachableHint(netip.MustParseAddr("2001:db8:3::2")),
+		"gorping: no route to 2001:db8:3::2: d1, the netdev of rxe1, has no IPv6 address (a link that goes down loses its IPv6 addresses unless net.ipv6.conf.d1.keep_addr_on_down=1): add it back (ip addr add ADDR/PREFIX dev d1)"; got != want {
+		t.Errorf("IPv6:\n got %q\nwant %q", got, want)
+	}
+	if got, want := v.unreachableHint(netip.MustParseAddr("10.9.9.9")),
+		"gorping: no route to 10.9.9.9: d1, the netdev of rxe1, has no IPv4 address: add one (ip addr add ADDR/PREFIX dev d1)"; got != want {
+		t.Errorf("IPv4:\n got %q\nwant %q", got, want)
+	}
+	v.rdmaNetdevs = func() []string { return []string{"d0"} }
+	if got, want := v.unreachableHint(netip.MustParseAddr("2001:db8:3::2")),
+		"gorping: no route to 2001:db8:3::2 from this host (ip route get 2001:db8:3::2 shows none)"; got != want {
+		t.Errorf("addressed netdevs:\n got %q\nwant %q", got, want)
 	}
 }
 

@@ -506,8 +506,13 @@ func (p *pinger) onStall() (end bool) {
 		if p.server {
 			side = "server"
 		}
-		p.out.errorf("rping %s: no progress for %s waiting for %s: %s\n", side, secs(elapsed),
-			waitingFor(p.state, p.server), stallCause(p.peer, p.kaAcked, !p.kaSent.IsZero()))
+		cause := stallCause(p.peer, p.kaAcked, !p.kaSent.IsZero())
+		if m, ok := p.c.(interface{ mtuProblem() string }); ok && m.mtuProblem() != "" {
+			cause = "this host cannot send packets of the connection's path MTU: " + m.mtuProblem()
+		} else if p.kaAcked && !p.server && p.size > minPathMTU {
+			cause += ", or it cannot send packets of this connection's path MTU (its netdev's MTU is smaller than this host's, which chose it)"
+		}
+		p.out.errorf("rping %s: no progress for %s waiting for %s: %s\n", side, secs(elapsed), waitingFor(p.state, p.server), cause)
 		return true
 	}
 	if p.kaSent.IsZero() && !p.kaAcked {
@@ -516,6 +521,10 @@ func (p *pinger) onStall() (end bool) {
 	p.c.Stall(p.policy.bound - elapsed)
 	return false
 }
+
+// minPathMTU is the smallest RoCE path MTU rdma_cm chooses (a netdev of
+// 1500 bytes): pings no larger always fit one packet.
+const minPathMTU = 1024
 
 // keepalive posts a zero-length RDMA WRITE to the peer: its acknowledgement
 // proves the peer's host still answers. iWARP checks the STag even of an

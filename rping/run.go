@@ -163,8 +163,11 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 	}
 	if err := id.ResolveAddr(src, netip.AddrPortFrom(cfg.Addr, cfg.Port), resolveTimeout); err != nil {
 		perror(out.stderr, "rdma_resolve_addr", err)
-		if errors.Is(err, unix.ENODEV) {
+		switch {
+		case errors.Is(err, unix.ENODEV):
 			out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
+		case errors.Is(err, unix.ENETUNREACH):
+			out.hint(hostNet.unreachableHint(cfg.Addr))
 		}
 		destroy()
 		return exitFailure
@@ -290,6 +293,7 @@ func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
 	}
 	c.watchCM()
 	c.policy = qpPolicy(c.qp, cfg.Timeout)
+	c.checkPathMTU(cfg)
 	rd := c.beginDiag(cfg.dg, cfg.rep)
 	st := ping(ctx, c, cfg)
 	c.endDiag(rd)

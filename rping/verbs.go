@@ -57,6 +57,9 @@ type verbsConn struct {
 	kaWR    uverbs.SendWR // the keepalive: zero-length RDMA WRITE
 	kaSGE   [1]uverbs.SGE
 	policy  stallPolicy // the stall bound, once the connection is up
+	// mtuWarning says that this host cannot send packets of the connection's
+	// path MTU ("" if it can; checkPathMTU).
+	mtuWarning string
 
 	busy   bool            // --poll: the ping loop busy-polls the CQ
 	tr     *trace.Tracer   // --trace; nil otherwise

@@ -84,7 +84,7 @@ func CheckMTU(f MTUFacts) string {
 			if fit := fittingMTU(f.NetdevMTU); fit > 0 {
 				fix = fmt.Sprintf(" or use an IB MTU of at most %d", fit)
 			}
-			w = append(w, fmt.Sprintf("%s MTU %d plus %d bytes of RoCE headers exceeds %s's MTU %d: messages larger than %d bytes will be dropped (retry exceeded); raise %s's MTU to at least %d%s",
+			w = append(w, fmt.Sprintf("%s MTU %d plus %d bytes of RoCE headers exceeds %s's MTU %d: messages larger than %d bytes will not get through (the sender retries until its retry budget runs out; rxe retries for ever); raise %s's MTU to at least %d%s",
 				what, m.Bytes(), RoCEHeaderBytes, nd, f.NetdevMTU, max(f.NetdevMTU-RoCEHeaderBytes, 0), nd, m.Bytes()+RoCEHeaderBytes, fix))
 		}
 	}

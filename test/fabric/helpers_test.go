@@ -50,6 +50,7 @@ func call(t testing.TB, timeout time.Duration, f func(ctx context.Context) error
 // rproc is a process a test started in a guest.
 type rproc struct {
 	h    *vm.Host
+	boot int // the host's boot the process runs in
 	id   int
 	pid  int
 	name string
@@ -60,15 +61,15 @@ type rproc struct {
 // (after a SIGQUIT for gorping, whose goroutine dump then shows where it hung).
 func start(t testing.TB, h *vm.Host, args ...string) *rproc {
 	t.Helper()
-	p := &rproc{h: h, name: h.Name + ": " + strings.Join(args, " ")}
+	p := &rproc{h: h, boot: h.Boots(), name: h.Name + ": " + strings.Join(args, " ")}
 	call(t, 30*time.Second, func(ctx context.Context) error {
 		r, err := h.Agent.Start(ctx, agent.StartRequest{Args: args})
 		p.id, p.pid = r.ID, r.PID
 		return err
 	})
 	t.Cleanup(func() {
-		if !h.Running() {
-			return
+		if !h.Running() || h.Boots() != p.boot {
+			return // the process went with its host
 		}
 		st := p.status(t)
 		if st.Done {

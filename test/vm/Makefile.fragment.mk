@@ -3,7 +3,9 @@
 #   make guest [SUITE=bookworm] [ARCH=amd64] [PKGS=./test/guest] [RUN=regex]
 #   make guest-matrix [MATRIX_PKGS=all] every guest: bookworm/amd64, trixie/amd64, bookworm/arm64
 #   make test-siw                     only the Soft-iWARP tier (bookworm/amd64)
-#   make demo [SUITE=...] [ARCH=...]  gorping server + client in a guest
+#   make demo [SUITE=...] [ARCH=...]  gorping between two guests (h1, h2): the mission's
+#                                     command lines, --stats, a delay, a partition
+#   make demo-local                   gorping server + client in one guest
 #   make bench [SUITE=...] [ARCH=...] timing figures: stock rping vs gorping, rxe data path
 #   make guest-shell                  interactive busybox shell in a guest
 #   GUEST_FLAGS='-refresh -timeout 20m' adds guestrun flags.
@@ -25,7 +27,7 @@ GUESTRUN    := bin/guestrun
 # Turns guestrun's "skipped" (77) into a loud note instead of a make error.
 guest_skip_ok = st=$$?; if [ $$st -eq 77 ]; then echo "*** guest tier SKIPPED: host prerequisite missing (see above) ***"; exit 0; fi; exit $$st
 
-.PHONY: guest guest-matrix test-siw demo bench guest-shell
+.PHONY: guest guest-matrix test-siw demo demo-local bench guest-shell
 
 $(GUESTRUN): FORCE
 	$(GO) build -o $@ ./test/vm/guestrun
@@ -49,12 +51,27 @@ test-siw: $(GUESTRUN)
 	@$(GUESTRUN) -suite bookworm -arch amd64 -pkgs ./test/guest -run 'TestSiw' -timeout 30m $(GUEST_FLAGS); $(guest_skip_ok)
 
 demo: $(GUESTRUN)
-	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/demo.sh $(GUEST_FLAGS); $(guest_skip_ok)
+	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -hosts 2 -script test/vm/demo.sh $(GUEST_FLAGS); $(guest_skip_ok)
 
-# Times stock rping and gorping against each other in a guest (figures, not a test).
+demo-local: $(GUESTRUN)
+	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/demo-local.sh $(GUEST_FLAGS); $(guest_skip_ok)
+
+# Times stock rping and gorping against each other in a guest and between two
+# guests (figures, not a test).
 bench: $(GUESTRUN)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/bench.sh $(GUEST_FLAGS); $(guest_skip_ok)
+	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -hosts 2 -timeout 60m -script test/vm/bench-hosts.sh $(GUEST_FLAGS); $(guest_skip_ok)
 	$(GO) test -run '^$$' -bench . -benchmem ./uverbs/rxe
+
+# The cross-host round trip of each test-bed network configuration: QEMU's
+# TCP socket netdev (what two guests were first joined with) and the test
+# bed's switch with one and two vCPUs per guest.
+.PHONY: bench-net
+bench-net: $(GUESTRUN)
+	@for cfg in "-net socket -cpus 1" "-net switch -cpus 1" "-net switch -cpus 2"; do \
+		echo "== test bed $$cfg"; \
+		$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -hosts 2 $$cfg -script test/vm/bench-net.sh $(GUEST_FLAGS) | grep -v '^\[' || exit $$?; \
+	done
 
 guest-shell: $(GUESTRUN)
 	$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -i -cmd sh -timeout 8h $(GUEST_FLAGS)

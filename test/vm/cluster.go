@@ -388,6 +388,14 @@ func (h *Host) lastLine() string {
 	return "last console line: " + h.console[len(h.console)-1]
 }
 
+// Boots is how many times h has booted (so a caller can tell that a process
+// it started went down with an earlier boot).
+func (h *Host) Boots() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.BootTimes)
+}
+
 // Running reports whether h's guest is up.
 func (h *Host) Running() bool {
 	h.mu.Lock()

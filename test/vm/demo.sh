@@ -1,49 +1,43 @@
-# make demo: a gorping server and a gorping client over Soft-RoCE in the guest.
-# Runs inside the guest (busybox sh) via `guestrun -script test/vm/demo.sh`.
-echo "== gorping devices -v: the RDMA device the guest has (Soft-RoCE over dummy d0)"
-$GORPING_BIN devices -v || exit 1
-echo "== gorping server on $GORPING_IPV4 (rxe0 = Soft-RoCE on dummy d0), client -C 5 -v -V"
-echo "   Each ping: the client SENDs an advert of its buffer, the server RDMA READs it"
-echo "   (server ping data), SENDs a go-ahead, gets a second advert and RDMA WRITEs the"
-echo "   data back into the client's buffer (ping data), which the client validates (-V)."
-$GORPING_BIN -s -a "$GORPING_IPV4" -v &
-server=$!
-# wait_listen: wait (up to 30 s) until the server's rdma_cm id listens: no sleep-and-hope.
-# (Match on the command name: rdma lists the id under whichever thread created it.)
-wait_listen() {
-	i=0
-	until $GORPING_RDMA_TOOL resource show cm_id | grep "state LISTEN" | grep -q "comm gorping"; do
-		i=$((i+1))
-		if [ $i -gt 300 ] || ! kill -0 $server 2>/dev/null; then
-			echo "demo: gorping server is not listening"
-			kill $server 2>/dev/null
-			exit 1
-		fi
-		sleep 0.1
-	done
+# make demo: gorping between two hosts, as a user runs it. guestrun boots two
+# QEMU guests on one virtual Ethernet (h1 10.0.3.1, h2 10.0.3.2, Soft-RoCE rxe0
+# on each eth0, stock rping and gorping installed) and runs this script on the
+# host; gx runs each command on a guest. Every wait has a deadline.
+set -u
+S=$H2_IPV4
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+fail() { echo "demo: $*"; exit 1; }
+serve() { # serve ARGS...: a gorping server on h2 in the background, listening
+	gx -bg srv h2 gorping -s -a $S "$@" || fail "cannot start the server"
+	gx -timeout 60s -listen $S:7174 h2 || fail "the server does not listen"
 }
-# wait_server: the server serves one client, then exits; don't wait forever if it does not.
-wait_server() {
-	i=0
-	while kill -0 $server 2>/dev/null && [ $i -lt 300 ]; do i=$((i+1)); sleep 0.1; done
-	kill $server 2>/dev/null
-	wait $server
-}
-wait_listen
-$GORPING_BIN -c -a "$GORPING_IPV4" -C 5 -v -V
-client=$?
-wait_server
-srv=$?
-echo "== client exit $client, server exit $srv"
-echo "== the same with gorping's own --stats: each ping's round-trip time and ping(8)'s summary"
-$GORPING_BIN -s -a "$GORPING_IPV4" &
-server=$!
-wait_listen
-$GORPING_BIN -c -a "$GORPING_IPV4" -C 20 -V --stats
-stats=$?
-wait_server
-srv2=$?
-echo "== client exit $stats, server exit $srv2"
-echo "== RDMA resources now (the kernel's own only: gorping released everything):"
-$GORPING_RDMA_TOOL resource show
-[ $client -eq 0 ] && [ $srv -eq 0 ] && [ $stats -eq 0 ] && [ $srv2 -eq 0 ]
+served() { gx -timeout 60s -wait srv; echo "(h2: server exit $?)"; }
+
+step "h2: gorping devices: Soft-RoCE rxe0 on eth0 ($S)"
+gx h2 gorping devices || fail "no RDMA device on h2"
+
+step "h2: gorping -s -a $S -v        h1: gorping -c -a $S -v -C 5"
+serve -v
+gx h1 gorping -c -a $S -v -C 5 || fail "the client failed"
+served
+
+step "h1: ... --stats: each ping's round-trip time, and ping(8)'s summary"
+serve
+gx h1 gorping -c -a $S -C 10 --stats || fail "the client failed"
+served
+
+step "h2 delays all it sends by 10 ms (tc netem): a ping crosses h2->h1 4 times, RTTs grow by 40 ms"
+gx h2 tc qdisc add dev eth0 root netem delay 10ms || fail "netem"
+serve
+gx h1 gorping -c -a $S -C 5 --stats || fail "the client failed"
+served
+gx h2 tc qdisc del dev eth0 root
+
+step "a partition: h1 loses all it sends in the middle of an endless run; gorping gives up after --timeout 5 (default: the RC retry budget, 19.3 s here) and says why"
+serve --timeout 5
+gx -bg cli h1 gorping -c -a $S -i 0.2 --stats --timeout 5 || fail "cannot start the client"
+gx -timeout 60s -until "seq=4" -wait cli || fail "no pings"
+gx h1 tc qdisc add dev eth0 root netem loss 100% || fail "netem"
+gx -timeout 60s -wait cli
+echo "(h1: client exit $?; 110 = ETIMEDOUT)"
+served
+gx h1 tc qdisc del dev eth0 root

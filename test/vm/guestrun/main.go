@@ -6,7 +6,9 @@
 //	go run ./test/vm/guestrun -matrix                           # every guest of vm.Matrix
 //	go run ./test/vm/guestrun -cmd 'rping -s -a $GORPING_IPV4 & sleep 1; $GORPING_BIN -c -a $GORPING_IPV4 -C 3 -v'
 //	go run ./test/vm/guestrun -cmd sh -i                        # a shell in the guest
-//	go run ./test/vm/guestrun -script test/vm/demo.sh           # gorping server and client
+//	go run ./test/vm/guestrun -script test/vm/demo-local.sh     # gorping server and client in one guest
+//	go run ./test/vm/guestrun -hosts 2 -script test/vm/demo.sh  # two guests; the script runs on the host, gx reaches them
+//	go run ./test/vm/guestrun -hosts 3 -hold                    # keep three guests up for gx by hand
 //
 // Use a built binary (make guest, or go build ./test/vm/guestrun) where the exit
 // status matters: go run turns every non-zero status into 1.

@@ -5,6 +5,7 @@
 //	gx h2 gorping -s -a 10.0.3.2 -v          run in the foreground, output as it comes
 //	gx -bg srv h2 gorping -s -a 10.0.3.2 -v  start in the background, named srv
 //	gx -wait srv                             wait for srv, print its output, exit with its status
+//	gx -wait cli -until 'seq=3'              wait until cli has printed seq=3
 //	gx -listen 10.0.3.2:7174 h2              wait until an rdma_cm id listens there
 //	gx -kill srv                             SIGINT to srv (then wait for it with -wait)
 //	gx -poweroff h2                          pull h2's plug
@@ -38,6 +39,7 @@ func run() int {
 	bg := flag.String("bg", "", "start the command in the background under this name")
 	wait := flag.String("wait", "", "wait for the background command of this name")
 	kill := flag.String("kill", "", "send SIGINT to the background command of this name")
+	until := flag.String("until", "", "with -wait: return once the command has printed this text (exit 0), not when it ends")
 	listen := flag.String("listen", "", "wait until an rdma_cm id on the host listens on ADDR:PORT")
 	poweroff := flag.Bool("poweroff", false, "power the host off at once")
 	put := flag.String("put", "", "copy a host file into the guest: HOSTFILE:GUESTPATH (mode 0755)")
@@ -65,6 +67,9 @@ func run() int {
 		c := agent.NewClient(j.Agent)
 		if *kill != "" {
 			return report(c.Signal(ctx, j.ID, int(syscall.SIGINT)))
+		}
+		if *until != "" {
+			return report(waitText(ctx, c, j.ID, *until, *timeout))
 		}
 		st, err := c.Wait(ctx, j.ID, *timeout)
 		if err != nil {
@@ -162,6 +167,27 @@ func report(err error) int {
 		return 1
 	}
 	return 0
+}
+
+// waitText polls a background command's output until it contains text.
+func waitText(ctx context.Context, c *agent.Client, id int, text string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		st, err := c.Output(ctx, id, 0, 0)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(st.Stdout, text) || strings.Contains(st.Stderr, text) {
+			return nil
+		}
+		if st.Done {
+			return fmt.Errorf("it ended (status %d) without printing %q", st.Code, text)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no %q after %s", text, timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitListen polls `rdma resource show cm_id` on the host for a LISTEN id.

@@ -1,0 +1,258 @@
+//go:build fabric
+
+package fabric
+
+import (
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorping/gorping/test/vm"
+	"github.com/gorping/gorping/test/vm/agent"
+)
+
+// The default stall bound with rdma_cm's RoCE defaults (rping/stall.go):
+// (retry_cnt 7 + 2) local ACK timeouts of 2.147 s.
+const defaultBound = 19327352832 * time.Nanosecond
+
+// boundSlack covers the guest's own slowness under TCG: a process that
+// decided in time may take seconds to print and exit on a loaded host.
+const boundSlack = 20 * time.Second
+
+// waitOutput waits until p printed want on stdout or stderr.
+func waitOutput(t testing.TB, p *rproc, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		st := p.status(t)
+		if strings.Contains(st.Stdout, want) || strings.Contains(st.Stderr, want) {
+			return
+		}
+		if st.Done {
+			t.Fatalf("%s exited (status %d) before printing %q\nstdout:\n%s\nstderr:\n%s", p.name, st.Code, want, st.Stdout, st.Stderr)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not print %q within %s\nstdout:\n%s\nstderr:\n%s", p.name, want, timeout, st.Stdout, st.Stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// endsWithin waits for p to end within limit of since and checks its status
+// and that its stderr has want; it returns the status.
+func endsWithin(t testing.TB, p *rproc, since time.Time, limit time.Duration, code int, want string) agent.Status {
+	t.Helper()
+	st := p.wait(t, limit-time.Since(since)+5*time.Second)
+	took := time.Since(since)
+	t.Logf("%s ended after %.1fs with status %d:\n%s", p.name, took.Seconds(), st.Code, lastLines(st.Stderr, 4))
+	if took > limit {
+		t.Errorf("%s took %s to end, more than %s", p.name, took, limit)
+	}
+	if st.Code != code {
+		t.Errorf("%s exit %d, want %d\nstderr:\n%s", p.name, st.Code, code, st.Stderr)
+	}
+	if !strings.Contains(st.Stderr, want) {
+		t.Errorf("%s stderr lacks %q:\n%s", p.name, want, st.Stderr)
+	}
+	return st
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(l[max(0, len(l)-n):], "\n")
+}
+
+// stillRunning checks that a stock rping is still stuck after the bound in
+// which gorping ended: the behaviour gorping improves on (documented in
+// README); then it is killed.
+func stillRunning(t testing.TB, p *rproc, what string) {
+	t.Helper()
+	st := p.status(t)
+	if st.Done {
+		t.Errorf("stock rping ended by itself (status %d) %s: the README's comparison is out of date\nstderr:\n%s", st.Code, what, st.Stderr)
+		return
+	}
+	t.Logf("stock rping still running %s, killed", what)
+	p.signal(t, syscall.SIGKILL)
+}
+
+// endless starts an endless client with one ping per 0.1 s and waits until it
+// has completed a few pings.
+func endless(t *testing.T, h *vm.Host, i impl, addr string, port int) *rproc {
+	t.Helper()
+	args := []string{i.bin, "-c", "-a", addr, "-p", strconv.Itoa(port), "-v"}
+	if !i.stock() {
+		args = append(args, "-i", "0.1", "--stats")
+	}
+	p := start(t, h, args...)
+	waitOutput(t, p, "rdma-ping-3: ", 2*time.Minute)
+	return p
+}
+
+// TestCrossPartition: h1 loses every packet it sends in the middle of endless
+// runs. gorping's client ends within the default bound with 110 and says the
+// server's host acknowledged nothing; gorping's -P server drops that client
+// and still serves a client from h3; stock rping's client is still waiting.
+func TestCrossPartition(t *testing.T) {
+	h1, h2, h3 := host(t, 1), host(t, 2), host(t, 3)
+	gp, sp := freshPort(), freshPort()
+	// The server gets a longer bound than the client's default: h2's packets
+	// still reach h1, so a server that gave up first would disconnect the
+	// client (exit 255, "peer disconnected") before its own bound ends.
+	gsrv := start(t, h2, gorping, "-s", "-P", "-a", h2.IPv4, "-p", strconv.Itoa(gp), "--timeout", "30")
+	ssrv := start(t, h2, stock, "-s", "-P", "-a", h2.IPv4, "-p", strconv.Itoa(sp))
+	waitListening(t, gsrv, addrPort(h2.IPv4, gp), time.Minute)
+	waitListening(t, ssrv, addrPort(h2.IPv4, sp), time.Minute)
+	gcli := endless(t, h1, gorpingImpl, h2.IPv4, gp)
+	scli := endless(t, h1, stockImpl, h2.IPv4, sp)
+
+	cut := time.Now()
+	netem(t, h1, "loss", "100%")
+	endsWithin(t, gcli, cut, defaultBound+boundSlack, 110, "the server's host acknowledged nothing (a keepalive went unanswered)")
+	// The server noticed too, between pings or in the middle of one.
+	waitOutput(t, gsrv, "rping server: ", 30*time.Second+boundSlack)
+	if st := gsrv.status(t); !strings.Contains(st.Stderr, "acknowledged nothing") {
+		t.Errorf("gorping server's explanation:\n%s", st.Stderr)
+	}
+	stillRunning(t, scli, "after gorping's client ended")
+
+	// The -P server keeps serving others.
+	r := run(t, h3, 2*time.Minute, gorping, "-c", "-a", h2.IPv4, "-p", strconv.Itoa(gp), "-C", "5", "-V")
+	if r.Code != 0 {
+		t.Errorf("a client from h3 after the partition: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if st := gsrv.status(t); st.Done {
+		t.Errorf("gorping's -P server exited (status %d)", st.Code)
+	}
+}
+
+// TestCrossPeerPowerOff: h3 loses power in the middle of endless runs. h1's
+// gorping client ends within the bound with 110; h1's gorping -P server drops
+// h3's client and keeps pinging with h2's; stock rping's client waits; a new
+// connection to the dead host ends within the bound with an explanation; h3
+// boots again and serves.
+func TestCrossPeerPowerOff(t *testing.T) {
+	h1, h2, h3 := host(t, 1), host(t, 2), host(t, 3)
+	t.Cleanup(func() {
+		if !h3.Running() {
+			if err := h3.Boot(t.Context()); err != nil {
+				t.Errorf("booting h3 again: %v", err)
+			}
+		}
+	})
+	gp, sp, lp := freshPort(), freshPort(), freshPort()
+	// h3 serves h1's clients; h1 serves h2's and h3's.
+	g3 := start(t, h3, gorping, "-s", "-P", "-a", h3.IPv4, "-p", strconv.Itoa(gp))
+	s3 := start(t, h3, stock, "-s", "-P", "-a", h3.IPv4, "-p", strconv.Itoa(sp))
+	l1 := start(t, h1, gorping, "-s", "-P", "-a", h1.IPv4, "-p", strconv.Itoa(lp))
+	waitListening(t, g3, addrPort(h3.IPv4, gp), time.Minute)
+	waitListening(t, s3, addrPort(h3.IPv4, sp), time.Minute)
+	waitListening(t, l1, addrPort(h1.IPv4, lp), time.Minute)
+	gcli := endless(t, h1, gorpingImpl, h3.IPv4, gp)
+	scli := endless(t, h1, stockImpl, h3.IPv4, sp)
+	from2 := endless(t, h2, gorpingImpl, h1.IPv4, lp)
+	endless(t, h3, gorpingImpl, h1.IPv4, lp)
+
+	off := time.Now()
+	h3.PowerOff()
+	endsWithin(t, gcli, off, defaultBound+boundSlack, 110, "the server's host acknowledged nothing (a keepalive went unanswered)")
+	waitOutput(t, l1, "rping server: ", boundSlack)
+	if st := l1.status(t); !strings.Contains(st.Stderr, h3.IPv4) || !strings.Contains(st.Stderr, "acknowledged nothing") {
+		t.Errorf("h1's -P server's explanation does not name h3's client:\n%s", st.Stderr)
+	}
+	stillRunning(t, scli, "after gorping's client ended")
+
+	// h2's client went on all along; Ctrl-C ends it with its summary.
+	from2.signal(t, syscall.SIGINT)
+	st := from2.wait(t, time.Minute)
+	if st.Code != 0 || !strings.Contains(st.Stdout, " 0 errors") {
+		t.Errorf("h2's client of h1's -P server, while h3 died: exit %d\n%s\n%s", st.Code, lastLines(st.Stdout, 3), st.Stderr)
+	}
+
+	// A new connection to the dead host: ARP may still know it (the
+	// connection request then goes unanswered) or not (no neighbour answer).
+	began := time.Now()
+	c := start(t, h1, gorping, "-c", "-a", h3.IPv4, "-p", strconv.Itoa(gp), "-C", "1")
+	r := c.wait(t, defaultBound+boundSlack)
+	t.Logf("a new connection to the powered-off host ended after %.1fs, status %d:\n%s", time.Since(began).Seconds(), r.Code, r.Stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "gorping: ") && !strings.Contains(r.Stderr, "rping client: no answer") {
+		t.Errorf("connection to a dead host: exit %d without gorping's explanation:\n%s", r.Code, r.Stderr)
+	}
+
+	if err := h3.Boot(t.Context()); err != nil {
+		t.Fatalf("booting h3 again: %v", err)
+	}
+	crossCase{server: gorpingImpl, client: stockImpl, srvHost: h3, cliHost: h1, size: 64, count: 5}.runCase(t)
+}
+
+// TestCrossFarLinkDown: h2's link goes down in the middle of an endless run
+// from h1: h1's client ends within the bound with 110; h2's server reports
+// its port down. h2's network is restored afterwards.
+func TestCrossFarLinkDown(t *testing.T) {
+	h1, h2 := host(t, 1), host(t, 2)
+	t.Cleanup(func() { restoreNetwork(t, h2) })
+	port := freshPort()
+	srv := start(t, h2, gorping, "-s", "-a", h2.IPv4, "-p", strconv.Itoa(port))
+	waitListening(t, srv, addrPort(h2.IPv4, port), time.Minute)
+	cli := endless(t, h1, gorpingImpl, h2.IPv4, port)
+	down := time.Now()
+	linkSet(t, h2, "down")
+	endsWithin(t, srv, down, boundSlack, 255, "gorping: ")
+	endsWithin(t, cli, down, defaultBound+boundSlack, 110, "the server's host acknowledged nothing")
+}
+
+// TestCrossLinkFlap: h1's link goes down and up. The running client ends at
+// once (port down). Afterwards a new connection from h1 either works, or ends
+// within the bound naming rxe's QP1 problem and the fix; a stock client in the
+// same spot is still waiting. IPv6 is gone with the link's address, and
+// gorping says so. Once rxe0 is created anew, both work again.
+func TestCrossLinkFlap(t *testing.T) {
+	h1, h2 := host(t, 1), host(t, 2)
+	t.Cleanup(func() { restoreNetwork(t, h1) })
+	port, port6 := freshPort(), freshPort()
+	srv := start(t, h2, gorping, "-s", "-P", "-a", h2.IPv4, "-p", strconv.Itoa(port))
+	srv6 := start(t, h2, gorping, "-s", "-P", "-a", h2.IPv6, "-p", strconv.Itoa(port6))
+	waitListening(t, srv, addrPort(h2.IPv4, port), time.Minute)
+	waitListening(t, srv6, addrPort(h2.IPv6, port6), time.Minute)
+	cli := endless(t, h1, gorpingImpl, h2.IPv4, port)
+
+	flap := time.Now()
+	linkSet(t, h1, "down")
+	endsWithin(t, cli, flap, boundSlack, 255, "rxe0 port 1")
+	linkSet(t, h1, "up")
+	waitPort(t, h1, "ACTIVE", false)
+	dev := must(t, h1, gorping, "devices")
+	if !strings.Contains(dev, "link_downed") || !strings.Contains(dev, "rdma link delete rxe0") {
+		t.Errorf("gorping devices after a flap does not show it:\n%s", dev)
+	}
+
+	again := time.Now()
+	g := start(t, h1, gorping, "-c", "-a", h2.IPv4, "-p", strconv.Itoa(port), "-C", "3")
+	s := start(t, h1, stock, "-c", "-a", h2.IPv4, "-p", strconv.Itoa(port), "-C", "3")
+	r := g.wait(t, defaultBound+boundSlack)
+	t.Logf("a new connection after the flap: status %d after %.1fs\n%s", r.Code, time.Since(again).Seconds(), r.Stderr)
+	switch {
+	case r.Code == 0:
+		t.Logf("rxe0's QP1 survived this flap")
+	case r.Code == 110 && strings.Contains(r.Stderr, "rdma link delete rxe0; rdma link add rxe0 type rxe netdev eth0"):
+		stillRunning(t, s, "after gorping explained the flap")
+	default:
+		t.Errorf("after a flap: exit %d without the explanation:\n%s", r.Code, r.Stderr)
+	}
+	r6 := run(t, h1, time.Minute, gorping, "-c", "-a", h2.IPv6, "-p", strconv.Itoa(port6), "-C", "1")
+	if r6.Code == 0 || !strings.Contains(r6.Stderr, "has no IPv6 address (a link that goes down loses its IPv6 addresses") {
+		t.Errorf("IPv6 after the flap: exit %d\n%s", r6.Code, r6.Stderr)
+	}
+
+	restoreNetwork(t, h1)
+	for _, a := range []struct {
+		addr string
+		port int
+	}{{h2.IPv4, port}, {h2.IPv6, port6}} {
+		if r := run(t, h1, time.Minute, gorping, "-c", "-a", a.addr, "-p", strconv.Itoa(a.port), "-C", "3", "-V"); r.Code != 0 {
+			t.Errorf("after rxe0 was created anew, %s: exit %d\n%s", a.addr, r.Code, r.Stderr)
+		}
+	}
+}
