@@ -140,7 +140,9 @@ func valueOpt(o option) bool { return o.arg != "" && !o.addr }
 func (s compSub) Words() string {
 	return strings.TrimSpace(spellingsOf(s.Options, anyOpt, " ") + " " + strings.Join(s.Args, " "))
 }
-func (s compSub) ValueOpts() string { return spellingsOf(s.Options, func(o option) bool { return o.arg != "" }, " ") }
+func (s compSub) ValueOpts() string {
+	return spellingsOf(s.Options, func(o option) bool { return o.arg != "" }, " ")
+}
 func (s compSub) AddrCase() string  { return spellingsOf(s.Options, addrOpt, "|") }
 func (s compSub) ValueCase() string { return spellingsOf(s.Options, valueOpt, "|") }
 
