@@ -87,7 +87,7 @@ clean:
 
 # gorping(1), from docs/gorping.1.md (go-md2man), and the completion scripts, printed by
 # the host's own binary.
-.PHONY: man completions install uninstall package image release test-release
+.PHONY: man completions install uninstall package image release test-release guest-release
 man: bin/gorping.1
 bin/gorping.1: FORCE
 	@mkdir -p bin
@@ -157,3 +157,17 @@ FORCE:
 .PHONY: trace-doc
 trace-doc: $(GUESTRUN)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/trace.sh $(GUEST_FLAGS); $(guest_skip_ok)
+
+# The .deb installed with dpkg on a bare Debian guest (SUITE/ARCH) and removed again, and
+# the image's binary run there; both as clients of stock rping (tools/release/guest.sh).
+GUEST_RELEASE_DIR := $(RELEASE_DIR)/guest
+guest-release: release $(GUESTRUN)
+	@mkdir -p $(GUEST_RELEASE_DIR)
+	@deb=$$(ls $(RELEASE_DIR)/gorping_*_$(ARCH).deb) && \
+	{ $(RELEASE_TOOL) unpack -layout $(RELEASE_DIR)/oci -arch $(ARCH) -out $(GUEST_RELEASE_DIR) && \
+	  echo "EXPECT_VERSION='$(VERSION)'" && echo "EXPECT_COMMIT='$(COMMIT)'" && \
+	  echo "EXPECT_DEB_VERSION='$$(dpkg-deb -f $$deb Version)'"; } > $(GUEST_RELEASE_DIR)/expect.env && \
+	$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -add "$$deb:/release/gorping.deb" \
+		-add $(GUEST_RELEASE_DIR)/image-rootfs-$(ARCH).tar:/release/image-rootfs.tar \
+		-add $(GUEST_RELEASE_DIR)/expect.env:/release/expect.env \
+		-script tools/release/guest.sh $(GUEST_FLAGS); $(guest_skip_ok)
