@@ -207,6 +207,25 @@ func fishLine(o option, cond string) string {
 	return s
 }
 
+// onlyFunc is the subcommand rule as a bash or zsh function, over the shell's array of
+// words (words from index first on, up to the one being completed, index cword).
+func onlyFunc(words string, first int, cword string) string {
+	return fmt.Sprintf(`# _gorping_only WORDS VALUEOPTS: every word between the subcommand and the one being
+# completed is one of WORDS, or the value after one of VALUEOPTS (the subcommand rule:
+# otherwise the command line is rping's).
+_gorping_only() {
+	local i
+	for ((i = %[2]d; i < %[3]s; i++)); do
+		if [[ " $2 " == *" ${%[1]s[i]} "* ]]; then
+			((i++))
+			continue
+		fi
+		[[ " $1 " == *" ${%[1]s[i]} "* ]] || return 1
+	done
+}
+`, words, first, cword)
+}
+
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // fishQuote double-quotes a fish condition, which holds single-quoted words.
@@ -215,8 +234,18 @@ func fishQuote(s string) string {
 }
 
 var compTmpl = template.Must(template.New("").Funcs(template.FuncMap{
-	"zsh": zshSpec, "fish": fishLine, "fq": fishQuote, "q": shellQuote, "join": strings.Join,
+	"zsh": zshSpec, "fish": fishLine, "fq": fishQuote, "only": onlyFunc, "q": shellQuote, "join": strings.Join,
 }).Parse(`
+{{define "bashprev"}}{{if or .AddrCase .ValueCase}}
+	# the value of an option: addresses, or nothing to offer
+	case $prev in
+{{- with .AddrCase}}
+	{{.}}) COMPREPLY=($(compgen -W "$(_gorping_addresses "${COMP_WORDS[0]}")" -- "$cur")); return ;;{{end}}
+{{- with .ValueCase}}
+	{{.}}) return ;;{{end}}
+	esac
+{{- end}}{{end}}
+
 {{define "bash"}}# bash completion for gorping(1), printed by ` + "`gorping completion bash`" + ` ({{.Version}}).
 # Install it as /usr/share/bash-completion/completions/gorping, or: source <(gorping completion bash)
 
@@ -224,20 +253,7 @@ _gorping_addresses() {
 	command "$1" completion addresses 2>/dev/null
 }
 
-# _gorping_only WORDS VALUEOPTS: every word between the subcommand and the one being
-# completed is one of WORDS, or the value after one of VALUEOPTS (the subcommand rule:
-# otherwise the command line is rping's).
-_gorping_only() {
-	local i
-	for ((i = 2; i < COMP_CWORD; i++)); do
-		if [[ " $2 " == *" ${COMP_WORDS[i]} "* ]]; then
-			((i++))
-			continue
-		fi
-		[[ " $1 " == *" ${COMP_WORDS[i]} "* ]] || return 1
-	done
-}
-
+{{only "COMP_WORDS" 2 "COMP_CWORD"}}
 _gorping() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
 	COMPREPLY=()
@@ -246,12 +262,7 @@ _gorping() {
 {{- range .Subs}}
 		{{.Name}})
 			if _gorping_only {{q .Words}} {{q .ValueOpts}}; then
-				case $prev in
-{{- with .AddrCase}}
-				{{.}}) COMPREPLY=($(compgen -W "$(_gorping_addresses "${COMP_WORDS[0]}")" -- "$cur")); return ;;{{end}}
-{{- with .ValueCase}}
-				{{.}}) return ;;{{end}}
-				esac
+				{{- template "bashprev" .}}
 				COMPREPLY=($(compgen -W {{q .Words}} -- "$cur"))
 				return
 			fi
@@ -259,12 +270,7 @@ _gorping() {
 {{- end}}
 		esac
 	fi
-	case $prev in
-{{- with .AddrCase}}
-	{{.}}) COMPREPLY=($(compgen -W "$(_gorping_addresses "${COMP_WORDS[0]}")" -- "$cur")); return ;;{{end}}
-{{- with .ValueCase}}
-	{{.}}) return ;;{{end}}
-	esac
+	{{- template "bashprev" .}}
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W {{q .MainWords}} -- "$cur"))
 	elif ((COMP_CWORD == 1)); then
@@ -284,18 +290,7 @@ _gorping_addresses() {
 	compadd -a addrs
 }
 
-# _gorping_only WORDS VALUEOPTS: the subcommand rule, as in the bash script.
-_gorping_only() {
-	local i
-	for ((i = 3; i < CURRENT; i++)); do
-		if [[ " $2 " == *" ${words[i]} "* ]]; then
-			((i++))
-			continue
-		fi
-		[[ " $1 " == *" ${words[i]} "* ]] || return 1
-	done
-}
-
+{{only "words" 3 "CURRENT"}}
 _gorping() {
 	if ((CURRENT > 2)); then
 		case ${words[2]} in

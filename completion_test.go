@@ -113,13 +113,21 @@ func TestCompletionBash(t *testing.T) {
 	}
 }
 
+// writeScript writes `gorping completion shell` into a new directory as name and checks
+// its syntax with the shell (-n).
+func writeScript(t *testing.T, env []string, shellPath, shell, name string) string {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), name)
+	shellRun(t, env, "sh", "-c", "gorping completion "+shell+" > "+script)
+	shellRun(t, env, shellPath, "-n", script)
+	return script
+}
+
 func TestCompletionZsh(t *testing.T) {
 	zsh := needShell(t, "zsh")
 	env := completionEnv(t)
-	dir := t.TempDir()
-	script := filepath.Join(dir, "_gorping")
-	shellRun(t, env, "sh", "-c", "gorping completion zsh > "+script)
-	shellRun(t, env, zsh, "-n", script)
+	script := writeScript(t, env, zsh, "zsh", "_gorping")
+	dir := filepath.Dir(script)
 	// Loaded as compinit loads a completion function from $fpath, and as sourced.
 	out := shellRun(t, env, zsh, "-f", "-c", "fpath=("+dir+" $fpath); autoload -Uz compinit; compinit -u -d "+dir+"/zcd; print -r -- $_comps[gorping]; source "+script+"; print -r -- $_comps[gorping]; whence -w _gorping_addresses")
 	if out != "_gorping\n_gorping\n_gorping_addresses: function\n" {
@@ -130,10 +138,7 @@ func TestCompletionZsh(t *testing.T) {
 func TestCompletionFish(t *testing.T) {
 	fish := needShell(t, "fish")
 	env := completionEnv(t)
-	dir := t.TempDir()
-	script := filepath.Join(dir, "gorping.fish")
-	shellRun(t, env, "sh", "-c", "gorping completion fish > "+script)
-	shellRun(t, env, fish, "-n", script)
+	script := writeScript(t, env, fish, "fish", "gorping.fish")
 	for line, want := range map[string][]string{
 		"gorping --st":          {"--stats"},
 		"gorping de":            {"devices"},
