@@ -81,7 +81,7 @@ func runDevices(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// devicesDoc is the --json document; README.md documents the schema.
+// devicesDoc is the --json document; gorping(1) (docs/gorping.1.md) documents the schema.
 type devicesDoc struct {
 	Devices []deviceDoc `json:"devices"`
 }

@@ -450,7 +450,8 @@ func untar(t *testing.T, file, dir string) []string {
 func TestMakeInstall(t *testing.T) {
 	w := want(t)
 	dest := t.TempDir()
-	vars := []string{"DESTDIR=" + dest, "PREFIX=/opt/gp"}
+	// The version of the release under test: the tree may have changed since make began.
+	vars := []string{"DESTDIR=" + dest, "PREFIX=/opt/gp", "VERSION=" + w.version, "COMMIT=" + w.commit}
 	if out, err := exec.Command("make", append([]string{"-C", repoRoot, "-s", "install"}, vars...)...).CombinedOutput(); err != nil {
 		t.Fatalf("make install: %v\n%s", err, out)
 	}
@@ -473,7 +474,7 @@ func TestMakeInstall(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(wantTree) {
 		t.Errorf("installed %v, want %v", got, wantTree)
 	}
-	if s := binaryStamp(t, filepath.Join(dest, "opt/gp/bin/gorping"), runtimeArch()); s.version != w.version {
+	if s := binaryStamp(t, filepath.Join(dest, "opt/gp/bin/gorping"), runtimeArch()); s != w {
 		t.Errorf("installed binary says %+v, want %+v", s, w)
 	}
 	// man finds the page by its path and renders it.
