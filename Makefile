@@ -2,7 +2,10 @@
 #
 #   make            static binaries for amd64 and arm64 in bin/
 #   make test       everything: gofmt/vet, unit tests with -race, the ABI layout
-#                   check, and the Soft-RoCE guest tier on the whole matrix
+#                   check, the release artifacts, and the Soft-RoCE guest tier on
+#                   the whole matrix
+#   make install    [PREFIX=/usr/local] [DESTDIR=]: binary, gorping(1), completions
+#   make release    bin/release: .deb and .rpm (amd64, arm64) and the OCI image
 #   make demo       boot a Soft-RoCE guest and run a gorping server and client in it
 #   make trace-doc  the same with --trace: the run docs/one-ping.md is made from
 #   make guest SUITE=bookworm ARCH=amd64 [PKGS=./test/guest] [RUN=regex]

@@ -132,7 +132,7 @@ commit $EXPECT_COMMIT" ] || fail "the image's gorping --version: $out"
 ping_stock_rping "image $entry in a chroot of the image" chroot /image "$entry"
 umount /image/sys /image/proc /image/dev
 # As the image's user, which is not root: the device nodes' modes and the memlock limit
-# decide. 64 KiB is the smallest default there is (the kernel's before 5.16).
+# decide. 64 KiB is the kernel's default memlock limit before 5.16 (8 MiB since).
 ls -l /dev/infiniband/
 echo "image:x:$uid:$gid:image user:/:/bin/sh" >> /etc/passwd
 echo "image:x:$gid:" >> /etc/group
