@@ -2,16 +2,31 @@
 #
 #   make            static binaries for amd64 and arm64 in bin/
 #   make test       everything: gofmt/vet, unit tests with -race, the ABI layout
-#                   check, and the Soft-RoCE guest tier on the whole matrix
+#                   check, the release artifacts, and the Soft-RoCE guest tier on
+#                   the whole matrix
+#   make install    [PREFIX=/usr/local] [DESTDIR=]: binary, gorping(1), completions
+#   make release    bin/release: .deb and .rpm (amd64, arm64) and the OCI image
 #   make demo       boot a Soft-RoCE guest and run a gorping server and client in it
 #   make trace-doc  the same with --trace: the run docs/one-ping.md is made from
 #   make guest SUITE=bookworm ARCH=amd64 [PKGS=./test/guest] [RUN=regex]
 #                   one guest, while iterating
 
 GO      ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.buildVersion=$(VERSION)
+# The version: a tag (v1.2.3) where there is one, else the commit as a Go pseudo-version
+# (what `go install …@<commit>` reports), +dirty with uncommitted changes. The binaries,
+# the packages and the image labels all carry it and the commit.
+VERSION ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null) || \
+	v=$$(TZ=UTC git log -1 --abbrev=12 --date=format-local:%Y%m%d%H%M%S --format=v0.0.0-%cd-%h 2>/dev/null)$$(git diff --quiet HEAD 2>/dev/null || echo +dirty); \
+	echo $${v:-v0.0.0-dev})
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# The commit's time (SOURCE_DATE_EPOCH): every time stamp in the packages and the image.
+DATE    ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 1)
+VERSION := $(VERSION)
+COMMIT  := $(COMMIT)
+DATE    := $(DATE)
+LDFLAGS := -s -w -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
 ARCHES  := amd64 arm64
+HOSTARCH := $(shell $(GO) env GOARCH)
 
 .PHONY: all build test host-deps lint unit unit-arm64 abicheck clean
 all: build
@@ -22,14 +37,16 @@ build: $(ARCHES:%=bin/gorping-linux-%)
 bin/gorping-linux-%: FORCE
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ .
 
-test: host-deps lint unit unit-arm64 abicheck guest-matrix
+test: host-deps lint unit unit-arm64 abicheck test-release guest-matrix guest-release
 
 # The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
 # host; the mlx5 oracle tests (test/mlx5oracle) build a C harness with gcc against
-# Debian's libibverbs-dev and run its libmlx5 (ibverbs-providers). Installed only as
+# Debian's libibverbs-dev and run its libmlx5 (ibverbs-providers); the completion tests
+# run bash, zsh and fish, the release tests dpkg-deb, rpm, skopeo and lintian. Installed only as
 # root on Debian (like qemu for the guest tier). Under CI=true a missing oracle fails
 # the tests.
-HOST_PKGS := rdmacm-utils libibverbs-dev ibverbs-providers gcc qemu-user
+HOST_PKGS := rdmacm-utils libibverbs-dev ibverbs-providers gcc qemu-user \
+	bash zsh fish rpm rpm2cpio cpio skopeo lintian
 host-deps:
 	@missing=""; for p in $(HOST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -46,6 +63,7 @@ lint:
 	$(GO) vet -tags guest ./...
 	$(GO) vet -tags abicheck ./...
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) build -o /dev/null .
+	cd tools/release && $(GO) vet ./...
 
 unit:
 	$(GO) test -race -count=1 ./...
@@ -70,6 +88,69 @@ abicheck:
 clean:
 	rm -rf bin
 
+# gorping(1), from docs/gorping.1.md (go-md2man), and the completion scripts, printed by
+# the host's own binary.
+.PHONY: man completions install uninstall package image release test-release guest-release
+man: bin/gorping.1
+bin/gorping.1: FORCE
+	@mkdir -p bin
+	$(GO) run ./internal/mangen -version '$(VERSION)' -in docs/gorping.1.md -out $@
+
+completions: bin/gorping-linux-$(HOSTARCH)
+	@mkdir -p bin/completion
+	$< completion bash > bin/completion/gorping.bash
+	$< completion zsh > bin/completion/_gorping
+	$< completion fish > bin/completion/gorping.fish
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the host's binary, the man page and the
+# completions where man and the shells look. make uninstall removes exactly those files.
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+INSTALLED   := $(BINDIR)/gorping $(MANDIR)/man1/gorping.1 $(BASHCOMPDIR)/gorping \
+	$(ZSHCOMPDIR)/_gorping $(FISHCOMPDIR)/gorping.fish
+
+install: bin/gorping-linux-$(HOSTARCH) man completions
+	install -D -m 0755 bin/gorping-linux-$(HOSTARCH) $(DESTDIR)$(BINDIR)/gorping
+	install -D -m 0644 bin/gorping.1 $(DESTDIR)$(MANDIR)/man1/gorping.1
+	install -D -m 0644 bin/completion/gorping.bash $(DESTDIR)$(BASHCOMPDIR)/gorping
+	install -D -m 0644 bin/completion/_gorping $(DESTDIR)$(ZSHCOMPDIR)/_gorping
+	install -D -m 0644 bin/completion/gorping.fish $(DESTDIR)$(FISHCOMPDIR)/gorping.fish
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+
+# Release artifacts in bin/release (tools/release, a module of its own: nfpm and
+# go-containerregistry stay out of gorping's go.mod): .deb and .rpm for amd64 and arm64,
+# and the OCI image (a layout directory and an oci-archive tar), all with VERSION and
+# COMMIT. test-release checks them on the host (dpkg-deb, rpm, skopeo, lintian) and
+# make install / uninstall; guest-release installs the .deb in a guest and runs the
+# image's binary there.
+RELEASE_DIR  := bin/release
+RELEASE_TOOL := bin/release-tool
+RELEASE_ARGS  = -version '$(VERSION)' -commit '$(COMMIT)' -date '$(DATE)' -bin bin -man bin/gorping.1 \
+	-completions bin/completion -license LICENSE -out $(RELEASE_DIR) $(if $(MAINTAINER),-maintainer '$(MAINTAINER)')
+
+$(RELEASE_TOOL): FORCE
+	cd tools/release && $(GO) build -o ../../$@ .
+
+package: build man completions $(RELEASE_TOOL)
+	rm -f $(RELEASE_DIR)/*.deb $(RELEASE_DIR)/*.rpm
+	$(RELEASE_TOOL) package $(RELEASE_ARGS)
+
+image: build $(RELEASE_TOOL)
+	rm -rf $(RELEASE_DIR)/oci $(RELEASE_DIR)/*-oci.tar
+	$(RELEASE_TOOL) image $(RELEASE_ARGS)
+
+release: package image
+
+test-release: release
+	cd tools/release && RELEASE_DIR=$(abspath $(RELEASE_DIR)) RELEASE_VERSION='$(VERSION)' RELEASE_COMMIT='$(COMMIT)' \
+		$(GO) test -count=1 ./...
+
 FORCE:
 
 -include test/vm/Makefile.fragment.mk
@@ -79,3 +160,17 @@ FORCE:
 .PHONY: trace-doc
 trace-doc: $(GUESTRUN)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/trace.sh $(GUEST_FLAGS); $(guest_skip_ok)
+
+# The .deb installed with dpkg on a bare Debian guest (SUITE/ARCH) and removed again, and
+# the image's binary run there; both as clients of stock rping (tools/release/guest.sh).
+GUEST_RELEASE_DIR := $(RELEASE_DIR)/guest
+guest-release: release $(GUESTRUN)
+	@mkdir -p $(GUEST_RELEASE_DIR)
+	@deb=$$(ls $(RELEASE_DIR)/gorping_*_$(ARCH).deb) && \
+	{ $(RELEASE_TOOL) unpack -layout $(RELEASE_DIR)/oci -arch $(ARCH) -out $(GUEST_RELEASE_DIR) && \
+	  echo "EXPECT_VERSION='$(VERSION)'" && echo "EXPECT_COMMIT='$(COMMIT)'" && \
+	  echo "EXPECT_DEB_VERSION='$$(dpkg-deb -f $$deb Version)'"; } > $(GUEST_RELEASE_DIR)/expect.env && \
+	$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -add "$$deb:/release/gorping.deb" \
+		-add $(GUEST_RELEASE_DIR)/image-rootfs-$(ARCH).tar:/release/image-rootfs.tar \
+		-add $(GUEST_RELEASE_DIR)/expect.env:/release/expect.env \
+		-script tools/release/guest.sh $(GUEST_FLAGS); $(guest_skip_ok)

@@ -31,20 +31,17 @@ driver.
 // exitNoDevice is rping's status when it finds no RDMA device (ENODEV).
 const exitNoDevice = 19
 
+// devicesOptions are the words `devices` takes (subcommand.go's table).
+var devicesOptions = []option{
+	{short: 'v', long: "verbose", help: "also firmware, LIDs and the GID tables"},
+	{long: "json", help: "one JSON document instead of text"},
+	{short: 'h', long: "help", help: "print the usage"},
+}
+
 // isDevicesCommand applies the compatibility rule above to rping's argv (without the
 // program name).
 func isDevicesCommand(args []string) bool {
-	if len(args) == 0 || args[0] != "devices" {
-		return false
-	}
-	for _, a := range args[1:] {
-		switch a {
-		case "-v", "--verbose", "--json", "-h", "--help":
-		default:
-			return false
-		}
-	}
-	return true
+	return firstWordCommand(args, "devices", devicesOptions, nil)
 }
 
 // runDevices runs `gorping devices`; args are the words after "devices", already checked
@@ -84,7 +81,7 @@ func runDevices(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// devicesDoc is the --json document; README.md documents the schema.
+// devicesDoc is the --json document; gorping(1) (docs/gorping.1.md) documents the schema.
 type devicesDoc struct {
 	Devices []deviceDoc `json:"devices"`
 }

@@ -120,7 +120,7 @@ func TestDevicesJSONRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(back, sampleDoc) {
 		t.Errorf("round trip changed the document:\n%+v\n%+v", back, sampleDoc)
 	}
-	// The schema's key names, as README.md documents them.
+	// The schema's key names, as gorping(1) (docs/gorping.1.md) documents them.
 	var generic map[string][]map[string]any
 	if err := json.Unmarshal(b, &generic); err != nil {
 		t.Fatal(err)

@@ -44,6 +44,9 @@ func TestNoDevicesRun(t *testing.T) {
 	}
 }
 
+// testCommit is the commit buildBinary stamps into gorping.
+const testCommit = "0123456789abcdef0123456789abcdef01234567"
+
 // buildBinary builds gorping into a temporary directory, with the
 // gorping_hostenv tag: the binary then takes its sysfs and /dev directories
 // from GORPING_HOSTENV_SYSFS/_DEV (noRDMAEnv) instead of the machine's.
@@ -51,7 +54,7 @@ func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "rping")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	build := exec.Command(gobin, "build", "-tags", "gorping_hostenv", "-ldflags", "-X main.buildVersion=v9.9.9", "-o", bin, ".")
+	build := exec.Command(gobin, "build", "-tags", "gorping_hostenv", "-ldflags", "-X main.buildVersion=v9.9.9 -X main.buildCommit="+testCommit, "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -108,7 +111,7 @@ func TestBinaryExitStatus(t *testing.T) {
 		{[]string{"foo", "-s"}, nil, 19, "", "No RDMA devices were detected\n"},
 		{[]string{"-S", "1", "-s"}, nil, 22, "", "Invalid size 1 (valid range is 23 to 65536)\n"},
 		{[]string{"-a", "1.2.3.4.5.6.7", "-s", "-a", "256.1.1.1"}, nil, -1, "", ""}, // exit code depends on DNS; checked below
-		{[]string{"--version"}, nil, 0, "gorping v9.9.9 (rping-compatible, rdma-core 44 protocol)\n", ""},
+		{[]string{"--version"}, nil, 0, "gorping v9.9.9 (rping-compatible, rdma-core 44 protocol)\ncommit " + testCommit + "\n", ""},
 		{[]string{"--help"}, nil, 0, wantUsage, ""},
 		{[]string{"devices"}, nil, 19, "", "No RDMA devices were detected\n"},
 		{[]string{"devices", "-v", "--json"}, []string{"POSIXLY_CORRECT="}, 19, "{\n  \"devices\": []\n}\n", "No RDMA devices were detected\n"},

@@ -21,6 +21,9 @@ func init() {
 	cli.HelpPrinter = func(w io.Writer, templ string, _ any) { io.WriteString(w, templ) }
 	cli.VersionPrinter = func(c *cli.Context) {
 		fmt.Fprintf(c.App.Writer, "gorping %s (rping-compatible, rdma-core 44 protocol)\n", c.App.Version)
+		if h := commit(); h != "" {
+			fmt.Fprintf(c.App.Writer, "commit %s\n", h)
+		}
 	}
 }
 
@@ -86,8 +89,10 @@ func run(ctx context.Context, args []string, posix bool, stdout, stderr io.Write
 // as its normal end, with the exit status returned: a client with --stats or
 // --json reports its summary and exits as ping(8) does.
 func runCmd(ctx context.Context, args []string, posix bool, stdout, stderr io.Writer) (status int, signalEndsRun bool) {
-	if isDevicesCommand(args) {
-		return runDevices(args[1:], stdout, stderr), false
+	for _, sc := range subcommands {
+		if sc.match(args) {
+			return sc.run(args[1:], stdout, stderr), false
+		}
 	}
 	app := &cli.App{
 		Name:                  "gorping",

@@ -81,4 +81,29 @@ func TestRunVersion(t *testing.T) {
 	if _, out, _ := runCLI(false, "--version"); out != "gorping v1.2.3 (rping-compatible, rdma-core 44 protocol)\n" {
 		t.Errorf("--version with buildVersion: %q", out)
 	}
+	defer func(c string) { buildCommit = c }(buildCommit)
+	buildCommit = "6b967d5abcdef"
+	if _, out, _ := runCLI(false, "--version"); out != "gorping v1.2.3 (rping-compatible, rdma-core 44 protocol)\ncommit 6b967d5abcdef\n" {
+		t.Errorf("--version with buildCommit: %q", out)
+	}
+}
+
+// A `go install …@<commit>` binary knows its commit from the pseudo-version.
+func TestPseudoVersionCommit(t *testing.T) {
+	for v, want := range map[string]string{
+		"v0.0.0-20261201133700-6b967d5abcde":       "6b967d5abcde",
+		"v0.0.0-20261201133700-6b967d5abcde+dirty": "6b967d5abcde",
+		"v1.2.4-0.20261201133700-6b967d5abcde":     "6b967d5abcde",
+		"v1.2.3":                                   "",
+		"v1.2.3-rc.1":                              "",
+		"(devel)":                                  "",
+	} {
+		got := ""
+		if m := pseudoHash.FindStringSubmatch(v); m != nil {
+			got = m[1]
+		}
+		if got != want {
+			t.Errorf("%s: commit %q, want %q", v, got, want)
+		}
+	}
 }

@@ -71,6 +71,8 @@ type jsonConfig struct {
 	Trace        bool    `json:"trace"`
 	IntervalS    float64 `json:"interval_s"`
 	DeadlineS    float64 `json:"deadline_s"`
+	// TimeoutS is --timeout: nil when unset (the connection's budget), 0 never.
+	TimeoutS *float64 `json:"timeout_s,omitempty"`
 }
 
 // config reports the run's configuration (--json).
@@ -84,6 +86,10 @@ func (r *reporter) config(cfg *Config) {
 		IntervalS: cfg.Interval.Seconds(), DeadlineS: cfg.Deadline.Seconds()}
 	if cfg.Server {
 		c.Mode = "server"
+	}
+	if cfg.Timeout != 0 {
+		v := max(cfg.Timeout.Seconds(), 0)
+		c.TimeoutS = &v
 	}
 	if cfg.HasSrcAddr() {
 		c.SrcAddr = cfg.SrcAddr.String()

@@ -18,7 +18,7 @@ import (
 	"github.com/gorping/gorping/uverbs"
 )
 
-// The --json schema as README.md documents it, typed out here independently of devices.go.
+// The --json schema as gorping(1) (docs/gorping.1.md) documents it, typed out here independently of devices.go.
 type devJSON struct {
 	Devices []deviceJSON `json:"devices"`
 }

@@ -39,6 +39,9 @@ var ToolPackages = []string{
 	"ibverbs-utils",     // ibv_devinfo, ibv_rc_pingpong
 	"ibverbs-providers", // librxe, loaded by libibverbs at run time
 	"perftest",          // ib_send_lat and friends
+	"dpkg",              // dpkg -i / -r of gorping's own .deb (make guest-release)
+	"libc-bin",          // ldconfig, which dpkg requires on PATH
+	"tar",               // GNU tar, which dpkg-deb runs (busybox's lacks its options)
 }
 
 // CacheRoot is where fetched packages live: $GORPING_CACHE, else
@@ -158,6 +161,11 @@ func (f *Fetcher) complete(dir string) (Manifest, bool) {
 	if err != nil || json.Unmarshal(b, &m) != nil || m.Kernel == "" || len(m.Debs) == 0 {
 		return m, false
 	}
+	for _, p := range ToolPackages { // one added to the list since the fetch
+		if _, ok := m.Debs[p]; !ok {
+			return m, false
+		}
+	}
 	for name, deb := range m.Debs {
 		if _, err := os.Stat(filepath.Join(dir, "debs", deb)); err != nil {
 			return m, false
@@ -167,6 +175,22 @@ func (f *Fetcher) complete(dir string) (Manifest, bool) {
 		}
 	}
 	return m, true
+}
+
+// cachedKernel returns the previous manifest if its kernel is still cached and
+// extracted.
+func (f *Fetcher) cachedKernel(dir string) (Manifest, bool) {
+	var m Manifest
+	b, err := os.ReadFile(filepath.Join(dir, manifestName))
+	if err != nil || json.Unmarshal(b, &m) != nil || m.KernelPackage == "" {
+		return m, false
+	}
+	deb := m.Debs[m.KernelPackage]
+	if _, err := os.Stat(filepath.Join(dir, "debs", deb)); deb == "" || err != nil {
+		return m, false
+	}
+	stamp, err := os.ReadFile(extractStamp(dir, m.KernelPackage))
+	return m, err == nil && string(stamp) == deb
 }
 
 func extractStamp(dir, name string) string {
@@ -248,27 +272,39 @@ func (f *Fetcher) fetch(ctx context.Context, dir string) (Manifest, error) {
 
 	// The kernel: the metapackage points at the current ABI (it moves with
 	// security updates), e.g. linux-image-amd64 -> linux-image-6.1.0-57-amd64.
-	meta := "linux-image-" + f.Arch
-	out, err := a.run(ctx, a.dir, "apt-cache", "depends", meta)
-	if err != nil {
-		return m, err
-	}
-	for _, g := range ParseDepends(out)[meta] {
-		if strings.HasPrefix(g[0], "linux-image-") {
-			m.KernelPackage = g[0]
-			break
+	// Without -refresh a cache that only lacks a package added to ToolPackages keeps
+	// its kernel: adding a tool must not change the kernel under other runs' feet.
+	var keptKernel string
+	if old, ok := f.cachedKernel(dir); ok && !f.Refresh {
+		m.KernelPackage, m.Kernel, keptKernel = old.KernelPackage, old.Kernel, old.Debs[old.KernelPackage]
+		fmt.Fprintf(f.Log, "keeping the cached kernel %s (-refresh updates it)\n", m.KernelPackage)
+	} else {
+		meta := "linux-image-" + f.Arch
+		out, err := a.run(ctx, a.dir, "apt-cache", "depends", meta)
+		if err != nil {
+			return m, err
 		}
+		for _, g := range ParseDepends(out)[meta] {
+			if strings.HasPrefix(g[0], "linux-image-") {
+				m.KernelPackage = g[0]
+				break
+			}
+		}
+		if m.KernelPackage == "" {
+			return m, fmt.Errorf("%s: no linux-image dependency in %q", meta, out)
+		}
+		m.Kernel = strings.TrimPrefix(m.KernelPackage, "linux-image-")
 	}
-	if m.KernelPackage == "" {
-		return m, fmt.Errorf("%s: no linux-image dependency in %q", meta, out)
-	}
-	m.Kernel = strings.TrimPrefix(m.KernelPackage, "linux-image-")
 
 	pkgs, err := libraryClosure(ctx, a, ToolPackages)
 	if err != nil {
 		return m, err
 	}
-	pkgs = append(pkgs, m.KernelPackage)
+	if keptKernel != "" {
+		m.Debs[m.KernelPackage] = keptKernel // cached and extracted: apt need not know it any more
+	} else {
+		pkgs = append(pkgs, m.KernelPackage)
+	}
 
 	// Ask apt which files it would download; fetch only those not yet cached.
 	debs := filepath.Join(dir, "debs")
@@ -284,7 +320,7 @@ func (f *Fetcher) fetch(ctx context.Context, dir string) (Manifest, error) {
 	if err := os.MkdirAll(empty, 0o755); err != nil {
 		return m, fmt.Errorf("create %s: %w", empty, err)
 	}
-	out, err = a.run(ctx, empty, "apt-get", append([]string{"download", "--print-uris"}, pkgs...)...)
+	out, err := a.run(ctx, empty, "apt-get", append([]string{"download", "--print-uris"}, pkgs...)...)
 	if err != nil {
 		return m, err
 	}

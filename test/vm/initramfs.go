@@ -240,6 +240,11 @@ func (im *Image) Write(out string) (int, error) {
 	// plugins, whose libraries nothing fetches.
 	tcDist := "/usr/lib/" + Triplet(im.Arch) + "/tc/"
 	for g, n := range view {
+		// A link whose target no package has is completed by a maintainer script,
+		// which never runs here (tar's /etc/rmt, an alternative): nothing to pack.
+		if _, err := view.resolve(g); n.link != "" && err != nil {
+			continue
+		}
 		for _, d := range rootDirs {
 			if tool[n.pkg] && strings.HasPrefix(g, d) {
 				roots = append(roots, g)

@@ -54,6 +54,9 @@ type Options struct {
 	CacheRoot   string
 	Siw         SiwVariant // experiments only: which siw.ko to build
 	Out         io.Writer  // progress and the guest console, prefixed "[suite/arch] "
+
+	// Files are host files added to the initramfs (guestrun -add).
+	Files []GuestFile
 }
 
 // Report is the outcome of a run.
@@ -241,6 +244,7 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 		return work, img, err
 	}
 	extra = append(extra, GuestFile{Path: GuestGorping, Host: gorping, Mode: 0o755})
+	extra = append(extra, o.Files...)
 
 	spec := InitSpec{
 		Nonce:        nonce(),

@@ -63,6 +63,22 @@ func run() int {
 		hold      = flag.Bool("hold", false, "with -hosts: keep the cluster up (after -script, if any) until Ctrl-C")
 		pcap      = flag.String("pcap", "", "with -hosts: write every frame the switch forwards to this pcap file")
 	)
+	var files []vm.GuestFile
+	flag.Func("add", "add a host file to the guest as HOST:GUEST (absolute guest path; repeatable), e.g. a .deb to install", func(v string) error {
+		i := strings.LastIndex(v, ":")
+		if i <= 0 || !strings.HasPrefix(v[i+1:], "/") {
+			return fmt.Errorf("want HOST:/guest/path, got %q", v)
+		}
+		st, err := os.Stat(v[:i])
+		if err != nil {
+			return err
+		}
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("%s is not a regular file", v[:i])
+		}
+		files = append(files, vm.GuestFile{Path: v[i+1:], Host: v[:i], Mode: st.Mode().Perm()})
+		return nil
+	})
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: go run ./test/vm/guestrun [flags]\n\n"+
 			"Boots a Debian kernel with Soft-RoCE under QEMU and runs gorping's guest tests there.\n"+
@@ -162,6 +178,7 @@ func run() int {
 			Keep:        *keep,
 			CacheRoot:   cache,
 			Siw:         vm.SiwVariant{Unpatched: *siwRaw, AcceptDelay: *siwDelay},
+			Files:       files,
 			Out:         os.Stdout,
 		})
 		fmt.Println(rep.Verdict())

@@ -1,0 +1,149 @@
+//go:build !guest
+
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"reflect"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cpuguy83/go-md2man/v2/md2man"
+)
+
+// manPage renders docs/gorping.1.md as `make man` does.
+func manPage(t *testing.T) string {
+	t.Helper()
+	md, err := os.ReadFile("docs/gorping.1.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(md2man.Render(md))
+}
+
+// optionTokens finds the options a usage text names: "-v", "--json", "-interval" (Go's
+// flag package); with clusters, "-vVd" in rping's synopsis, split into its letters.
+var optionToken = regexp.MustCompile(`(?:^|[\s\[(|,])(--?[A-Za-z][-A-Za-z0-9]*)`)
+
+func optionTokens(usage string, clusters bool) []string {
+	var toks []string
+	for _, m := range optionToken.FindAllStringSubmatch(usage, -1) {
+		tok := m[1]
+		if clusters && !strings.HasPrefix(tok, "--") && len(tok) > 2 {
+			for _, c := range tok[1:] {
+				toks = append(toks, "-"+string(c))
+			}
+			continue
+		}
+		toks = append(toks, tok)
+	}
+	return toks
+}
+
+// bold reports whether roff has word in bold (Markdown **word**).
+func bold(roff, word string) bool { return strings.Contains(roff, `\fB`+word+`\fP`) }
+
+// The man page documents every option of rping's command line (from the parser's tables
+// and from --help) and of each subcommand (from its table entry and its --help), each in
+// bold; a subcommand's in its own section.
+func TestManPageCoversOptions(t *testing.T) {
+	roff := manPage(t)
+	var main []string
+	for _, o := range rpingOptions() {
+		main = append(main, o.spellings()...)
+	}
+	_, help, _ := runCLI(false, "--help")
+	main = append(main, optionTokens(help, true)...)
+	for _, sp := range main {
+		if !bold(roff, sp) {
+			t.Errorf("gorping(1) does not document %s (write it in bold, **%s**, where it is described)", sp, sp)
+		}
+	}
+	if len(main) < 20 {
+		t.Errorf("found only %d options of rping's command line: %q", len(main), main)
+	}
+	for _, sc := range subcommands {
+		sec, ok := manSection(roff, "gorping "+sc.name)
+		if !ok {
+			t.Errorf("gorping(1) has no section \"### gorping %s\"", sc.name)
+			continue
+		}
+		words := slices.Clone(sc.args)
+		for _, o := range sc.options {
+			words = append(words, o.spellings()...)
+		}
+		st, out, _ := runCLI(false, sc.name, "--help")
+		if st != 0 || out == "" {
+			t.Errorf("gorping %s --help: exit %d, stdout %q", sc.name, st, out)
+		}
+		words = append(words, optionTokens(out, false)...)
+		for _, w := range words {
+			if !bold(sec, w) {
+				t.Errorf("gorping(1), section gorping %s, does not document %s (write it in bold, **%s**)", sc.name, w, w)
+			}
+		}
+	}
+}
+
+// manSection is the roff text of the subsection (.SS) titled title.
+func manSection(roff, title string) (string, bool) {
+	_, rest, ok := strings.Cut(roff, "\n.SS "+title+"\n")
+	if !ok {
+		return "", false
+	}
+	if i := regexp.MustCompile(`\n\.S[HS] `).FindStringIndex(rest); i != nil {
+		rest = rest[:i[0]]
+	}
+	return rest, true
+}
+
+// A subcommand the table does not know is missed by the man page check and the
+// completions: every is<Name>Command matcher in this package must be in subcommands.
+func TestEverySubcommandRegistered(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := map[string]bool{}
+	for _, sc := range subcommands {
+		name := runtime.FuncForPC(reflect.ValueOf(sc.match).Pointer()).Name()
+		registered[name[strings.LastIndex(name, ".")+1:]] = true
+	}
+	matcher := regexp.MustCompile(`^is[A-Z]\w*Command$`)
+	found := 0
+	for _, f := range pkgs["main"].Files {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv != nil || !matcher.MatchString(fd.Name.Name) {
+				continue
+			}
+			found++
+			if !registered[fd.Name.Name] {
+				t.Errorf("%s (%s) is not the match of an entry in subcommands (subcommand.go): register the subcommand there, so gorping(1)'s test and the completions know its options", fd.Name.Name, fset.Position(fd.Pos()))
+			}
+		}
+	}
+	if found < len(subcommands) {
+		t.Errorf("found %d is*Command functions for %d subcommands", found, len(subcommands))
+	}
+}
+
+// The page renders without the converter's complaints and names the version it is given.
+func TestManPageRenders(t *testing.T) {
+	roff := manPage(t)
+	if !strings.HasPrefix(roff, ".nh\n.TH gorping 1") || !strings.Contains(roff, "gorping @VERSION@") {
+		t.Errorf("unexpected header: %.200q", roff)
+	}
+	for _, sec := range []string{"NAME", "SYNOPSIS", "OPTIONS", "GORPING OPTIONS", "SUBCOMMANDS", "EXIT STATUS", "EXAMPLES", "SEE ALSO"} {
+		if !strings.Contains(roff, "\n.SH "+sec+"\n") {
+			t.Errorf("no section %s", sec)
+		}
+	}
+}
