@@ -6,7 +6,9 @@
 #                   the whole matrix
 #   make install    [PREFIX=/usr/local] [DESTDIR=]: binary, gorping(1), completions
 #   make release    bin/release: .deb and .rpm (amd64, arm64) and the OCI image
-#   make demo       boot a Soft-RoCE guest and run a gorping server and client in it
+#   make demo       two Soft-RoCE guests (h1, h2): gorping -s on one, -c on the other,
+#                   --stats, a delay, a partition
+#   make fabric     the multi-host tier alone (FABRIC_TARGETS, RUN=regex)
 #   make trace-doc  the same with --trace: the run docs/one-ping.md is made from
 #   make guest SUITE=bookworm ARCH=amd64 [PKGS=./test/guest] [RUN=regex]
 #                   one guest, while iterating
@@ -37,7 +39,7 @@ build: $(ARCHES:%=bin/gorping-linux-%)
 bin/gorping-linux-%: FORCE
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ .
 
-test: host-deps lint unit unit-arm64 abicheck test-release guest-matrix guest-release
+test: host-deps lint unit unit-arm64 abicheck test-release guest-matrix guest-release fabric
 
 # The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
 # host; the mlx5 oracle tests (test/mlx5oracle) build a C harness with gcc against
@@ -62,6 +64,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) vet -tags guest ./...
 	$(GO) vet -tags abicheck ./...
+	$(GO) vet -tags fabric ./...
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) build -o /dev/null .
 	cd tools/release && $(GO) vet ./...
 

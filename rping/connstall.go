@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gorping/gorping/uverbs"
 )
@@ -58,38 +59,72 @@ func netdevRxPackets(netdev string) (uint64, bool) {
 	return n, err == nil
 }
 
-// cause explains, after the wait, why peer did not answer.
-func (p *cmProbe) cause(peer string) string {
-	generic := fmt.Sprintf("%s's host is down, its link is down, the network between is partitioned, or its connection manager cannot receive", peer)
+// cause explains, after waiting for waited, why peer did not answer.
+func (p *cmProbe) cause(peer string, waited time.Duration) string {
 	if p == nil || !p.ok {
-		return generic
+		return cmCause(cmFacts{peer: peer})
 	}
 	after, err := uverbs.ReadCounters(p.dev.Name, p.port)
 	if err != nil {
-		return generic
+		return cmCause(cmFacts{peer: peer})
 	}
 	pdir := "ports/" + strconv.Itoa(p.port) + "/"
-	sent := after.Sum(pdir+"cm_tx_msgs") - p.before.Sum(pdir+"cm_tx_msgs")
-	heard := after.Sum(pdir+"cm_rx_msgs") - p.before.Sum(pdir+"cm_rx_msgs")
 	rcvd := pdir + "hw_counters/rcvd_pkts"
-	linkDowned := after.Values[pdir+"hw_counters/link_downed"] + after.Values[pdir+"counters/link_downed"]
-	rx, rxOK := netdevRxPackets(p.netdev)
-	deaf := rxOK && rx > p.rx && after.Values[rcvd] == p.before.Values[rcvd]
-	if p.dev.Driver == "rxe" && linkDowned > 0 && heard == 0 && (sent == 0 || deaf) {
-		what := "sent no connection manager message"
-		if sent > 0 {
-			what = fmt.Sprintf("received nothing while %s got %d packets", p.netdev, rx-p.rx)
+	f := cmFacts{
+		peer: peer, known: true, dev: p.dev.Name, driver: p.dev.Driver, port: p.port, netdev: p.netdev, waited: waited,
+		sent:       after.Sum(pdir+"cm_tx_msgs") - p.before.Sum(pdir+"cm_tx_msgs"),
+		heard:      after.Sum(pdir+"cm_rx_msgs") - p.before.Sum(pdir+"cm_rx_msgs"),
+		linkDowned: after.Values[pdir+"hw_counters/link_downed"] + after.Values[pdir+"counters/link_downed"],
+		rdmaRx:     after.Values[rcvd] - p.before.Values[rcvd],
+	}
+	if rx, ok := netdevRxPackets(p.netdev); ok {
+		f.netdevRx, f.netdevRxKnown = rx-p.rx, true
+	}
+	return cmCause(f)
+}
+
+// cmFacts are what a connection request's wait left in the port's counters.
+type cmFacts struct {
+	peer          string
+	known         bool // the counters could be read
+	dev, driver   string
+	port          int
+	netdev        string
+	waited        time.Duration
+	sent, heard   uint64 // CM messages sent and received meanwhile
+	linkDowned    uint64 // the port's link-down count so far
+	rdmaRx        uint64 // packets the RDMA device took in meanwhile
+	netdevRx      uint64 // packets the netdev took in meanwhile
+	netdevRxKnown bool
+}
+
+// cmCause is the likely cause of an unanswered connection request.
+func cmCause(f cmFacts) string {
+	generic := fmt.Sprintf("%s's host is down, its link is down, the network between is partitioned, or its connection manager cannot receive", f.peer)
+	if !f.known {
+		return generic
+	}
+	deaf := f.netdevRxKnown && f.netdevRx > 0 && f.rdmaRx == 0
+	// The CM retransmits an unanswered request every 4.3 s or more: far fewer
+	// transmissions than that means its sends do not complete.
+	mute := f.waited >= 10*time.Second && f.sent <= 1
+	if f.driver == "rxe" && f.linkDowned > 0 && f.heard == 0 && (f.sent == 0 || deaf || mute) {
+		what := fmt.Sprintf("sent %d connection manager message(s) in %s", f.sent, secs(f.waited))
+		if deaf {
+			what = fmt.Sprintf("received nothing while %s got %d packets", f.netdev, f.netdevRx)
 		}
 		return fmt.Sprintf("%s %s since its link went down (link_downed %d): rxe's QP1, which carries the connection "+
 			"manager's messages, does not recover from a link flap (kernel bug); create the device anew: "+
 			"rdma link delete %s; rdma link add %s type rxe netdev %s",
-			p.dev.Name, what, linkDowned, p.dev.Name, p.dev.Name, p.netdev)
+			f.dev, what, f.linkDowned, f.dev, f.dev, f.netdev)
 	}
 	switch {
-	case sent == 0:
-		return fmt.Sprintf("this host's connection manager sent nothing (%s ports/%d/cm_tx_msgs did not move)", p.dev.Name, p.port)
-	case heard > 0:
-		return fmt.Sprintf("%s's connection manager answered (%d messages) but the connection did not complete", peer, heard)
+	case f.sent == 0:
+		return fmt.Sprintf("this host's connection manager sent nothing (%s ports/%d/cm_tx_msgs did not move)", f.dev, f.port)
+	case mute:
+		return fmt.Sprintf("this host's connection manager sent only %d message(s) in %s (it retransmits every 4 s or more): its sends do not complete on %s", f.sent, secs(f.waited), f.dev)
+	case f.heard > 0:
+		return fmt.Sprintf("%s's connection manager answered (%d messages) but the connection did not complete", f.peer, f.heard)
 	}
-	return fmt.Sprintf("%d connection manager messages sent, none answered: %s", sent, generic)
+	return fmt.Sprintf("%d connection manager messages sent, none answered: %s", f.sent, generic)
 }

@@ -509,8 +509,8 @@ func (p *pinger) onStall() (end bool) {
 		cause := stallCause(p.peer, p.kaAcked, !p.kaSent.IsZero())
 		if m, ok := p.c.(interface{ mtuProblem() string }); ok && m.mtuProblem() != "" {
 			cause = "this host cannot send packets of the connection's path MTU: " + m.mtuProblem()
-		} else if p.kaAcked && !p.server && p.size > minPathMTU {
-			cause += ", or it cannot send packets of this connection's path MTU (its netdev's MTU is smaller than this host's, which chose it)"
+		} else if !p.server && p.size > minPathMTU {
+			cause += "; or it cannot send packets of this connection's path MTU (its netdev's MTU is smaller than this host's, which chose it)"
 		}
 		p.out.errorf("rping %s: no progress for %s waiting for %s: %s\n", side, secs(elapsed), waitingFor(p.state, p.server), cause)
 		return true

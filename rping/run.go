@@ -328,6 +328,7 @@ func asyncStatus(ctx context.Context, st int) int {
 // request for about 100 s.
 func connectClient(ctx context.Context, c *verbsConn, out *printer, state State, pol stallPolicy, peer string) int {
 	probe := newCMProbe(c.dev, c.port)
+	connected := time.Now()
 	wctx := ctx
 	if pol.bound > 0 {
 		var cancel context.CancelFunc
@@ -347,7 +348,7 @@ func connectClient(ctx context.Context, c *verbsConn, out *printer, state State,
 		if err != nil {
 			if ctx.Err() == nil && wctx.Err() != nil {
 				out.errorf("rping client: no answer to the connection request from %s for %s: %s\n",
-					peer, secs(pol.bound), probe.cause("the server"))
+					peer, secs(pol.bound), probe.cause("the server", pol.bound))
 				return exitTimeout
 			}
 			if ret := quit(ctx, out, err); ret == exitInterrupted {
@@ -364,7 +365,7 @@ func connectClient(ctx context.Context, c *verbsConn, out *printer, state State,
 				return exitInterrupted
 			}
 			if ev.Type == rdmacm.EventUnreachable && ev.Status == -int32(unix.ETIMEDOUT) {
-				out.hint("gorping: the connection manager gave up: " + probe.cause("the server"))
+				out.hint("gorping: the connection manager gave up: " + probe.cause("the server", time.Since(connected)))
 			}
 			break // rping's main thread then finds the state unchanged
 		}

@@ -92,7 +92,7 @@ func TestCrossMTU(t *testing.T) {
 		waitListening(t, s2, addrPort(h2.IPv4, p2), time.Minute)
 		began := time.Now()
 		c := start(t, h1, gorping, "-c", "-a", h2.IPv4, "-p", strconv.Itoa(p2), "-C", "1", "-S", "65535", "--timeout", "6")
-		endsWithin(t, c, began, 6*time.Second+boundSlack, 110, "or it cannot send packets of this connection's path MTU")
+		endsWithin(t, c, began, 6*time.Second+boundSlack, 110, "; or it cannot send packets of this connection's path MTU")
 		st := s2.wait(t, boundSlack)
 		t.Logf("server: status %d\n%s", st.Code, st.Stderr)
 		if !strings.Contains(st.Stderr, "gorping: warning: the client chose the path MTU (the connecting side's netdev decides): path MTU 4096") {

@@ -3,6 +3,8 @@
 package fabric
 
 import (
+	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,8 +15,8 @@ import (
 	"github.com/gorping/gorping/test/vm/agent"
 )
 
-// The default stall bound with rdma_cm's RoCE defaults (rping/stall.go):
-// (retry_cnt 7 + 2) local ACK timeouts of 2.147 s.
+// The longest default stall bound (rping/stall.go): on kernel 6.1, (retry_cnt
+// 7 + 2) local ACK timeouts of 2.147 s (6.12's RoCE timeout is shorter: 4.8 s).
 const defaultBound = 19327352832 * time.Nanosecond
 
 // boundSlack covers the guest's own slowness under TCG: a process that
@@ -255,4 +257,30 @@ func TestCrossLinkFlap(t *testing.T) {
 			t.Errorf("after rxe0 was created anew, %s: exit %d\n%s", a.addr, r.Code, r.Stderr)
 		}
 	}
+}
+
+var boundLine = regexp.MustCompile(`gorping: path: stall bound ([0-9.]+) s: RC retry budget ([0-9.]+) s \(local ACK timeout (\d+) = [0-9.]+ s, retry_cnt (\d+)\) plus one timeout`)
+
+// TestCrossStallBound: the default bound comes from the QP's own attributes,
+// which differ between kernels (6.1 gives RoCE connections a local ACK timeout
+// of 19, 6.12 of 17): (retry_cnt + 2) x 4.096 µs x 2^timeout.
+func TestCrossStallBound(t *testing.T) {
+	h1, h2 := host(t, 1), host(t, 2)
+	port := freshPort()
+	srv := start(t, h2, gorping, "-s", "-a", h2.IPv4, "-p", strconv.Itoa(port))
+	waitListening(t, srv, addrPort(h2.IPv4, port), time.Minute)
+	r := run(t, h1, time.Minute, gorping, "-c", "-a", h2.IPv4, "-p", strconv.Itoa(port), "-C", "1", "-d")
+	m := boundLine.FindStringSubmatch(r.Stderr)
+	if r.Code != 0 || m == nil {
+		t.Fatalf("exit %d, no stall bound line in:\n%s", r.Code, r.Stderr)
+	}
+	bound, _ := strconv.ParseFloat(m[1], 64)
+	timeout, _ := strconv.Atoi(m[3])
+	retry, _ := strconv.Atoi(m[4])
+	want := float64(retry+2) * 4.096e-6 * math.Pow(2, float64(timeout))
+	t.Logf("kernel %s: local ACK timeout %d, retry_cnt %d: bound %.1f s", cl.Kernel, timeout, retry, bound)
+	if retry != 7 || math.Abs(bound-want) > 0.06 {
+		t.Errorf("bound %.1f s for timeout %d, retry_cnt %d; want retry_cnt 7 (rping's) and %.1f s", bound, timeout, retry, want)
+	}
+	srv.wait(t, time.Minute)
 }

@@ -46,6 +46,21 @@ MATRIX_SKIP ?=
 guest-matrix: $(GUESTRUN)
 	@$(GUESTRUN) -matrix -pkgs '$(MATRIX_PKGS)' -timeout $(MATRIX_TIMEOUT) $(if $(RUN),-run '$(RUN)') $(if $(MATRIX_SKIP),-skip '$(MATRIX_SKIP)') $(GUEST_FLAGS); $(guest_skip_ok)
 
+# The multi-host (fabric) tier: three guests per target on the test bed's virtual
+# Ethernet, gorping and stock rping across them under delay, loss, MTU changes,
+# partitions, power-offs and link flaps. The tests run on the host (test/fabric,
+# tag fabric) and drive the guests through their agents. FABRIC_CONSOLE=1 echoes
+# the guests' consoles, FABRIC_PCAP=file captures the wire.
+FABRIC_TARGETS ?= bookworm/amd64 trixie/amd64
+FABRIC_TIMEOUT ?= 40m
+.PHONY: fabric
+fabric:
+	@for t in $(FABRIC_TARGETS); do \
+		echo "== fabric tier on $$t"; \
+		FABRIC_SUITE=$${t%/*} FABRIC_ARCH=$${t#*/} $(GO) test -tags fabric -count=1 -v -timeout $(FABRIC_TIMEOUT) \
+			$(if $(RUN),-run '$(RUN)') ./test/fabric || exit $$?; \
+	done
+
 # Only the siw tier (bookworm/amd64, where siw.ko builds); make test runs it too.
 test-siw: $(GUESTRUN)
 	@$(GUESTRUN) -suite bookworm -arch amd64 -pkgs ./test/guest -run 'TestSiw' -timeout 30m $(GUEST_FLAGS); $(guest_skip_ok)
