@@ -105,9 +105,11 @@ func cmCause(f cmFacts) string {
 		return generic
 	}
 	deaf := f.netdevRxKnown && f.netdevRx > 0 && f.rdmaRx == 0
-	// The CM retransmits an unanswered request every 4.3 s or more: far fewer
-	// transmissions than that means its sends do not complete.
-	mute := f.waited >= 10*time.Second && f.sent <= 1
+	// The CM retransmits an unanswered request after its response timeout
+	// (4.3 s plus twice the packet lifetime: 6.4 s on kernel 6.1, 4.8 s on
+	// 6.12): fewer transmissions than that allows means its sends do not
+	// complete.
+	mute := f.waited >= 10*time.Second && f.sent < 1+uint64(f.waited/(6500*time.Millisecond))
 	if f.driver == "rxe" && f.linkDowned > 0 && f.heard == 0 && (f.sent == 0 || deaf || mute) {
 		what := fmt.Sprintf("sent %d connection manager message(s) in %s", f.sent, secs(f.waited))
 		if deaf {
@@ -121,10 +123,10 @@ func cmCause(f cmFacts) string {
 	switch {
 	case f.sent == 0:
 		return fmt.Sprintf("this host's connection manager sent nothing (%s ports/%d/cm_tx_msgs did not move)", f.dev, f.port)
-	case mute:
-		return fmt.Sprintf("this host's connection manager sent only %d message(s) in %s (it retransmits every 4 s or more): its sends do not complete on %s", f.sent, secs(f.waited), f.dev)
 	case f.heard > 0:
 		return fmt.Sprintf("%s's connection manager answered (%d messages) but the connection did not complete", f.peer, f.heard)
+	case mute:
+		return fmt.Sprintf("this host's connection manager sent only %d message(s) in %s (it retransmits every 4.3 to 6.4 s): its sends do not complete on %s", f.sent, secs(f.waited), f.dev)
 	}
 	return fmt.Sprintf("%d connection manager messages sent, none answered: %s", f.sent, generic)
 }

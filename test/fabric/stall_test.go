@@ -284,3 +284,56 @@ func TestCrossStallBound(t *testing.T) {
 	}
 	srv.wait(t, time.Minute)
 }
+
+// rxeCounter reads one of rxe0's port counters on h.
+func rxeCounter(t testing.TB, h *vm.Host, name string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(must(t, h, "cat", "/sys/class/infiniband/rxe0/ports/1/hw_counters/"+name)))
+	if err != nil {
+		t.Fatalf("%s: counter %s: %v", h.Name, name, err)
+	}
+	return n
+}
+
+// TestCrossRxeRetriesForEver documents why a partition stalls rping on
+// Soft-RoCE for ever: a SEND whose packets are all lost is retransmitted far
+// beyond the QP's retry_cnt of 7 (rxe takes 7 as "unlimited"), and never
+// fails with RETRY_EXC_ERR, as a NIC's would after 8 tries. With --timeout 0
+// gorping waits as rping does; the test reads rxe's own counters.
+func TestCrossRxeRetriesForEver(t *testing.T) {
+	h1, h2 := host(t, 1), host(t, 2)
+	port := freshPort()
+	srv := start(t, h2, gorping, "-s", "-a", h2.IPv4, "-p", strconv.Itoa(port), "--timeout", "0")
+	waitListening(t, srv, addrPort(h2.IPv4, port), time.Minute)
+	// One ping every 3 s: the partition comes between two, so the next
+	// ping's SEND is the request that is lost.
+	cli := start(t, h1, gorping, "-c", "-a", h2.IPv4, "-p", strconv.Itoa(port), "-i", "3", "--stats", "--timeout", "0", "-d")
+	waitOutput(t, cli, "seq=0 ", 2*time.Minute)
+	m := boundLine.FindStringSubmatch(cli.status(t).Stderr)
+	if m == nil {
+		t.Fatalf("no stall bound line:\n%s", cli.status(t).Stderr)
+	}
+	timeout, _ := strconv.Atoi(m[3])
+	budget := 8 * time.Duration(4096*math.Pow(2, float64(timeout)))
+	retries, exceeded := rxeCounter(t, h1, "completer_retry_err"), rxeCounter(t, h1, "retry_exceeded_err")
+	netem(t, h1, "loss", "100%")
+	waitOutput(t, cli, "RDMA addr", 10*time.Second) // the next advert is posted (-d)
+	deadline := time.Now().Add(budget*2 + boundSlack)
+	for {
+		r := rxeCounter(t, h1, "completer_retry_err") - retries
+		if r > 10 {
+			t.Logf("kernel %s: %d retransmission timeouts of the lost SEND (retry_cnt 7; a NIC gives up after the 8th try, %.1f s)", cl.Kernel, r, budget.Seconds())
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d retransmission timeouts within %s: does rxe honour retry_cnt 7 now? (README and docs/multi-host.md say it does not)", r, budget*2+boundSlack)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if e := rxeCounter(t, h1, "retry_exceeded_err") - exceeded; e != 0 {
+		t.Errorf("retry_exceeded_err moved by %d", e)
+	}
+	if st := cli.status(t); st.Done || strings.Contains(st.Stderr, "cq completion failed") {
+		t.Errorf("the client's SEND failed after all (status %d):\n%s", st.Code, lastLines(st.Stderr, 5))
+	}
+}
