@@ -261,28 +261,35 @@ func TestCrossLinkFlap(t *testing.T) {
 
 var boundLine = regexp.MustCompile(`gorping: path: stall bound ([0-9.]+) s: RC retry budget ([0-9.]+) s \(local ACK timeout (\d+) = [0-9.]+ s, retry_cnt (\d+)\) plus one timeout`)
 
+// stallBoundOf runs one ping with -d from h against a -P server and returns
+// the stall bound gorping printed and the QP attributes it came from.
+func stallBoundOf(t *testing.T, h *vm.Host, addr string, port int) (bound float64, timeout, retry int) {
+	t.Helper()
+	r := run(t, h, time.Minute, gorping, "-c", "-a", addr, "-p", strconv.Itoa(port), "-C", "1", "-d")
+	m := boundLine.FindStringSubmatch(r.Stderr)
+	if r.Code != 0 || m == nil {
+		t.Fatalf("exit %d, no stall bound line in:\n%s", r.Code, r.Stderr)
+	}
+	bound, _ = strconv.ParseFloat(m[1], 64)
+	timeout, _ = strconv.Atoi(m[3])
+	retry, _ = strconv.Atoi(m[4])
+	return bound, timeout, retry
+}
+
 // TestCrossStallBound: the default bound comes from the QP's own attributes,
 // which differ between kernels (6.1 gives RoCE connections a local ACK timeout
 // of 19, 6.12 of 17): (retry_cnt + 2) x 4.096 µs x 2^timeout.
 func TestCrossStallBound(t *testing.T) {
 	h1, h2 := host(t, 1), host(t, 2)
 	port := freshPort()
-	srv := start(t, h2, gorping, "-s", "-a", h2.IPv4, "-p", strconv.Itoa(port))
+	srv := start(t, h2, gorping, "-s", "-P", "-a", h2.IPv4, "-p", strconv.Itoa(port))
 	waitListening(t, srv, addrPort(h2.IPv4, port), time.Minute)
-	r := run(t, h1, time.Minute, gorping, "-c", "-a", h2.IPv4, "-p", strconv.Itoa(port), "-C", "1", "-d")
-	m := boundLine.FindStringSubmatch(r.Stderr)
-	if r.Code != 0 || m == nil {
-		t.Fatalf("exit %d, no stall bound line in:\n%s", r.Code, r.Stderr)
-	}
-	bound, _ := strconv.ParseFloat(m[1], 64)
-	timeout, _ := strconv.Atoi(m[3])
-	retry, _ := strconv.Atoi(m[4])
+	bound, timeout, retry := stallBoundOf(t, h1, h2.IPv4, port)
 	want := float64(retry+2) * 4.096e-6 * math.Pow(2, float64(timeout))
 	t.Logf("kernel %s: local ACK timeout %d, retry_cnt %d: bound %.1f s", cl.Kernel, timeout, retry, bound)
 	if retry != 7 || math.Abs(bound-want) > 0.06 {
 		t.Errorf("bound %.1f s for timeout %d, retry_cnt %d; want retry_cnt 7 (rping's) and %.1f s", bound, timeout, retry, want)
 	}
-	srv.wait(t, time.Minute)
 }
 
 // rxeCounter reads one of rxe0's port counters on h.
@@ -303,21 +310,16 @@ func rxeCounter(t testing.TB, h *vm.Host, name string) int {
 func TestCrossRxeRetriesForEver(t *testing.T) {
 	h1, h2 := host(t, 1), host(t, 2)
 	port := freshPort()
-	srv := start(t, h2, gorping, "-s", "-a", h2.IPv4, "-p", strconv.Itoa(port), "--timeout", "0")
+	srv := start(t, h2, gorping, "-s", "-P", "-a", h2.IPv4, "-p", strconv.Itoa(port), "--timeout", "0")
 	waitListening(t, srv, addrPort(h2.IPv4, port), time.Minute)
+	_, timeout, _ := stallBoundOf(t, h1, h2.IPv4, port)
+	budget := 8 * time.Duration(4096*math.Pow(2, float64(timeout)))
 	// One ping every 3 s: the partition comes between two, so the next
 	// ping's SEND is the request that is lost.
 	cli := start(t, h1, gorping, "-c", "-a", h2.IPv4, "-p", strconv.Itoa(port), "-i", "3", "--stats", "--timeout", "0", "-d")
 	waitOutput(t, cli, "seq=0 ", 2*time.Minute)
-	m := boundLine.FindStringSubmatch(cli.status(t).Stderr)
-	if m == nil {
-		t.Fatalf("no stall bound line:\n%s", cli.status(t).Stderr)
-	}
-	timeout, _ := strconv.Atoi(m[3])
-	budget := 8 * time.Duration(4096*math.Pow(2, float64(timeout)))
 	retries, exceeded := rxeCounter(t, h1, "completer_retry_err"), rxeCounter(t, h1, "retry_exceeded_err")
 	netem(t, h1, "loss", "100%")
-	waitOutput(t, cli, "RDMA addr", 10*time.Second) // the next advert is posted (-d)
 	deadline := time.Now().Add(budget*2 + boundSlack)
 	for {
 		r := rxeCounter(t, h1, "completer_retry_err") - retries
