@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/gorping/gorping/mesh"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -88,6 +89,9 @@ func run(ctx context.Context, args []string, posix bool, stdout, stderr io.Write
 func runCmd(ctx context.Context, args []string, posix bool, stdout, stderr io.Writer) (status int, signalEndsRun bool) {
 	if isDevicesCommand(args) {
 		return runDevices(args[1:], stdout, stderr), false
+	}
+	if mesh.IsCommand(args) { // same rule as devices: see mesh.IsCommand
+		return mesh.Main(ctx, args[1:], version(), stdout, stderr), true
 	}
 	app := &cli.App{
 		Name:                  "gorping",

@@ -47,6 +47,8 @@ type Config struct {
 	rep *reporter     // set by Run for --stats/--json
 	tr  *trace.Tracer // set by Run for --trace
 	dg  *diagnostics  // set by Run for --trace, -d, --json
+
+	listening func() // Respond: called once the server's listener is up; nil otherwise
 }
 
 // DefaultConfig is rping's state before option parsing: client/server still
