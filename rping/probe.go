@@ -173,11 +173,12 @@ func (p *Prober) dial(rc *Config, timeout time.Duration) *ProbeError {
 	p.aw = watchAsync(p.ctx, p.sub.Next, c.dev.Name, c.qp, c.cq, c.port, p.out, p.cancel)
 	c.start(p.ctx)
 	if ret := connectClient(dctx, c, p.out, StateRouteResolved); ret != 0 {
-		reason := ReasonConnectError
-		if p.out.sawCMErr {
-			reason = cmEventReason(p.out.cmErr.Type)
+		perr := &ProbeError{ReasonConnectError, fmt.Errorf("rdma_connect to %s: status %d", netip.AddrPortFrom(rc.Addr, rc.Port), ret)}
+		if ev := p.out.cmErr; p.out.sawCMErr {
+			perr = &ProbeError{cmEventReason(ev.Type), fmt.Errorf("rdma_connect to %s: cma event %s, error %d",
+				netip.AddrPortFrom(rc.Addr, rc.Port), ev.Type, ev.Status)}
 		}
-		return p.ctxReason(dctx, &ProbeError{reason, fmt.Errorf("rdma_connect to %s: status %d", rc.Addr, ret)})
+		return p.ctxReason(dctx, perr)
 	}
 	c.watchCM()
 	p.pg = newPinger(c, rc, false)
