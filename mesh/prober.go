@@ -64,8 +64,8 @@ type probeSettings struct {
 // targetLoop probes one target, one slot per interval, over one connection it keeps,
 // reconnecting with capped backoff. Each slot has one outcome: an RTT, or a failure
 // with the reason of what is wrong at the time (slots that pass while waiting to
-// reconnect, or while a dial or ping outlasts them, fail with the reason that keeps the
-// target down).
+// reconnect, or while a dial outlasts them, fail with the reason that keeps the target
+// down).
 type targetLoop struct {
 	t    Target
 	s    *probeSettings
@@ -97,8 +97,13 @@ func (l *targetLoop) run(ctx context.Context) {
 			return
 		}
 		l.slot(ctx)
+		// Slots that passed while the slot ran (a dial up to --connect-timeout, a slow
+		// ping): while the target is down they fail with its reason; a target that is
+		// up was busy answering, and its skipped slots are not counted.
 		for range sched.skipPast(time.Now()) {
-			l.tm.failure(l.downReason())
+			if l.lastReason != "" {
+				l.tm.failure(l.lastReason)
+			}
 		}
 	}
 }
