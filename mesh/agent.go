@@ -47,6 +47,7 @@ type deps struct {
 	resolver Resolver
 	respond  func(ctx context.Context, cfg rping.ResponderConfig) error
 	hup      <-chan os.Signal // nil: the process's SIGHUP
+	local    func() map[netip.Addr]bool // this host's addresses; nil: the interfaces'
 }
 
 // Main runs `gorping mesh` with the words after "mesh" until ctx ends (SIGTERM, SIGINT)
@@ -81,6 +82,9 @@ func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
 	if d.respond == nil {
 		d.respond = rping.Respond
 	}
+	if d.local == nil {
+		d.local = localAddrs
+	}
 	if cfg.WebConfigFile != "" {
 		if err := web.Validate(cfg.WebConfigFile); err != nil {
 			fmt.Fprintf(stderr, "gorping mesh: --web.config.file %s: %v\n", cfg.WebConfigFile, err)
@@ -112,7 +116,7 @@ func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
 		selfPort = 0
 	}
 	a.src = &sources{file: cfg.TargetsFile, peers: cfg.Peers, defaultPort: cfg.Port, selfPort: selfPort,
-		resolver: d.resolver, log: log, m: a.m, skipped: map[string]bool{}}
+		resolver: d.resolver, local: d.local, log: log, m: a.m, skipped: map[string]bool{}}
 	if cfg.TargetsDNS != "" {
 		a.src.dnsName, a.src.dnsPort = cfg.TargetsDNS, cfg.Port
 		if h, p, err := net.SplitHostPort(cfg.TargetsDNS); err == nil {

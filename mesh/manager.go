@@ -111,6 +111,7 @@ type sources struct {
 	defaultPort uint16
 	selfPort    uint16 // the responder's port; 0: no responder, nothing is "self"
 	resolver    Resolver
+	local       func() map[netip.Addr]bool // this host's addresses
 	log         *slog.Logger
 	m           *metrics
 
@@ -173,7 +174,7 @@ func (s *sources) refreshDNS(ctx context.Context) {
 // targets is the union of the sources, each target once, without this agent itself:
 // a target on the responder's port at one of this host's addresses.
 func (s *sources) targets(ctx context.Context) []Target {
-	local := localAddrs()
+	local := s.local()
 	seen := map[string]bool{}
 	count := map[string]int{sourceFile: 0, sourcePeers: 0, sourceDNS: 0}
 	var out []Target
