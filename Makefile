@@ -28,15 +28,16 @@ test: host-deps lint unit unit-arm64 abicheck guest-matrix
 # host; the mlx5 oracle tests (test/mlx5oracle) build a C harness with gcc against
 # Debian's libibverbs-dev and run its libmlx5 (ibverbs-providers). Installed only as
 # root on Debian (like qemu for the guest tier). Under CI=true a missing oracle fails
-# the tests.
-HOST_PKGS := rdmacm-utils libibverbs-dev ibverbs-providers gcc qemu-user
+# the tests. prometheus gives the mesh tests a real Prometheus server and promtool
+# (internal/promtest: a loud skip without it, a failure under CI=true).
+HOST_PKGS := rdmacm-utils libibverbs-dev ibverbs-providers gcc qemu-user prometheus
 host-deps:
 	@missing=""; for p in $(HOST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing$$missing (stock rping, mlx5 oracle)"; \
+		echo "installing$$missing (stock rping, mlx5 oracle, prometheus)"; \
 		(apt-get install -y --no-install-recommends $$missing >/dev/null 2>&1 || \
 		 (apt-get update >/dev/null && apt-get install -y --no-install-recommends $$missing >/dev/null)) || \
-		echo "*** could not install$$missing: TestSameAsRping / the mlx5 oracle tests will not run ***"; \
+		echo "*** could not install$$missing: TestSameAsRping / the mlx5 oracle / the Prometheus tests will not run ***"; \
 	elif [ -n "$$missing" ]; then echo "*** missing$$missing: run make host-deps as root ***"; fi
 
 lint:

@@ -46,7 +46,7 @@ type deps struct {
 	dial     Dialer
 	resolver Resolver
 	respond  func(ctx context.Context, cfg rping.ResponderConfig) error
-	hup      <-chan os.Signal // nil: the process's SIGHUP
+	hup      <-chan os.Signal           // nil: the process's SIGHUP
 	local    func() map[netip.Addr]bool // this host's addresses; nil: the interfaces'
 }
 

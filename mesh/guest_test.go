@@ -118,10 +118,10 @@ func TestGuestMesh(t *testing.T) {
 		t.Errorf("agent A probes itself: %v", ss)
 	}
 	for sel, want := range map[string]float64{
-		`gorping_targets{source="file"}`:                                  2,
-		`gorping_target_config_errors_total{source="file",reason="parse"}`: 1,
+		`gorping_targets{source="file"}`:                                       2,
+		`gorping_target_config_errors_total{source="file",reason="parse"}`:     1,
 		`gorping_target_path_info{target="` + tB + `",device="rxe0",port="1"}`: 1,
-		`gorping_responder_up`: 1,
+		`gorping_responder_up`:                                                 1,
 	} {
 		if v, err := m.Value(sel); err != nil || v != want {
 			t.Errorf("%s = %v (%v), want %v", sel, v, err, want)

@@ -383,11 +383,11 @@ func TestAgentProbesAndReasons(t *testing.T) {
 	}
 	for sel, want := range map[string]float64{
 		`gorping_target_path_info{target="node-a:7174",device="mlx5_0",port="1"}`: 1,
-		`gorping_connections_total{target="node-a:7174"}`:                        1,
-		`gorping_target_up{target="192.0.2.3:7174"}`:                             0,
-		`gorping_targets{source="peers"}`:                                        6,
-		`gorping_responder_up`:                                                   1,
-		`gorping_build_info{version="v0.0.0-test"}`:                              1,
+		`gorping_connections_total{target="node-a:7174"}`:                         1,
+		`gorping_target_up{target="192.0.2.3:7174"}`:                              0,
+		`gorping_targets{source="peers"}`:                                         6,
+		`gorping_responder_up`:                                                    1,
+		`gorping_build_info{version="v0.0.0-test"}`:                               1,
 	} {
 		if v, err := m.Value(sel); err != nil || v != want {
 			t.Errorf("%s = %v (%v), want %v", sel, v, err, want)
