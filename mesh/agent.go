@@ -109,7 +109,8 @@ func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	settings := &probeSettings{interval: cfg.Interval, timeout: cfg.Timeout, connectTimeout: cfg.ConnectTimeout,
-		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, dial: d.dial, resolver: d.resolver, log: log}
+		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, dial: d.dial, resolver: d.resolver, log: log,
+		dials: make(chan struct{}, maxParallelDials)}
 	a.mgr = newManager(work, settings, a.m)
 	selfPort := cfg.Port
 	if cfg.NoResponder {

@@ -44,6 +44,7 @@ type metrics struct {
 	responderUp     prometheus.Gauge
 	responderStarts prometheus.Counter
 	probeRequests   *prometheus.CounterVec
+	slotDelay       prometheus.Histogram
 }
 
 func newMetrics(version string) *metrics {
@@ -74,11 +75,15 @@ func newMetrics(version string) *metrics {
 		Help: "Times the rping responder's listener came up."})
 	m.probeRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_requests_total",
 		Help: "Requests of /probe, by outcome (ok, refused: target not allowed, busy, bad_request)."}, []string{"outcome"})
+	m.slotDelay = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "probe_slot_delay_seconds",
+		Help:    "How late probe slots start after their due time, all targets together (an overloaded agent's slots run late).",
+		Buckets: prometheus.ExponentialBuckets(1e-5, 4, 9), NativeHistogramBucketFactor: 1.1,
+		NativeHistogramMaxBucketNumber: 160, NativeHistogramMinResetDuration: time.Hour})
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help: "gorping's version and the Go version it was built with; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.targets, m.configErrors,
-		m.responderUp, m.responderStarts, m.probeRequests, build,
+		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{sourceFile, sourcePeers, sourceDNS} {
 		m.targets.WithLabelValues(s)

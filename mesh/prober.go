@@ -59,7 +59,14 @@ type probeSettings struct {
 	dial                              Dialer
 	resolver                          Resolver
 	log                               *slog.Logger
+	// dials bounds the connection setups in flight (maxParallelDials): an agent started
+	// with hundreds of targets, or all of whose peers came back at once, connects a few
+	// at a time instead of timing every setup out in a storm.
+	dials chan struct{}
 }
+
+// maxParallelDials is how many connections an agent sets up at once.
+const maxParallelDials = 8
 
 // targetLoop probes one target, one slot per interval, over one connection it keeps,
 // reconnecting with capped backoff. Each slot has one outcome: an RTT, or a failure
@@ -93,9 +100,11 @@ func (l *targetLoop) run(ctx context.Context) {
 	l.timer = time.NewTimer(time.Hour)
 	defer l.timer.Stop()
 	for {
-		if !l.waitUntil(ctx, sched.next()) {
+		due := sched.next()
+		if !l.waitUntil(ctx, due) {
 			return
 		}
+		l.tm.m.slotDelay.Observe(max(time.Since(due), 0).Seconds())
 		l.slot(ctx)
 		// Slots that passed while the slot ran (a dial up to --connect-timeout, a slow
 		// ping): while the target is down they fail with its reason; a target that is
@@ -175,6 +184,12 @@ func (l *targetLoop) slot(ctx context.Context) {
 // dial connects, returning "" or the failure reason (also recorded as the target's
 // down reason, with the backoff until the next attempt).
 func (l *targetLoop) dial(ctx context.Context) string {
+	select {
+	case l.s.dials <- struct{}{}:
+		defer func() { <-l.s.dials }()
+	case <-ctx.Done():
+		return rping.ReasonCanceled
+	}
 	rctx, cancel := context.WithTimeout(ctx, l.s.connectTimeout)
 	addr, err := resolveTarget(rctx, l.s.resolver, l.t)
 	cancel()
