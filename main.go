@@ -91,6 +91,9 @@ func runCmd(ctx context.Context, args []string, posix bool, stdout, stderr io.Wr
 		return runDevices(args[1:], stdout, stderr), false
 	}
 	if mesh.IsCommand(args) { // same rule as devices: see mesh.IsCommand
+		if schedule != nil {
+			mesh.Schedule()
+		}
 		return mesh.Main(ctx, args[1:], version(), stdout, stderr), true
 	}
 	app := &cli.App{

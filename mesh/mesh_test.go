@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -749,4 +750,48 @@ func TestArgs(t *testing.T) {
 		!strings.Contains(errOut.String(), "--listen") {
 		t.Errorf("bad listen address: exit %d, stderr %q", st, errOut.String())
 	}
+}
+
+// TestChurnLeaksNothing: targets that fail and reconnect thousands of times, and a
+// target list that changes under them, leave no goroutine and no connection behind.
+func TestChurnLeaksNothing(t *testing.T) {
+	fn := newFakeNet()
+	var peers []string
+	for i := range 20 {
+		a := fmt.Sprintf("192.0.2.%d:7174", i+1)
+		fn.set(a, behavior{rtt: time.Microsecond, failAfter: 1, failWith: rping.ReasonDisconnected})
+		peers = append(peers, a)
+	}
+	before := runtime.NumGoroutine()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "targets")
+	os.WriteFile(file, []byte(strings.Join(peers[:10], "\n")), 0o644)
+	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
+		"--interval", "2ms", "--backoff-max", "2ms", "--targets", file, "--targets-reload", "20ms", "--no-responder")
+	for round := range 10 {
+		os.WriteFile(file, []byte(strings.Join(peers[round%2*10:round%2*10+10], "\n")), 0o644)
+		time.Sleep(150 * time.Millisecond)
+	}
+	m, err := ta.Scrape()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns, _ := m.Sum("gorping_connections_total")
+	t.Logf("%g connections made", conns)
+	if conns < 100 {
+		t.Errorf("only %g connections: not much churn", conns)
+	}
+	if n := fn.openConns(); n > 10 {
+		t.Errorf("%d connections open for 10 targets", n)
+	}
+	ta.cancel()
+	<-ta.done
+	ta.done <- 0
+	if n := fn.openConns(); n != 0 {
+		t.Errorf("%d connections open after the agent stopped", n)
+	}
+	meshtest.WaitFor(t, 5*time.Second, "goroutines back to the baseline", func() (bool, string) {
+		n := runtime.NumGoroutine()
+		return n <= before, fmt.Sprintf("%d, %d before", n, before)
+	})
 }
