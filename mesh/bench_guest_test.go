@@ -76,26 +76,6 @@ func readProc(t *testing.T, pid int) procStat {
 	return s
 }
 
-// rdmaOf counts the RDMA objects of process pid's threads.
-func rdmaOf(t *testing.T, pid int) map[string]int {
-	tasks := map[int]bool{}
-	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	for _, e := range ents {
-		if n, err := strconv.Atoi(e.Name()); err == nil {
-			tasks[n] = true
-		}
-	}
-	m := map[string]int{}
-	for _, k := range guesttest.Kinds {
-		for _, r := range guesttest.Resources(t, k) {
-			if !r.Kernel() && tasks[r.PID()] {
-				m[k]++
-			}
-		}
-	}
-	return m
-}
-
 // histQuantile is a classic histogram's quantile as the upper bound of the bucket that
 // holds it (no interpolation: a bound, not an estimate).
 func histQuantile(m meshtest.Metrics, name string, q float64) string {
@@ -191,7 +171,7 @@ func benchTargets(t *testing.T, n int, window time.Duration, procs string) {
 	m1 = scrape()
 	elapsed := time.Since(start)
 	p1 := readProc(t, pid)
-	objs := rdmaOf(t, pid)
+	objs := processResources(t, pid)
 	t.Logf("over the window: RSS %d -> %d KiB, fds %d -> %d", p0.rssKiB, p1.rssKiB, p0.fds, p1.fds)
 
 	probes0, _ := m0.Sum("gorping_probes_total")
@@ -263,26 +243,11 @@ func benchAllocs(t *testing.T) {
 		startedResponder(t, base+i)
 		peers = append(peers, hostPort(v4, base+i))
 	}
-	cfg, err := ParseArgs([]string{"--listen", "127.0.0.1:0", "--no-responder", "--interval", "0.1", "--peers", strings.Join(peers, ",")})
+	cfg, err := ParseArgs([]string{"--listen", "127.0.0.1:0", "--no-responder", "--interval", "0.2", "--timeout", "2s", "--peers", strings.Join(peers, ",")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &lockedWriter{}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, cfg, logs, deps{}) }()
-	defer func() { cancel(); <-done }()
-	var addr string
-	meshtest.WaitFor(t, guestWait, "agent listening", func() (bool, string) {
-		for _, l := range strings.Split(logs.String(), "\n") {
-			if _, rest, ok := strings.Cut(l, "listen="); ok {
-				addr = strings.Fields(rest)[0]
-				return true, ""
-			}
-		}
-		return false, logs.String()
-	})
-	ag := &meshtest.Agent{Name: "in-process agent", Addr: addr, Scheme: "http", Client: defaultClient()}
+	ag := runAgent(t, cfg, deps{}, guestWait)
 	probes := func() float64 {
 		m, err := ag.Scrape()
 		if err != nil {
@@ -304,14 +269,15 @@ func benchAllocs(t *testing.T) {
 		return up == n, fmt.Sprint(up)
 	})
 	time.Sleep(2 * time.Second)
-	// Two windows: native histogram buckets are allocated the first time an RTT lands
-	// in them (per target, up to 160), so the second window shows the steady state.
-	for w := 1; w <= 2; w++ {
+	// Native histogram buckets are allocated the first time an RTT lands in them (per
+	// target, up to 160), so later windows show the steady state. The third window
+	// records every allocation's stack, which slows the process a lot under TCG.
+	for w := 1; w <= 3; w++ {
 		var m0, m1 runtime.MemStats
 		s0 := time.Now()
 		p0 := probes()
 		runtime.GC()
-		if w == 2 {
+		if w == 3 {
 			runtime.MemProfileRate = 1 // every allocation of the window, with its stack
 		}
 		runtime.ReadMemStats(&m0)
@@ -323,7 +289,7 @@ func benchAllocs(t *testing.T) {
 		p1 := probes()
 		s1 := time.Now()
 		inWindow := (p1 - p0) * t1.Sub(t0).Seconds() / s1.Sub(s0).Seconds()
-		t.Logf("window %d: %d targets at 10/s each, %v without scrapes: %.0f probes, %d allocations: %.3f per probe (agent and responders in one process)",
+		t.Logf("window %d: %d targets at 5/s each, %v without scrapes: %.0f probes, %d allocations: %.3f per probe (agent and responders in one process)",
 			w, n, t1.Sub(t0).Round(time.Millisecond), inWindow, m1.Mallocs-m0.Mallocs, float64(m1.Mallocs-m0.Mallocs)/inWindow)
 	}
 	logAllocSites(t)

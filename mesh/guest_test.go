@@ -359,36 +359,16 @@ func TestGuestMeshReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &lockedWriter{}
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, cfg, logs, deps{}) }()
-	var addr string
-	meshtest.WaitFor(t, guestWait, "agent listening", func() (bool, string) {
-		for _, l := range strings.Split(logs.String(), "\n") {
-			if _, rest, ok := strings.Cut(l, "listen="); ok {
-				addr = strings.Fields(rest)[0]
-				return true, ""
-			}
-		}
-		return false, logs.String()
-	})
-	ag := &meshtest.Agent{Name: "in-process agent", Addr: addr, Scheme: "http", Client: defaultClient()}
-	waitValue(t, ag, `gorping_target_up{target="`+hostPort(v4, pStock)+`"}`, "stock target up", is(1))
-	waitValue(t, ag, `gorping_responder_up`, "responder", is(1))
+	ag := runAgent(t, cfg, deps{}, guestWait)
+	waitValue(t, ag.Agent, `gorping_target_up{target="`+hostPort(v4, pStock)+`"}`, "stock target up", is(1))
+	waitValue(t, ag.Agent, `gorping_responder_up`, "responder", is(1))
 	held := ownResources(t)
 	t.Logf("the running agent holds %v", held)
 	if held["qp"] < 1 || held["cm_id"] < 2 || held["mr"] < 3 {
 		t.Errorf("the running agent holds %v, want at least a QP, 3 MRs and 2 cm_ids (connection and listener)", held)
 	}
-	cancel()
-	select {
-	case st := <-done:
-		if st != 0 {
-			t.Errorf("run returned %d", st)
-		}
-	case <-time.After(guestWait):
-		t.Fatalf("the agent did not stop\n%s", logs)
+	if st := ag.stop(t, guestWait); st != 0 {
+		t.Errorf("run returned %d", st)
 	}
 	meshtest.WaitFor(t, 30*time.Second, "every RDMA object released", func() (bool, string) {
 		left := ownResources(t)
@@ -401,9 +381,13 @@ func TestGuestMeshReleases(t *testing.T) {
 }
 
 // ownResources counts the RDMA objects this process's threads own, by kind.
-func ownResources(t *testing.T) map[string]int {
+func ownResources(t *testing.T) map[string]int { return processResources(t, os.Getpid()) }
+
+// processResources counts the RDMA objects process pid's threads own, by kind (the kernel
+// records the creating thread).
+func processResources(t *testing.T, pid int) map[string]int {
 	tasks := map[int]bool{}
-	ents, _ := os.ReadDir("/proc/self/task")
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	for _, e := range ents {
 		if n, err := strconv.Atoi(e.Name()); err == nil {
 			tasks[n] = true

@@ -288,15 +288,8 @@ func (r *fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.A
 	return nil, fmt.Errorf("lookup %s: no such host", host)
 }
 
-// testAgent is an agent run in this process.
-type testAgent struct {
-	*meshtest.Agent
-	cancel context.CancelFunc
-	done   chan int
-	logs   *lockedWriter
-	hup    chan os.Signal
-}
-
+// startAgent runs an agent in this process with args, the fakes of d and a responder
+// that listens at once; this machine's addresses do not count as the agent's own.
 func startAgent(t *testing.T, d deps, args ...string) *testAgent {
 	t.Helper()
 	cfg, err := ParseArgs(append([]string{"--listen", "127.0.0.1:0"}, args...))
@@ -304,8 +297,6 @@ func startAgent(t *testing.T, d deps, args ...string) *testAgent {
 		t.Fatal(err)
 	}
 	cfg.Version = "v0.0.0-test"
-	ctx, cancel := context.WithCancel(context.Background())
-	ta := &testAgent{cancel: cancel, done: make(chan int, 1), logs: &lockedWriter{}, hup: make(chan os.Signal, 1)}
 	if d.respond == nil {
 		d.respond = func(ctx context.Context, c rping.ResponderConfig) error {
 			c.Listening()
@@ -313,37 +304,13 @@ func startAgent(t *testing.T, d deps, args ...string) *testAgent {
 			return nil
 		}
 	}
-	d.hup = ta.hup
 	if d.local == nil {
 		// The machine's own addresses must not matter (a CI host may own 192.0.2.x).
 		d.local = func() map[netip.Addr]bool {
 			return map[netip.Addr]bool{netip.MustParseAddr("127.0.0.1"): true, netip.MustParseAddr("::1"): true}
 		}
 	}
-	go func() { ta.done <- run(ctx, cfg, ta.logs, d) }()
-	var addr string
-	meshtest.WaitFor(t, 10*time.Second, "agent listening", func() (bool, string) {
-		for _, l := range strings.Split(ta.logs.String(), "\n") {
-			if _, rest, ok := strings.Cut(l, " listen="); ok && strings.Contains(l, "gorping mesh started") {
-				addr = strings.Fields(rest)[0]
-				return true, ""
-			}
-		}
-		return false, ta.logs.String()
-	})
-	ta.Agent = &meshtest.Agent{Name: "agent", Addr: addr, Scheme: "http", Client: defaultClient()}
-	t.Cleanup(func() {
-		ta.cancel()
-		select {
-		case <-ta.done:
-		case <-time.After(10 * time.Second):
-			t.Errorf("the agent did not stop\n%s", ta.logs)
-		}
-		if t.Failed() {
-			t.Logf("agent logs:\n%s", ta.logs)
-		}
-	})
-	return ta
+	return runAgent(t, cfg, d, 10*time.Second)
 }
 
 func (ta *testAgent) wait(t *testing.T, selector string, cond func(float64) bool) {

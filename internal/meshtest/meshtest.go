@@ -37,7 +37,7 @@ type Agent struct {
 	Name   string
 	Addr   string // host:port of the metrics listener
 	cmd    *exec.Cmd
-	logs   lockedBuffer
+	logs   Buffer
 	done   chan struct{}
 	err    error
 	Client *http.Client // for Get; defaults to one with a 10 s timeout
@@ -378,18 +378,19 @@ func FreePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-type lockedBuffer struct {
+// Buffer collects output written from several goroutines (a process's, a logger's).
+type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *Buffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *Buffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()

@@ -12,11 +12,9 @@
 package promtest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -24,10 +22,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorping/gorping/internal/meshtest"
 )
 
 // Tool returns the path of name (prometheus, promtool). Missing: a loud skip, or a
@@ -82,7 +81,7 @@ type Server struct {
 	URL    string // http://127.0.0.1:PORT
 	Dir    string
 	cmd    *exec.Cmd
-	logs   lockedBuffer
+	logs   meshtest.Buffer
 	done   chan struct{}
 	client *http.Client
 }
@@ -99,7 +98,7 @@ func Start(t testing.TB, cfg Config) *Server {
 	if out, err := exec.Command(Tool(t, "promtool"), "check", "config", conf).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check config: %v\n%s\n%s", err, out, cfg.YAML())
 	}
-	port := freePort(t)
+	port := meshtest.FreePort(t)
 	s := &Server{URL: "http://127.0.0.1:" + strconv.Itoa(port), Dir: dir, done: make(chan struct{}),
 		client: &http.Client{Timeout: 10 * time.Second}}
 	args := []string{"--config.file=" + conf, "--storage.tsdb.path=" + filepath.Join(dir, "data"),
@@ -366,31 +365,4 @@ func (s *Server) TargetHealth() (map[string][2]string, error) {
 		m[a.ScrapeURL] = [2]string{a.Health, a.LastError}
 	}
 	return m, nil
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
