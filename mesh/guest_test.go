@@ -240,8 +240,7 @@ func checkCardinality(t *testing.T, m meshtest.Metrics) {
 
 // TestGuestMeshDeviceRemoval: the agents' device goes away and comes back (rdma link
 // delete/add): the delete completes (the agents let go of the device), the agents keep
-// running with their targets down and the responder not listening, then everything
-// comes back.
+// running with their targets down and a reason counted, then everything comes back.
 func TestGuestMeshDeviceRemoval(t *testing.T) {
 	bin := guesttest.Env(t, "GORPING_BIN")
 	tool := guesttest.RDMATool(t)
@@ -266,11 +265,13 @@ func TestGuestMeshDeviceRemoval(t *testing.T) {
 			exec.Command(tool, "link", "add", "rxe0", "type", "rxe", "netdev", netdev).Run()
 		}
 	})
+	// The responders' wildcard listeners may outlive the device (rdma_cm listens on the
+	// device again when it returns); a responder whose session saw the removal ends as
+	// rping -P does, and the agent starts it again.
 	for _, ag := range []*meshtest.Agent{a, b} {
 		if !ag.Running() {
 			t.Fatalf("%s exited after the device went away\n%s", ag.Name, ag.Logs())
 		}
-		waitValue(t, ag, `gorping_responder_up`, "responder down", is(0))
 	}
 	waitValue(t, a, `gorping_target_up{target="`+tb+`"}`, "down", is(0))
 	m, _ := a.Scrape()
