@@ -263,6 +263,7 @@ func TestGuestMeshDeviceRemoval(t *testing.T) {
 	t.Cleanup(func() {
 		if !restored {
 			exec.Command(tool, "link", "add", "rxe0", "type", "rxe", "netdev", netdev).Run()
+			waitGIDs(t, v4, guesttest.Env(t, "GORPING_IPV6"))
 		}
 	})
 	// The responders' wildcard listeners may outlive the device (rdma_cm listens on the
@@ -285,7 +286,7 @@ func TestGuestMeshDeviceRemoval(t *testing.T) {
 		t.Fatalf("rdma link add: %v\n%s", err, out)
 	}
 	restored = true
-	waitGIDs(t, v4)
+	waitGIDs(t, v4, guesttest.Env(t, "GORPING_IPV6"))
 	for _, c := range []struct {
 		ag     *meshtest.Agent
 		target string
@@ -313,18 +314,30 @@ func rxeNetdev(t *testing.T, tool string) string {
 	return ""
 }
 
-// waitGIDs waits until rxe0's port is ACTIVE with the GID of addr.
-func waitGIDs(t *testing.T, addr string) {
-	b := netip.MustParseAddr(addr).As16()
-	var g []string
-	for i := 0; i < 16; i += 2 {
-		g = append(g, fmt.Sprintf("%02x%02x", b[i], b[i+1]))
+// waitGIDs waits until rxe0's port is ACTIVE with the GIDs of the guest's addresses, as
+// the guest's setup leaves it for the tests after this one.
+func waitGIDs(t *testing.T, addrs ...string) {
+	var gids []string
+	for _, addr := range addrs {
+		b := netip.MustParseAddr(addr).As16()
+		var g []string
+		for i := 0; i < 16; i += 2 {
+			g = append(g, fmt.Sprintf("%02x%02x", b[i], b[i+1]))
+		}
+		gids = append(gids, strings.Join(g, ":"))
 	}
-	gid := strings.Join(g, ":")
-	meshtest.WaitFor(t, guestWait, "rxe0 ACTIVE with its GID", func() (bool, string) {
+	meshtest.WaitFor(t, guestWait, "rxe0 ACTIVE with its GIDs", func() (bool, string) {
 		st, _ := os.ReadFile("/sys/class/infiniband/rxe0/ports/1/state")
 		out, _ := exec.Command("sh", "-c", "cat /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null").Output()
-		return strings.Contains(string(st), "ACTIVE") && strings.Contains(string(out), gid), string(st)
+		if !strings.Contains(string(st), "ACTIVE") {
+			return false, string(st)
+		}
+		for _, g := range gids {
+			if !strings.Contains(string(out), g) {
+				return false, "no GID " + g
+			}
+		}
+		return true, ""
 	})
 }
 
