@@ -46,16 +46,17 @@ test: host-deps lint unit unit-arm64 abicheck test-release guest-matrix guest-re
 # Debian's libibverbs-dev and run its libmlx5 (ibverbs-providers); the completion tests
 # run bash, zsh and fish, the release tests dpkg-deb, rpm, skopeo and lintian. Installed only as
 # root on Debian (like qemu for the guest tier). Under CI=true a missing oracle fails
-# the tests.
+# the tests. prometheus gives the mesh tests a real Prometheus server and promtool
+# (internal/promtest: a loud skip without it, a failure under CI=true).
 HOST_PKGS := rdmacm-utils libibverbs-dev ibverbs-providers gcc qemu-user \
-	bash zsh fish rpm rpm2cpio cpio skopeo lintian
+	bash zsh fish rpm rpm2cpio cpio skopeo lintian prometheus
 host-deps:
 	@missing=""; for p in $(HOST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing$$missing (stock rping, mlx5 oracle)"; \
+		echo "installing$$missing (stock rping, mlx5 oracle, prometheus)"; \
 		(apt-get install -y --no-install-recommends $$missing >/dev/null 2>&1 || \
 		 (apt-get update >/dev/null && apt-get install -y --no-install-recommends $$missing >/dev/null)) || \
-		echo "*** could not install$$missing: TestSameAsRping / the mlx5 oracle tests will not run ***"; \
+		echo "*** could not install$$missing: TestSameAsRping / the mlx5 oracle / the Prometheus tests will not run ***"; \
 	elif [ -n "$$missing" ]; then echo "*** missing$$missing: run make host-deps as root ***"; fi
 
 lint:

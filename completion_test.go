@@ -77,7 +77,7 @@ func TestCompletionBash(t *testing.T) {
 		line string // the words; the last one is being completed
 		want []string
 	}{
-		{"gorping ''", []string{"devices", "completion"}},
+		{"gorping ''", []string{"devices", "completion", "mesh"}},
 		{"gorping de", []string{"devices"}},
 		{"gorping -", mainOpts},
 		{"gorping --st", []string{"--stats"}},

@@ -91,7 +91,10 @@ func run(ctx context.Context, args []string, posix bool, stdout, stderr io.Write
 func runCmd(ctx context.Context, args []string, posix bool, stdout, stderr io.Writer) (status int, signalEndsRun bool) {
 	for _, sc := range subcommands {
 		if sc.match(args) {
-			return sc.run(args[1:], stdout, stderr), false
+			if schedule != nil && sc.schedule != nil {
+				sc.schedule()
+			}
+			return sc.run(ctx, args[1:], stdout, stderr), sc.daemon
 		}
 	}
 	app := &cli.App{

@@ -29,7 +29,7 @@ func manPage(t *testing.T) string {
 
 // optionTokens finds the options a usage text names: "-v", "--json", "-interval" (Go's
 // flag package); with clusters, "-vVd" in rping's synopsis, split into its letters.
-var optionToken = regexp.MustCompile(`(?:^|[\s\[(|,])(--?[A-Za-z][-A-Za-z0-9]*)`)
+var optionToken = regexp.MustCompile(`(?:^|[\s\[(|,])(--?[A-Za-z](?:[-A-Za-z0-9.]*[A-Za-z0-9])?)`)
 
 func optionTokens(usage string, clusters bool) []string {
 	var toks []string

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"io"
 	"strings"
+
+	"github.com/gorping/gorping/mesh"
 )
 
 // gorping's subcommands. Each takes the command line only when its name is the first word
@@ -39,7 +42,11 @@ type subcommand struct {
 	args    []string // the other words it takes (completion: bash zsh fish addresses)
 	usage   string   // what -h/--help prints
 	match   func(args []string) bool
-	run     func(args []string, stdout, stderr io.Writer) int
+	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	// daemon: a signal ends the run as its normal end (mesh: SIGTERM), and
+	// schedule, if set, is its process-wide scheduler choice (main sets it).
+	daemon   bool
+	schedule func()
 }
 
 // subcommands is every subcommand; runCmd tries them in order before rping's parser.
@@ -49,10 +56,41 @@ var subcommands []subcommand
 func init() {
 	subcommands = []subcommand{
 		{name: "devices", help: "list the RDMA devices", options: devicesOptions, usage: devicesUsage,
-			match: isDevicesCommand, run: runDevices},
+			match: isDevicesCommand, run: plain(runDevices)},
 		{name: "completion", help: "print a shell completion script", options: completionOptions,
-			args: completionArgs, usage: completionUsage, match: isCompletionCommand, run: runCompletion},
+			args: completionArgs, usage: completionUsage, match: isCompletionCommand, run: plain(runCompletion)},
+		{name: "mesh", help: "ping mesh agent exporting to Prometheus", options: meshOptions(), usage: mesh.Usage,
+			match: isMeshCommand, daemon: true, schedule: mesh.Schedule,
+			run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+				return mesh.Main(ctx, args, version(), stdout, stderr)
+			}},
 	}
+}
+
+// isMeshCommand is mesh's subcommand rule (mesh.IsCommand: the same as devices').
+func isMeshCommand(args []string) bool { return mesh.IsCommand(args) }
+
+// plain adapts a subcommand that needs no context.
+func plain(f func(args []string, stdout, stderr io.Writer) int) func(context.Context, []string, io.Writer, io.Writer) int {
+	return func(_ context.Context, args []string, stdout, stderr io.Writer) int { return f(args, stdout, stderr) }
+}
+
+// meshOptions are mesh's options as the table lists them (mesh parses its own).
+func meshOptions() []option {
+	var opts []option
+	for _, f := range mesh.Flags() {
+		o := option{long: f.Name, help: "see gorping mesh --help"}
+		if f.Name == "h" {
+			o = option{short: 'h', help: "usage"}
+		} else if f.Name == "help" {
+			o.help = "usage"
+		}
+		if f.Value {
+			o.arg = "value"
+		}
+		opts = append(opts, o)
+	}
+	return opts
 }
 
 // firstWordCommand is the subcommand rule: args[0] is name, and every later word is one

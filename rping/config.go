@@ -51,6 +51,8 @@ type Config struct {
 	rep *reporter     // set by Run for --stats/--json
 	tr  *trace.Tracer // set by Run for --trace
 	dg  *diagnostics  // set by Run for --trace, -d, --json
+
+	listening func() // Respond: called once the server's listener is up; nil otherwise
 }
 
 // NoTimeout as Config.Timeout never gives up on a stalled connection (--timeout 0).

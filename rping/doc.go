@@ -3,7 +3,9 @@
 // data path) into one connection, with rping's output, error lines and exit statuses.
 //
 // Run executes one invocation described by a Config (the CLI in package main fills it
-// with rping's option rules) and returns the exit status.
+// with rping's option rules) and returns the exit status. For long-running agents (gorping
+// mesh), Respond runs the persistent server until its context ends, and DialProbe keeps a
+// client connection open for single pings (Prober.Ping) that report why they failed.
 //
 // Per ping, the client advertises its start buffer (address, rkey, length) in a SEND; the
 // server RDMA READs it and SENDs a "go ahead"; the client advertises its RDMA buffer; the

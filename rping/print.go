@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+
+	"github.com/gorping/gorping/rdmacm"
 )
 
 // printer writes rping's stdout lines (ping data, -d debug) and stderr lines.
@@ -13,6 +15,10 @@ type printer struct {
 	debug          bool
 	line           []byte   // reused for ping-data lines, so printing them allocates nothing
 	removal        *removal // the run's, for deviceRemoved; nil outside Run
+	// cmErr is the last error CM event cmError printed (sawCMErr: there was one),
+	// which the mesh prober turns into a failure reason.
+	cmErr    rdmacm.Event
+	sawCMErr bool
 }
 
 func newPrinter(cfg *Config) printer {

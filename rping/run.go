@@ -143,6 +143,7 @@ func cmError(out *printer, ev rdmacm.Event) bool {
 	switch ev.Type {
 	case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventConnectError,
 		rdmacm.EventUnreachable, rdmacm.EventRejected:
+		out.cmErr, out.sawCMErr = ev, true
 		out.errorf("cma event %s, error %d\n", ev.Type, ev.Status)
 		return true
 	case rdmacm.EventDeviceRemoval:
@@ -430,6 +431,9 @@ func runServer(ctx context.Context, cfg *Config, out *printer, listener *rdmacm.
 	if err := listener.Listen(listenBacklog); err != nil {
 		perror(out.stderr, "rdma_listen", err)
 		return exitFailure
+	}
+	if cfg.listening != nil {
+		cfg.listening()
 	}
 	if cfg.Persistent {
 		return servePersistent(ctx, cfg, out, listener)

@@ -7,6 +7,7 @@
 #                                     command lines, --stats, a delay, a partition
 #   make demo-local                   gorping server + client in one guest
 #   make bench [SUITE=...] [ARCH=...] timing figures: stock rping vs gorping, rxe data path
+#   make bench-mesh [SUITE=...]       one mesh agent probing 64 and 256 targets
 #   make guest-shell                  interactive busybox shell in a guest
 #   GUEST_FLAGS='-refresh -timeout 20m' adds guestrun flags.
 #
@@ -27,7 +28,7 @@ GUESTRUN    := bin/guestrun
 # Turns guestrun's "skipped" (77) into a loud note instead of a make error.
 guest_skip_ok = st=$$?; if [ $$st -eq 77 ]; then echo "*** guest tier SKIPPED: host prerequisite missing (see above) ***"; exit 0; fi; exit $$st
 
-.PHONY: guest guest-matrix test-siw demo demo-local bench guest-shell
+.PHONY: guest guest-matrix test-siw demo demo-local bench bench-mesh guest-shell
 
 $(GUESTRUN): FORCE
 	$(GO) build -o $@ ./test/vm/guestrun
@@ -39,9 +40,10 @@ guest: $(GUESTRUN)
 # taken over 8 of guestrun's default 10 minutes on amd64 alone.
 MATRIX_TIMEOUT ?= 30m
 
-# Tests to leave out of the matrix (guestrun -skip; the run names them). Empty:
-# `make test` runs everything, the siw tier included.
-MATRIX_SKIP ?=
+# Tests to leave out of the matrix (guestrun -skip; the run names them): only the mesh
+# benchmark, a figure that `make bench-mesh` produces. `make test` runs every test, the
+# siw tier included.
+MATRIX_SKIP ?= TestGuestMeshBench
 
 guest-matrix: $(GUESTRUN)
 	@$(GUESTRUN) -matrix -pkgs '$(MATRIX_PKGS)' -timeout $(MATRIX_TIMEOUT) $(if $(RUN),-run '$(RUN)') $(if $(MATRIX_SKIP),-skip '$(MATRIX_SKIP)') $(GUEST_FLAGS); $(guest_skip_ok)
@@ -87,6 +89,11 @@ bench-net: $(GUESTRUN)
 		echo "== test bed $$cfg"; \
 		$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -hosts 2 $$cfg -script test/vm/bench-net.sh $(GUEST_FLAGS) | grep -v '^\[' || exit $$?; \
 	done
+
+# One gorping mesh agent probing 64 and 256 targets, and a shell loop of rping -c -C 1
+# (figures for docs/mesh.md, not a test).
+bench-mesh: $(GUESTRUN)
+	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -pkgs ./mesh -run TestGuestMeshBench -timeout 30m $(GUEST_FLAGS); $(guest_skip_ok)
 
 guest-shell: $(GUESTRUN)
 	$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -i -cmd sh -timeout 8h $(GUEST_FLAGS)

@@ -1,0 +1,307 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/gorping/gorping/rping"
+)
+
+// Exit statuses of Run.
+const (
+	ExitOK    = 0
+	ExitError = 1 // the agent could not start (listener, web configuration)
+	ExitUsage = 2 // bad options
+)
+
+// agent is one running `gorping mesh`.
+type agent struct {
+	cfg        Config
+	log        *slog.Logger
+	m          *metrics
+	mgr        *manager
+	src        *sources
+	dial       Dialer
+	resolver   Resolver
+	probeSlots chan struct{}
+}
+
+// deps are the agent's seams to the world, replaced by host tests.
+type deps struct {
+	dial     Dialer
+	resolver Resolver
+	respond  func(ctx context.Context, cfg rping.ResponderConfig) error
+	hup      <-chan os.Signal           // nil: the process's SIGHUP
+	local    func() map[netip.Addr]bool // this host's addresses; nil: the interfaces'
+}
+
+// Main runs `gorping mesh` with the words after "mesh" until ctx ends (SIGTERM, SIGINT)
+// and returns the exit status. Logs and errors go to stderr; --help to stdout.
+func Main(ctx context.Context, args []string, version string, stdout, stderr io.Writer) int {
+	cfg, err := ParseArgs(args)
+	if errors.Is(err, flagErrHelp) {
+		io.WriteString(stdout, Usage)
+		return ExitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "gorping mesh: %v (gorping mesh --help lists the options)\n", err)
+		return ExitUsage
+	}
+	cfg.Version = version
+	return Run(ctx, cfg, stderr)
+}
+
+// Schedule makes the process-wide scheduler choice of an agent process (main calls it;
+// tests that run agents in-process do not): one P (GOMAXPROCS=1) unless the environment
+// sets GOMAXPROCS. The agent spends its time waking from the netpoller for completion
+// events and timers; with more Ps the runtime also wakes and spins other threads looking
+// for work. `make bench-mesh` measured 64 targets under TCG at 19–24 % of one CPU with one
+// P and 21–38 % with two, in two runs (docs/mesh.md).
+func Schedule() {
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		runtime.GOMAXPROCS(1)
+	}
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, cfg Config, stderr io.Writer) int {
+	return run(ctx, cfg, stderr, deps{})
+}
+
+func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
+	log := newLogger(cfg, stderr)
+	if d.resolver == nil {
+		d.resolver = net.DefaultResolver
+	}
+	if d.dial == nil {
+		d.dial = rpingDialer(cfg.Source, cfg.Size, cfg.ConnectTimeout)
+	}
+	if d.respond == nil {
+		d.respond = rping.Respond
+	}
+	if d.local == nil {
+		d.local = localAddrs
+	}
+	if cfg.WebConfigFile != "" {
+		if err := web.Validate(cfg.WebConfigFile); err != nil {
+			fmt.Fprintf(stderr, "gorping mesh: --web.config.file %s: %v\n", cfg.WebConfigFile, err)
+			return ExitError
+		}
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		fmt.Fprintf(stderr, "gorping mesh: --listen: %v\n", err)
+		return ExitError
+	}
+	a := &agent{cfg: cfg, log: log, m: newMetrics(cfg.Version), dial: d.dial, resolver: d.resolver,
+		probeSlots: make(chan struct{}, maxProbesInFlight)}
+	h, err := a.handler()
+	if err != nil {
+		ln.Close()
+		fmt.Fprintf(stderr, "gorping mesh: %v\n", err)
+		return ExitError
+	}
+	// Probers and the responder get their own context, ended only after the listener is
+	// told nothing: the last scrapes see the teardown.
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	settings := &probeSettings{interval: cfg.Interval, timeout: cfg.Timeout, connectTimeout: cfg.ConnectTimeout,
+		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, dial: d.dial, resolver: d.resolver, log: log,
+		dials: make(chan struct{}, maxParallelDials)}
+	a.mgr = newManager(work, settings, a.m)
+	selfPort := cfg.Port
+	if cfg.NoResponder {
+		selfPort = 0
+	}
+	a.src = &sources{file: cfg.TargetsFile, peers: cfg.Peers, defaultPort: cfg.Port, selfPort: selfPort,
+		resolver: d.resolver, local: d.local, log: log, m: a.m, skipped: map[string]bool{}}
+	if cfg.TargetsDNS != "" {
+		a.src.dnsName, a.src.dnsPort = cfg.TargetsDNS, cfg.Port
+		if h, p, err := net.SplitHostPort(cfg.TargetsDNS); err == nil {
+			port, perr := parsePort(p)
+			if perr != nil {
+				ln.Close()
+				fmt.Fprintf(stderr, "gorping mesh: --targets-dns %s: %v\n", cfg.TargetsDNS, perr)
+				return ExitUsage
+			}
+			a.src.dnsName, a.src.dnsPort = h, port
+		}
+	}
+
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	webCfg := cfg.WebConfigFile
+	noSystemd := false
+	go func() {
+		served <- web.Serve(ln, srv, &web.FlagConfig{WebListenAddresses: &[]string{cfg.Listen},
+			WebSystemdSocket: &noSystemd, WebConfigFile: &webCfg}, log)
+	}()
+	log.Info("gorping mesh started", "version", cfg.Version, "listen", ln.Addr().String(),
+		"responder", responderDesc(cfg), "interval", cfg.Interval, "timeout", cfg.Timeout)
+
+	var wg sync.WaitGroup
+	if !cfg.NoResponder {
+		wg.Go(func() { a.respond(work, d.respond) })
+	}
+	hup := d.hup
+	if hup == nil {
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGHUP)
+		defer signal.Stop(c)
+		hup = c
+	}
+	wg.Go(func() { a.watchSources(work, hup) })
+
+	status := ExitOK
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-served:
+		log.Error("metrics listener failed", "err", err)
+		status = ExitError
+	}
+	stopWork()
+	wg.Wait()
+	a.mgr.stopAll()
+	log.Info("every connection released; closing the metrics listener")
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	return status
+}
+
+func responderDesc(cfg Config) string {
+	if cfg.NoResponder {
+		return "off"
+	}
+	return netip.AddrPortFrom(cfg.Bind, cfg.Port).String()
+}
+
+// watchSources loads the targets, then reloads them when the file changes, on SIGHUP
+// and when the DNS name is due for resolution, until ctx ends.
+func (a *agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
+	a.src.loadFile(true)
+	a.src.refreshDNS(ctx)
+	a.mgr.reconcile(a.src.targets(ctx))
+	var fileTick, dnsTick <-chan time.Time
+	if a.cfg.TargetsFile != "" && a.cfg.TargetsReload > 0 {
+		t := time.NewTicker(a.cfg.TargetsReload)
+		defer t.Stop()
+		fileTick = t.C
+	}
+	// Names in the file and --peers are checked against this host's addresses again
+	// at the DNS pace too (addresses move).
+	dt := time.NewTicker(a.cfg.DNSRefresh)
+	defer dt.Stop()
+	dnsTick = dt.C
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			a.log.Info("SIGHUP: reloading the targets")
+			a.src.loadFile(true)
+			a.src.refreshDNS(ctx)
+		case <-fileTick:
+			if !a.src.loadFile(false) {
+				continue
+			}
+		case <-dnsTick:
+			a.src.refreshDNS(ctx)
+		}
+		a.mgr.reconcile(a.src.targets(ctx))
+	}
+}
+
+// respond runs the responder, starting it again (with backoff) whenever it stops by
+// itself: no device yet, the device went away, the port was taken.
+func (a *agent) respond(ctx context.Context, respond func(context.Context, rping.ResponderConfig) error) {
+	log := a.log.With("component", "responder")
+	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	bo := backoff{base: time.Second, max: 30 * time.Second, rnd: rnd}
+	w := &dedupLog{log: log, level: slog.LevelWarn}
+	var last string
+	for {
+		started := time.Now()
+		err := respond(ctx, rping.ResponderConfig{Addr: a.cfg.Bind, Port: a.cfg.Port, Size: a.cfg.Size, Log: w,
+			Listening: func() {
+				a.m.responderUp.Set(1)
+				a.m.responderStarts.Inc()
+				last = ""
+				log.Info("responder listening", "address", netip.AddrPortFrom(a.cfg.Bind, a.cfg.Port).String())
+			}})
+		a.m.responderUp.Set(0)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > time.Minute {
+			bo.reset()
+		}
+		wait := bo.next()
+		if msg := err.Error(); msg != last {
+			log.Warn("responder stopped; starting it again with backoff", "err", err, "retry_in", wait.Round(time.Millisecond))
+			last = msg
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// dedupLog logs rping's lines, one per Write, dropping a line equal to the previous one
+// (a responder that keeps finding no device would repeat itself every retry).
+type dedupLog struct {
+	log   *slog.Logger
+	level slog.Level
+	mu    sync.Mutex
+	last  string
+}
+
+func (w *dedupLog) Write(p []byte) (int, error) {
+	s := strings.TrimRight(string(p), "\r\n")
+	w.mu.Lock()
+	dup := s == w.last
+	w.last = s
+	w.mu.Unlock()
+	if !dup {
+		w.log.Log(context.Background(), w.level, "rping", "line", s)
+	}
+	return len(p), nil
+}
+
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	lvl, _ := parseLevel(cfg.LogLevel)
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("--log.level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}

@@ -1,0 +1,319 @@
+//go:build guest
+
+package mesh
+
+// TestGuestMeshBench is a figure, not a test: one agent probing many targets on the
+// guest, and the per-probe cost of what operators script today (a shell loop of
+// `rping -c -C 1`). `make bench-mesh` runs it; the guest matrix of `make test` leaves it
+// out (MATRIX_SKIP). It asserts only that the measurement happened (every target up).
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/internal/meshtest"
+	"github.com/gorping/gorping/rping"
+)
+
+func TestGuestMeshBench(t *testing.T) {
+	for _, c := range []struct {
+		n     int
+		procs string // GOMAXPROCS of the agent; "" its default
+	}{{64, ""}, {64, "2"}, {256, ""}} { // "": the agent's own choice, one P
+		t.Run(fmt.Sprintf("%d/GOMAXPROCS=%s", c.n, c.procs), func(t *testing.T) { benchTargets(t, c.n, 30*time.Second, c.procs) })
+	}
+	t.Run("allocs", benchAllocs)
+	t.Run("rping-loop", benchRpingLoop)
+}
+
+// procStat is what /proc says about a process.
+type procStat struct {
+	cpu     time.Duration // user + system
+	rssKiB  int
+	fds     int
+	threads int
+}
+
+func readProc(t *testing.T, pid int) procStat {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.Atoi(f[11]) // utime, field 14 of stat
+	st, _ := strconv.Atoi(f[12])
+	s := procStat{cpu: time.Duration(ut+st) * 10 * time.Millisecond} // USER_HZ = 100
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(status), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		fs := strings.Fields(v)
+		if len(fs) == 0 {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			s.rssKiB, _ = strconv.Atoi(fs[0])
+		case "Threads":
+			s.threads, _ = strconv.Atoi(fs[0])
+		}
+	}
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	s.fds = len(ents)
+	return s
+}
+
+// histQuantile is a classic histogram's quantile as the upper bound of the bucket that
+// holds it (no interpolation: a bound, not an estimate).
+func histQuantile(m meshtest.Metrics, name string, q float64) string {
+	ss, _ := m.Select(name + "_bucket")
+	var total float64
+	for _, s := range ss {
+		if s.Labels["le"] == "+Inf" {
+			total = s.Value
+		}
+	}
+	best := math.Inf(1)
+	for _, s := range ss {
+		le, err := strconv.ParseFloat(s.Labels["le"], 64)
+		if err == nil && s.Value >= q*total && le < best {
+			best = le
+		}
+	}
+	if math.IsInf(best, 1) {
+		return "> last bucket"
+	}
+	return "≤ " + time.Duration(best*float64(time.Second)).String()
+}
+
+func benchTargets(t *testing.T, n int, window time.Duration, procs string) {
+	bin := guesttest.Env(t, "GORPING_BIN")
+	v4 := guesttest.Env(t, "GORPING_IPV4")
+	base := 7500 + int(benchPorts.Add(int32(n))) - n
+	// The responders live in this process: n persistent rping servers.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, n)
+	up := make(chan struct{}, n)
+	for i := range n {
+		go func() {
+			rping.Respond(ctx, rping.ResponderConfig{Port: uint16(base + i), Log: io.Discard,
+				Listening: func() { up <- struct{}{} }})
+			done <- struct{}{}
+		}()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range n {
+			<-done
+		}
+	})
+	for range n {
+		select {
+		case <-up:
+		case <-time.After(5 * time.Minute):
+			t.Fatal("responders did not all listen")
+		}
+	}
+	var file strings.Builder
+	for i := range n {
+		fmt.Fprintf(&file, "%s\n", hostPort(v4, base+i))
+	}
+	path := filepath.Join(t.TempDir(), "targets")
+	if err := os.WriteFile(path, []byte(file.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	if procs != "" {
+		env = append(os.Environ(), "GOMAXPROCS="+procs)
+	}
+	a := meshtest.Start(t, bin, env, "--listen", "127.0.0.1:0", "--no-responder", "--targets", path)
+	pid := a.Pid()
+	idle := readProc(t, pid)
+	meshtest.WaitFor(t, 10*time.Minute, fmt.Sprintf("all %d targets up", n), func() (bool, string) {
+		m, err := a.Scrape()
+		if err != nil {
+			return false, err.Error()
+		}
+		s, _ := m.Sum("gorping_target_up")
+		return s == float64(n), fmt.Sprintf("%g up", s)
+	})
+	time.Sleep(3 * time.Second) // past the connection storm
+
+	scrape := func() meshtest.Metrics {
+		m, err := a.Scrape()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	// What one scrape allocates, to take out of the window's count.
+	m0 := scrape()
+	m1 := scrape()
+	mallocs := func(m meshtest.Metrics) float64 { v, _ := m.Value("go_memstats_mallocs_total"); return v }
+	perScrape := mallocs(m1) - mallocs(m0)
+	p0 := readProc(t, pid)
+	m0 = scrape()
+	start := time.Now()
+	time.Sleep(window)
+	m1 = scrape()
+	elapsed := time.Since(start)
+	p1 := readProc(t, pid)
+	objs := processResources(t, pid)
+	t.Logf("over the window: RSS %d -> %d KiB, fds %d -> %d", p0.rssKiB, p1.rssKiB, p0.fds, p1.fds)
+
+	probes0, _ := m0.Sum("gorping_probes_total")
+	probes1, _ := m1.Sum("gorping_probes_total")
+	fails0, _ := m0.Sum("gorping_probe_failures_total")
+	fails1, _ := m1.Sum("gorping_probe_failures_total")
+	rttSum0, _ := m0.Sum("gorping_probe_rtt_seconds_sum")
+	rttSum1, _ := m1.Sum("gorping_probe_rtt_seconds_sum")
+	rttN0, _ := m0.Sum("gorping_probe_rtt_seconds_count")
+	rttN1, _ := m1.Sum("gorping_probe_rtt_seconds_count")
+	probes := probes1 - probes0
+	cpu := p1.cpu - p0.cpu
+	allocs := (mallocs(m1) - mallocs(m0) - perScrape) / probes
+	t.Logf("%d targets, %v window: %.0f probes (%.2f per target per second), %.0f failed", n,
+		elapsed.Round(time.Second), probes, probes/float64(n)/elapsed.Seconds(), fails1-fails0)
+	t.Logf("agent CPU %.2f%% of one CPU (%.1f µs per probe); RSS %d KiB (idle before targets: %d KiB); %d fds; %d threads",
+		100*cpu.Seconds()/elapsed.Seconds(), float64(cpu.Microseconds())/probes, p1.rssKiB, idle.rssKiB, p1.fds, p1.threads)
+	t.Logf("RDMA objects held: %v (per target: %.2f QP, %.2f MR, %.2f cm_id)", objs,
+		float64(objs["qp"])/float64(n), float64(objs["mr"])/float64(n), float64(objs["cm_id"])/float64(n))
+	t.Logf("allocations per probe in steady state: %.3f (one scrape: %.0f, taken out)", allocs, perScrape)
+	t.Logf("mean RTT %v; slot delay p50 %s, p99 %s (jitter is ±10%% of the interval by design)",
+		time.Duration((rttSum1-rttSum0)/(rttN1-rttN0)*float64(time.Second)).Round(time.Microsecond),
+		histQuantile(m1, "gorping_probe_slot_delay_seconds", 0.5), histQuantile(m1, "gorping_probe_slot_delay_seconds", 0.99))
+	if fails1 > fails0 {
+		t.Logf("note: %.0f probes failed in the window", fails1-fails0)
+	}
+	if code := a.Terminate(t, 2*time.Minute); code != 0 {
+		t.Errorf("agent exit %d", code)
+	}
+}
+
+// benchRpingLoop times what operators script today: one `rping -c -C 1` per target per
+// interval, each a process that sets up and tears down a connection.
+func benchRpingLoop(t *testing.T) {
+	v4 := guesttest.Env(t, "GORPING_IPV4")
+	stockBin, err := exec.LookPath("rping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const port, runs = 7990, 20
+	stockServer(t, v4, port)
+	for _, c := range []struct{ name, bin string }{{"rping -c -C 1", stockBin}, {"gorping -c -C 1", guesttest.Env(t, "GORPING_BIN")}} {
+		var cpu, wall time.Duration
+		for range runs {
+			cmd := exec.Command(c.bin, "-c", "-a", v4, "-p", strconv.Itoa(port), "-C", "1")
+			start := time.Now()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", c.name, err, out)
+			}
+			wall += time.Since(start)
+			cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		}
+		t.Logf("%s, %d runs: %.1f ms wall, %.1f ms CPU per probe (process, connection, one ping, teardown)",
+			c.name, runs, float64(wall.Microseconds())/runs/1000, float64(cpu.Microseconds())/runs/1000)
+	}
+}
+
+var benchPorts atomic.Int32
+
+// benchAllocs runs the agent in this process against responders in this process and
+// counts the allocations of the whole process over a window without scrapes: the
+// probing path's allocations per probe.
+func benchAllocs(t *testing.T) {
+	v4 := guesttest.Env(t, "GORPING_IPV4")
+	const n = 16
+	base := 7500 + int(benchPorts.Add(n)) - n
+	var peers []string
+	for i := range n {
+		startedResponder(t, base+i)
+		peers = append(peers, hostPort(v4, base+i))
+	}
+	cfg, err := ParseArgs([]string{"--listen", "127.0.0.1:0", "--no-responder", "--interval", "0.2", "--timeout", "2s", "--peers", strings.Join(peers, ",")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag := runAgent(t, cfg, deps{}, guestWait)
+	probes := func() float64 {
+		m, err := ag.Scrape()
+		if err != nil {
+			t.Fatal(err)
+		}
+		up, _ := m.Sum("gorping_target_up")
+		if up != n {
+			t.Fatalf("%g of %d targets up", up, n)
+		}
+		v, _ := m.Sum("gorping_probes_total")
+		return v
+	}
+	meshtest.WaitFor(t, 5*time.Minute, "targets up", func() (bool, string) {
+		m, err := ag.Scrape()
+		if err != nil {
+			return false, err.Error()
+		}
+		up, _ := m.Sum("gorping_target_up")
+		return up == n, fmt.Sprint(up)
+	})
+	time.Sleep(2 * time.Second)
+	// Native histogram buckets are allocated the first time an RTT lands in them (per
+	// target, up to 160), so later windows show the steady state. The third window
+	// records every allocation's stack, which slows the process a lot under TCG.
+	for w := 1; w <= 3; w++ {
+		var m0, m1 runtime.MemStats
+		s0 := time.Now()
+		p0 := probes()
+		runtime.GC()
+		if w == 3 {
+			runtime.MemProfileRate = 1 // every allocation of the window, with its stack
+		}
+		runtime.ReadMemStats(&m0)
+		t0 := time.Now()
+		time.Sleep(20 * time.Second)
+		runtime.ReadMemStats(&m1)
+		t1 := time.Now()
+		runtime.MemProfileRate = 512 * 1024
+		p1 := probes()
+		s1 := time.Now()
+		inWindow := (p1 - p0) * t1.Sub(t0).Seconds() / s1.Sub(s0).Seconds()
+		t.Logf("window %d: %d targets at 5/s each, %v without scrapes: %.0f probes, %d allocations: %.3f per probe (agent and responders in one process)",
+			w, n, t1.Sub(t0).Round(time.Millisecond), inWindow, m1.Mallocs-m0.Mallocs, float64(m1.Mallocs-m0.Mallocs)/inWindow)
+	}
+	logAllocSites(t)
+}
+
+// logAllocSites logs the five stacks that allocated most objects since profiling began.
+func logAllocSites(t *testing.T) {
+	runtime.GC()
+	var recs []runtime.MemProfileRecord
+	n, _ := runtime.MemProfile(nil, true)
+	recs = make([]runtime.MemProfileRecord, n+50)
+	n, _ = runtime.MemProfile(recs, true)
+	recs = recs[:n]
+	slices.SortFunc(recs, func(a, b runtime.MemProfileRecord) int { return int(b.AllocObjects - a.AllocObjects) })
+	for _, r := range recs[:min(5, len(recs))] {
+		var b strings.Builder
+		frames := runtime.CallersFrames(r.Stack())
+		for i := 0; i < 8; i++ {
+			f, more := frames.Next()
+			fmt.Fprintf(&b, "\n    %s:%d", f.Function, f.Line)
+			if !more {
+				break
+			}
+		}
+		t.Logf("%d objects allocated at:%s", r.AllocObjects, b.String())
+	}
+}

@@ -1,0 +1,91 @@
+package mesh
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorping/gorping/internal/meshtest"
+)
+
+// maxSeriesPerTarget is the cardinality budget of one target (docs/mesh.md): the RTT
+// histogram (one native histogram), probes, up, connections, path, and the failure
+// reasons the target has seen.
+const maxSeriesPerTarget = 10
+
+// seriesPerTarget counts each target's series in a scrape, a histogram as the one
+// native histogram series Prometheus stores for it.
+func seriesPerTarget(m meshtest.Metrics) map[string]int {
+	n := map[string]int{}
+	for _, mf := range m {
+		for _, mt := range mf.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "target" {
+					n[l.GetValue()]++
+				}
+			}
+		}
+	}
+	return n
+}
+
+func defaultClient() *http.Client { return &http.Client{Timeout: 10 * time.Second} }
+
+// testAgent is an agent run in this process (run, not a binary).
+type testAgent struct {
+	*meshtest.Agent
+	cancel context.CancelFunc
+	done   chan int // run's status; a test that takes it puts it back for the cleanup
+	logs   *meshtest.Buffer
+	hup    chan os.Signal
+}
+
+// runAgent runs cfg with d in this process and waits up to timeout for its listener.
+// The test's cleanup stops it.
+func runAgent(t *testing.T, cfg Config, d deps, timeout time.Duration) *testAgent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ta := &testAgent{cancel: cancel, done: make(chan int, 1), logs: &meshtest.Buffer{}, hup: make(chan os.Signal, 1)}
+	d.hup = ta.hup
+	go func() { ta.done <- run(ctx, cfg, ta.logs, d) }()
+	var addr string
+	meshtest.WaitFor(t, timeout, "agent listening", func() (bool, string) {
+		for _, l := range strings.Split(ta.logs.String(), "\n") {
+			if _, rest, ok := strings.Cut(l, " listen="); ok && strings.Contains(l, "gorping mesh started") {
+				addr = strings.Fields(rest)[0]
+				return true, ""
+			}
+		}
+		return false, ta.logs.String()
+	})
+	ta.Agent = &meshtest.Agent{Name: "in-process agent", Addr: addr, Scheme: "http", Client: defaultClient()}
+	t.Cleanup(func() {
+		ta.cancel()
+		select {
+		case <-ta.done:
+		case <-time.After(timeout):
+			t.Errorf("the agent did not stop\n%s", ta.logs)
+		}
+		if t.Failed() {
+			t.Logf("agent logs:\n%s", ta.logs)
+		}
+	})
+	return ta
+}
+
+// stop ends the agent and returns run's status.
+func (ta *testAgent) stop(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	ta.cancel()
+	select {
+	case st := <-ta.done:
+		ta.done <- st
+		return st
+	case <-time.After(timeout):
+		t.Fatalf("the agent did not stop within %s\n%s", timeout, ta.logs)
+		return -1
+	}
+}

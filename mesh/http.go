@@ -1,0 +1,184 @@
+package mesh
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/gorping/gorping/rping"
+)
+
+// maxProbeCount bounds /probe's count; maxProbesInFlight how many run at once.
+const (
+	maxProbeCount     = 100
+	maxProbesInFlight = 4
+	defaultProbeTime  = 10 * time.Second
+)
+
+// handler serves /metrics, /-/healthy, /probe and a landing page.
+func (a *agent) handler() (http.Handler, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(a.m.reg, promhttp.HandlerOpts{
+		ErrorLog: slogPrinter{a.log}, Registry: a.m.reg, MaxRequestsInFlight: 8}))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("/probe", a.probeHandler)
+	landing, err := web.NewLandingPage(web.LandingConfig{
+		Name:        "gorping mesh",
+		Description: "RDMA ping mesh agent: probes its peers over RC connections (rping protocol) and exports to Prometheus",
+		Version:     a.cfg.Version,
+		Links: []web.LandingLinks{
+			{Address: "/metrics", Text: "Metrics"},
+			{Address: "/-/healthy", Text: "Health"},
+			{Address: "/probe?target=HOST:PORT&count=3", Text: "Probe a target once (blackbox style)"},
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("landing page: %w", err)
+	}
+	mux.Handle("/", landing)
+	return mux, nil
+}
+
+// slogPrinter adapts the agent's logger to promhttp's ErrorLog.
+type slogPrinter struct {
+	log interface{ Error(string, ...any) }
+}
+
+func (p slogPrinter) Println(v ...any) { p.log.Error("metrics handler", "err", fmt.Sprint(v...)) }
+
+// probeHandler is /probe?target=HOST[:PORT]&count=N: N pings over a new connection, now,
+// and that probe's metrics (blackbox exporter style). It opens RDMA connections for
+// whoever reaches the listener, so by default it probes only the agent's own targets
+// and addresses in --probe-allow; --probe-any lifts that.
+func (a *agent) probeHandler(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	t, err := ParseTarget(q.Get("target"), a.cfg.Port)
+	if err != nil {
+		a.m.probeRequests.WithLabelValues("bad_request").Inc()
+		http.Error(w, "target: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	count := 1
+	if s := q.Get("count"); s != "" {
+		count, err = strconv.Atoi(s)
+		if err != nil || count < 1 || count > maxProbeCount {
+			a.m.probeRequests.WithLabelValues("bad_request").Inc()
+			http.Error(w, fmt.Sprintf("count: want 1..%d", maxProbeCount), http.StatusBadRequest)
+			return
+		}
+	}
+	budget := defaultProbeTime
+	if s := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds"); s != "" {
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 {
+			budget = min(budget, time.Duration(f*float64(time.Second))-200*time.Millisecond)
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), max(budget, 500*time.Millisecond))
+	defer cancel()
+	addr, err := resolveTarget(ctx, a.resolver, t)
+	if !a.probeAllowed(t, addr, err == nil) {
+		a.m.probeRequests.WithLabelValues("refused").Inc()
+		http.Error(w, fmt.Sprintf("target %s is not allowed: it is not one of this agent's targets and not in --probe-allow (--probe-any lifts this)", t.Key()),
+			http.StatusForbidden)
+		return
+	}
+	select {
+	case a.probeSlots <- struct{}{}:
+		defer func() { <-a.probeSlots }()
+	default:
+		a.m.probeRequests.WithLabelValues("busy").Inc()
+		http.Error(w, "too many probes in flight", http.StatusServiceUnavailable)
+		return
+	}
+	a.m.probeRequests.WithLabelValues("ok").Inc()
+	reg := prometheus.NewRegistry()
+	a.probeOnce(ctx, reg, t, addr, err, count)
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+}
+
+// probeAllowed applies /probe's allow-list.
+func (a *agent) probeAllowed(t Target, addr netip.Addr, resolved bool) bool {
+	if a.cfg.ProbeAny || a.mgr.known(t.Key()) {
+		return true
+	}
+	if !resolved {
+		return false
+	}
+	for _, p := range a.cfg.ProbeAllow {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// probeOnce runs count pings to t and registers their metrics on reg.
+func (a *agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t Target, addr netip.Addr, resolveErr error, count int) {
+	success := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_success",
+		Help: "1 if every ping of this probe succeeded, else 0."})
+	duration := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_duration_seconds",
+		Help: "How long the whole probe took: resolution, connection, pings and teardown."})
+	rtt := prometheus.NewHistogram(rttHistogramOpts("Round-trip time of this probe's successful pings."))
+	probes := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "probes_total",
+		Help: "Pings this probe attempted."})
+	failures := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_failures_total",
+		Help: "Pings of this probe that failed, by reason."}, []string{"reason"})
+	path := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_path_info",
+		Help: "The local RDMA device and port the probe's connection used; always 1."}, []string{"device", "port"})
+	reg.MustRegister(success, duration, rtt, probes, failures, path)
+
+	start := time.Now()
+	defer func() { duration.Set(time.Since(start).Seconds()) }()
+	log := a.log.With("probe", t.Key())
+	fail := func(n int, reason string, err error) {
+		probes.Add(float64(n))
+		failures.WithLabelValues(reason).Add(float64(n))
+		log.Info("probe failed", "reason", reason, "err", err)
+	}
+	if resolveErr != nil {
+		fail(count, reasonResolve, resolveErr)
+		return
+	}
+	conn, err := a.dial(ctx, netip.AddrPortFrom(addr, t.Port), lineLog{log})
+	if err != nil {
+		fail(count, reasonOf(err), err)
+		return
+	}
+	defer conn.Close()
+	path.WithLabelValues(conn.Device(), strconv.Itoa(conn.Port())).Set(1)
+	ok := 0
+	for i := range count {
+		timeout := a.cfg.Timeout
+		if dl, has := ctx.Deadline(); has {
+			timeout = min(timeout, time.Until(dl))
+		}
+		d, err := conn.Ping(max(timeout, time.Millisecond))
+		if err != nil {
+			fail(count-i, reasonOf(err), err) // the connection is spent: the rest fail with it
+			break
+		}
+		probes.Inc()
+		rtt.Observe(d.Seconds())
+		ok++
+	}
+	if ok == count {
+		success.Set(1)
+	}
+}
+
+// failureReasons lists what a probe or a slot can fail with, for the docs and tests.
+var failureReasons = []string{rping.ReasonNoDevice, rping.ReasonAddrError, rping.ReasonRouteError,
+	rping.ReasonConnectRefused, rping.ReasonUnreachable, rping.ReasonConnectError, rping.ReasonConnectTimeout,
+	rping.ReasonSetupError, rping.ReasonTimeout, rping.ReasonDisconnected, rping.ReasonDeviceRemoved,
+	rping.ReasonAsyncError, rping.ReasonDataMismatch, rping.ReasonCQError, rping.ReasonPostError,
+	rping.ReasonProtocolError, reasonResolve}

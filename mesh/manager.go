@@ -1,0 +1,224 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"os"
+	"slices"
+	"sync"
+	"time"
+)
+
+// manager runs one targetLoop per target and reconciles them with the target list: a
+// reload starts the new targets and stops the removed ones, and leaves every other loop
+// (its connection and its series) alone.
+type manager struct {
+	ctx     context.Context
+	s       *probeSettings
+	m       *metrics
+	mu      sync.Mutex
+	running map[string]*running
+	seed    uint64
+}
+
+type running struct {
+	t      Target
+	tm     *targetMetrics
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newManager(ctx context.Context, s *probeSettings, m *metrics) *manager {
+	return &manager{ctx: ctx, s: s, m: m, running: map[string]*running{}}
+}
+
+// reconcile makes the running loops those of targets.
+func (mg *manager) reconcile(targets []Target) {
+	want := map[string]Target{}
+	for _, t := range targets {
+		want[t.Key()] = t
+	}
+	mg.mu.Lock()
+	var stop []*running
+	for k, r := range mg.running {
+		if _, ok := want[k]; !ok {
+			stop = append(stop, r)
+			delete(mg.running, k)
+		}
+	}
+	var started []string
+	for k, t := range want {
+		if _, ok := mg.running[k]; ok {
+			continue
+		}
+		mg.seed++
+		ctx, cancel := context.WithCancel(mg.ctx)
+		r := &running{t: t, tm: mg.m.forTarget(k), cancel: cancel, done: make(chan struct{})}
+		mg.running[k] = r
+		l := newTargetLoop(t, mg.s, r.tm, mg.seed)
+		go func() {
+			defer close(r.done)
+			l.run(ctx)
+		}()
+		started = append(started, k)
+	}
+	mg.mu.Unlock()
+	for _, r := range stop {
+		r.cancel()
+		<-r.done
+		r.tm.remove()
+		mg.s.log.Info("target removed", "target", r.t.Key())
+	}
+	slices.Sort(started)
+	for _, k := range started {
+		mg.s.log.Info("target added", "target", k, "source", want[k].Source)
+	}
+}
+
+// known reports whether key is a running target.
+func (mg *manager) known(key string) bool {
+	mg.mu.Lock()
+	defer mg.mu.Unlock()
+	_, ok := mg.running[key]
+	return ok
+}
+
+// stopAll stops every loop and waits until each has released its connection. The
+// series stay, so a last scrape shows the last state.
+func (mg *manager) stopAll() {
+	mg.mu.Lock()
+	rs := make([]*running, 0, len(mg.running))
+	for _, r := range mg.running {
+		rs = append(rs, r)
+	}
+	mg.mu.Unlock()
+	for _, r := range rs {
+		r.cancel()
+	}
+	for _, r := range rs {
+		<-r.done
+	}
+}
+
+// sources turns --targets, --peers and --targets-dns into the target list.
+type sources struct {
+	file        string
+	peers       []Target
+	dnsName     string
+	dnsPort     uint16
+	defaultPort uint16
+	selfPort    uint16 // the responder's port; 0: no responder, nothing is "self"
+	resolver    Resolver
+	local       func() map[netip.Addr]bool // this host's addresses
+	log         *slog.Logger
+	m           *metrics
+
+	fileData    []byte
+	fileLoaded  bool
+	fileTargets []Target
+	dnsTargets  []Target
+	skipped     map[string]bool // self targets already logged
+}
+
+// loadFile reads the target file and reports whether its targets may have changed. A
+// file that cannot be read keeps the targets it last gave (a log line and a metric).
+func (s *sources) loadFile(force bool) bool {
+	if s.file == "" {
+		return false
+	}
+	data, err := os.ReadFile(s.file)
+	if err != nil {
+		if s.fileLoaded || force {
+			s.log.Error("cannot read the target file; keeping its last targets", "file", s.file, "err", err)
+		}
+		if !errors.Is(err, os.ErrNotExist) || s.fileData != nil || force {
+			s.m.configErrors.WithLabelValues(sourceFile, "read").Inc()
+		}
+		s.fileData = nil
+		s.fileLoaded = false
+		return false
+	}
+	if s.fileLoaded && !force && string(data) == string(s.fileData) {
+		return false
+	}
+	s.fileData, s.fileLoaded = data, true
+	ts, errs := ParseTargetFile(data, s.defaultPort)
+	for _, e := range errs {
+		s.log.Warn("bad line in the target file", "file", s.file, "line", e.Line, "err", e.Err)
+		s.m.configErrors.WithLabelValues(sourceFile, "parse").Inc()
+	}
+	s.log.Info("target file loaded", "file", s.file, "targets", len(ts), "bad_lines", len(errs))
+	s.fileTargets = ts
+	return true
+}
+
+// refreshDNS resolves --targets-dns. A failure keeps the last answer (a log line and a
+// metric), so a DNS hiccup does not drop every peer.
+func (s *sources) refreshDNS(ctx context.Context) {
+	if s.dnsName == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ts, err := resolveDNS(ctx, s.resolver, s.dnsName, s.dnsPort)
+	if err != nil {
+		s.log.Warn("cannot resolve --targets-dns; keeping its last targets", "name", s.dnsName, "err", err)
+		s.m.configErrors.WithLabelValues(sourceDNS, "resolve").Inc()
+		return
+	}
+	s.dnsTargets = ts
+}
+
+// targets is the union of the sources, each target once, without this agent itself:
+// a target on the responder's port at one of this host's addresses.
+func (s *sources) targets(ctx context.Context) []Target {
+	local := s.local()
+	seen := map[string]bool{}
+	count := map[string]int{sourceFile: 0, sourcePeers: 0, sourceDNS: 0}
+	var out []Target
+	for _, list := range [][]Target{s.fileTargets, s.peers, s.dnsTargets} {
+		for _, t := range list {
+			k := t.Key()
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if s.isSelf(ctx, t, local) {
+				if !s.skipped[k] {
+					s.skipped[k] = true
+					s.log.Info("skipping a target that is this agent", "target", k, "source", t.Source)
+				}
+				continue
+			}
+			out = append(out, t)
+			count[t.Source]++
+		}
+	}
+	for src, n := range count {
+		s.m.targets.WithLabelValues(src).Set(float64(n))
+	}
+	return out
+}
+
+func (s *sources) isSelf(ctx context.Context, t Target, local map[netip.Addr]bool) bool {
+	if s.selfPort == 0 || t.Port != s.selfPort {
+		return false
+	}
+	if a, ok := t.Addr(); ok {
+		return local[a]
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	addrs, err := s.resolver.LookupNetIP(ctx, "ip", t.Host)
+	if err != nil {
+		return false // it will fail as its own target, with reason resolve_error
+	}
+	for _, a := range addrs {
+		if local[a.Unmap()] {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,764 @@
+//go:build !guest
+
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gorping/gorping/internal/meshtest"
+	"github.com/gorping/gorping/rping"
+)
+
+func TestParseTarget(t *testing.T) {
+	for _, c := range []struct{ in, key string }{
+		{"192.0.2.1", "192.0.2.1:7174"},
+		{"192.0.2.1:7000", "192.0.2.1:7000"},
+		{" node-1.example.org ", "node-1.example.org:7174"},
+		{"Node1.:9", "node1:9"},
+		{"gorping-mesh.monitoring.svc.cluster.local", "gorping-mesh.monitoring.svc.cluster.local:7174"},
+		{"2001:db8::1", "[2001:db8::1]:7174"},
+		{"[2001:db8::1]", "[2001:db8::1]:7174"},
+		{"[2001:db8::1]:7175", "[2001:db8::1]:7175"},
+		{"::ffff:192.0.2.1", "192.0.2.1:7174"},
+	} {
+		tg, err := ParseTarget(c.in, 7174)
+		if err != nil || tg.Key() != c.key {
+			t.Errorf("ParseTarget(%q) = %q, %v; want %q", c.in, tg.Key(), err, c.key)
+		}
+	}
+	for _, in := range []string{"", "host:", "host:0", "host:70000", "host:x", "[2001:db8::1", "[192.0.2.1]:7",
+		"[2001:db8::1]x", "2001:db8::zz", "-bad.example", "a..b", "under score!", "0.0.0.0", "::", "224.0.0.1",
+		"fe80::1%eth0", strings.Repeat("a", 64) + ".org"} {
+		if tg, err := ParseTarget(in, 7174); err == nil {
+			t.Errorf("ParseTarget(%q) = %q, want an error", in, tg.Key())
+		}
+	}
+}
+
+func TestParseTargetFile(t *testing.T) {
+	data := "# comment\n\n192.0.2.1\n  192.0.2.2:7000   # trailing comment\nnode#1\nbad target\n192.0.2.1:7174\n[2001:db8::1]:7\n:7174\n"
+	ts, errs := ParseTargetFile([]byte(data), 7174)
+	var keys []string
+	for _, tg := range ts {
+		keys = append(keys, tg.Key())
+		if tg.Source != sourceFile {
+			t.Errorf("%s: source %q", tg.Key(), tg.Source)
+		}
+	}
+	if got, want := strings.Join(keys, " "), "192.0.2.1:7174 192.0.2.2:7000 [2001:db8::1]:7"; got != want {
+		t.Errorf("targets %q, want %q", got, want)
+	}
+	var lines []int
+	for _, e := range errs {
+		lines = append(lines, e.Line)
+	}
+	// "node#1" is one token ('#' starts a comment only at a line's start or after a
+	// blank) and not a valid name; line 6 has two words; line 9 has no host.
+	if fmt.Sprint(lines) != "[5 6 9]" {
+		t.Errorf("bad lines %v (%v), want [5 6 9]", lines, errs)
+	}
+	if ps, err := ParsePeers("a, b:7,,[2001:db8::2]", 7174); err != nil || len(ps) != 3 || ps[2].Key() != "[2001:db8::2]:7174" {
+		t.Errorf("ParsePeers: %v %v", ps, err)
+	}
+	if _, err := ParsePeers("a,b c", 7174); err == nil {
+		t.Error("ParsePeers accepted \"b c\"")
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	const interval = time.Second
+	now := time.Unix(1000, 0)
+	var phases []time.Duration
+	for seed := range uint64(200) {
+		s := newSchedule(now, interval, 0.1, rand.New(rand.NewPCG(seed, 1)))
+		first := s.next()
+		phase := first.Sub(now)
+		if phase < -interval/10 || phase >= interval+interval/10 {
+			t.Fatalf("seed %d: first slot %v after start", seed, phase)
+		}
+		phases = append(phases, phase)
+		grid := s.start
+		for k := 1; k < 1000; k++ {
+			at := s.next()
+			off := at.Sub(grid.Add(time.Duration(k) * interval))
+			if off < -interval/10 || off > interval/10 {
+				t.Fatalf("seed %d slot %d: %v off its grid time, jitter is ±10%%", seed, k, off)
+			}
+		}
+	}
+	// Phases spread over the interval: agents started together do not beat in step.
+	var buckets [10]int
+	for _, p := range phases {
+		buckets[min(max(int(p*10/interval), 0), 9)]++
+	}
+	for i, n := range buckets {
+		if n < 5 {
+			t.Errorf("phase decile %d holds %d of 200 agents: %v", i, n, buckets)
+		}
+	}
+	// Jitter varies from slot to slot (it is not a fixed offset).
+	s := newSchedule(now, interval, 0.1, rand.New(rand.NewPCG(7, 7)))
+	a, b := s.next().Sub(s.start), s.next().Sub(s.start)-interval
+	if a == b {
+		t.Errorf("two slots with the same offset %v", a)
+	}
+	// A dial that outlasted slots skips them, counted.
+	s = newSchedule(now, interval, 0, rand.New(rand.NewPCG(1, 1)))
+	s.next()
+	if n := s.skipPast(s.start.Add(3*interval + interval/2)); n != 3 {
+		t.Errorf("skipPast 3.5 intervals later skipped %d slots, want 3", n)
+	}
+	if got := s.next().Sub(s.start); got != 4*interval {
+		t.Errorf("next slot after skipping at %v, want %v", got, 4*interval)
+	}
+	if n := s.skipPast(s.start); n != 0 {
+		t.Errorf("skipPast in the past skipped %d", n)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := backoff{base: time.Second, max: 30 * time.Second, rnd: rand.New(rand.NewPCG(1, 2))}
+	want := []time.Duration{1, 2, 4, 8, 16, 30, 30, 30}
+	for i, w := range want {
+		d := b.next()
+		lo, hi := time.Duration(float64(w*time.Second)*0.8), time.Duration(float64(w*time.Second)*1.2)
+		if d < lo || d >= hi {
+			t.Errorf("attempt %d: %v, want in [%v, %v)", i+1, d, lo, hi)
+		}
+	}
+	b.reset()
+	if d := b.next(); d >= 1200*time.Millisecond {
+		t.Errorf("after reset: %v, want about the base", d)
+	}
+	// Jitter: many agents reconnecting after the same failure spread out.
+	seen := map[time.Duration]bool{}
+	for seed := range uint64(50) {
+		bb := backoff{base: time.Second, max: time.Minute, rnd: rand.New(rand.NewPCG(seed, 9))}
+		seen[bb.next().Round(10*time.Millisecond)] = true
+	}
+	if len(seen) < 20 {
+		t.Errorf("50 agents' first backoff takes only %d distinct values", len(seen))
+	}
+}
+
+// fakeNet is the RDMA fabric of the host tests: per address, how a dial and its pings go.
+type fakeNet struct {
+	mu       sync.Mutex
+	behavior map[netip.AddrPort]behavior
+	dials    map[netip.AddrPort]int
+	open     int
+	gate     chan struct{} // if set, Close waits for it
+}
+
+type behavior struct {
+	dialErr   string        // dial fails with this reason
+	rtt       time.Duration // successful pings take this
+	failAfter int           // the (failAfter+1)th ping on a connection fails with failWith
+	failWith  string
+	dieAfter  time.Duration // the connection dies by itself (Done) after this, with failWith
+}
+
+func newFakeNet() *fakeNet {
+	return &fakeNet{behavior: map[netip.AddrPort]behavior{}, dials: map[netip.AddrPort]int{}}
+}
+
+func (f *fakeNet) set(addr string, b behavior) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.behavior[netip.MustParseAddrPort(addr)] = b
+}
+
+func (f *fakeNet) dialCount(addr string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dials[netip.MustParseAddrPort(addr)]
+}
+
+func (f *fakeNet) openConns() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.open
+}
+
+func (f *fakeNet) dial(ctx context.Context, addr netip.AddrPort, _ io.Writer) (Conn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dials[addr]++
+	b, ok := f.behavior[addr]
+	if !ok {
+		return nil, &rping.ProbeError{Reason: rping.ReasonConnectRefused, Err: errors.New("fake: nothing listens")}
+	}
+	if b.dialErr != "" {
+		return nil, &rping.ProbeError{Reason: b.dialErr, Err: errors.New("fake")}
+	}
+	f.open++
+	c := &fakeConn{f: f, b: b, done: make(chan struct{})}
+	if b.dieAfter > 0 {
+		c.timer = time.AfterFunc(b.dieAfter, func() { c.kill() })
+	}
+	return c, nil
+}
+
+type fakeConn struct {
+	f      *fakeNet
+	b      behavior
+	n      int
+	done   chan struct{}
+	once   sync.Once
+	closed bool
+	timer  *time.Timer
+	err    error
+}
+
+func (c *fakeConn) kill() { c.once.Do(func() { close(c.done) }) }
+
+func (c *fakeConn) Ping(time.Duration) (time.Duration, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	select {
+	case <-c.done:
+		c.err = &rping.ProbeError{Reason: c.b.failWith, Err: errors.New("fake: died")}
+		return 0, c.err
+	default:
+	}
+	c.n++
+	if c.b.failWith != "" && c.b.failAfter > 0 && c.n > c.b.failAfter {
+		c.err = &rping.ProbeError{Reason: c.b.failWith, Err: errors.New("fake")}
+		return 0, c.err
+	}
+	return c.b.rtt, nil
+}
+
+func (c *fakeConn) Done() <-chan struct{} { return c.done }
+func (c *fakeConn) Device() string        { return "mlx5_0" }
+func (c *fakeConn) Port() int             { return 1 }
+
+func (c *fakeConn) Close() error {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	if g := c.f.gate; g != nil {
+		<-g
+	}
+	c.f.mu.Lock()
+	defer c.f.mu.Unlock()
+	if !c.closed {
+		c.closed = true
+		c.f.open--
+	}
+	return nil
+}
+
+// fakeResolver resolves from a map.
+type fakeResolver struct {
+	mu sync.Mutex
+	m  map[string][]netip.Addr
+}
+
+func (r *fakeResolver) set(name string, addrs ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var as []netip.Addr
+	for _, a := range addrs {
+		as = append(as, netip.MustParseAddr(a))
+	}
+	r.m[name] = as
+}
+
+func (r *fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if as, ok := r.m[host]; ok && len(as) > 0 {
+		return as, nil
+	}
+	return nil, fmt.Errorf("lookup %s: no such host", host)
+}
+
+// startAgent runs an agent in this process with args, the fakes of d and a responder
+// that listens at once; this machine's addresses do not count as the agent's own.
+func startAgent(t *testing.T, d deps, args ...string) *testAgent {
+	t.Helper()
+	cfg, err := ParseArgs(append([]string{"--listen", "127.0.0.1:0"}, args...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Version = "v0.0.0-test"
+	if d.respond == nil {
+		d.respond = func(ctx context.Context, c rping.ResponderConfig) error {
+			c.Listening()
+			<-ctx.Done()
+			return nil
+		}
+	}
+	if d.local == nil {
+		// The machine's own addresses must not matter (a CI host may own 192.0.2.x).
+		d.local = func() map[netip.Addr]bool {
+			return map[netip.Addr]bool{netip.MustParseAddr("127.0.0.1"): true, netip.MustParseAddr("::1"): true}
+		}
+	}
+	return runAgent(t, cfg, d, 10*time.Second)
+}
+
+func (ta *testAgent) wait(t *testing.T, selector string, cond func(float64) bool) {
+	t.Helper()
+	meshtest.WaitFor(t, 10*time.Second, selector, func() (bool, string) {
+		v, err := ta.Value(selector)
+		if err != nil {
+			return false, err.Error()
+		}
+		return cond(v), fmt.Sprint(v)
+	})
+}
+
+func eq(want float64) func(float64) bool { return func(v float64) bool { return v == want } }
+func ge(want float64) func(float64) bool { return func(v float64) bool { return v >= want } }
+
+func TestAgentProbesAndReasons(t *testing.T) {
+	fn := newFakeNet()
+	fn.set("192.0.2.1:7174", behavior{rtt: 3 * time.Microsecond})
+	fn.set("192.0.2.2:7174", behavior{rtt: 3 * time.Microsecond, failAfter: 3, failWith: "retry_exc_err"})
+	fn.set("192.0.2.3:7174", behavior{dialErr: rping.ReasonNoDevice})
+	fn.set("192.0.2.5:7174", behavior{rtt: 3 * time.Microsecond, dieAfter: 100 * time.Millisecond, failWith: rping.ReasonDeviceRemoved})
+	res := &fakeResolver{m: map[string][]netip.Addr{}}
+	res.set("node-a", "192.0.2.1")
+	ta := startAgent(t, deps{dial: fn.dial, resolver: res}, "--interval", "20ms", "--backoff-max", "50ms",
+		"--peers", "node-a,192.0.2.2,192.0.2.3,192.0.2.4,192.0.2.5,missing.example")
+	ta.wait(t, `gorping_target_up{target="node-a:7174"}`, eq(1))
+	ta.wait(t, `gorping_probe_rtt_seconds_count{target="node-a:7174"}`, ge(5))
+	ta.wait(t, `gorping_probe_failures_total{target="192.0.2.2:7174",reason="retry_exc_err"}`, ge(2))
+	ta.wait(t, `gorping_probe_failures_total{target="192.0.2.3:7174",reason="no_device"}`, ge(2))
+	ta.wait(t, `gorping_probe_failures_total{target="192.0.2.4:7174",reason="connect_refused"}`, ge(2))
+	ta.wait(t, `gorping_probe_failures_total{target="192.0.2.5:7174",reason="device_removed"}`, ge(2))
+	ta.wait(t, `gorping_probe_failures_total{target="missing.example:7174",reason="resolve_error"}`, ge(2))
+	ta.wait(t, `gorping_connections_total{target="192.0.2.2:7174"}`, ge(2)) // reconnects after each failure
+	m, err := ta.Scrape()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sel, want := range map[string]float64{
+		`gorping_target_path_info{target="node-a:7174",device="mlx5_0",port="1"}`: 1,
+		`gorping_connections_total{target="node-a:7174"}`:                         1,
+		`gorping_target_up{target="192.0.2.3:7174"}`:                              0,
+		`gorping_targets{source="peers"}`:                                         6,
+		`gorping_responder_up`:                                                    1,
+		`gorping_build_info{version="v0.0.0-test"}`:                               1,
+	} {
+		if v, err := m.Value(sel); err != nil || v != want {
+			t.Errorf("%s = %v (%v), want %v", sel, v, err, want)
+		}
+	}
+	// Every slot has one outcome: probes = RTTs + failures (give or take the slot being
+	// recorded while the scrape read the counters).
+	for target := range seriesPerTarget(m) {
+		probes, _ := m.Value(`gorping_probes_total{target="` + target + `"}`)
+		rtts, _ := m.Value(`gorping_probe_rtt_seconds_count{target="` + target + `"}`)
+		fails, _ := m.Sum(`gorping_probe_failures_total{target="` + target + `"}`)
+		if d := probes - rtts - fails; d < 0 || d > 1 {
+			t.Errorf("%s: %g probes, %g RTTs + %g failures", target, probes, rtts, fails)
+		}
+	}
+	// RTTs land in the microsecond buckets.
+	if v, _ := m.Value(`gorping_probe_rtt_seconds_bucket{target="node-a:7174",le="4e-06"}`); v < 5 {
+		t.Errorf("3 µs RTTs not in the 4 µs bucket: %g", v)
+	}
+	// Backoff: a target that keeps refusing is not dialed every slot.
+	probes, _ := m.Value(`gorping_probes_total{target="192.0.2.4:7174"}`)
+	if dials := fn.dialCount("192.0.2.4:7174"); float64(dials) > probes/2+2 {
+		t.Errorf("%d dials in %g slots of a refusing target: no backoff", dials, probes)
+	}
+}
+
+// TestCardinality drives one target through every way it can fail and checks its
+// series stay within the budget docs/mesh.md states.
+func TestCardinality(t *testing.T) {
+	fn := newFakeNet()
+	const addr = "192.0.2.9:7174"
+	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
+		"--interval", "10ms", "--backoff-max", "10ms", "--peers", addr)
+	// A day of a bad target: refused, then timeouts, a peer that leaves, a path error.
+	for _, b := range []behavior{
+		{dialErr: rping.ReasonConnectRefused},
+		{rtt: time.Microsecond, failAfter: 2, failWith: rping.ReasonTimeout},
+		{rtt: time.Microsecond, failAfter: 2, failWith: rping.ReasonDisconnected},
+		{rtt: time.Microsecond, failAfter: 2, failWith: "retry_exc_err"},
+		{dialErr: rping.ReasonUnreachable},
+		{rtt: 2 * time.Microsecond},
+	} {
+		fn.set(addr, b)
+		reason := b.dialErr + b.failWith
+		if reason == "" {
+			ta.wait(t, `gorping_target_up{target="`+addr+`"}`, eq(1))
+			continue
+		}
+		ta.wait(t, `gorping_probe_failures_total{target="`+addr+`",reason="`+reason+`"}`, ge(1))
+	}
+	m, err := ta.Scrape()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := seriesPerTarget(m)[addr]
+	t.Logf("series of a target that failed 5 ways: %d (classic histogram buckets: %d more)", n, len(rttBuckets)+2)
+	if n > maxSeriesPerTarget {
+		t.Errorf("%d series for one target, budget %d:\n%v", n, maxSeriesPerTarget, m.Samples())
+	}
+	// Agent-wide series (a histogram counted as one) are few and do not grow with targets.
+	other := 0
+	for name, mf := range m {
+		if !strings.HasPrefix(name, "gorping_") {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			hasTarget := false
+			for _, l := range mt.GetLabel() {
+				hasTarget = hasTarget || l.GetName() == "target"
+			}
+			if !hasTarget {
+				other++
+			}
+		}
+	}
+	if other > 16 {
+		t.Errorf("%d gorping_ series without a target label", other)
+	}
+}
+
+func TestTargetFileReload(t *testing.T) {
+	fn := newFakeNet()
+	for _, a := range []string{"192.0.2.1:7174", "192.0.2.2:7174", "192.0.2.3:7174", "192.0.2.4:7174"} {
+		fn.set(a, behavior{rtt: 5 * time.Microsecond})
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "targets")
+	write := func(s string) {
+		if err := os.WriteFile(file+".new", []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(file+".new", file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("192.0.2.1\n192.0.2.2 # b\nnot/a/target\n")
+	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
+		"--interval", "20ms", "--targets", file, "--targets-reload", "50ms")
+	ta.wait(t, `gorping_target_up{target="192.0.2.2:7174"}`, eq(1))
+	ta.wait(t, `gorping_target_config_errors_total{source="file",reason="parse"}`, eq(1))
+	before, _ := ta.Value(`gorping_probes_total{target="192.0.2.1:7174"}`)
+
+	write("192.0.2.1\n192.0.2.3\n")
+	ta.wait(t, `gorping_target_up{target="192.0.2.3:7174"}`, eq(1))
+	meshtest.WaitFor(t, 10*time.Second, "192.0.2.2's series gone", func() (bool, string) {
+		m, err := ta.Scrape()
+		if err != nil {
+			return false, err.Error()
+		}
+		ss, _ := m.Select(`gorping_probes_total{target="192.0.2.2:7174"}`)
+		return len(ss) == 0, fmt.Sprint(ss)
+	})
+	// The unchanged target kept its connection and its series went on.
+	if n := fn.dialCount("192.0.2.1:7174"); n != 1 {
+		t.Errorf("the unchanged target was dialed %d times", n)
+	}
+	if after, _ := ta.Value(`gorping_probes_total{target="192.0.2.1:7174"}`); after <= before {
+		t.Errorf("the unchanged target's probes went from %g to %g", before, after)
+	}
+	if v, _ := ta.Value(`gorping_target_config_errors_total{source="file",reason="parse"}`); v != 1 {
+		t.Errorf("parse errors %g after a clean file, want still 1", v)
+	}
+	// The removed target's connection was closed: two open (192.0.2.1 and .3).
+	meshtest.WaitFor(t, 5*time.Second, "removed target's connection closed", func() (bool, string) {
+		return fn.openConns() == 2, fmt.Sprint(fn.openConns())
+	})
+
+	// A file that disappears keeps its targets (a log line, a metric)...
+	os.Remove(file)
+	ta.wait(t, `gorping_target_config_errors_total{source="file",reason="read"}`, ge(1))
+	if v, _ := ta.Value(`gorping_target_up{target="192.0.2.3:7174"}`); v != 1 {
+		t.Errorf("targets dropped when the file went away")
+	}
+	// ...and SIGHUP reloads at once, even with the periodic check off.
+	write("192.0.2.4\n")
+	ta.hup <- syscall.SIGHUP
+	ta.wait(t, `gorping_target_up{target="192.0.2.4:7174"}`, eq(1))
+	if !strings.Contains(ta.logs.String(), "SIGHUP") {
+		t.Error("no log line for SIGHUP")
+	}
+}
+
+func TestDNSTargetsAndSelf(t *testing.T) {
+	fn := newFakeNet()
+	for _, a := range []string{"192.0.2.1:7300", "192.0.2.2:7300", "[2001:db8::2]:7300", "127.0.0.1:7174"} {
+		fn.set(a, behavior{rtt: 5 * time.Microsecond})
+	}
+	res := &fakeResolver{m: map[string][]netip.Addr{}}
+	// 127.0.0.1 is this host: with the responder on 7300 it is skipped there, and probed
+	// on another port (several agents on one host).
+	res.set("mesh.svc", "192.0.2.1", "192.0.2.2", "127.0.0.1", "2001:db8::2")
+	res.set("me", "127.0.0.1")
+	ta := startAgent(t, deps{dial: fn.dial, resolver: res}, "--interval", "20ms", "--port", "7300",
+		"--targets-dns", "mesh.svc", "--dns-refresh", "100ms", "--peers", "me,me:7174")
+	ta.wait(t, `gorping_target_up{target="192.0.2.2:7300"}`, eq(1))
+	ta.wait(t, `gorping_target_up{target="[2001:db8::2]:7300"}`, eq(1))
+	ta.wait(t, `gorping_target_up{target="me:7174"}`, eq(1))
+	m, _ := ta.Scrape()
+	for _, self := range []string{"127.0.0.1:7300", "me:7300"} {
+		if ss, _ := m.Select(`gorping_probes_total{target="` + self + `"}`); len(ss) != 0 {
+			t.Errorf("the agent probes itself as %s", self)
+		}
+	}
+	if v, _ := m.Value(`gorping_targets{source="dns"}`); v != 3 {
+		t.Errorf("dns targets %g, want 3", v)
+	}
+	// The name's records change: one goes, one comes; a failing lookup keeps them.
+	fn.set("192.0.2.3:7300", behavior{rtt: 5 * time.Microsecond})
+	res.set("mesh.svc", "192.0.2.2", "192.0.2.3", "2001:db8::2")
+	ta.wait(t, `gorping_target_up{target="192.0.2.3:7300"}`, eq(1))
+	meshtest.WaitFor(t, 10*time.Second, "192.0.2.1 removed", func() (bool, string) {
+		m, _ := ta.Scrape()
+		ss, _ := m.Select(`gorping_target_up{target="192.0.2.1:7300"}`)
+		return len(ss) == 0, fmt.Sprint(ss)
+	})
+	res.set("mesh.svc")
+	ta.wait(t, `gorping_target_config_errors_total{source="dns",reason="resolve"}`, ge(1))
+	if v, _ := ta.Value(`gorping_targets{source="dns"}`); v != 3 {
+		t.Errorf("a failed lookup changed the dns targets to %g", v)
+	}
+}
+
+func TestProbeEndpoint(t *testing.T) {
+	fn := newFakeNet()
+	fn.set("192.0.2.1:7174", behavior{rtt: 7 * time.Microsecond})
+	fn.set("198.51.100.7:7174", behavior{rtt: 9 * time.Microsecond})
+	fn.set("203.0.113.5:7174", behavior{rtt: 9 * time.Microsecond, failAfter: 2, failWith: rping.ReasonTimeout})
+	res := &fakeResolver{m: map[string][]netip.Addr{}}
+	ta := startAgent(t, deps{dial: fn.dial, resolver: res}, "--interval", "1s", "--peers", "192.0.2.1",
+		"--probe-allow", "198.51.100.0/24,203.0.113.5")
+	status := func(q string) int {
+		code, _, err := ta.Get("/probe?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code
+	}
+	for q, want := range map[string]int{
+		"target=192.0.2.1&count=3":    200, // a known target
+		"target=192.0.2.1:7174":       200,
+		"target=198.51.100.7":         200, // in --probe-allow
+		"target=203.0.113.5&count=4":  200,
+		"target=192.0.2.77":           403, // neither
+		"target=198.51.101.7":         403,
+		"target=":                     400,
+		"target=192.0.2.1&count=0":    400,
+		"target=192.0.2.1&count=101":  400,
+		"target=192.0.2.1&count=many": 400,
+	} {
+		if got := status(q); got != want {
+			t.Errorf("/probe?%s: %d, want %d", q, got, want)
+		}
+	}
+	m, err := ta.ScrapePath("/probe?target=192.0.2.1&count=3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sel, want := range map[string]float64{"gorping_probe_success": 1, "gorping_probes_total": 3,
+		"gorping_probe_rtt_seconds_count": 3, `gorping_probe_path_info{device="mlx5_0",port="1"}`: 1} {
+		if v, err := m.Value(sel); err != nil || v != want {
+			t.Errorf("/probe: %s = %v (%v), want %v", sel, v, err, want)
+		}
+	}
+	m, _ = ta.ScrapePath("/probe?target=203.0.113.5&count=4")
+	for sel, want := range map[string]float64{"gorping_probe_success": 0, "gorping_probes_total": 4,
+		"gorping_probe_rtt_seconds_count": 2, `gorping_probe_failures_total{reason="timeout"}`: 2} {
+		if v, err := m.Value(sel); err != nil || v != want {
+			t.Errorf("/probe of a target that times out: %s = %v (%v), want %v", sel, v, err, want)
+		}
+	}
+	// --probe-any lifts the allow-list.
+	tb := startAgent(t, deps{dial: fn.dial, resolver: res}, "--probe-any", "--no-responder")
+	if code, _, _ := tb.Get("/probe?target=198.51.100.7"); code != 200 {
+		t.Errorf("--probe-any: %d", code)
+	}
+	if v, _ := ta.Value(`gorping_probe_requests_total{outcome="refused"}`); v != 2 {
+		t.Errorf("refused probe requests %g, want 2", v)
+	}
+	if code, body, _ := ta.Get("/-/healthy"); code != 200 || !strings.Contains(body, "Healthy") {
+		t.Errorf("/-/healthy: %d %q", code, body)
+	}
+}
+
+// TestShutdownOrder: on SIGTERM the agent releases every connection while its listener
+// still serves scrapes, then closes the listener, and exits 0.
+func TestShutdownOrder(t *testing.T) {
+	fn := newFakeNet()
+	fn.set("192.0.2.1:7174", behavior{rtt: 5 * time.Microsecond})
+	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
+		"--interval", "20ms", "--peers", "192.0.2.1")
+	ta.wait(t, `gorping_target_up{target="192.0.2.1:7174"}`, eq(1))
+	gate := make(chan struct{})
+	fn.mu.Lock()
+	fn.gate = gate
+	fn.mu.Unlock()
+	ta.cancel()
+	// Closing the connection is held: the agent is mid-teardown and must still answer.
+	time.Sleep(50 * time.Millisecond)
+	if _, err := ta.Scrape(); err != nil {
+		t.Errorf("scrape during teardown: %v", err)
+	}
+	select {
+	case <-ta.done:
+		t.Fatal("the agent exited before its connections were closed")
+	default:
+	}
+	close(gate)
+	select {
+	case st := <-ta.done:
+		ta.done <- st // for the cleanup
+		if st != 0 {
+			t.Errorf("exit %d", st)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after the connections closed")
+	}
+	if n := fn.openConns(); n != 0 {
+		t.Errorf("%d connections open after the agent stopped", n)
+	}
+	if _, err := ta.Scrape(); err == nil {
+		t.Error("the listener still answers after the agent stopped")
+	}
+}
+
+// TestResponderRestarts: a responder that stops by itself (no device) is started again
+// with backoff, and its gauge says whether it listens.
+func TestResponderRestarts(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	respond := func(ctx context.Context, c rping.ResponderConfig) error {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n < 3 {
+			c.Log.Write([]byte("No RDMA devices were detected\n"))
+			return &rping.ResponderError{Status: 19}
+		}
+		c.Listening()
+		<-ctx.Done()
+		return nil
+	}
+	ta := startAgent(t, deps{dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}, respond: respond},
+		"--interval", "1s")
+	if v, _ := ta.Value("gorping_responder_up"); v != 0 {
+		t.Errorf("responder_up %g before it listens", v)
+	}
+	meshtest.WaitFor(t, 15*time.Second, "responder listening after two failures", func() (bool, string) {
+		v, err := ta.Value("gorping_responder_up")
+		return err == nil && v == 1, fmt.Sprint(v, err)
+	})
+	if v, _ := ta.Value("gorping_responder_starts_total"); v != 1 {
+		t.Errorf("responder starts %g, want 1", v)
+	}
+	if n := strings.Count(ta.logs.String(), "No RDMA devices were detected"); n != 1 {
+		t.Errorf("the repeated rping line was logged %d times, want once", n)
+	}
+}
+
+func TestArgs(t *testing.T) {
+	for _, args := range [][]string{
+		{"mesh"}, {"mesh", "--peers", "a,b"}, {"mesh", "--interval=0.5", "--probe-any"}, {"mesh", "-h"},
+		{"mesh", "--interval", "bogus"}, // mesh's own error, not rping's usage
+	} {
+		if !IsCommand(args) {
+			t.Errorf("IsCommand(%q) = false", args)
+		}
+	}
+	for _, args := range [][]string{
+		{}, {"devices"}, {"mesh", "-s"}, {"mesh", "--peers"}, {"mesh", "--interval", "1", "-c", "-a", "x"},
+		{"mesh", "extra"}, {"mesh", "--bogus"}, {"-s", "mesh"},
+	} {
+		if IsCommand(args) {
+			t.Errorf("IsCommand(%q) = true: rping's command line changes meaning", args)
+		}
+	}
+	cfg, err := ParseArgs([]string{"--interval", "250ms", "--peers", "x,[2001:db8::1]:9", "--probe-allow", "10.0.0.0/8,192.0.2.1"})
+	if err != nil || cfg.Interval != 250*time.Millisecond || cfg.Timeout != 250*time.Millisecond || len(cfg.Peers) != 2 ||
+		len(cfg.ProbeAllow) != 2 || cfg.ProbeAllow[1].Bits() != 32 {
+		t.Errorf("ParseArgs: %+v %v", cfg, err)
+	}
+	for _, bad := range [][]string{{"--interval", "0"}, {"--jitter", "0.7"}, {"--size", "10"}, {"--port", "70000"},
+		{"--bind", "x"}, {"--log.format", "xml"}, {"--log.level", "loud"}, {"--peers", "a b"}, {"--probe-allow", "x"}} {
+		if _, err := ParseArgs(bad); err == nil {
+			t.Errorf("ParseArgs(%q) accepted", bad)
+		}
+	}
+	var out, errOut strings.Builder
+	if st := Main(context.Background(), []string{"--help"}, "v", &out, &errOut); st != 0 || !strings.Contains(out.String(), "--targets FILE") {
+		t.Errorf("--help: %d %q", st, out.String())
+	}
+	out.Reset()
+	if st := Main(context.Background(), []string{"--size", "1"}, "v", &out, &errOut); st != ExitUsage ||
+		strings.Count(errOut.String(), "\n") != 1 || !strings.HasPrefix(errOut.String(), "gorping mesh: ") {
+		t.Errorf("bad option: exit %d, stderr %q; want %d and one line", st, errOut.String(), ExitUsage)
+	}
+	errOut.Reset()
+	if st := Main(context.Background(), []string{"--listen", "256.0.0.1:1"}, "v", &out, &errOut); st != ExitError ||
+		!strings.Contains(errOut.String(), "--listen") {
+		t.Errorf("bad listen address: exit %d, stderr %q", st, errOut.String())
+	}
+}
+
+// TestChurnLeaksNothing: targets that fail and reconnect thousands of times, and a
+// target list that changes under them, leave no goroutine and no connection behind.
+func TestChurnLeaksNothing(t *testing.T) {
+	fn := newFakeNet()
+	var peers []string
+	for i := range 20 {
+		a := fmt.Sprintf("192.0.2.%d:7174", i+1)
+		fn.set(a, behavior{rtt: time.Microsecond, failAfter: 1, failWith: rping.ReasonDisconnected})
+		peers = append(peers, a)
+	}
+	before := runtime.NumGoroutine()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "targets")
+	os.WriteFile(file, []byte(strings.Join(peers[:10], "\n")), 0o644)
+	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
+		"--interval", "2ms", "--backoff-max", "2ms", "--targets", file, "--targets-reload", "20ms", "--no-responder")
+	for round := range 10 {
+		os.WriteFile(file, []byte(strings.Join(peers[round%2*10:round%2*10+10], "\n")), 0o644)
+		time.Sleep(150 * time.Millisecond)
+	}
+	m, err := ta.Scrape()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns, _ := m.Sum("gorping_connections_total")
+	t.Logf("%g connections made", conns)
+	if conns < 100 {
+		t.Errorf("only %g connections: not much churn", conns)
+	}
+	if n := fn.openConns(); n > 10 {
+		t.Errorf("%d connections open for 10 targets", n)
+	}
+	ta.cancel()
+	<-ta.done
+	ta.done <- 0
+	if n := fn.openConns(); n != 0 {
+		t.Errorf("%d connections open after the agent stopped", n)
+	}
+	meshtest.WaitFor(t, 5*time.Second, "goroutines back to the baseline", func() (bool, string) {
+		n := runtime.NumGoroutine()
+		return n <= before, fmt.Sprintf("%d, %d before", n, before)
+	})
+}

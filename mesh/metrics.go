@@ -1,0 +1,151 @@
+package mesh
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+const namespace = "gorping"
+
+// rttBuckets are the classic buckets of the RTT histograms: 1 µs to 262 ms in steps of
+// ×4. RDMA round trips are microseconds (smokeping's 50 µs start is too coarse for
+// them); the native histogram beside them resolves ~9 % steps (factor 1.1) without a
+// series per bucket.
+var rttBuckets = prometheus.ExponentialBuckets(1e-6, 4, 10)
+
+func rttHistogramOpts(help string) prometheus.HistogramOpts {
+	return prometheus.HistogramOpts{
+		Namespace: namespace, Name: "probe_rtt_seconds", Help: help,
+		Buckets:                         rttBuckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  160,
+		NativeHistogramMinResetDuration: time.Hour,
+	}
+}
+
+// metrics are the agent's collectors, registered on its own registry. Per target (label
+// target="host:port"): the RTT histogram, probes, failures by reason, up, connections and
+// the path (local device and port, node_exporter's infiniband labels) — 5 series plus one
+// per failure reason seen, the histogram counted as one native histogram.
+type metrics struct {
+	reg         *prometheus.Registry
+	rtt         *prometheus.HistogramVec
+	probes      *prometheus.CounterVec
+	failures    *prometheus.CounterVec
+	up          *prometheus.GaugeVec
+	connections *prometheus.CounterVec
+	path        *prometheus.GaugeVec
+
+	targets         *prometheus.GaugeVec
+	configErrors    *prometheus.CounterVec
+	responderUp     prometheus.Gauge
+	responderStarts prometheus.Counter
+	probeRequests   *prometheus.CounterVec
+	slotDelay       prometheus.Histogram
+}
+
+func newMetrics(version string) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	tl := []string{"target"}
+	m.rtt = prometheus.NewHistogramVec(rttHistogramOpts(
+		"Round-trip time of successful rping pings to the target (both adverts, the RDMA READ and WRITE, both go-aheads)."), tl)
+	m.probes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probes_total",
+		Help: "Probe slots of the target, one per interval; each either succeeds (an RTT) or fails (a reason)."}, tl)
+	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_failures_total",
+		Help: "Probe slots of the target that failed, by reason (a completion status name, connect_refused, timeout, ...)."},
+		[]string{"target", "reason"})
+	m.up = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_up",
+		Help: "1 if the target's last probe succeeded, else 0."}, tl)
+	m.connections = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "connections_total",
+		Help: "RC connections established to the target (the first and every re-establishment)."}, tl)
+	m.path = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_path_info",
+		Help: "The local RDMA device and port of the target's latest connection (labels as node_exporter's infiniband collector); always 1."},
+		[]string{"target", "device", "port"})
+	m.targets = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "targets",
+		Help: "Targets probed, by the source that names them (file, peers, dns)."}, []string{"source"})
+	m.configErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "target_config_errors_total",
+		Help: "Problems with the target sources: a target file line that does not parse (parse), an unreadable file (read), a DNS name that does not resolve (resolve)."},
+		[]string{"source", "reason"})
+	m.responderUp = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "responder_up",
+		Help: "1 while the agent's rping responder listens, else 0."})
+	m.responderStarts = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "responder_starts_total",
+		Help: "Times the rping responder's listener came up."})
+	m.probeRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_requests_total",
+		Help: "Requests of /probe, by outcome (ok, refused: target not allowed, busy, bad_request)."}, []string{"outcome"})
+	m.slotDelay = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "probe_slot_delay_seconds",
+		Help:    "How late probe slots start after their due time, all targets together (an overloaded agent's slots run late).",
+		Buckets: prometheus.ExponentialBuckets(1e-5, 4, 9), NativeHistogramBucketFactor: 1.1,
+		NativeHistogramMaxBucketNumber: 160, NativeHistogramMinResetDuration: time.Hour})
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
+		Help: "gorping's version and the Go version it was built with; always 1."}, []string{"version", "goversion"})
+	build.WithLabelValues(version, runtime.Version()).Set(1)
+	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.targets, m.configErrors,
+		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, s := range []string{sourceFile, sourcePeers, sourceDNS} {
+		m.targets.WithLabelValues(s)
+	}
+	for _, o := range []string{"ok", "refused", "busy", "bad_request"} {
+		m.probeRequests.WithLabelValues(o)
+	}
+	return m
+}
+
+// targetMetrics are one target's children, looked up once so that recording a probe
+// allocates nothing.
+type targetMetrics struct {
+	m           *metrics
+	key         string
+	rtt         prometheus.Observer
+	probes      prometheus.Counter
+	up          prometheus.Gauge
+	connections prometheus.Counter
+	device      string
+	port        string
+}
+
+func (m *metrics) forTarget(key string) *targetMetrics {
+	tm := &targetMetrics{m: m, key: key, rtt: m.rtt.WithLabelValues(key), probes: m.probes.WithLabelValues(key),
+		up: m.up.WithLabelValues(key), connections: m.connections.WithLabelValues(key)}
+	tm.up.Set(0)
+	return tm
+}
+
+func (tm *targetMetrics) success(rtt time.Duration) {
+	tm.probes.Inc()
+	tm.rtt.Observe(rtt.Seconds())
+	tm.up.Set(1)
+}
+
+func (tm *targetMetrics) failure(reason string) {
+	tm.probes.Inc()
+	tm.m.failures.WithLabelValues(tm.key, reason).Inc()
+	tm.up.Set(0)
+}
+
+// connected records a new connection and its local device and port.
+func (tm *targetMetrics) connected(device, port string) {
+	tm.connections.Inc()
+	if device == tm.device && port == tm.port {
+		return
+	}
+	if tm.device != "" {
+		tm.m.path.DeleteLabelValues(tm.key, tm.device, tm.port)
+	}
+	tm.device, tm.port = device, port
+	tm.m.path.WithLabelValues(tm.key, device, port).Set(1)
+}
+
+// remove deletes every series of the target (it left the target list).
+func (tm *targetMetrics) remove() {
+	l := map[string]string{"target": tm.key}
+	tm.m.rtt.DeletePartialMatch(l)
+	tm.m.probes.DeletePartialMatch(l)
+	tm.m.failures.DeletePartialMatch(l)
+	tm.m.up.DeletePartialMatch(l)
+	tm.m.connections.DeletePartialMatch(l)
+	tm.m.path.DeletePartialMatch(l)
+}

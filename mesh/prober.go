@@ -1,0 +1,254 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/gorping/gorping/rping"
+)
+
+// Conn is one probing connection: *rping.Prober, a fake in host tests.
+type Conn interface {
+	Ping(timeout time.Duration) (time.Duration, error)
+	Done() <-chan struct{}
+	Device() string
+	Port() int
+	Close() error
+}
+
+// Dialer opens a Conn to addr. ctx is the connection's life; the dial is bounded by the
+// dialer itself. log receives rping's lines about the connection. Errors carry a reason
+// as *rping.ProbeError.
+type Dialer func(ctx context.Context, addr netip.AddrPort, log io.Writer) (Conn, error)
+
+// rpingDialer dials with rping.DialProbe.
+func rpingDialer(src netip.Addr, size int, connectTimeout time.Duration) Dialer {
+	return func(ctx context.Context, addr netip.AddrPort, log io.Writer) (Conn, error) {
+		p, err := rping.DialProbe(ctx, rping.ProbeConfig{Target: addr, Source: src, Size: size,
+			ConnectTimeout: connectTimeout, Log: log})
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+}
+
+// reasonOf is the failure reason of err.
+func reasonOf(err error) string {
+	var pe *rping.ProbeError
+	if errors.As(err, &pe) {
+		return pe.Reason
+	}
+	return rping.ReasonConnectError
+}
+
+// Failure reasons the agent itself adds to rping's.
+const reasonResolve = "resolve_error" // the target's name did not resolve
+
+// probeSettings are what every target's loop shares.
+type probeSettings struct {
+	interval, timeout, connectTimeout time.Duration
+	backoffMax                        time.Duration
+	jitter                            float64
+	dial                              Dialer
+	resolver                          Resolver
+	log                               *slog.Logger
+	// dials bounds the connection setups in flight (maxParallelDials): an agent started
+	// with hundreds of targets, or all of whose peers came back at once, connects a few
+	// at a time instead of timing every setup out in a storm.
+	dials chan struct{}
+}
+
+// maxParallelDials is how many connections an agent sets up at once.
+const maxParallelDials = 8
+
+// targetLoop probes one target, one slot per interval, over one connection it keeps,
+// reconnecting with capped backoff. Each slot has one outcome: an RTT, or a failure
+// with the reason of what is wrong at the time (slots that pass while waiting to
+// reconnect, or while a dial outlasts them, fail with the reason that keeps the target
+// down).
+type targetLoop struct {
+	t    Target
+	s    *probeSettings
+	tm   *targetMetrics
+	log  *slog.Logger
+	rnd  *rand.Rand
+	conn Conn
+	bo   backoff
+
+	retryAt    time.Time // no dial before this
+	lastReason string    // why the target is down ("" while it is up)
+	pending    string    // the connection died between slots: the next slot fails with this
+	timer      *time.Timer
+}
+
+func newTargetLoop(t Target, s *probeSettings, tm *targetMetrics, seed uint64) *targetLoop {
+	rnd := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
+	return &targetLoop{t: t, s: s, tm: tm, rnd: rnd, log: s.log.With("target", t.Key()),
+		bo: backoff{base: s.interval, max: max(s.backoffMax, s.interval), rnd: rnd}}
+}
+
+func (l *targetLoop) run(ctx context.Context) {
+	defer l.closeConn()
+	sched := newSchedule(time.Now(), l.s.interval, l.s.jitter, l.rnd)
+	l.timer = time.NewTimer(time.Hour)
+	defer l.timer.Stop()
+	for {
+		due := sched.next()
+		if !l.waitUntil(ctx, due) {
+			return
+		}
+		l.tm.m.slotDelay.Observe(max(time.Since(due), 0).Seconds())
+		l.slot(ctx)
+		// Slots that passed while the slot ran (a dial up to --connect-timeout, a slow
+		// ping): while the target is down they fail with its reason; a target that is
+		// up was busy answering, and its skipped slots are not counted.
+		for range sched.skipPast(time.Now()) {
+			if l.lastReason != "" {
+				l.tm.failure(l.lastReason)
+			}
+		}
+	}
+}
+
+// waitUntil sleeps until t; a connection that dies meanwhile is released at once (a
+// removed device waits for every user to let go). It returns false when ctx ends.
+func (l *targetLoop) waitUntil(ctx context.Context, t time.Time) bool {
+	l.timer.Reset(time.Until(t))
+	for {
+		var dead <-chan struct{}
+		if l.conn != nil {
+			dead = l.conn.Done()
+		}
+		select {
+		case <-l.timer.C:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-dead:
+			_, err := l.conn.Ping(0) // a spent connection answers at once with its reason
+			l.closeConn()
+			l.pending = reasonOf(err)
+			l.down(l.pending, err)
+		}
+	}
+}
+
+// slot runs one probe slot.
+func (l *targetLoop) slot(ctx context.Context) {
+	if l.pending != "" {
+		// The connection died since the last slot: this slot fails with that, and the
+		// connection is set up again for the next one.
+		l.tm.failure(l.pending)
+		l.pending = ""
+		l.dial(ctx)
+		return
+	}
+	if l.conn == nil {
+		if time.Now().Before(l.retryAt) {
+			l.tm.failure(l.downReason())
+			return
+		}
+		if reason := l.dial(ctx); reason != "" {
+			if ctx.Err() == nil {
+				l.tm.failure(reason)
+			}
+			return
+		}
+	}
+	rtt, err := l.conn.Ping(l.s.timeout)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: not the target's failure
+		}
+		reason := reasonOf(err)
+		l.tm.failure(reason)
+		l.closeConn()
+		l.retryAt = time.Time{} // redial at the next slot; repeated dial failures back off
+		l.down(reason, err)
+		return
+	}
+	l.tm.success(rtt)
+	if l.lastReason != "" {
+		l.log.Info("target up", "device", l.conn.Device(), "port", l.conn.Port(), "rtt", rtt)
+		l.lastReason = ""
+	}
+}
+
+// dial connects, returning "" or the failure reason (also recorded as the target's
+// down reason, with the backoff until the next attempt).
+func (l *targetLoop) dial(ctx context.Context) string {
+	select {
+	case l.s.dials <- struct{}{}:
+		defer func() { <-l.s.dials }()
+	case <-ctx.Done():
+		return rping.ReasonCanceled
+	}
+	rctx, cancel := context.WithTimeout(ctx, l.s.connectTimeout)
+	addr, err := resolveTarget(rctx, l.s.resolver, l.t)
+	cancel()
+	var conn Conn
+	if err == nil {
+		conn, err = l.s.dial(ctx, netip.AddrPortFrom(addr, l.t.Port), lineLog{l.log})
+		if err != nil && ctx.Err() != nil {
+			return rping.ReasonCanceled
+		}
+	} else {
+		err = &rping.ProbeError{Reason: reasonResolve, Err: err}
+	}
+	if err != nil {
+		reason := reasonOf(err)
+		l.retryAt = time.Now().Add(l.bo.next())
+		l.down(reason, err)
+		return reason
+	}
+	l.bo.reset()
+	l.conn = conn
+	l.tm.connected(conn.Device(), strconv.Itoa(conn.Port()))
+	l.log.Debug("connected", "address", addr, "device", conn.Device(), "port", conn.Port())
+	return ""
+}
+
+// down records why the target is down, logging when the reason changes.
+func (l *targetLoop) down(reason string, err error) {
+	l.tm.up.Set(0)
+	if reason == l.lastReason {
+		return
+	}
+	l.lastReason = reason
+	l.log.Warn("target down", "reason", reason, "err", err)
+}
+
+func (l *targetLoop) downReason() string {
+	if l.lastReason != "" {
+		return l.lastReason
+	}
+	return rping.ReasonConnectError
+}
+
+func (l *targetLoop) closeConn() {
+	if l.conn != nil {
+		l.conn.Close()
+		l.conn = nil
+	}
+}
+
+// lineLog logs rping's lines about a connection at debug level.
+type lineLog struct{ log *slog.Logger }
+
+func (w lineLog) Write(p []byte) (int, error) {
+	if w.log.Enabled(context.Background(), slog.LevelDebug) {
+		s := string(p)
+		for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
+			s = s[:len(s)-1]
+		}
+		w.log.Debug("rping", "line", s)
+	}
+	return len(p), nil
+}

@@ -1,0 +1,69 @@
+package mesh
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// schedule places a target's probe slots: slot k is due at phase + k·interval, moved by
+// up to ±jitter·interval. The phase is random in [0, interval), so agents started
+// together do not probe in step, and the jitter does not accumulate, so the long-run
+// rate stays exactly one probe per interval.
+type schedule struct {
+	start    time.Time // slot 0's grid time
+	interval time.Duration
+	jitter   float64 // fraction of the interval, [0, 0.5)
+	rnd      *rand.Rand
+	k        int64 // the next slot
+}
+
+func newSchedule(now time.Time, interval time.Duration, jitter float64, rnd *rand.Rand) *schedule {
+	jitter = min(max(jitter, 0), 0.49)
+	phase := time.Duration(rnd.Int64N(int64(interval)))
+	return &schedule{start: now.Add(phase), interval: interval, jitter: jitter, rnd: rnd}
+}
+
+// next returns when the next slot is due and advances to the one after.
+func (s *schedule) next() time.Time {
+	t := s.start.Add(time.Duration(s.k) * s.interval)
+	if s.jitter > 0 {
+		j := (s.rnd.Float64()*2 - 1) * s.jitter * float64(s.interval)
+		t = t.Add(time.Duration(j))
+	}
+	s.k++
+	return t
+}
+
+// skipPast moves past the slots whose grid time is already before now (a dial or a ping
+// outlasted them) and returns how many it skipped.
+func (s *schedule) skipPast(now time.Time) int {
+	n := 0
+	for s.start.Add(time.Duration(s.k) * s.interval).Before(now) {
+		s.k++
+		n++
+	}
+	return n
+}
+
+// backoff is the capped exponential wait between reconnection attempts: base, 2·base,
+// 4·base, ... up to max, each scaled by a random factor in [0.8, 1.2) so that the
+// agents that lost the same peer do not reconnect in step.
+type backoff struct {
+	base, max time.Duration
+	rnd       *rand.Rand
+	fails     int
+}
+
+// next returns the wait after one more failure.
+func (b *backoff) next() time.Duration {
+	b.fails++
+	d := b.base
+	for i := 1; i < b.fails && d < b.max; i++ {
+		d *= 2
+	}
+	d = min(d, b.max)
+	return time.Duration(float64(d) * (0.8 + 0.4*b.rnd.Float64()))
+}
+
+// reset forgets the failures (a connection succeeded).
+func (b *backoff) reset() { b.fails = 0 }
