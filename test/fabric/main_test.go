@@ -65,6 +65,7 @@ func runMain(m *testing.M) int {
 	o := vm.ClusterOptions{
 		Target: target, Hosts: hosts, ModuleRoot: root, CacheRoot: cache,
 		Timeouts: vm.DefaultTimeouts(target.Arch), Pcap: os.Getenv("FABRIC_PCAP"),
+		Forwards: []int{meshPort},
 	}
 	if console != nil {
 		o.Out = console
