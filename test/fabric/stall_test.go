@@ -195,14 +195,21 @@ func TestCrossPeerPowerOff(t *testing.T) {
 func TestCrossFarLinkDown(t *testing.T) {
 	h1, h2 := host(t, 1), host(t, 2)
 	t.Cleanup(func() { restoreNetwork(t, h2) })
-	port := freshPort()
+	port, sport := freshPort(), freshPort()
 	srv := start(t, h2, gorping, "-s", "-a", h2.IPv4, "-p", strconv.Itoa(port))
+	ssrv := start(t, h2, stock, "-s", "-a", h2.IPv4, "-p", strconv.Itoa(sport), "-v")
 	waitListening(t, srv, addrPort(h2.IPv4, port), time.Minute)
+	waitListening(t, ssrv, addrPort(h2.IPv4, sport), time.Minute)
 	cli := endless(t, h1, gorpingImpl, h2.IPv4, port)
+	scli := endless(t, h1, stockImpl, h2.IPv4, sport)
 	down := time.Now()
 	linkSet(t, h2, "down")
 	endsWithin(t, srv, down, boundSlack, 255, "gorping: ")
 	endsWithin(t, cli, down, defaultBound+boundSlack, 110, "the server's host acknowledged nothing")
+	// Stock rping: neither its server, whose port went down, nor its client
+	// notices anything.
+	stillRunning(t, ssrv, "(the server) after gorping's client ended")
+	stillRunning(t, scli, "(the client) after gorping's client ended")
 }
 
 // TestCrossLinkFlap: h1's link goes down and up. The running client ends at
@@ -213,18 +220,28 @@ func TestCrossFarLinkDown(t *testing.T) {
 func TestCrossLinkFlap(t *testing.T) {
 	h1, h2 := host(t, 1), host(t, 2)
 	t.Cleanup(func() { restoreNetwork(t, h1) })
-	port, port6 := freshPort(), freshPort()
+	port, port6, sport := freshPort(), freshPort(), freshPort()
 	srv := start(t, h2, gorping, "-s", "-P", "-a", h2.IPv4, "-p", strconv.Itoa(port))
 	srv6 := start(t, h2, gorping, "-s", "-P", "-a", h2.IPv6, "-p", strconv.Itoa(port6))
+	ssrv := start(t, h2, stock, "-s", "-P", "-a", h2.IPv4, "-p", strconv.Itoa(sport))
 	waitListening(t, srv, addrPort(h2.IPv4, port), time.Minute)
 	waitListening(t, srv6, addrPort(h2.IPv6, port6), time.Minute)
+	waitListening(t, ssrv, addrPort(h2.IPv4, sport), time.Minute)
 	cli := endless(t, h1, gorpingImpl, h2.IPv4, port)
+	scli := endless(t, h1, stockImpl, h2.IPv4, sport)
 
 	flap := time.Now()
 	linkSet(t, h1, "down")
+	// gorping ends its connection at once on the port error (and its
+	// disconnect, sent while the link is down, is what breaks rxe's QP1)...
 	endsWithin(t, cli, flap, boundSlack, 255, "rxe0 port 1")
 	linkSet(t, h1, "up")
 	waitPort(t, h1, "ACTIVE", false)
+	// ...while stock rping, which reads no asynchronous events, rides the flap
+	// out: RC retransmission delivers its stalled ping once the link is back.
+	pings := strings.Count(scli.status(t).Stdout, "ping data: ")
+	waitOutput(t, scli, "rdma-ping-"+strconv.Itoa(pings+3)+": ", time.Minute)
+	t.Logf("stock rping's client went on after the flap (ping %d and on)", pings)
 	dev := must(t, h1, gorping, "devices")
 	if !strings.Contains(dev, "link_downed") || !strings.Contains(dev, "rdma link delete rxe0") {
 		t.Errorf("gorping devices after a flap does not show it:\n%s", dev)
