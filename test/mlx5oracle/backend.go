@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
 
+	"github.com/gorping/gorping/internal/mmio"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,6 +33,11 @@ type Backend struct {
 	uars     []uarPage
 	seenCmds int
 	errs     []error
+
+	// The provider's device-visible operations (mmio recorder, -tags mmiorecord).
+	recMu  sync.Mutex
+	ops    []mmio.Event
+	cancel func()
 }
 
 type uarPage struct {
@@ -39,9 +46,21 @@ type uarPage struct {
 }
 
 // NewBackend returns a backend answering with a fresh Fake(p).
+// With the mmiorecord build tag it also records the provider's barriers, doorbell-record
+// and MMIO stores (Observation.Ops); Recording says whether it does.
 func NewBackend(p Params) *Backend {
-	return &Backend{Fake: NewFake(p), async: [2]int{-1, -1}}
+	b := &Backend{Fake: NewFake(p), async: [2]int{-1, -1}}
+	b.cancel = mmio.Subscribe(func(e mmio.Event) {
+		b.recMu.Lock()
+		b.ops = append(b.ops, e)
+		b.recMu.Unlock()
+	})
+	return b
 }
+
+// Recording reports whether Observe returns the provider's store sequence (the test
+// binary was built with -tags mmiorecord).
+func Recording() bool { return mmio.Recording }
 
 // ptrBytes views n bytes at address a (mmap'd memory of this process).
 func ptrBytes(a uint64, n int) []byte {
@@ -155,6 +174,11 @@ type Observation struct {
 	Cmds []Cmd
 	Mem  map[string][]byte
 	UAR  map[string][]byte
+	// Ops is the provider's sequence of device-visible operations since the last
+	// Observe, in its own terms: stores (Target as in SeqEvent, "?" prefixed when the
+	// address is in no known record or UAR page) and barriers by name (Fence
+	// "to_device", "from_device", "wc_start", "flush"). Nil without -tags mmiorecord.
+	Ops []SeqEvent
 }
 
 // Observe snapshots the regions and UAR pages and returns the commands since the last
@@ -173,12 +197,54 @@ func (b *Backend) Observe() Observation {
 	for _, u := range b.uars {
 		o.UAR[u.name] = append([]byte(nil), u.mem...)
 	}
+	b.recMu.Lock()
+	ops := b.ops
+	b.ops = nil
+	b.recMu.Unlock()
+	if mmio.Recording {
+		o.Ops = []SeqEvent{}
+	}
+	for _, e := range ops {
+		o.Ops = append(o.Ops, b.name(e))
+	}
 	return o
+}
+
+// name turns a recorded operation into a SeqEvent: barriers by name, stores by the record
+// or UAR page they hit (b.mu held).
+func (b *Backend) name(e mmio.Event) SeqEvent {
+	switch e.Op {
+	case mmio.OpRecord, mmio.OpStore64, mmio.OpCopy64:
+	default:
+		return SeqEvent{Fence: e.Op.String()}
+	}
+	ev := SeqEvent{Width: e.Len, Bytes: append([]byte(nil), e.Data[:e.Len]...)}
+	a := uint64(e.Addr)
+	if e.Op == mmio.OpRecord {
+		for _, r := range b.Fake.Regions {
+			if strings.HasSuffix(r.Name, ".db") && !r.Dead && a >= r.Addr && a < r.Addr+uint64(r.Len) {
+				ev.Target, ev.Off = r.Name, int(a-r.Addr)
+				return ev
+			}
+		}
+		ev.Target, ev.Off = "?record", int(a&4095)
+		return ev
+	}
+	for _, u := range b.uars {
+		base := uint64(uintptr(unsafe.Pointer(&u.mem[0])))
+		if a >= base && a < base+uint64(len(u.mem)) {
+			ev.Target, ev.Off = u.name, int(a-base)
+			return ev
+		}
+	}
+	ev.Target, ev.Off = "?mmio", int(a&4095)
+	return ev
 }
 
 // Close closes the write ends of the pipes the backend created (the read ends were
 // handed to the provider's core, which owns and closes them).
 func (b *Backend) Close() error {
+	b.cancel()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.async[1] >= 0 {

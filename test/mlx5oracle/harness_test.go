@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"strings"
 	"sync"
 	"testing"
 
@@ -739,5 +740,71 @@ func TestOracleHarnessPostErrors(t *testing.T) {
 	}
 	if refused != 5 {
 		t.Errorf("%d refused posts, want 5", refused)
+	}
+}
+
+// TestOracleHarnessSequences pins the order of libmlx5's device-visible events, as the
+// single-stepping harness records them, for every data-path step of every scenario: a
+// send writes the QP's send doorbell record, then an sfence (or, on a shared bfreg, the
+// bfreg spinlock's locked instruction), the doorbell or BlueFlame stores, an sfence; a
+// receive writes only the receive record; a poll has one lfence per CQE it consumed and
+// then the consumer index (also when it found none); an arm writes the arm word, sfence,
+// one 8-byte store at UAR page 0 + 0x20, sfence. A harness that stopped seeing fences or
+// record stores fails here.
+func TestOracleHarnessSequences(t *testing.T) {
+	checked := map[string]int{}
+	for _, sc0 := range Scenarios() {
+		sc, rec := scenario(t, sc0.Name)
+		if !rec.SingleStep {
+			t.Skip("this host does not single-step; no sequences recorded")
+		}
+		for _, st := range rec.Steps {
+			if st.Result.Ret != 0 {
+				continue
+			}
+			seq := LibView(st.Seq)
+			shape := ""
+			for _, e := range seq {
+				switch {
+				case e.Fence != "":
+					shape += e.Fence[:1] // s, l, m
+				case strings.HasSuffix(e.Target, ".db"):
+					shape += fmt.Sprintf("R%d", e.Off)
+				case strings.HasPrefix(e.Target, "uar") && e.Width == 8:
+					shape += "U"
+				default:
+					shape += "?"
+				}
+			}
+			var want string
+			switch st.Step.Kind {
+			case KSend:
+				n := len(st.Stores) // one doorbell, or 8 per 64-byte BlueFlame block
+				if n != 1 && (n%8 != 0 || n > 8*int(sc.Params.BFRegSize/2/64)) {
+					t.Errorf("%s %q: %d UAR stores", sc.Name, st.Line, n)
+				}
+				want = "R4s" + strings.Repeat("U", n) + "s"
+			case KRecv:
+				want = "R0"
+			case KPoll:
+				want = strings.Repeat("l", st.Result.N) + "R0"
+			case KArm:
+				want = "R4sUs"
+				if len(st.Stores) != 1 || st.Stores[0].Off != 0x20 || st.Stores[0].Page != "uar0" {
+					t.Errorf("%s %q: arm stores %v", sc.Name, st.Line, st.Stores)
+				}
+			default:
+				continue
+			}
+			if shape != want {
+				t.Errorf("%s %q: sequence %s (%v), want %s", sc.Name, st.Line, shape, seq, want)
+			}
+			checked[st.Step.Kind]++
+		}
+	}
+	for _, k := range []string{KSend, KRecv, KPoll, KArm} {
+		if checked[k] < 3 {
+			t.Errorf("only %d %s steps checked", checked[k], k)
+		}
 	}
 }

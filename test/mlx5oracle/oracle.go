@@ -113,6 +113,27 @@ type Store struct {
 	Bytes []byte `json:"bytes"`
 }
 
+// SeqEvent is one device-visible event of a step, in program order: a store to a UAR
+// page or a doorbell record (Target "uar<i>" or the record's region, "qp0.db"; Off
+// within it; Width; Bytes as stored), or an ordering instruction (Fence: "sfence",
+// "lfence", "mfence", "locked") executed inside a data-path verb (send, recv, poll, arm),
+// which the harness runs single-stepped on x86-64. Stores to a doorbell-record page
+// outside any known record (the library initialising a new slot) have Target "dbpage".
+type SeqEvent struct {
+	Target string `json:"target,omitempty"`
+	Off    int    `json:"off,omitempty"`
+	Width  int    `json:"width,omitempty"`
+	Bytes  []byte `json:"bytes,omitempty"`
+	Fence  string `json:"fence,omitempty"`
+}
+
+func (e SeqEvent) String() string {
+	if e.Fence != "" {
+		return e.Fence
+	}
+	return fmt.Sprintf("%s+%#x/%d[% x]", e.Target, e.Off, e.Width, e.Bytes)
+}
+
 // Mmap is one mmap of the uverbs fd.
 type Mmap struct {
 	Off   uint64 `json:"off"`
@@ -189,6 +210,12 @@ type StepRecord struct {
 	Cmds   []Cmd
 	Mmaps  []Mmap
 	Stores []Store
+	// Seq is the step's device-visible sequence (x86-64 only, where stores are
+	// single-stepped): every UAR and doorbell-record store, and for data-path verbs the
+	// fences between them.
+	Seq []SeqEvent
+	// Stepped: the harness single-stepped this step's stores (Seq is complete).
+	Stepped bool
 	// Mem is the content of every watched region (see Fake.Regions) after the step;
 	// Changed lists the regions whose content differs from the previous step (or that
 	// appeared in it).
@@ -270,6 +297,7 @@ type event struct {
 	Ev         string `json:"ev"`
 	SingleStep int    `json:"single_step"`
 	Name       string `json:"name"`
+	Kind       string `json:"kind"`
 	Hex        string `json:"hex"`
 	Page       string `json:"page"`
 	Off        uint64 `json:"off"`
@@ -337,10 +365,16 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 				if pg := ev.Off / 4096; (pg>>8)&0xff == 0 || (pg>>8)&0xff == 2 || (pg>>8)&0xff == 3 {
 					uar[fmt.Sprintf("uar%d", pg&0xff)] = make([]byte, ev.Len)
 				}
+			case "fence":
+				cur.Seq = append(cur.Seq, SeqEvent{Fence: ev.Kind})
 			case "store":
 				b, err := hex.DecodeString(ev.Hex)
 				if err != nil {
 					return rec, fmt.Errorf("bad store %q: %w", line, err)
+				}
+				cur.Seq = append(cur.Seq, SeqEvent{Target: ev.Page, Off: int(ev.Off), Width: ev.Width, Bytes: b})
+				if !strings.HasPrefix(ev.Page, "uar") {
+					break // a doorbell record: in Seq and (after the step) in Mem
 				}
 				cur.Stores = append(cur.Stores, Store{Page: ev.Page, Off: int(ev.Off), Width: ev.Width, Bytes: b})
 				if pg := uar[ev.Page]; int(ev.Off)+len(b) <= len(pg) {
@@ -373,6 +407,7 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 						delete(mem, r.Name)
 					}
 				}
+				cur.Stepped = rec.SingleStep
 				cur.Step = sc.Steps[ev.I]
 				cur.Line = sc.Steps[ev.I].Line()
 				cur.Mem = make(map[string][]byte, len(mem))

@@ -200,9 +200,8 @@ func (c *cqRing) poll(wc []uverbs.WC) (int, error) {
 			n++
 		}
 	}
-	if n > 0 {
-		storeBE32(&c.dbrec[dbrSetCI], c.ci&0xffffff)
-	}
+	// Every poll publishes the consumer index, also an empty one, as libmlx5 does.
+	storeBE32(&c.dbrec[dbrSetCI], c.ci&0xffffff)
 	return n, nil
 }
 

@@ -1,11 +1,13 @@
 package mlx5_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -279,15 +281,107 @@ func (g *goRun) close() {
 }
 
 // deliberate tracks the documented differences from libmlx5 whose effect lasts beyond
-// one step. The others: context creation (compareOpen), CREATE_QP flags (normalize), and
-// a refused WR, whose partial WQE libmlx5 has written before checking (gorping checks
-// first; neither rings).
+// one step. The others: context creation (compareOpen), CREATE_QP flags (normalize), a
+// chain of WRs (compareChain), and a refused WR, whose partial WQE libmlx5 has written
+// before checking (gorping checks first; neither rings).
 type deliberate struct {
-	uarDiverged bool // a chain was posted: libmlx5 rang once, gorping (one WR per post) per WR
+	// uarDiverged: a chain of an even number of WRs was posted where UAR page content is
+	// compared (no single-stepping): libmlx5 toggled the BlueFlame half once, gorping once
+	// per WR, so later UAR contents differ. With single-stepping compareChain accounts
+	// for it.
+	uarDiverged bool
 	scatterSeen bool // a scatter-to-CQE CQE was written: gorping never asks for those
 }
 
+// requireSequences fails (CI=true) or says loudly that the store sequences cannot be
+// compared: the test binary needs the mmio recorder (make unit builds with it).
+func requireSequences(t *testing.T) {
+	t.Helper()
+	if mlx5oracle.Recording() {
+		return
+	}
+	msg := "store sequences NOT compared: this test binary has no mmio recorder (build with -tags mmiorecord, as make unit does)"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Log("*** " + msg + " ***")
+}
+
+// posted is the number of WRs of a send or receive step that libmlx5 accepted.
+func posted(s mlx5oracle.Step, want mlx5oracle.StepRecord) int {
+	if want.Result.Bad >= 0 {
+		return want.Result.Bad
+	}
+	return len(s.Sends) + len(s.Recvs)
+}
+
+// compareChain checks a send step that posted n > 1 WRs, where libmlx5 wrote all WQEs,
+// one doorbell record and one doorbell (the last WQE's first 8 bytes), and gorping, which
+// posts one WR at a time, rings once per WR. Each of gorping's rings is checked by
+// CheckOrder; here: n rings, the last doorbell record equal to libmlx5's, and the last
+// ring's first UAR store carrying libmlx5's doorbell bytes at libmlx5's offset (the
+// BlueFlame half alternates per ring: after an odd number of rings the halves agree).
+// It reports whether the halves still agree afterwards.
+func compareChain(t *testing.T, i int, n int, want mlx5oracle.StepRecord, obs mlx5oracle.Observation, bfHalf int) bool {
+	t.Helper()
+	lib, got := mlx5oracle.LibView(want.Seq), mlx5oracle.X86View(obs.Ops)
+	var libRec, libDB *mlx5oracle.SeqEvent
+	for j := range lib {
+		e := &lib[j]
+		if strings.HasSuffix(e.Target, ".db") {
+			libRec = e
+		} else if strings.HasPrefix(e.Target, "uar") && libDB == nil {
+			libDB = e
+		}
+	}
+	if libRec == nil || libDB == nil {
+		t.Fatalf("step %d %q: libmlx5's chain has no doorbell record or doorbell: %v", i, want.Line, lib)
+	}
+	var rings [][]mlx5oracle.SeqEvent
+	for _, e := range got {
+		if strings.HasSuffix(e.Target, ".db") {
+			rings = append(rings, nil)
+		}
+		if len(rings) > 0 {
+			rings[len(rings)-1] = append(rings[len(rings)-1], e)
+		}
+	}
+	if len(rings) != n {
+		t.Errorf("step %d %q: gorping rang %d times for %d WRs: %v", i, want.Line, len(rings), n, got)
+		return true
+	}
+	last := rings[n-1]
+	if last[0].String() != libRec.String() {
+		t.Errorf("step %d %q: last doorbell record %v, libmlx5 %v", i, want.Line, last[0], *libRec)
+	}
+	wantOff := libDB.Off
+	if n%2 == 0 {
+		wantOff ^= bfHalf
+	}
+	for _, e := range last {
+		if strings.HasPrefix(e.Target, "uar") {
+			if e.Target != libDB.Target || e.Off != wantOff || !bytes.Equal(e.Bytes, libDB.Bytes) {
+				t.Errorf("step %d %q: last ring's doorbell %v, want libmlx5's %v at offset %#x", i, want.Line, e, *libDB, wantOff)
+			}
+			break
+		}
+	}
+	return n%2 == 1 || bfHalf == 0
+}
+
+// compareRecvChain checks a receive step that posted n > 1 WRs: libmlx5 wrote the WQEs and
+// then the doorbell record once; gorping, one WR per post, writes it after each WQE
+// (CheckOrder checks the barrier before each). The last record must equal libmlx5's.
+func compareRecvChain(t *testing.T, i int, n int, want mlx5oracle.StepRecord, obs mlx5oracle.Observation) {
+	t.Helper()
+	lib, got := mlx5oracle.LibView(want.Seq), mlx5oracle.X86View(obs.Ops)
+	if len(lib) != 1 || len(got) != n || got[n-1].String() != lib[0].String() {
+		t.Errorf("step %d %q: receive chain of %d: gorping %v, libmlx5 %v", i, want.Line, n, got, lib)
+	}
+}
+
 func TestOracleScenarios(t *testing.T) {
+	requireSequences(t)
 	for _, sc := range mlx5oracle.Scenarios() {
 		t.Run(sc.Name, func(t *testing.T) {
 			rec := mlx5oracle.MustRun(t, sc)
@@ -330,11 +424,22 @@ func TestOracleScenarios(t *testing.T) {
 					continue
 				}
 				compareResult(t, i, s, want, res)
-				if s.Kind == mlx5oracle.KSend && len(s.Sends) > 1 {
+				chain := s.Kind == mlx5oracle.KSend && posted(s, want) > 1
+				if s.Kind == mlx5oracle.KRecv && posted(s, want) > 1 && want.Stepped && obs.Ops != nil {
+					chain = true
+					compareRecvChain(t, i, posted(s, want), want, obs)
+				} else if chain && want.Stepped && obs.Ops != nil {
+					if !compareChain(t, i, posted(s, want), want, obs, bfHalf(sc.Params, want)) {
+						del.uarDiverged = true
+					}
+				} else if chain && posted(s, want)%2 == 0 {
 					del.uarDiverged = true
 				}
 				for _, line := range mlx5oracle.DiffStep(want, normalize(want, obs)) {
-					if del.uarDiverged && strings.Contains(line, "UAR page") {
+					if chain && strings.Contains(line, "store sequence differs") {
+						continue // compareChain
+					}
+					if (del.uarDiverged || chain) && strings.Contains(line, "UAR page") {
 						continue
 					}
 					if s.Kind == mlx5oracle.KSend && s.WantErr && strings.Contains(line, "region qp") {
@@ -349,6 +454,20 @@ func TestOracleScenarios(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bfHalf is the BlueFlame half size of the bfreg the step's doorbell went to (0: plain
+// doorbells, whose offset never changes).
+func bfHalf(p mlx5oracle.Params, want mlx5oracle.StepRecord) int {
+	for _, e := range want.Seq {
+		if strings.HasPrefix(e.Target, "uar") {
+			if (e.Off%4096-0x800)/max(int(p.BFRegSize), 1) == 0 && e.Target == "uar0" && e.Off%4096 < 0x800+int(p.BFRegSize) && e.Off == 0x800 {
+				return 0 // bfreg 0 never uses BlueFlame
+			}
+			return int(p.BFRegSize) / 2
+		}
+	}
+	return 0
 }
 
 // normalize applies the one deliberate request difference: libmlx5 asks CREATE_QP for

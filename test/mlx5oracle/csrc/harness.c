@@ -175,6 +175,15 @@ static void forget(const char *kind, int id)
 			regions[i].len = 0;
 }
 
+// region_at returns the index of the watched region holding address a, or -1.
+static int region_at(uintptr_t a)
+{
+	for (int i = 0; i < n_regions; i++)
+		if (regions[i].len && a >= (uintptr_t)regions[i].addr && a < (uintptr_t)regions[i].addr + regions[i].len)
+			return i;
+	return -1;
+}
+
 static void emit_mem(void)
 {
 	for (int i = 0; i < n_regions; i++) {
@@ -192,7 +201,7 @@ static void emit_mem(void)
 	}
 }
 
-/* ---------- UAR pages and store capture ---------- */
+/* ---------- UAR pages, doorbell records and store capture ---------- */
 
 struct uar {
 	uint8_t *addr;
@@ -202,16 +211,31 @@ struct uar {
 static struct uar uars[64];
 static int n_uars;
 
-struct store {
-	int uar;
-	unsigned off, width;
+// Host pages holding doorbell records (learned from the "W <name>.db" lines): kept
+// read-only like the UAR pages, so every store to a record is captured in order too.
+static uint8_t *dbpages[64];
+static int n_dbpages;
+#define HOST_PAGE 4096
+
+// One entry of a step's device-visible sequence: a store to a UAR page or a doorbell
+// record (target = "uar<i>" or the record's region name), or a fence instruction
+// executed while a data-path verb was traced.
+struct seqev {
+	int uar;	 // store to uars[uar], or -1
+	int region;	 // store to regions[region] (a doorbell record), or -1
+	uintptr_t addr;	 // the store's address
+	unsigned width;
 	uint8_t bytes[32];
+	const char *fence; // non-NULL: a fence, no store
 };
-static struct store stores[4096];
-static volatile int n_stores;
-static volatile int pending = -1; // uar index of the store being single-stepped
+static struct seqev seq[8192];
+static volatile int n_seq;
+static volatile int pending = -1; // protected range of the store being single-stepped
+static volatile int pending_db;	  // ... which is a doorbell-record page
+static volatile int pending_tf;	  // the trap flag was set for it (not by tracing)
 static volatile uintptr_t pending_addr;
 static volatile unsigned pending_width;
+static volatile int tracing; // a data-path verb runs single-stepped: record its fences
 
 static int uar_of(uintptr_t a)
 {
@@ -219,6 +243,24 @@ static int uar_of(uintptr_t a)
 		if (a >= (uintptr_t)uars[i].addr && a < (uintptr_t)uars[i].addr + uars[i].len)
 			return i;
 	return -1;
+}
+
+static int dbpage_of(uintptr_t a)
+{
+	for (int i = 0; i < n_dbpages; i++)
+		if (a >= (uintptr_t)dbpages[i] && a < (uintptr_t)dbpages[i] + HOST_PAGE)
+			return i;
+	return -1;
+}
+
+static struct seqev *seq_next(void)
+{
+	if (n_seq >= (int)(sizeof(seq) / sizeof(seq[0])))
+		return NULL;
+	struct seqev *e = &seq[n_seq++];
+	memset(e, 0, sizeof(*e));
+	e->uar = e->region = -1;
+	return e;
 }
 
 #if defined(__x86_64__) && !defined(ORACLE_NO_STEP)
@@ -269,64 +311,159 @@ static unsigned store_width(const uint8_t *ip)
 	return 0;
 }
 
+// fence_kind classifies the instruction at ip as an ordering instruction: sfence,
+// lfence, mfence, or "locked" (a LOCK-prefixed instruction or an XCHG with memory,
+// which x86 executes as a full barrier); NULL for anything else.
+static const char *fence_kind(const uint8_t *ip)
+{
+	int lock = 0;
+	for (;;) {
+		if (*ip == 0xf0) {
+			lock = 1;
+			ip++;
+		} else if (*ip == 0x66 || *ip == 0xf2 || *ip == 0xf3 || *ip == 0x2e || *ip == 0x3e ||
+			   *ip == 0x26 || *ip == 0x64 || *ip == 0x65 || *ip == 0x36) {
+			ip++;
+		} else
+			break;
+	}
+	if ((*ip & 0xf0) == 0x40)
+		ip++;
+	if (lock)
+		return "locked";
+	if (ip[0] == 0x0f && ip[1] == 0xae) {
+		if (ip[2] == 0xf8)
+			return "sfence";
+		if (ip[2] == 0xe8)
+			return "lfence";
+		if (ip[2] == 0xf0)
+			return "mfence";
+	}
+	if ((ip[0] == 0x86 || ip[0] == 0x87) && (ip[1] >> 6) != 3)
+		return "locked";
+	return NULL;
+}
+
 static void on_segv(int sig, siginfo_t *si, void *uc_)
 {
 	ucontext_t *uc = uc_;
 	uintptr_t a = (uintptr_t)si->si_addr;
-	int u = uar_of(a);
-	if (u < 0 || pending >= 0) {
+	int u = uar_of(a), d = u < 0 ? dbpage_of(a) : -1;
+	(void)sig;
+	if ((u < 0 && d < 0) || pending >= 0) {
 		signal(SIGSEGV, SIG_DFL);
 		return;
 	}
-	pending = u;
+	pending = u >= 0 ? u : d;
+	pending_db = u < 0;
 	pending_addr = a;
 	pending_width = store_width((const uint8_t *)uc->uc_mcontext.gregs[REG_RIP]);
-	mprotect(uars[u].addr, uars[u].len, PROT_READ | PROT_WRITE);
+	if (pending_db)
+		mprotect(dbpages[d], HOST_PAGE, PROT_READ | PROT_WRITE);
+	else
+		mprotect(uars[u].addr, uars[u].len, PROT_READ | PROT_WRITE);
+	pending_tf = !(uc->uc_mcontext.gregs[REG_EFL] & 0x100);
 	uc->uc_mcontext.gregs[REG_EFL] |= 0x100; // trap after this one instruction
-	(void)sig;
 }
+
+static int region_at(uintptr_t a);
 
 static void on_trap(int sig, siginfo_t *si, void *uc_)
 {
 	ucontext_t *uc = uc_;
 	(void)sig;
 	(void)si;
-	if (pending < 0)
-		return;
-	int u = pending;
-	if (n_stores < (int)(sizeof(stores) / sizeof(stores[0]))) {
-		struct store *s = &stores[n_stores];
-		s->uar = u;
-		s->off = pending_addr - (uintptr_t)uars[u].addr;
-		s->width = pending_width;
-		unsigned w = pending_width ? pending_width : 8;
-		if (w > sizeof(s->bytes))
-			w = sizeof(s->bytes);
-		memcpy(s->bytes, (const void *)pending_addr, w);
-		n_stores++;
+	if (pending >= 0) {
+		int u = pending;
+		struct seqev *e = seq_next();
+		if (e) {
+			if (pending_db)
+				e->region = region_at(pending_addr);
+			else
+				e->uar = u;
+			e->addr = pending_addr;
+			e->width = pending_width;
+			unsigned w = pending_width ? pending_width : 8;
+			if (w > sizeof(e->bytes))
+				w = sizeof(e->bytes);
+			memcpy(e->bytes, (const void *)pending_addr, w);
+		}
+		if (pending_db)
+			mprotect(dbpages[u], HOST_PAGE, PROT_READ);
+		else
+			mprotect(uars[u].addr, uars[u].len, PROT_READ);
+		if (pending_tf)
+			uc->uc_mcontext.gregs[REG_EFL] &= ~0x100UL;
+		pending = -1;
 	}
-	mprotect(uars[u].addr, uars[u].len, PROT_READ);
-	uc->uc_mcontext.gregs[REG_EFL] &= ~0x100UL;
-	pending = -1;
+	if (tracing) {
+		const char *f = fence_kind((const uint8_t *)uc->uc_mcontext.gregs[REG_RIP]);
+		struct seqev *e = f ? seq_next() : NULL;
+		if (e)
+			e->fence = f;
+	}
+}
+
+// trace_on/trace_off run the code between them single-stepped (the trap flag), so that
+// on_trap sees every instruction and records the fences among them.
+static inline void trace_on(void)
+{
+	tracing = 1;
+	__asm__ volatile("pushfq; orq $0x100, (%%rsp); popfq" ::: "memory", "cc");
+}
+static inline void trace_off(void)
+{
+	__asm__ volatile("pushfq; andq $-257, (%%rsp); popfq" ::: "memory", "cc");
+	tracing = 0;
 }
 #define UAR_PROT PROT_READ
 #define HAVE_STEP 1
 #else
 #define UAR_PROT (PROT_READ | PROT_WRITE)
 #define HAVE_STEP 0
+static inline void trace_on(void) {}
+static inline void trace_off(void) {}
 #endif
+
+// protect_dbrec makes the host page of a newly learned doorbell record read-only, so its
+// stores are captured like those to UAR pages.
+static void protect_dbrec(uint8_t *addr)
+{
+#if HAVE_STEP
+	uint8_t *page = (uint8_t *)((uintptr_t)addr & ~(uintptr_t)(HOST_PAGE - 1));
+	if (dbpage_of((uintptr_t)page) >= 0 || n_dbpages >= 64)
+		return;
+	dbpages[n_dbpages++] = page;
+	mprotect(page, HOST_PAGE, PROT_READ);
+#else
+	(void)addr;
+#endif
+}
 
 static void emit_stores(void)
 {
-	for (int i = 0; i < n_stores; i++) {
-		struct store *s = &stores[i];
+	for (int i = 0; i < n_seq; i++) {
+		struct seqev *s = &seq[i];
+		if (s->fence) {
+			printf("E {\"ev\":\"fence\",\"kind\":\"%s\"}\n", s->fence);
+			continue;
+		}
 		unsigned w = s->width ? s->width : 8;
-		printf("E {\"ev\":\"store\",\"page\":\"uar%lu\",\"off\":%u,\"width\":%u,\"hex\":\"",
-		       uars[s->uar].pgoff & 0xff, s->off, s->width);
+		if (s->uar >= 0)
+			printf("E {\"ev\":\"store\",\"page\":\"uar%lu\",\"off\":%lu,\"width\":%u,\"hex\":\"",
+			       uars[s->uar].pgoff & 0xff, (unsigned long)(s->addr - (uintptr_t)uars[s->uar].addr),
+			       s->width);
+		else if (s->region >= 0)
+			printf("E {\"ev\":\"store\",\"page\":\"%s\",\"off\":%lu,\"width\":%u,\"hex\":\"",
+			       regions[s->region].name,
+			       (unsigned long)(s->addr - (uintptr_t)regions[s->region].addr), s->width);
+		else
+			printf("E {\"ev\":\"store\",\"page\":\"dbpage\",\"off\":%lu,\"width\":%u,\"hex\":\"",
+			       (unsigned long)(s->addr & (HOST_PAGE - 1)), s->width);
 		hexout(s->bytes, w > sizeof(s->bytes) ? sizeof(s->bytes) : w);
 		printf("\"}\n");
 	}
-	n_stores = 0;
+	n_seq = 0;
 #if !HAVE_STEP
 	// Without single-stepping, the final content of each UAR page stands in.
 	for (int i = 0; i < n_uars; i++) {
@@ -395,6 +532,9 @@ static ssize_t fake_write(const void *buf, size_t len)
 			r->addr = (uint8_t *)(uintptr_t)a;
 			r->len = l;
 			r->last = NULL;
+			size_t nl = strlen(r->name);
+			if (nl > 3 && !strcmp(r->name + nl - 3, ".db"))
+				protect_dbrec(r->addr);
 			continue;
 		}
 		if (line[0] == 'A') {
@@ -661,7 +801,9 @@ static int run_step(char *line, char *res, size_t cap)
 			wr[i].sg_list = g[i];
 			wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
 		}
+		trace_on();
 		int r = ibv_post_recv(qp[id], wr, &bad);
+		trace_off();
 		snprintf(res, cap, "\"bad\":%d", bad ? (int)(bad - wr) : -1);
 		if (r)
 			errno = r;
@@ -685,7 +827,9 @@ static int run_step(char *line, char *res, size_t cap)
 			wr[i].sg_list = g[i];
 			wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
 		}
+		trace_on();
 		int r = ibv_post_send(qp[id], wr, &bad);
+		trace_off();
 		snprintf(res, cap, "\"bad\":%d", bad ? (int)(bad - wr) : -1);
 		if (r)
 			errno = r;
@@ -710,7 +854,9 @@ static int run_step(char *line, char *res, size_t cap)
 		if (n > 64)
 			n = 64;
 		memset(wc, 0, sizeof(wc));
+		trace_on();
 		int r = ibv_poll_cq(cq[id], n, wc);
+		trace_off();
 		size_t o = snprintf(res, cap, "\"n\":%d,\"wc\":[", r);
 		for (int i = 0; i < r && o < cap; i++)
 			o += snprintf(res + o, cap - o,
@@ -729,7 +875,9 @@ static int run_step(char *line, char *res, size_t cap)
 	}
 	if (!strcmp(op, "arm")) {
 		int id = num(&s), sol = num(&s);
+		trace_on();
 		int r = ibv_req_notify_cq(cq[id], sol);
+		trace_off();
 		if (r)
 			errno = r;
 		return r ? -1 : 0;
