@@ -184,8 +184,7 @@ func TestPingLoopMLX5Model(t *testing.T) {
 		bf   int
 	}{{"events", false, 512}, {"poll", true, 0}} {
 		t.Run(mode.name, func(t *testing.T) {
-			nic := mlx5model.New(mlx5model.Config{BfRegSize: mode.bf})
-			defer nic.Close()
+			nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: mode.bf})
 			cl, sv := newSide(false, DefaultSize, pings), newSide(true, DefaultSize, 0)
 			cl.cfg.Verbose, cl.cfg.Validate, sv.cfg.Verbose = true, true, true
 			c := newMLX5Conn(t, nic, DefaultSize, true, mode.poll)

@@ -12,7 +12,6 @@ import (
 // Values the model's driver answers with: those of a ConnectX-6 as the oracle's fake
 // kernel gave libmlx5.
 const (
-	pageSize     = 4096
 	maxSQDescSz  = 1024
 	maxRQDescSz  = 512
 	maxSendWQEBB = 1 << 15
@@ -23,11 +22,11 @@ const (
 
 // mctx is one uverbs context on the model (one open of the device).
 type mctx struct {
-	uars    [][]byte
+	uars    [][]byte // static UAR system pages (PageSize bytes, nupp UARs each)
+	nupp    int
 	tot     int // static bfregs
 	lowLat  int
-	bfUsers map[int]int // net bfreg index -> QPs
-	lastArm uint64
+	bfUsers map[int]int      // net bfreg index -> QPs
 	pipes   map[int]*os.File // read fd handed out -> write end
 	async   *os.File
 	dead    bool
@@ -91,13 +90,23 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 			n.fail("GET_CONTEXT asks flags %#x comp_mask %#x lib_caps %#x", flags, mask, caps)
 			return nil, unix.EINVAL
 		}
-		if tot == 0 || tot > 512 || low > tot-1 {
+		if le64(d[24:])&1 == 0 {
+			n.fail("GET_CONTEXT without lib_caps 4K_UAR")
 			return nil, unix.EINVAL
 		}
-		tot = (tot + 1) &^ 1
-		x := &mctx{tot: tot, lowLat: low, bfUsers: map[int]int{}, pipes: map[int]*os.File{}}
-		for i := 0; i < tot/2; i++ {
-			page, err := unix.Mmap(-1, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		// As mlx5_ib: the bfregs asked for are rounded up to whole system pages.
+		nupp := n.cfg.PageSize / uarSize
+		perPage := 2 * nupp
+		if tot == 0 || tot > 512 {
+			return nil, unix.EINVAL
+		}
+		tot = (tot + perPage - 1) / perPage * perPage
+		if low > tot-1 {
+			return nil, unix.EINVAL
+		}
+		x := &mctx{tot: tot, lowLat: low, nupp: nupp, bfUsers: map[int]int{}, pipes: map[int]*os.File{}}
+		for i := 0; i < tot/perPage; i++ {
+			page, err := unix.Mmap(-1, 0, n.cfg.PageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 			if err != nil {
 				return nil, err
 			}
@@ -115,6 +124,7 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 		}
 		b.x = x
 		n.ctxs = append(n.ctxs, x)
+		n.addUARs(x)
 		cqeVersion := uint32(1)
 		if d[16] == 0 {
 			cqeVersion = 0
@@ -129,7 +139,7 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 		out = append(out, putLE(0, 72)...) // comp_mask, response_length
 		out = append(out, byte(cqeVersion), 3, 0, 0)
 		out = binary.LittleEndian.AppendUint64(out, 0)
-		out = append(out, putLE(12, 1, 0, 0)...) // log_uar_size, num_uars_per_page
+		out = append(out, putLE(12, uint32(nupp), 0, 0)...) // log_uar_size, num_uars_per_page
 		return out, nil
 	case 1: // QUERY_DEVICE
 		out := make([]byte, 176)
@@ -204,12 +214,14 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 			}
 		}
 		n.cqs = append(n.cqs, c)
+		n.setCQ(c, true)
 		return putLE(c.handle, cqe, c.cqn, 0), nil
 	case 20: // DESTROY_CQ
 		h := le32(req[8:])
 		for _, c := range n.cqs {
 			if c.handle == h && !c.dead {
 				c.dead = true
+				n.setCQ(c, false)
 				// Like the kernel, report the events user space has read: those still in
 				// the channel are not (the model gives each CQ its own channel).
 				read := c.events
@@ -244,6 +256,7 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 			if q.handle == h && !q.dead {
 				q.dead = true
 				delete(n.qps, qpn)
+				n.setQP(q, false)
 				b.x.bfUsers[q.bfreg]--
 				return putLE(0), nil
 			}
@@ -306,9 +319,9 @@ func (b *backend) createQP(req []byte) ([]byte, error) {
 		}
 	}
 	x.bfUsers[net]++
-	q.bfreg = net
-	q.uar = x.uars[net/2]
+	q.bfreg, q.x = net, x
 	n.qps[q.qpn] = q
+	n.setQP(q, true)
 	gross := uint32(net/2*4 + net%2)
 	out := putLE(q.handle, q.qpn, le32(req[32:]), le32(req[36:]), le32(req[40:]), le32(req[44:]), le32(req[48:]), 0)
 	out = append(out, putLE(gross, 0, 0, 0, 0, 0, 0, 0)...)
@@ -322,10 +335,12 @@ func ptrAt(a uint64) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&
 func (b *backend) Mmap(off int64, length, prot int) ([]byte, error) {
 	b.nic.mu.Lock()
 	defer b.nic.mu.Unlock()
-	if b.x == nil || length != pageSize || off%pageSize != 0 {
+	ps := int64(b.nic.cfg.PageSize)
+	if b.x == nil || length != int(ps) || off%ps != 0 {
+		b.nic.fail("mmap offset %#x length %d: not one %d-byte page", off, length, ps)
 		return nil, unix.EINVAL
 	}
-	pg := off / pageSize
+	pg := off / ps
 	cmd, idx := (pg>>8)&0xff, int(pg&0xff|(pg>>16)&0xff<<8)
 	if cmd != 0 || idx >= len(b.x.uars) || prot&unix.PROT_WRITE == 0 {
 		b.nic.fail("mmap offset %#x (command %d, index %d), prot %#x", off, cmd, idx, prot)
