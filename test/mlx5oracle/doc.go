@@ -135,4 +135,7 @@
 //     spinlock's locked instruction), doorbell or BlueFlame stores, sfence; receive =
 //     record only; poll = one lfence per CQE, then set_ci, also after an empty poll;
 //     arm = record, sfence, store, sfence. A chain writes its record and rings once.
+//   - QP destroy (TestOracleHarnessQPDestroyClean): after DESTROY_QP the QP's CQEs are
+//     removed from its CQs, the others moved up over them keeping each slot's owner
+//     bit, and set_ci advanced by the number removed; its user index is reused next.
 package mlx5oracle

@@ -808,3 +808,40 @@ func TestOracleHarnessSequences(t *testing.T) {
 		}
 	}
 }
+
+// TestOracleHarnessQPDestroyClean: destroying a QP removes its CQEs from the shared CQ
+// (two of the four not yet polled, across the wrap), moving the other QP's over them
+// with each slot's owner bit kept, and advances set_ci by the number removed; the QP
+// created next reuses user index 0 and the last poll returns only live QPs' work.
+func TestOracleHarnessQPDestroyClean(t *testing.T) {
+	sc, rec := scenario(t, "qp-destroy-clean")
+	var destroy, last StepRecord
+	for _, st := range rec.Steps {
+		switch st.Step.Kind {
+		case KDestroyQP:
+			destroy = st
+		case KPoll:
+			last = st
+		}
+	}
+	if db := destroy.Mem["cq0.db"]; bu.Uint32(db) != 8 {
+		t.Errorf("set_ci after the destroy % x, want 8 (6 polled + 2 removed)", db[:4])
+	}
+	cq := destroy.Mem["cq0"]
+	for slot, want := range map[int]struct{ byteCnt, owner byte }{0: {21, 1}, 1: {22, 1}} {
+		c := cq[slot*64 : slot*64+64]
+		if c[47] != want.byteCnt || c[63]&1 != want.owner || c[63]>>4 != CQERespSend {
+			t.Errorf("slot %d after the clean: byte_cnt %d op_own %#x, want %d with owner %d", slot, c[47], c[63], want.byteCnt, want.owner)
+		}
+	}
+	var ids []uint64
+	for _, w := range last.Result.WC {
+		ids = append(ids, w.WRID)
+	}
+	if fmt.Sprint(ids) != "[203 204 300]" || last.Result.WC[2].QPNum != sc.Params.FirstQPN+2 {
+		t.Errorf("last poll %+v, want wr 203, 204 (QP 1) and 300 (QP 2)", last.Result.WC)
+	}
+	if qp2 := cmdsOf(rec, CmdCreateQP)[2]; lu.Uint32(qp2.Driver[32:]) != 0 {
+		t.Errorf("QP 2 created with uidx %d, want the freed 0", lu.Uint32(qp2.Driver[32:]))
+	}
+}

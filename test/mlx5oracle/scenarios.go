@@ -162,7 +162,8 @@ var stdCaps = Caps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, M
 // Scenarios returns every named scenario the oracle tests run: context, cq-depths,
 // qp-caps, recv, send-kinds-bf, send-kinds-nobf, send-kinds-shared, inline,
 // sq-wrap-bf, sq-wrap-nobf, cqe-success, cqe-req-errors, cqe-resp-errors, cq-wrap,
-// arm, two-qps, teardown, post-errors. Names are stable; new scenarios are only appended.
+// arm, two-qps, teardown, post-errors, qp-destroy-clean. Names are stable; new scenarios
+// are only appended.
 func Scenarios() []Scenario {
 	p := DefaultParams()
 	var out []Scenario
@@ -236,7 +237,45 @@ func Scenarios() []Scenario {
 	out = append(out, sqWrap(p, 512), sqWrap(p, 0))
 	out = append(out, cqeSuccess(p), cqeErrors(p, CQEReqErr), cqeErrors(p, CQERespErr), cqWrap(p), arm(p))
 	out = append(out, twoQPs(p), teardown(p), postErrors(p))
+	out = append(out, qpDestroyClean(p))
 	return out
+}
+
+// qpDestroyClean: two QPs share one eight-entry CQ; after the CQ has wrapped once, QP 0 is
+// destroyed while CQEs of both QPs (receive and send) are still in it, across the wrap.
+// libmlx5 removes QP 0's CQEs, moving QP 1's over them (keeping each slot's owner bit),
+// and advances the consumer index. A new QP then gets QP 0's user index again; polling
+// must return QP 1's completions and the new QP's, never QP 0's stale ones.
+func qpDestroyClean(p Params) Scenario {
+	b := NewBuilder("qp-destroy-clean", p, 2).CQ(0, 7, false).QP(0, 0, stdCaps).QP(1, 0, stdCaps)
+	var r0, r1 []RecvWR
+	for i := 0; i < 6; i++ {
+		r0 = append(r0, RecvWR{WRID: uint64(100 + i), SGEs: sge0(0, uint64(64*i), 64)})
+		r1 = append(r1, RecvWR{WRID: uint64(200 + i), SGEs: sge0(1, uint64(64*i), 64)})
+	}
+	b.Recv(0, r0...).Recv(1, r1...)
+	s0 := b.Send(0, SendWR{WRID: 110, Opcode: OpSend, Flags: FlagSignaled, SGEs: sge0(0, 0, 8)})
+	// Lap 0: five CQEs, all polled.
+	for i, qp := range []int{1, 0, 1, 0, 1} {
+		b.CQE(0, b.RespCQE(qp, CQERespSend, uint32(10+i), 0))
+	}
+	b.Poll(0, 8)
+	// Slots 5, 6, 7 and, on lap 1, 0 and 1: one of them polled before the destroy.
+	b.CQE(0, b.RespCQE(0, CQERespSend, 20, 0))
+	b.CQE(0, b.RespCQE(1, CQERespSend, 21, 0))
+	b.CQE(0, b.ReqCQE(0, s0[0], WQESend, 0))
+	b.CQE(0, b.RespCQE(1, CQERespSend, 22, 0))
+	b.CQE(0, b.RespCQE(0, CQERespSend, 23, 0))
+	b.Poll(0, 1)
+	b.Add(Step{Kind: KDestroyQP, ID: 0})
+	// QP 2 takes the freed user index 0 (libmlx5 hands out the lowest free one).
+	b.qpn[2], b.uidx[2], b.sqCount[2] = b.Sc.Params.FirstQPN+2, 0, sqWQEBBs(stdCaps)
+	b.nQP++
+	b.Add(Step{Kind: KQP, ID: 2, SendCQ: 0, RecvCQ: 0, Caps: stdCaps}, Step{Kind: KRTS, ID: 2})
+	b.Recv(2, RecvWR{WRID: 300, SGEs: sge0(0, 0, 64)})
+	b.CQE(0, b.RespCQE(2, CQERespSend, 30, 0))
+	b.Poll(0, 8)
+	return b.Sc
 }
 
 // sqWrap posts through a small SQ (16 WQEBBs) several times, completing signaled sends so the

@@ -125,6 +125,8 @@ func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
 		req.Cap.MaxInlineData = uint32(g.maxInline)
 	}
 	p := &pendingQP{c: c, mem: mem, db: db, g: g, sigAll: req.SigAll, sendSGE: req.Cap.MaxSendSGE}
+	p.sendCQ, _ = req.SendCQ.(*cq)
+	p.recvCQ, _ = req.RecvCQ.(*cq)
 	p.uidx = c.table.add(nil)
 	p.req = createQPReq{
 		BufAddr: mem.Addr(), DbAddr: db.addr(),
@@ -143,6 +145,8 @@ type pendingQP struct {
 	sendSGE uint32
 	uidx    uint32
 	req     createQPReq
+	sendCQ  *cq // nil if not this provider's (the core refuses that)
+	recvCQ  *cq
 }
 
 func (p *pendingQP) Udata() ([]byte, int) { return wire.Bytes(&p.req), createQPRespLen }
@@ -167,7 +171,7 @@ func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byt
 	}
 	g := p.g
 	buf := p.mem.Bytes()
-	q := &qp{qpn: core.QPN, uidx: p.uidx, c: p.c, mem: p.mem, db: p.db, bf: bf, g: g}
+	q := &qp{qpn: core.QPN, uidx: p.uidx, c: p.c, mem: p.mem, db: p.db, bf: bf, g: g, sendCQ: p.sendCQ, recvCQ: p.recvCQ}
 	if g.sqWQECnt > 0 {
 		q.sq = newSendQueue(buf[g.rqBytes:g.rqBytes+g.sqBytes], g, core.QPN, p.sigAll, p.db.words(), bf)
 	}
@@ -183,8 +187,13 @@ func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byt
 	return q, nil
 }
 
-// Close frees the QP's memory after DESTROY_QP; CQEs still queued for it are skipped.
+// Close runs after DESTROY_QP: like libmlx5 it removes the QP's CQEs that are still in
+// its CQs (shared CQs keep serving their other QPs, and the user index may be given to
+// a new QP at once), then frees the QP's memory.
 func (q *qp) Close() error {
+	if q.mem != nil {
+		cleanCQs(q.recvCQ, q.sendCQ, q.uidx)
+	}
 	q.c.table.remove(q.uidx)
 	if q.sq != nil {
 		q.sq.mu.Lock()
