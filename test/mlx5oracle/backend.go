@@ -31,6 +31,7 @@ type Backend struct {
 	chans    [][2]int
 	cqHandle []uint64 // user_handle of each CREATE_CQ, by cq id
 	uars     []uarPage
+	mmaps    []Mmap // since the last Observe
 	seenCmds int
 	errs     []error
 
@@ -128,12 +129,13 @@ func (b *Backend) Mmap(off int64, length, prot int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mlx5oracle: mmap: %w", err)
 	}
-	pg := off / 4096
+	pg := off / int64(b.Fake.P.Page())
+	b.mu.Lock()
+	b.mmaps = append(b.mmaps, Mmap{Off: uint64(off), Len: length, Prot: prot, Flags: unix.MAP_SHARED})
 	if c := (pg >> 8) & 0xff; c == 0 || c == 2 || c == 3 {
-		b.mu.Lock()
 		b.uars = append(b.uars, uarPage{fmt.Sprintf("uar%d", pg&0xff), m})
-		b.mu.Unlock()
 	}
+	b.mu.Unlock()
 	return m, nil
 }
 
@@ -171,9 +173,10 @@ func (b *Backend) CompEvent(cq int) error {
 // StepRecord.Cmds), every watched region's content (StepRecord.Mem) and the UAR
 // pages' content (StepRecord.UAR).
 type Observation struct {
-	Cmds []Cmd
-	Mem  map[string][]byte
-	UAR  map[string][]byte
+	Cmds  []Cmd
+	Mem   map[string][]byte
+	UAR   map[string][]byte
+	Mmaps []Mmap // of the device file, as StepRecord.Mmaps
 	// Ops is the provider's sequence of device-visible operations since the last
 	// Observe, in its own terms: stores (Target as in SeqEvent, "?" prefixed when the
 	// address is in no known record or UAR page) and barriers by name (Fence
@@ -188,6 +191,7 @@ func (b *Backend) Observe() Observation {
 	defer b.mu.Unlock()
 	o := Observation{Mem: map[string][]byte{}, UAR: map[string][]byte{}}
 	o.Cmds = append(o.Cmds, b.Fake.Cmds[b.seenCmds:]...)
+	o.Mmaps, b.mmaps = b.mmaps, nil
 	b.seenCmds = len(b.Fake.Cmds)
 	for _, r := range b.Fake.Regions {
 		if !r.Dead {

@@ -43,6 +43,8 @@
 //     stores; and the data-path verbs (send, recv, poll, arm) run single-stepped
 //     throughout, each instruction classified, so the fences between the stores
 //     (sfence, lfence, mfence, LOCK-prefixed) are recorded too: StepRecord.Seq.
+//   - sysconf(_SC_PAGESIZE) and getpagesize answer Params.PageSize ($ORACLE_PAGE_SIZE):
+//     [PageScenarios] run every scenario as on a 16 or 64 KiB-page kernel;
 //   - the completion channel and async fds are pipes; the event step writes an
 //     ib_uverbs_comp_event_desc carrying the CQ's user_handle into the channel.
 //   - MRs are anonymous mappings at the step's fixed address, byte i = i·7 + id.
@@ -138,4 +140,7 @@
 //   - QP destroy (TestOracleHarnessQPDestroyClean): after DESTROY_QP the QP's CQEs are
 //     removed from its CQs, the others moved up over them keeping each slot's owner
 //     bit, and set_ci advanced by the number removed; its user index is reused next.
+//   - Page sizes (TestOracleHarnessPageSizes): at 16 KiB libmlx5 asks 16 bfregs (4
+//     low-latency) and maps two 16 KiB UAR pages; at 64 KiB it asks 32 (20) and maps
+//     one 64 KiB page holding 16 UARs; gross bfreg 24 is then UAR 6 of page 0.
 package mlx5oracle

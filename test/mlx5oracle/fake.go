@@ -62,6 +62,19 @@ type Params struct {
 	PDN          uint32   // mlx5 pdn in the ALLOC_PD answer
 	LowLatBFRegs []uint32 // gross bfreg indexes handed to QPs in order, then 0 (shared)
 	LinkLayer    uint8    // QUERY_PORT link_layer (1 = InfiniBand)
+	// PageSize is the kernel's page size (0: 4096). With 16 or 64 KiB the harness's
+	// sysconf answers it, mmap offsets count in it, and GET_CONTEXT is answered as
+	// mlx5_ib does on such a kernel: num_uars_per_page PageSize/4096 and, with
+	// TotBFRegs 0, the bfregs asked for rounded up to whole pages.
+	PageSize int
+}
+
+// Page is p's page size (PageSize, or 4096).
+func (p Params) Page() int {
+	if p.PageSize == 0 {
+		return 4096
+	}
+	return p.PageSize
 }
 
 // DefaultParams is the fake kernel of the first oracle measurements: qpn 0x1a2, cqn 0x40e,
@@ -193,7 +206,9 @@ func (f *Fake) sym(c *Cmd, part string, off int, name string) {
 // addr names an address inside a watched buffer or a doorbell page ("dbrec<i>+0x40").
 func (f *Fake) addr(a uint64) string {
 	for _, r := range f.Regions {
-		if !strings.HasSuffix(r.Name, ".db") && a >= r.Addr && a < r.Addr+uint64(r.Len) {
+		// A destroyed object's memory may be reused by the library's allocator: name an
+		// address after the live region holding it.
+		if !r.Dead && !strings.HasSuffix(r.Name, ".db") && a >= r.Addr && a < r.Addr+uint64(r.Len) {
 			return fmt.Sprintf("%s+%#x", r.Name, a-r.Addr)
 		}
 	}
@@ -250,7 +265,7 @@ func (f *Fake) answer(c *Cmd, core, drv []byte, outLen, coreOut int) ([]byte, sy
 			return nil, syscall.EPERM
 		}
 		le.PutUint32(out[4:], 1) // num_comp_vectors; async_fd is patched by the harness
-		f.contextResp(drvOut)
+		f.contextResp(drvOut, drv)
 	case CmdQueryDevice:
 		f.queryDevice(out)
 	case CmdQueryPort:
@@ -352,8 +367,20 @@ func (f *Fake) answer(c *Cmd, core, drv []byte, outLen, coreOut int) ([]byte, sy
 	return out, 0
 }
 
-// contextResp fills mlx5_ib_alloc_ucontext_resp (uapi rdma/mlx5-abi.h).
-func (f *Fake) contextResp(b []byte) {
+// contextResp fills mlx5_ib_alloc_ucontext_resp (uapi rdma/mlx5-abi.h) for the driver
+// request req.
+func (f *Fake) contextResp(b, req []byte) {
+	nupp := uint32(f.P.Page() / 4096)
+	tot := f.P.TotBFRegs
+	if tot == 0 && len(req) >= 32 {
+		// mlx5_ib: a system page holds 2 bfregs per UAR, and num_uars_per_page UARs if
+		// the library handles 4 KiB UARs (lib_caps bit 0); the request is rounded up.
+		per := uint32(2)
+		if le.Uint64(req[24:])&1 != 0 {
+			per *= nupp
+		}
+		tot = (le.Uint32(req) + per - 1) / per * per
+	}
 	if len(b) < 72 {
 		nb := make([]byte, 72)
 		defer copy(b, nb)
@@ -361,7 +388,7 @@ func (f *Fake) contextResp(b []byte) {
 	}
 	le.PutUint32(b[0:], 1<<17)         // qp_tab_size
 	le.PutUint32(b[4:], f.P.BFRegSize) // bf_reg_size
-	le.PutUint32(b[8:], f.P.TotBFRegs) // tot_bfregs
+	le.PutUint32(b[8:], tot)           // tot_bfregs
 	le.PutUint32(b[12:], 64)           // cache_line_size
 	le.PutUint16(b[16:], 1024)         // max_sq_desc_sz
 	le.PutUint16(b[18:], 512)          // max_rq_desc_sz
@@ -373,7 +400,7 @@ func (f *Fake) contextResp(b []byte) {
 	b[44] = f.P.CQEVersion             // cqe_version
 	b[45] = 3                          // cmds_supp_uhw: QUERY_DEVICE | CREATE_AH
 	le.PutUint32(b[56:], 12)           // log_uar_size
-	le.PutUint32(b[60:], 1)            // num_uars_per_page
+	le.PutUint32(b[60:], nupp)         // num_uars_per_page
 }
 
 // queryDevice fills the base ib_uverbs_query_device_resp (also the head of the EX one).

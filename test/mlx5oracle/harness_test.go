@@ -845,3 +845,58 @@ func TestOracleHarnessQPDestroyClean(t *testing.T) {
 		t.Errorf("QP 2 created with uidx %d, want the freed 0", lu.Uint32(qp2.Driver[32:]))
 	}
 }
+
+// TestOracleHarnessPageSizes: with sysconf answering 16 or 64 KiB, libmlx5 asks for as
+// many bfregs as one page's UARs hold (16 at 16 KiB, 32 at 64 KiB; low-latency ones
+// max(4, total-12)), maps each static UAR page with that length at index·page, and rings
+// a QP's bfreg inside the large mapping (gross bfreg 24: UAR 6 of the page, +0x800).
+func TestOracleHarnessPageSizes(t *testing.T) {
+	for _, c := range []struct {
+		page, total, low, pages int
+	}{{16 << 10, 16, 4, 2}, {64 << 10, 32, 20, 1}} {
+		for _, sc := range PageScenarios(c.page) {
+			if !strings.HasPrefix(sc.Name, "send-kinds-bf@") {
+				continue
+			}
+			rec := MustRun(t, sc)
+			var ctx Cmd
+			for _, x := range cmdsOf(rec, CmdGetContext) {
+				if x.Errno == 0 {
+					ctx = x
+				}
+			}
+			if tot, low := lu.Uint32(ctx.Driver), lu.Uint32(ctx.Driver[4:]); int(tot) != c.total || int(low) != c.low {
+				t.Errorf("%s: GET_CONTEXT asks %d bfregs, %d low-latency; want %d, %d", sc.Name, tot, low, c.total, c.low)
+			}
+			var uars []Mmap
+			for _, m := range rec.Steps[0].Mmaps {
+				if (m.Off/uint64(c.page))>>8 == 0 {
+					uars = append(uars, m)
+				}
+			}
+			if len(uars) != c.pages {
+				t.Errorf("%s: %d UAR mappings %+v, want %d", sc.Name, len(uars), uars, c.pages)
+			}
+			for i, m := range uars {
+				if m.Off != uint64(i*c.page) || m.Len != c.page {
+					t.Errorf("%s: UAR mapping %d at %#x, %d bytes; want %#x, %d", sc.Name, i, m.Off, m.Len, i*c.page, c.page)
+				}
+			}
+			nupp := c.page / 4096
+			g := 24 // the first low-latency bfreg, as the fake hands it out
+			page, off := fmt.Sprintf("uar%d", g/4/nupp), (g/4%nupp)*4096+0x800
+			rung := 0
+			for _, st := range rec.Steps {
+				if st.Step.Kind == KSend && len(st.Stores) > 0 {
+					rung++
+					if s := st.Stores[0]; s.Page != page || s.Off&^0x100 != off {
+						t.Errorf("%s %q: rang %s+%#x, want %s+%#x", sc.Name, st.Line, s.Page, s.Off, page, off)
+					}
+				}
+			}
+			if rec.SingleStep && rung < 5 {
+				t.Errorf("%s: %d rings seen", sc.Name, rung)
+			}
+		}
+	}
+}

@@ -264,6 +264,7 @@ func RunWith(ctx context.Context, sc Scenario, o Options) (*Record, error) {
 	defer os.RemoveAll(sysfs)
 
 	cmd := exec.CommandContext(ctx, bin, sysfs)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("ORACLE_PAGE_SIZE=%d", sc.Params.Page()))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -362,7 +363,7 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 				rec.SingleStep = ev.SingleStep != 0
 			case "mmap":
 				cur.Mmaps = append(cur.Mmaps, Mmap{Off: ev.Off, Len: ev.Len, Prot: ev.Prot, Flags: ev.Flags})
-				if pg := ev.Off / 4096; (pg>>8)&0xff == 0 || (pg>>8)&0xff == 2 || (pg>>8)&0xff == 3 {
+				if pg := ev.Off / uint64(sc.Params.Page()); (pg>>8)&0xff == 0 || (pg>>8)&0xff == 2 || (pg>>8)&0xff == 3 {
 					uar[fmt.Sprintf("uar%d", pg&0xff)] = make([]byte, ev.Len)
 				}
 			case "fence":

@@ -457,3 +457,31 @@ func postErrors(p Params) Scenario {
 	b.Add(Step{Kind: KRecv, ID: 0, Recvs: []RecvWR{{WRID: 24, SGEs: sge0(0, 0, 64)}}, WantErr: true})
 	return b.Sc
 }
+
+// PageScenarios returns every scenario of Scenarios again as on a kernel with pageSize-byte
+// pages (16 or 64 KiB: arm64's large-page kernels), named "<name>@<n>k": the harness's
+// sysconf answers pageSize, and the fake kernel answers GET_CONTEXT as mlx5_ib does there
+// (pageSize/4096 UARs per mapping, the bfregs asked for rounded up to whole mappings) and
+// hands out low-latency bfregs in the kernel's order for the count libmlx5 asks.
+func PageScenarios(pageSize int) []Scenario {
+	// libmlx5 asks max(16, 2 UARs' bfregs per 4 KiB of a page) bfregs, of which
+	// max(4, total-12) low-latency ones; the kernel gives those from net index
+	// total-low upwards, in gross numbering net/2·4 + net%2.
+	tot := max(16, pageSize/4096*2)
+	low := max(4, tot-12)
+	var gross []uint32
+	for net := tot - low; net < tot; net++ {
+		gross = append(gross, uint32(net/2*4+net%2))
+	}
+	var out []Scenario
+	for _, sc := range Scenarios() {
+		sc.Name = fmt.Sprintf("%s@%dk", sc.Name, pageSize/1024)
+		sc.Params.PageSize = pageSize
+		sc.Params.TotBFRegs = 0
+		if sc.Params.LowLatBFRegs != nil {
+			sc.Params.LowLatBFRegs = gross
+		}
+		out = append(out, sc)
+	}
+	return out
+}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/uverbs"
-	_ "github.com/gorping/gorping/uverbs/mlx5"
+	"github.com/gorping/gorping/uverbs/mlx5"
 	"github.com/gorping/gorping/uverbs/mlx5/mlx5model"
 )
 
@@ -249,12 +249,19 @@ func pingPong(t *testing.T, client, server *side, count int) {
 
 func TestModelPingPong(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		bf   int
-		poll bool
-	}{{"events-blueflame", 512, false}, {"poll-doorbell", 0, true}} {
+		name  string
+		bf    int
+		poll  bool
+		page  int // kernel page size the provider and the model see (0: this host's)
+		pings int
+	}{{"events-blueflame", 512, false, 0, 10000}, {"poll-doorbell", 0, true, 0, 10000},
+		// arm64 kernels with 64 KiB pages: 16 UARs per mapping, 32 bfregs.
+		{"events-blueflame-64k", 512, false, 64 << 10, 2000}} {
 		t.Run(c.name, func(t *testing.T) {
-			nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: c.bf})
+			if c.page != 0 {
+				defer mlx5.SetPageSize(c.page)()
+			}
+			nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: c.bf, PageSize: c.page})
 			// Small rings so that 10,000 pings wrap every ring many times.
 			cap := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}
 			client, server := newSide(t, nic, 7, cap), newSide(t, nic, 7, cap)
@@ -263,7 +270,7 @@ func TestModelPingPong(t *testing.T) {
 			if got := client.qp.Cap(); got.MaxInlineData != 60 || got.MaxSendWR != 4 || got.MaxRecvWR != 4 {
 				t.Errorf("QP caps %+v, want libmlx5's (4 send WRs, inline 60, 4 receives)", got)
 			}
-			const pings = 10000
+			pings := c.pings
 			pingPong(t, client, server, pings)
 			st := nic.Stats()
 			t.Logf("model: %+v", st)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorping/gorping/test/mlx5oracle"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/mlx5"
 	"golang.org/x/sys/unix"
 )
 
@@ -383,7 +384,30 @@ func compareRecvChain(t *testing.T, i int, n int, want mlx5oracle.StepRecord, ob
 func TestOracleScenarios(t *testing.T) {
 	requireSequences(t)
 	for _, sc := range mlx5oracle.Scenarios() {
-		t.Run(sc.Name, func(t *testing.T) {
+		t.Run(sc.Name, func(t *testing.T) { runOracle(t, sc) })
+	}
+}
+
+// TestOracleScenariosPageSizes runs every scenario again with both libmlx5 and gorping
+// seeing 16 KiB and 64 KiB pages (the harness's sysconf, the provider's page size), the
+// fake kernel answering as mlx5_ib does there: 4 or 16 UARs per mapping, 16 or 32
+// bfregs. Sizing, mmap offsets and lengths, bfreg addresses inside the larger UAR
+// mapping and every store must match byte for byte, as at 4 KiB.
+func TestOracleScenariosPageSizes(t *testing.T) {
+	requireSequences(t)
+	for _, ps := range []int{16 << 10, 64 << 10} {
+		for _, sc := range mlx5oracle.PageScenarios(ps) {
+			t.Run(sc.Name, func(t *testing.T) {
+				defer mlx5.SetPageSize(ps)()
+				runOracle(t, sc)
+			})
+		}
+	}
+}
+
+func runOracle(t *testing.T, sc mlx5oracle.Scenario) {
+	{
+		{
 			rec := mlx5oracle.MustRun(t, sc)
 			g := &goRun{t: t, be: mlx5oracle.NewBackend(sc.Params), mrs: map[int]*uverbs.MR{},
 				bufs: map[int]*uverbs.Buffer{}, cqs: map[int]*uverbs.CQ{}, qps: map[int]*uverbs.QP{}}
@@ -452,7 +476,7 @@ func TestOracleScenarios(t *testing.T) {
 			if compared == 0 {
 				t.Fatal("no step compared")
 			}
-		})
+		}
 	}
 }
 
@@ -520,6 +544,10 @@ func compareOpen(t *testing.T, want mlx5oracle.StepRecord, got mlx5oracle.Observ
 	}
 	if len(got.UAR) != len(want.UAR) {
 		t.Errorf("gorping mapped %d UAR pages, libmlx5 %d", len(got.UAR), len(want.UAR))
+	}
+	// The mappings themselves: offset (command and index in page units), length, prot.
+	if fmt.Sprint(got.Mmaps) != fmt.Sprint(want.Mmaps) {
+		t.Errorf("mmaps of the device file: gorping %+v, libmlx5 %+v", got.Mmaps, want.Mmaps)
 	}
 	for name := range want.UAR {
 		if _, ok := got.UAR[name]; !ok {

@@ -26,12 +26,24 @@ func init() {
 	}
 }
 
-// GET_CONTEXT request: rdma-core's defaults for the bfreg counts (16 in all, 4 of them
-// dedicated "low latency" ones), CQE version 1, and 4 KiB UARs; no DEVX, no dynamic UARs.
+// GET_CONTEXT request: libmlx5's bfreg counts, CQE version 1 and 4 KiB UARs; no DEVX, no
+// dynamic UARs. libmlx5 asks for 16 bfregs, or as many as one system page holds if more
+// (two per 4 KiB UAR: 32 on a 64 KiB-page kernel), of which max(4, total-12) dedicated
+// "low latency" ones.
 const (
-	reqTotalBfregs  = 16
-	reqLowLatBfregs = 4
+	defTotalBfregs  = 16
+	defLowLatBfregs = 4
+	medBfregsMax    = 12 // MLX5_MED_BFREGS_TSHOLD
 )
+
+func reqBfregs(pageSize int) (total, lowLat int) {
+	total = max(defTotalBfregs, pageSize/uarSize*usableBfregsUAR)
+	return total, max(defLowLatBfregs, total-medBfregsMax)
+}
+
+// pageSize is the kernel's page size; a variable so that the oracle tests can run the
+// provider as on a 16 or 64 KiB-page kernel.
+var pageSize = unix.Getpagesize
 
 type provider struct{}
 
@@ -40,9 +52,11 @@ func (provider) DriverID() uint32     { return mlx5DriverID }
 func (provider) ABIRange() (int, int) { return mlx5ABI, mlx5ABI }
 
 func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
+	ps := pageSize()
+	total, low := reqBfregs(ps)
 	req := allocUcontextReq{
-		TotalNumBfregs:      reqTotalBfregs,
-		NumLowLatencyBfregs: reqLowLatBfregs,
+		TotalNumBfregs:      uint32(total),
+		NumLowLatencyBfregs: uint32(low),
 		MaxCqeVersion:       cqeVersionMax,
 		LibCaps:             libCap4KUAR,
 	}
@@ -56,7 +70,7 @@ func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverb
 	if err != nil {
 		return nil, err
 	}
-	return newContext(dev, cc, &r, attr, unix.Getpagesize())
+	return newContext(dev, cc, &r, attr, ps, low)
 }
 
 // context is the provider's per-context state: the static UAR pages, the bfregs QPs were
@@ -80,7 +94,7 @@ type context struct {
 	dbrs  dbrAllocator
 }
 
-func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, attr uverbs.DeviceAttr, pageSize int) (*context, error) {
+func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, attr uverbs.DeviceAttr, pageSize, lowLat int) (*context, error) {
 	if r.TotBfregs == 0 {
 		return nil, errors.New("mlx5: the kernel gave the context no static UARs (dynamic UARs only), which gorping does not support")
 	}
@@ -104,7 +118,7 @@ func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, a
 			maxSQDescSz: int(r.MaxSqDescSz), maxRQDescSz: int(r.MaxRqDescSz),
 			maxSendWQEBB: int(r.MaxSendWqebb), maxRecvWR: int(r.MaxRecvWr),
 		},
-		pageSize: pageSize, nupp: nupp, lowLat: reqLowLatBfregs, bfregs: map[int]*bfreg{},
+		pageSize: pageSize, nupp: nupp, lowLat: lowLat, bfregs: map[int]*bfreg{},
 		dbrs: dbrAllocator{pageSize: pageSize, slot: max(int(r.CacheLineSize), 64)},
 	}
 	// Map every static UAR page now, as libmlx5 does: bfregs are handed out by CREATE_QP and

@@ -12,6 +12,7 @@
 // stdout: "Q <cmd> <in_words> <out_words> <hex>" queries and "E <json>" events.
 // The line formats are documented in ../doc.go.
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -31,7 +32,10 @@
 #include <unistd.h>
 
 #define DEVNODE "/dev/infiniband/uverbs0"
-#define PAGE 4096
+
+// The page size the libraries see (sysconf), from $ORACLE_PAGE_SIZE: a 16 or 64 KiB-page
+// kernel's view on this 4 KiB-page host. mmap offsets of the uverbs fd are in these pages.
+static long page_size = 4096;
 
 static int uverbs_fd = -1;
 static FILE *in;
@@ -118,6 +122,21 @@ int ioctl(int fd, unsigned long req, ...)
 		return -1;
 	}
 	return syscall(SYS_ioctl, fd, req, arg);
+}
+
+long sysconf(int name)
+{
+	static long (*real)(int);
+	if (name == _SC_PAGESIZE)
+		return page_size;
+	if (!real)
+		real = (long (*)(int))dlsym(RTLD_NEXT, "sysconf");
+	return real(name);
+}
+
+int getpagesize(void)
+{
+	return page_size;
 }
 
 /* ---------- event output ---------- */
@@ -477,7 +496,7 @@ static void emit_stores(void)
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	if (fd >= 0 && fd == uverbs_fd) {
-		unsigned long pgoff = off / PAGE;
+		unsigned long pgoff = off / page_size;
 		unsigned cmd = (pgoff >> 8) & 0xff;
 		void *p = (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
 					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -940,6 +959,8 @@ int main(int argc, char **argv)
 	in = stdin;
 	make_sysfs(argv[1]);
 	setenv("SYSFS_PATH", argv[1], 1);
+	if (getenv("ORACLE_PAGE_SIZE"))
+		page_size = strtol(getenv("ORACLE_PAGE_SIZE"), NULL, 0);
 	unsetenv("MLX5_SHUT_UP_BF");
 	unsetenv("MLX5_TOTAL_UUARS");
 	unsetenv("MLX5_NUM_LOW_LAT_UUARS");
