@@ -115,6 +115,8 @@ func (b *Backend) Write(p []byte) (int, error) {
 				b.cqHandle = append(b.cqHandle, binary.LittleEndian.Uint64(body[8:]))
 			}
 		}
+	} else if num == CmdCreateCQ && len(body) >= 24 {
+		b.cqHandle = append(b.cqHandle, binary.LittleEndian.Uint64(body[16:])) // after the ex header
 	}
 	if len(out) > 0 && len(body) >= 8 {
 		copy(ptrBytes(binary.LittleEndian.Uint64(body), len(out)), out)
@@ -130,6 +132,9 @@ func (b *Backend) Mmap(off int64, length, prot int) ([]byte, error) {
 		return nil, fmt.Errorf("mlx5oracle: mmap: %w", err)
 	}
 	pg := off / int64(b.Fake.P.Page())
+	if (pg>>8)&0xff == 7 && b.Fake.P.ClockInfo != nil {
+		copy(m, b.Fake.P.ClockInfo.Bytes()) // the clock_info page
+	}
 	b.mu.Lock()
 	b.mmaps = append(b.mmaps, Mmap{Off: uint64(off), Len: length, Prot: prot, Flags: unix.MAP_SHARED})
 	if c := (pg >> 8) & 0xff; c == 0 || c == 2 || c == 3 {

@@ -240,7 +240,7 @@ func ListString(seq []SeqEvent) string {
 // Traced reports whether the harness single-steps steps of kind (and so records their
 // fences, not only their stores).
 func Traced(kind string) bool {
-	return kind == KSend || kind == KRecv || kind == KPoll || kind == KArm
+	return kind == KSend || kind == KRecv || kind == KPoll || kind == KArm || kind == KPollTS
 }
 
 func storesOnly(seq []SeqEvent) []SeqEvent {

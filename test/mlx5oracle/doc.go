@@ -143,4 +143,10 @@
 //   - Page sizes (TestOracleHarnessPageSizes): at 16 KiB libmlx5 asks 16 bfregs (4
 //     low-latency) and maps two 16 KiB UAR pages; at 64 KiB it asks 32 (20) and maps
 //     one 64 KiB page holding 16 UARs; gross bfreg 24 is then UAR 6 of page 0.
+//   - Timestamps (TestOracleHarnessTimestamps): with clock_info_versions bit 0 libmlx5
+//     maps the clock_info page read-only (command 7, index 0) at open;
+//     ibv_create_cq_ex with completion timestamps goes out over write() as the legacy
+//     CREATE_CQ without the flag; the extended poll reads the CQE's be64 timestamp, and
+//     mlx5dv_ts_to_ns converts it with the page ([TsToNS] runs that inline function
+//     on any vectors).
 package mlx5oracle

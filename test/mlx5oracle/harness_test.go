@@ -900,3 +900,50 @@ func TestOracleHarnessPageSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestOracleHarnessTimestamps: with clock_info_versions 1 libmlx5 maps the clock_info page
+// read-only at command 7, index 0; ibv_create_cq_ex with completion timestamps goes out
+// over the write interface as the legacy CREATE_CQ, flag dropped (libmlx5 passes
+// CREATE_CQ_CMD_FLAGS_TS_IGNORED_EX); the extended poll returns each CQE's timestamp and
+// mlx5dv_ts_to_ns converts it with the page: 1000 cycles after the snapshot are
+// (1000·mult + frac) >> shift ns after its time.
+func TestOracleHarnessTimestamps(t *testing.T) {
+	sc, rec := scenario(t, "timestamps")
+	ci := sc.Params.ClockInfo
+	found := false
+	for _, m := range rec.Steps[0].Mmaps {
+		if m.Off == 7<<8*4096 && m.Len == 4096 && m.Prot == int(unix.PROT_READ) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no read-only clock_info mapping at command 7: %+v", rec.Steps[0].Mmaps)
+	}
+	var polled []WC
+	for _, st := range rec.Steps {
+		switch st.Step.Kind {
+		case KQueryDeviceEx:
+			if st.Result.TSMask != sc.Params.TimestampMask || st.Result.HCAClock != sc.Params.HCACoreClockKHz {
+				t.Errorf("query_device_ex: mask %#x clock %d", st.Result.TSMask, st.Result.HCAClock)
+			}
+		case KCQEx:
+			if len(st.Cmds) != 1 || st.Cmds[0].Num != CmdCreateCQ || st.Cmds[0].Ex {
+				t.Errorf("cq_ex sent %+v, want one legacy CREATE_CQ", st.Cmds)
+			}
+		case KPollTS:
+			if st.Result.ClockErr != 0 {
+				t.Errorf("mlx5dv_get_clock_info: %d", st.Result.ClockErr)
+			}
+			polled = append(polled, st.Result.WC...)
+		}
+	}
+	if len(polled) != 4 {
+		t.Fatalf("%d timestamped completions, want 4", len(polled))
+	}
+	if w := polled[0]; w.TS != ci.Cycles+1000 || w.NS != ci.Nsec+(1000*uint64(ci.Mult)+ci.Frac)>>ci.Shift {
+		t.Errorf("first completion ts %d ns %d", w.TS, w.NS)
+	}
+	if w := polled[2]; w.TS != ci.Cycles-3000 || w.NS != ci.Nsec-(3000*uint64(ci.Mult)-ci.Frac)>>ci.Shift {
+		t.Errorf("completion stamped before the snapshot: ts %d ns %d", w.TS, w.NS)
+	}
+}

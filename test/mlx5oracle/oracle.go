@@ -93,7 +93,7 @@ func build(noStep bool) (string, error) {
 		return "", fmt.Errorf("mlx5 oracle source: %w", err)
 	}
 	out := filepath.Join(tmp, "harness")
-	cmd := exec.Command("gcc", append(args, "-o", out, src, "-libverbs")...)
+	cmd := exec.Command("gcc", append(args, "-o", out, src, "-libverbs", "-lmlx5")...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%w: gcc harness.c: %v\n%s", ErrUnavailable, err, msg)
 	}
@@ -162,6 +162,10 @@ type WC struct {
 	SL              uint8  `json:"sl"`
 	DLIDPathBits    uint8  `json:"dlid_path_bits"`
 	InvalidatedRKey uint32 `json:"invalidated_rkey"` // WITH_INV only
+	// poll_ts only: the completion timestamp (device cycles) and libmlx5's
+	// mlx5dv_ts_to_ns of it with the clock_info page.
+	TS uint64 `json:"ts"`
+	NS uint64 `json:"ns"`
 }
 
 // Result holds what a step returned; only the fields of its kind are set.
@@ -200,6 +204,11 @@ type Result struct {
 	WC []WC `json:"wc"`
 	// event: id of the CQ ibv_get_cq_event returned
 	CQ int `json:"cq"`
+	// query_device_ex
+	TSMask   uint64 `json:"ts_mask"`
+	HCAClock uint64 `json:"hca_clock"`
+	// poll_ts: mlx5dv_get_clock_info's return code
+	ClockErr int `json:"clock_err"`
 }
 
 // StepRecord is everything observed during one step.
@@ -265,6 +274,9 @@ func RunWith(ctx context.Context, sc Scenario, o Options) (*Record, error) {
 
 	cmd := exec.CommandContext(ctx, bin, sysfs)
 	cmd.Env = append(os.Environ(), fmt.Sprintf("ORACLE_PAGE_SIZE=%d", sc.Params.Page()))
+	if ci := sc.Params.ClockInfo; ci != nil {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("ORACLE_CLOCK_INFO=%d,%d,%d,%d,%d,%d", ci.Nsec, ci.Cycles, ci.Frac, ci.Mult, ci.Shift, ci.Mask))
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -437,4 +449,45 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 		return rec, fmt.Errorf("harness stopped after %d of %d steps", len(rec.Steps), len(sc.Steps))
 	}
 	return rec, nil
+}
+
+// ClockVector is one input of mlx5dv_ts_to_ns: a clock_info snapshot and a device
+// timestamp.
+type ClockVector struct {
+	Nsec, Cycles, Frac uint64
+	Mult, Shift        uint32
+	Mask, TS           uint64
+}
+
+// TsToNS runs libmlx5's mlx5dv_ts_to_ns (the static inline function of
+// infiniband/mlx5dv.h, compiled into the harness) on every vector and returns the results.
+func TsToNS(ctx context.Context, vs []ClockVector) ([]uint64, error) {
+	bin, err := buildVariant(false)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	in := make([]byte, 0, len(vs)*56)
+	for _, v := range vs {
+		for _, x := range []uint64{v.Nsec, v.Cycles, v.Frac, uint64(v.Mult), uint64(v.Shift), v.Mask, v.TS} {
+			in = le.AppendUint64(in, x)
+		}
+	}
+	cmd := exec.CommandContext(ctx, bin, "--ts-to-ns")
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("mlx5 oracle ts_to_ns: %w (stderr: %s)", err, strings.TrimSpace(stderr.String()))
+	}
+	if len(out) != 8*len(vs) {
+		return nil, fmt.Errorf("mlx5 oracle ts_to_ns: %d bytes of results for %d vectors", len(out), len(vs))
+	}
+	res := make([]uint64, len(vs))
+	for i := range res {
+		res[i] = le.Uint64(out[8*i:])
+	}
+	return res, nil
 }

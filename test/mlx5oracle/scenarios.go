@@ -238,7 +238,44 @@ func Scenarios() []Scenario {
 	out = append(out, cqeSuccess(p), cqeErrors(p, CQEReqErr), cqeErrors(p, CQERespErr), cqWrap(p), arm(p))
 	out = append(out, twoQPs(p), teardown(p), postErrors(p))
 	out = append(out, qpDestroyClean(p))
+	out = append(out, timestamps(p))
 	return out
+}
+
+// TimestampClock is the fake kernel's clock_info page of the timestamps scenario: a
+// 156.25 MHz device clock (6.4 ns per cycle = mult/2^shift), 63-bit, snapshot at
+// Cycles/Nsec with a fraction carried.
+var TimestampClock = ClockInfo{Nsec: 1_700_000_000_123_456_789, Cycles: 0x123456789abc, Frac: 0x1234567,
+	Mult: 3435973837, Shift: 29, Mask: 1<<63 - 1}
+
+// timestamps: a context with the clock_info page, ibv_query_device_ex, a CQ created with
+// completion timestamps (ibv_create_cq_ex), a QP on it, and completions stamped before
+// and after the clock's snapshot, read back raw and converted (mlx5dv_ts_to_ns).
+func timestamps(p Params) Scenario {
+	ci := TimestampClock
+	p.ClockInfo, p.TimestampMask, p.HCACoreClockKHz = &ci, 1<<63-1, 156250
+	b := NewBuilder("timestamps", p, 2).Add(Step{Kind: KQueryDeviceEx}, Step{Kind: KChannel})
+	b.cqEntries[0] = 16
+	b.Add(Step{Kind: KCQEx, ID: 0, CQE: 15, WithChannel: true, TS: true})
+	b.QP(0, 0, stdCaps)
+	b.Recv(0, RecvWR{WRID: 1, SGEs: sge0(1, 0, 64)}, RecvWR{WRID: 2, SGEs: sge0(1, 64, 64)})
+	s := b.Send(0, SendWR{WRID: 10, Opcode: OpSend, Flags: FlagSignaled, SGEs: sge0(0, 0, 16)})
+	w := b.Send(0, SendWR{WRID: 11, Opcode: OpRDMAWrite, Flags: FlagSignaled, RAddr: RemoteAddr, RKey: RemoteKey, SGEs: sge0(0, 0, 16)})
+	for i, c := range []CQE{
+		b.ReqCQE(0, s[0], WQESend, 0),
+		b.RespCQE(0, CQERespSend, 16, 0),
+		b.ReqCQE(0, w[0], WQERDMAWrite, 0),
+		b.RespCQE(0, CQERespSend, 16, 0),
+	} {
+		// after the snapshot, after, before it (older: the negative branch), far after
+		c.Timestamp = ci.Cycles + []uint64{1000, 5_000_000, -3000 & (1<<64 - 1), 1 << 40}[i]
+		b.CQE(0, c)
+	}
+	// (No empty extended poll: libmlx5's writes no consumer index then, its legacy poll
+	// and gorping's always do.)
+	b.Add(Step{Kind: KPollTS, ID: 0, N: 2}, Step{Kind: KPollTS, ID: 0, N: 8})
+	b.Add(Step{Kind: KDestroyQP, ID: 0}, Step{Kind: KDestroyCQ, ID: 0})
+	return b.Sc
 }
 
 // qpDestroyClean: two QPs share one eight-entry CQ; after the CQ has wrapped once, QP 0 is

@@ -152,6 +152,7 @@ type cqRing struct {
 	table   *qpTable
 	lastErr string // the last error CQE, described (for -d and error reports)
 	onError func(string)
+	ts      bool // completion timestamps: copy each CQE's into WC.Timestamp
 }
 
 // initCQEs marks every CQE invalid and owned by the device (op_own 0xf0) before creation.
@@ -214,6 +215,9 @@ func (c *cqRing) parse(cqe []byte, opcode byte, wc *uverbs.WC) (bool, error) {
 		return false, nil
 	}
 	*wc = uverbs.WC{QPNum: q.qpn}
+	if c.ts && opcode <= cqeRespSendInv {
+		wc.Timestamp = binary.BigEndian.Uint64(cqe[cqeTimestamp:])
+	}
 	switch opcode {
 	case cqeReq:
 		s := q.sq

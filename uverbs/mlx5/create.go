@@ -7,6 +7,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // PrepareCQ allocates the CQE buffer (every CQE invalid and device-owned) and the doorbell
@@ -15,6 +16,10 @@ func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
 	ncqe, err := cqEntries(req.CQE)
 	if err != nil {
 		return nil, err
+	}
+	ts := req.Flags&uverbs.CQTimestamps != 0
+	if ts && c.clock == nil {
+		return nil, fmt.Errorf("mlx5: completion timestamps need the kernel's clock_info page, which %s's context lacks: %w", c.dev.Name, unix.EOPNOTSUPP)
 	}
 	mem, err := umem.Anon(ncqe * cqeSize)
 	if err != nil {
@@ -27,7 +32,7 @@ func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
 		return nil, err
 	}
 	req.CQE = ncqe - 1
-	p := &pendingCQ{c: c, mem: mem, db: db, ncqe: ncqe}
+	p := &pendingCQ{c: c, mem: mem, db: db, ncqe: ncqe, ts: ts}
 	p.req = createCQReq{BufAddr: mem.Addr(), DbAddr: db.addr(), CqeSize: cqeSize}
 	return p, nil
 }
@@ -37,6 +42,7 @@ type pendingCQ struct {
 	mem  *umem.Mem
 	db   dbrec
 	ncqe int
+	ts   bool // created with completion timestamps
 	req  createCQReq
 }
 
@@ -61,7 +67,7 @@ func (p *pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte
 	q := &cq{c: p.c, mem: p.mem, db: p.db}
 	q.ring = cqRing{
 		buf: p.mem.Bytes(), ncqe: uint32(p.ncqe), cqn: r.Cqn, dbrec: p.db.words(),
-		uarDB: unsafe.Pointer(&p.c.uars[0][cqDoorbellOffset]), table: &p.c.table,
+		uarDB: unsafe.Pointer(&p.c.uars[0][cqDoorbellOffset]), table: &p.c.table, ts: p.ts,
 	}
 	return q, nil
 }
@@ -77,6 +83,20 @@ type cq struct {
 func (q *cq) Poll(wc []uverbs.WC) (int, error) { return q.ring.poll(wc) }
 func (q *cq) Arm(solicitedOnly bool) error     { return q.ring.arm(solicitedOnly) }
 func (q *cq) CompEvent()                       { q.ring.event() }
+
+// TimestampNS converts a completion timestamp (cycles of the device's free-running clock)
+// to nanoseconds with the kernel's clock_info page (uverbs.TimestampConverter).
+func (q *cq) TimestampNS(ts uint64) (uint64, bool) {
+	ck := q.c.clock
+	if ck == nil || !q.ring.ts {
+		return 0, false
+	}
+	ci, ok := ck.snapshot()
+	if !ok {
+		return 0, false
+	}
+	return tsToNS(&ci, ts), true
+}
 
 func (q *cq) Close() error {
 	q.ring.mu.Lock()
@@ -94,6 +114,9 @@ func (q *cq) Describe() string {
 	defer q.ring.mu.Unlock()
 	s := fmt.Sprintf("mlx5 CQ %#x: %d CQEs of %d bytes at %#x, doorbell record %#x, arm doorbell UAR page 0 +%#x, consumer index %d, arm sn %d",
 		q.ring.cqn, q.ring.ncqe, cqeSize, q.mem.Addr(), q.db.addr(), cqDoorbellOffset, q.ring.ci, q.ring.armSN.Load()&3)
+	if q.ring.ts {
+		s += ", completion timestamps"
+	}
 	if q.ring.lastErr != "" {
 		s += "; last error CQE: " + q.ring.lastErr
 	}

@@ -92,6 +92,7 @@ type context struct {
 
 	table qpTable
 	dbrs  dbrAllocator
+	clock *clockPage // the kernel's clock_info page; nil: no completion timestamps
 }
 
 func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, attr uverbs.DeviceAttr, pageSize, lowLat int) (*context, error) {
@@ -131,6 +132,13 @@ func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, a
 		}
 		c.uars = append(c.uars, b)
 	}
+	// The clock_info page converts completion timestamps; libmlx5 maps it here too. A
+	// kernel without it (or refusing it) leaves the context without timestamps.
+	if r.ClockInfoVersions&(1<<clockInfoV1) != 0 {
+		if b, err := cmd.Mmap(uarMmapOffset(mmapClockInfo, clockInfoV1, pageSize), pageSize, unix.PROT_READ); err == nil {
+			c.clock = &clockPage{b: b, ci: (*clockInfo)(unsafe.Pointer(&b[0]))}
+		}
+	}
 	return c, nil
 }
 
@@ -140,6 +148,10 @@ func (c *context) unmapUARs() error {
 		errs = append(errs, c.cmd.Munmap(b))
 	}
 	c.uars = nil
+	if c.clock != nil {
+		errs = append(errs, c.cmd.Munmap(c.clock.b))
+		c.clock = nil
+	}
 	return errors.Join(errs...)
 }
 
@@ -153,9 +165,16 @@ func (c *context) Describe() string {
 	if c.resp.BfRegSize != 0 {
 		bf = fmt.Sprintf("BlueFlame registers of %d bytes", c.resp.BfRegSize)
 	}
-	return fmt.Sprintf("mlx5 %s: vendor %#x part %d, %d static UAR pages of %d bytes (%d UARs each), %d bfregs (%d low-latency), %s, cqe_version %d, max_sq_desc %d, max_rq_desc %d, max_send_wqebb %d, max_recv_wr %d",
+	ts := "no clock_info page (no completion timestamps)"
+	if c.clock != nil {
+		ts = "clock_info page (completion timestamps, free-running format)"
+	}
+	if c.resp.CompMask&respMaskRealTimeTS != 0 {
+		ts += ", device can stamp real time (not used)"
+	}
+	return fmt.Sprintf("mlx5 %s: vendor %#x part %d, %d static UAR pages of %d bytes (%d UARs each), %d bfregs (%d low-latency), %s, cqe_version %d, max_sq_desc %d, max_rq_desc %d, max_send_wqebb %d, max_recv_wr %d, %s",
 		c.dev.Name, c.vendor, c.part, len(c.uars), c.pageSize, c.nupp, c.resp.TotBfregs, c.lowLat, bf,
-		c.resp.CqeVersion, c.lim.maxSQDescSz, c.lim.maxRQDescSz, c.lim.maxSendWQEBB, c.lim.maxRecvWR)
+		c.resp.CqeVersion, c.lim.maxSQDescSz, c.lim.maxRQDescSz, c.lim.maxSendWQEBB, c.lim.maxRecvWR, ts)
 }
 
 // bfreg returns the bfreg with gross index idx as CREATE_QP reported it.

@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 #include <rdma/ib_user_verbs.h>
 #include <signal.h>
@@ -493,6 +494,24 @@ static void emit_stores(void)
 #endif
 }
 
+// fill_clock_info writes the fake kernel's clock_info page ($ORACLE_CLOCK_INFO: nsec,
+// cycles, frac, mult, shift, mask; struct mlx5_ib_clock_info, sign 0).
+static void fill_clock_info(void *p)
+{
+	const char *e = getenv("ORACLE_CLOCK_INFO");
+	unsigned long long v[6] = { 0 };
+	if (!e || sscanf(e, "%llu,%llu,%llu,%llu,%llu,%llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6)
+		return;
+	uint8_t *b = p;
+	uint32_t mult = v[3], shift = v[4];
+	memcpy(b + 8, &v[0], 8);
+	memcpy(b + 16, &v[1], 8);
+	memcpy(b + 24, &v[2], 8);
+	memcpy(b + 32, &mult, 4);
+	memcpy(b + 36, &shift, 4);
+	memcpy(b + 40, &v[5], 8);
+}
+
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	if (fd >= 0 && fd == uverbs_fd) {
@@ -502,6 +521,8 @@ void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		printf("E {\"ev\":\"mmap\",\"off\":%lu,\"len\":%zu,\"prot\":%d,\"flags\":%d}\n",
 		       (unsigned long)off, len, prot, flags);
+		if (p != MAP_FAILED && cmd == 7)
+			fill_clock_info(p);
 		if (p != MAP_FAILED && (cmd == 0 || cmd == 2 || cmd == 3) && n_uars < 64) {
 			uars[n_uars++] = (struct uar){ p, len, pgoff };
 			mprotect(p, len, UAR_PROT);
@@ -651,6 +672,7 @@ static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_comp_channel *chan;
 static struct ibv_cq *cq[MAXOBJ];
+static struct ibv_cq_ex *cqx[MAXOBJ]; // CQs made by cq_ex (also in cq[])
 static struct ibv_qp *qp[MAXOBJ];
 static struct ibv_mr *mr[MAXOBJ];
 static int chan_idx = -1;
@@ -867,6 +889,67 @@ static int run_step(char *line, char *res, size_t cap)
 		memcpy(r->addr + slot * 64, b, 64);
 		return 0;
 	}
+	if (!strcmp(op, "query_device_ex")) {
+		struct ibv_device_attr_ex a;
+		memset(&a, 0, sizeof(a));
+		int r = ibv_query_device_ex(ctx, NULL, &a);
+		snprintf(res, cap, "\"ts_mask\":%llu,\"hca_clock\":%llu",
+			 (unsigned long long)a.completion_timestamp_mask, (unsigned long long)a.hca_core_clock);
+		if (r)
+			errno = r;
+		return r ? -1 : 0;
+	}
+	if (!strcmp(op, "cq_ex")) {
+		int id = num(&s), cqe = num(&s), wch = num(&s), ts = num(&s);
+		struct ibv_cq_init_attr_ex a;
+		memset(&a, 0, sizeof(a));
+		a.cqe = cqe;
+		a.channel = wch ? chan : NULL;
+		a.wc_flags = IBV_WC_STANDARD_FLAGS | (ts ? IBV_WC_EX_WITH_COMPLETION_TIMESTAMP : 0);
+		cqx[id] = ibv_create_cq_ex(ctx, &a);
+		cq[id] = cqx[id] ? ibv_cq_ex_to_cq(cqx[id]) : NULL;
+		if (cq[id])
+			snprintf(res, cap, "\"cqe\":%d", cq[id]->cqe);
+		return cq[id] ? 0 : -1;
+	}
+	if (!strcmp(op, "poll_ts")) {
+		// The extended poll API: each completion's raw timestamp, and that timestamp
+		// converted with the clock_info page by mlx5dv_ts_to_ns.
+		int id = num(&s), n = num(&s);
+		struct ibv_poll_cq_attr pa;
+		struct mlx5dv_clock_info ci;
+		memset(&pa, 0, sizeof(pa));
+		memset(&ci, 0, sizeof(ci));
+		int cr = mlx5dv_get_clock_info(ctx, &ci);
+		size_t o = snprintf(res, cap, "\"wc\":[");
+		int k = 0;
+		trace_on();
+		int r = ibv_start_poll(cqx[id], &pa);
+		trace_off();
+		while (r == 0 && k < n) {
+			uint64_t ts = ibv_wc_read_completion_ts(cqx[id]);
+			o += snprintf(res + o, cap - o,
+				      "%s{\"wr_id\":%llu,\"status\":%d,\"opcode\":%d,\"byte_len\":%u,\"qp_num\":%u,"
+				      "\"ts\":%llu,\"ns\":%llu}",
+				      k ? "," : "", (unsigned long long)cqx[id]->wr_id, cqx[id]->status,
+				      ibv_wc_read_opcode(cqx[id]), ibv_wc_read_byte_len(cqx[id]),
+				      ibv_wc_read_qp_num(cqx[id]), (unsigned long long)ts,
+				      (unsigned long long)(cr ? 0 : mlx5dv_ts_to_ns(&ci, ts)));
+			k++;
+			if (k == n)
+				break;
+			trace_on();
+			r = ibv_next_poll(cqx[id]);
+			trace_off();
+		}
+		if (k > 0) {
+			trace_on();
+			ibv_end_poll(cqx[id]);
+			trace_off();
+		}
+		snprintf(res + o, cap - o, "],\"n\":%d,\"clock_err\":%d", k, cr);
+		return 0;
+	}
 	if (!strcmp(op, "poll")) {
 		int id = num(&s), n = num(&s);
 		struct ibv_wc wc[64];
@@ -946,6 +1029,29 @@ static int run_step(char *line, char *res, size_t cap)
 	return -1;
 }
 
+// ts_to_ns_vectors: stdin holds records of seven little-endian u64 (nsec, last_cycles,
+// frac, mult, shift, mask, device timestamp); for each, stdout gets mlx5dv_ts_to_ns's
+// result as a little-endian u64.
+static int ts_to_ns_vectors(void)
+{
+	uint64_t v[7], out[1024];
+	int n = 0;
+	while (fread(v, sizeof(v), 1, stdin) == 1) {
+		struct mlx5dv_clock_info ci = {
+			.nsec = v[0], .last_cycles = v[1], .frac = v[2],
+			.mult = (uint32_t)v[3], .shift = (uint32_t)v[4], .mask = v[5],
+		};
+		out[n++] = mlx5dv_ts_to_ns(&ci, v[6]);
+		if (n == 1024) {
+			fwrite(out, sizeof(out[0]), n, stdout);
+			n = 0;
+		}
+	}
+	fwrite(out, sizeof(out[0]), n, stdout);
+	fflush(stdout);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static char script[1 << 20], res[1 << 16];
@@ -953,6 +1059,8 @@ int main(int argc, char **argv)
 	int n = 0;
 	size_t used = 0;
 
+	if (argc == 2 && !strcmp(argv[1], "--ts-to-ns"))
+		return ts_to_ns_vectors();
 	if (argc != 2)
 		die("usage: harness SYSFS_DIR < script");
 	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
