@@ -24,7 +24,9 @@ type end struct {
 	mr  *uverbs.MR
 }
 
-func newEnd(t *testing.T, n *NIC) *end {
+func newEnd(t *testing.T, n *NIC) *end { return newEndFlags(t, n, 0) }
+
+func newEndFlags(t *testing.T, n *NIC, flags uverbs.CQFlags) *end {
 	t.Helper()
 	e := &end{nic: n}
 	var err error
@@ -41,7 +43,7 @@ func newEnd(t *testing.T, n *NIC) *end {
 	must(err)
 	e.ch, err = e.ctx.CreateCompChannel()
 	must(err)
-	e.cq, err = e.ctx.CreateCQ(15, e.ch, 0)
+	e.cq, err = e.ctx.CreateCQEx(15, e.ch, 0, flags)
 	must(err)
 	e.qp, err = e.pd.CreateQP(uverbs.QPInitAttr{SendCQ: e.cq, RecvCQ: e.cq, Type: uverbs.QPTypeRC,
 		Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 100}})

@@ -58,6 +58,7 @@ type NIC struct {
 
 	passes   atomic.Uint64 // engine passes (tests wait for the engine with it)
 	rs       ringState     // doorbells from the mmio recorder (doorbell.go)
+	clock    *devClock     // the device clock and its clock_info page (clock.go)
 	rfMu     sync.Mutex
 	ringErrs []string // violations ring found, moved to errs by the engine
 	cancel   func()
@@ -82,6 +83,11 @@ func New(cfg Config) *NIC {
 	n := &NIC{cfg: cfg, qps: map[uint32]*mqp{}, mrs: map[uint32]*mmr{}, nextN: 0x100,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	n.rs.qps, n.rs.cqs, n.rs.bfPart = map[uint32]*mqp{}, map[uint32]*mcq{}, map[uintptr][]byte{}
+	clk, err := newDevClock(cfg.PageSize)
+	if err != nil {
+		panic(fmt.Sprintf("mlx5model: clock page: %v", err))
+	}
+	n.clock = clk
 	n.cancel = mmio.Subscribe(n.ring)
 	go n.run()
 	return n
@@ -163,6 +169,7 @@ type mcq struct {
 	armCI   uint32
 	events  uint32
 	dead    bool
+	ts      bool // created with completion timestamps: stamp every CQE
 }
 
 // mqp is a QP as the device sees it.
@@ -226,6 +233,9 @@ func (n *NIC) run() {
 
 func (n *NIC) step() bool {
 	progress := n.doorbells()
+	if now := time.Now(); now.Sub(n.clock.updated) >= clockRefresh {
+		n.clock.refresh(now)
+	}
 	for _, q := range n.qps {
 		if q.dead {
 			continue
@@ -516,6 +526,9 @@ func (n *NIC) cqe(c *mcq, q *mqp, opcode byte, fill func([]byte)) {
 	binary.BigEndian.PutUint32(e[32:], q.uidx)
 	var last [4]byte
 	fill(e)
+	if c.ts {
+		n.clock.stamp(e)
+	}
 	copy(last[:3], e[60:63])
 	owner := byte(0)
 	if c.pi&c.ncqe != 0 {
