@@ -199,7 +199,7 @@ func (w *cqWait) stop() {
 
 // wcCompletion translates a work completion for the ping loop.
 func wcCompletion(wc *uverbs.WC) completion {
-	comp := completion{status: int(wc.Status), byteLen: wc.ByteLen}
+	comp := completion{status: int(wc.Status), byteLen: wc.ByteLen, ts: wc.Timestamp}
 	switch wc.Opcode {
 	case uverbs.WCSend:
 		comp.kind = compSend

@@ -111,6 +111,10 @@ type connInfo struct {
 	ActiveMTU  int    `json:"active_mtu"`
 	NetdevMTU  int    `json:"netdev_mtu"`
 	MTUWarning string `json:"mtu_warning,omitempty"`
+	// Client with --stats/--json: "nic" if its round trips are split with the NIC's
+	// completion timestamps, else "sw" and why (nicts.go).
+	TSSource string `json:"ts_source,omitempty"`
+	TSNote   string `json:"ts_note,omitempty"`
 }
 
 func (r *reporter) connection(ci connInfo) {
@@ -165,7 +169,11 @@ type pingReport struct {
 	size  int
 	start time.Time
 	rttStats
-	line []byte // reused: reporting a ping allocates nothing
+	line []byte    // reused: reporting a ping allocates nothing
+	nic  *nicClock // the split of each ping with NIC timestamps (nicts.go); nil if none
+	// The NIC's part of the pings that had one (nicts.go), and their software time.
+	nicStats rttStats
+	nicSWSum time.Duration
 }
 
 func (r *reporter) newPingReport(peer string, size int) *pingReport {
@@ -178,6 +186,10 @@ func (r *reporter) newPingReport(peer string, size int) *pingReport {
 // ping records and reports one completed ping.
 func (p *pingReport) ping(seq int, rtt time.Duration) {
 	p.record(rtt)
+	if p.nic != nil && p.nic.ok {
+		p.nicStats.record(p.nic.nic)
+		p.nicSWSum += rtt
+	}
 	if !p.r.pings {
 		return
 	}
@@ -187,6 +199,7 @@ func (p *pingReport) ping(seq int, rtt time.Duration) {
 		b = strconv.AppendInt(b, int64(seq), 10)
 		b = append(b, `,"rtt_ns":`...)
 		b = strconv.AppendInt(b, int64(rtt), 10)
+		b = p.nic.appendJSON(b)
 		b = append(b, "}\n"...)
 		p.r.js.Write(b)
 	} else {
@@ -198,7 +211,9 @@ func (p *pingReport) ping(seq int, rtt time.Duration) {
 		b = strconv.AppendInt(b, int64(seq), 10)
 		b = append(b, " time="...)
 		b = strconv.AppendFloat(b, msec(rtt), 'f', 3, 64)
-		b = append(b, " ms\n"...)
+		b = append(b, " ms"...)
+		b = p.nic.appendText(b)
+		b = append(b, '\n')
 		p.r.text.Write(b)
 	}
 	p.line = b
@@ -226,11 +241,20 @@ func (p *pingReport) summary() {
 			Errors      int      `json:"errors"`
 			TimeMS      float64  `json:"time_ms"`
 			RTTNs       *jsonRTT `json:"rtt_ns,omitempty"`
+			TSSource    string   `json:"ts_source"`
+			NICPings    int      `json:"nic_pings,omitempty"`
+			NICRTTNs    *jsonRTT `json:"nic_rtt_ns,omitempty"`
+			HostNsAvg   int64    `json:"host_ns_avg,omitempty"`
 		}{Type: "summary", Peer: p.peer, Transmitted: p.sent, Received: p.received, LossPct: p.lossPercent(),
-			Errors: p.errors, TimeMS: msec(elapsed)}
+			Errors: p.errors, TimeMS: msec(elapsed), TSSource: "sw"}
 		if p.received > 0 {
 			s.RTTNs = &jsonRTT{Min: int64(p.min), Avg: int64(p.avg()), Max: int64(p.max), Mdev: int64(p.mdev()),
 				P50: int64(p.percentile(50)), P99: int64(p.percentile(99))}
+		}
+		if n := &p.nicStats; n.received > 0 {
+			s.TSSource, s.NICPings, s.HostNsAvg = "nic", n.received, int64(p.hostAvg())
+			s.NICRTTNs = &jsonRTT{Min: int64(n.min), Avg: int64(n.avg()), Max: int64(n.max), Mdev: int64(n.mdev()),
+				P50: int64(n.percentile(50)), P99: int64(n.percentile(99))}
 		}
 		p.r.writeJSON(s)
 		return
@@ -261,7 +285,31 @@ func (p *pingReport) summary() {
 		b = strconv.AppendFloat(b, msec(p.percentile(99)), 'f', 3, 64)
 		b = append(b, " ms\n"...)
 	}
+	if n := &p.nicStats; n.received > 0 {
+		// The NIC's part of the pings that had NIC timestamps, and the host's mean rest.
+		b = append(b, "nic rtt min/avg/max/mdev = "...)
+		for i, d := range []time.Duration{n.min, n.avg(), n.max, n.mdev()} {
+			if i > 0 {
+				b = append(b, '/')
+			}
+			b = strconv.AppendFloat(b, msec(d), 'f', 3, 64)
+		}
+		b = append(b, " ms, host avg = "...)
+		b = strconv.AppendFloat(b, msec(p.hostAvg()), 'f', 3, 64)
+		b = append(b, " ms ("...)
+		b = strconv.AppendInt(b, int64(n.received), 10)
+		b = append(b, " pings, ts_source=nic)\n"...)
+	}
 	p.r.text.Write(b)
+}
+
+// hostAvg is the mean software time beyond the NIC's, over the pings that had both.
+func (p *pingReport) hostAvg() time.Duration {
+	n := &p.nicStats
+	if n.received == 0 {
+		return 0
+	}
+	return max(p.nicSWSum-n.sum, 0) / time.Duration(n.received)
 }
 
 // newTracer returns nil without --trace, else the run's tracer: human-readable lines on

@@ -2,6 +2,7 @@ package mlx5model
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -53,7 +54,7 @@ func (k *devClock) refresh(t time.Time) {
 	atomic.StoreUint32(sign, s|1) // updating
 	c := k.cycles(t)
 	// The time of that cycle count, exactly as the conversion sees it (frac 0).
-	ns := clockEpochNS + c*clockMult>>clockShift
+	ns := cyclesNS(c)
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&k.page[8])), ns)
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&k.page[16])), c)
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&k.page[24])), 0) // frac
@@ -63,6 +64,13 @@ func (k *devClock) refresh(t time.Time) {
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&k.page[48])), uint64(clockRefresh))
 	atomic.StoreUint32(sign, (s|1)+1) // even again, and different
 	k.updated = t
+}
+
+// cyclesNS is the clock's time at cycle count c: c·mult >> shift in 128 bits (the
+// product outgrows 64 bits after half a minute), from the epoch.
+func cyclesNS(c uint64) uint64 {
+	hi, lo := bits.Mul64(c, clockMult)
+	return clockEpochNS + (hi<<(64-clockShift) | lo>>clockShift)
 }
 
 // stamp writes the counter now into a CQE (big-endian, byte 48).

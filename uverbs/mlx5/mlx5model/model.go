@@ -28,6 +28,9 @@ import (
 // Config shapes the modelled device.
 type Config struct {
 	BfRegSize int // 0: no write combining, doorbells only; 512 like a ConnectX-6
+	// KeepStamps keeps, per CQ with completion timestamps, every CQE's opcode and
+	// timestamp (Stamps), for tests that check what was made of them.
+	KeepStamps bool
 	// PageSize is the modelled kernel's page size (0: 4096). With 16 or 64 KiB pages one
 	// UAR mapping holds 4 or 16 UARs of 4 KiB, as on arm64 kernels with large pages.
 	PageSize int
@@ -170,7 +173,31 @@ type mcq struct {
 	events  uint32
 	dead    bool
 	ts      bool // created with completion timestamps: stamp every CQE
+	stamps  []Stamp
 }
+
+// Stamp is one timestamped CQE: its opcode (op_own >> 4) and the device clock in it.
+type Stamp struct {
+	Opcode byte
+	TS     uint64
+}
+
+// Stamps returns the CQEs the model stamped on the CQ with number cqn, in order
+// (Config.KeepStamps).
+func (n *NIC) Stamps(cqn uint32) []Stamp {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, c := range n.cqs {
+		if c.cqn == cqn {
+			return append([]Stamp(nil), c.stamps...)
+		}
+	}
+	return nil
+}
+
+// TimestampNS converts a device timestamp as the model's clock_info page defines it
+// (frac 0, so the snapshot does not matter beyond 1 ns of rounding).
+func TimestampNS(ts uint64) uint64 { return cyclesNS(ts) }
 
 // mqp is a QP as the device sees it.
 type mqp struct {
@@ -528,6 +555,9 @@ func (n *NIC) cqe(c *mcq, q *mqp, opcode byte, fill func([]byte)) {
 	fill(e)
 	if c.ts {
 		n.clock.stamp(e)
+		if n.cfg.KeepStamps {
+			c.stamps = append(c.stamps, Stamp{Opcode: opcode, TS: binary.BigEndian.Uint64(e[48:])})
+		}
 	}
 	copy(last[:3], e[60:63])
 	owner := byte(0)
