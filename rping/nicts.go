@@ -177,7 +177,8 @@ func (k *nicClock) source() string {
 	return "sw"
 }
 
-// trace records the last ping's times (--trace).
+// trace records the last ping's times (--trace): kind "rtt", one per ping, beside the
+// "ping done" record of the counts.
 func (k *nicClock) trace(tr *trace.Tracer, seq int, rtt time.Duration) {
 	if tr == nil || k == nil {
 		return
@@ -186,7 +187,7 @@ func (k *nicClock) trace(tr *trace.Tracer, seq int, rtt time.Duration) {
 	if k.ok {
 		f = append(f, trace.F("nic_rtt_ns", int64(k.nic)), trace.F("host_ns", int64(k.host)))
 	}
-	tr.Emit("ping", "rtt", f, nil, nil)
+	tr.Emit("rtt", "ping", f, nil, nil)
 }
 
 // appendText adds the last ping's split to a --stats line.
