@@ -203,40 +203,9 @@ func TestPingLoopMLX5Model(t *testing.T) {
 	}{{"events", false, 512}, {"poll", true, 0}} {
 		t.Run(mode.name, func(t *testing.T) {
 			nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: mode.bf})
-			cl, sv := newSide(false, DefaultSize, pings), newSide(true, DefaultSize, 0)
-			cl.cfg.Verbose, cl.cfg.Validate, sv.cfg.Verbose = true, true, true
-			c := newMLX5Conn(t, nic, DefaultSize, true, mode.poll, false)
-			s := newMLX5Conn(t, nic, DefaultSize, false, mode.poll, false)
-			// The glue posts the first RECV before connecting.
-			if err := c.PostRecv(); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.PostRecv(); err != nil {
-				t.Fatal(err)
-			}
-			connectMLX5(t, c, s)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			go func() { sv.status <- runPingServer(ctx, s, &sv.cfg) }()
-			go func() {
-				st := runPingClient(ctx, c, &cl.cfg)
-				disconnectMLX5(c, s)
-				cl.status <- st
-			}()
-			var clSt, svSt int
-			select {
-			case clSt = <-cl.status:
-			case <-ctx.Done():
-				t.Fatalf("client did not finish: %v", ctx.Err())
-			}
-			select {
-			case svSt = <-sv.status:
-			case <-ctx.Done():
-				t.Fatalf("server did not finish: %v", ctx.Err())
-			}
-			if clSt != 0 || svSt != 0 {
-				t.Fatalf("exit client %d server %d; stderr client %q server %q", clSt, svSt, cl.stderr, sv.stderr)
-			}
+			cl, sv, _ := runMLX5Pings(t, nic, pings, mlx5Run{poll: mode.poll, setup: func(cl, sv *Config) {
+				cl.Verbose, cl.Validate, sv.Verbose = true, true, true
+			}})
 			if got, want := cl.stdout.String(), pingLines("ping data: ", pings, DefaultSize); got != want {
 				t.Errorf("client stdout differs: %d bytes, want %d", len(got), len(want))
 			}
@@ -262,29 +231,40 @@ func TestPingLoopMLX5Model(t *testing.T) {
 			if !mode.poll && st.Events == 0 {
 				t.Error("event mode saw no completion events")
 			}
-			c.close()
-			s.close()
 		})
 	}
 }
 
-// runMLX5Pings runs a client (cfg from setup, reporter made as Run makes it) against a
-// server over the model until count pings are done, and returns the client side.
-func runMLX5Pings(t *testing.T, nic *mlx5model.NIC, count int, ts bool, setup func(*Config)) (*side, *mlx5Conn) {
+// mlx5Run shapes one runMLX5Pings run.
+type mlx5Run struct {
+	poll  bool                 // both sides busy-poll
+	ts    bool                 // the client's CQ has completion timestamps
+	setup func(cl, sv *Config) // options beyond count and size
+}
+
+// runMLX5Pings runs rping's client and server loops over the model until the client has
+// done count pings (or failed), as Run would (the reporter made from the options), and
+// returns both sides and the client's connection. It fails t unless both exit 0 and the
+// model saw nothing a device would reject.
+func runMLX5Pings(t *testing.T, nic *mlx5model.NIC, count int, o mlx5Run) (cl, sv *side, c *mlx5Conn) {
 	t.Helper()
-	cl, sv := newSide(false, DefaultSize, count), newSide(true, DefaultSize, 0)
+	cl, sv = newSide(false, DefaultSize, count), newSide(true, DefaultSize, 0)
 	cl.cfg.Addr = netip.MustParseAddr("192.0.2.1")
-	setup(&cl.cfg)
+	if o.setup != nil {
+		o.setup(&cl.cfg, &sv.cfg)
+	}
 	cl.cfg.rep = newReporter(&cl.cfg)
-	c := newMLX5Conn(t, nic, DefaultSize, true, false, ts)
-	s := newMLX5Conn(t, nic, DefaultSize, false, false, false)
+	c = newMLX5Conn(t, nic, DefaultSize, true, o.poll, o.ts)
+	s := newMLX5Conn(t, nic, DefaultSize, false, o.poll, false)
+	t.Cleanup(func() { c.close(); s.close() })
+	// The glue posts the first RECV before connecting.
 	for _, x := range []*mlx5Conn{c, s} {
 		if err := x.PostRecv(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	connectMLX5(t, c, s)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	go func() { sv.status <- runPingServer(ctx, s, &sv.cfg) }()
 	go func() {
@@ -292,17 +272,25 @@ func runMLX5Pings(t *testing.T, nic *mlx5model.NIC, count int, ts bool, setup fu
 		disconnectMLX5(c, s)
 		cl.status <- st
 	}()
-	if st := cl.wait(t); st != 0 {
-		t.Fatalf("client exit %d, stderr %q", st, cl.stderr)
+	var clSt, svSt int
+	for _, w := range []struct {
+		who string
+		ch  chan int
+		st  *int
+	}{{"client", cl.status, &clSt}, {"server", sv.status, &svSt}} {
+		select {
+		case *w.st = <-w.ch:
+		case <-ctx.Done():
+			t.Fatalf("%s did not finish: %v", w.who, ctx.Err())
+		}
 	}
-	if st := sv.wait(t); st != 0 {
-		t.Fatalf("server exit %d, stderr %q", st, sv.stderr)
+	if clSt != 0 || svSt != 0 {
+		t.Fatalf("exit client %d server %d; stderr client %q server %q", clSt, svSt, cl.stderr, sv.stderr)
 	}
 	if errs := nic.Errors(); len(errs) > 0 {
 		t.Fatalf("the device model saw %d violations, first: %s", len(errs), errs[0])
 	}
-	t.Cleanup(func() { c.close(); s.close() })
-	return cl, c
+	return cl, sv, c
 }
 
 // expectedNIC is each ping's NIC round trip as the model stamped it: from the client's
@@ -339,7 +327,7 @@ func TestPingLoopMLX5ModelTimestamps(t *testing.T) {
 	const pings = 300
 	t.Run("json", func(t *testing.T) {
 		nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512, KeepStamps: true})
-		cl, c := runMLX5Pings(t, nic, pings, true, func(cfg *Config) { cfg.JSON, cfg.Stats = true, true })
+		cl, _, c := runMLX5Pings(t, nic, pings, mlx5Run{ts: true, setup: func(cl, _ *Config) { cl.JSON, cl.Stats = true, true }})
 		want := expectedNIC(t, nic, c, pings)
 		seen := 0
 		for _, line := range strings.Split(strings.TrimSpace(cl.stdout.String()), "\n") {
@@ -377,7 +365,7 @@ func TestPingLoopMLX5ModelTimestamps(t *testing.T) {
 	})
 	t.Run("text", func(t *testing.T) {
 		nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512})
-		cl, _ := runMLX5Pings(t, nic, pings, true, func(cfg *Config) { cfg.Stats = true })
+		cl, _, _ := runMLX5Pings(t, nic, pings, mlx5Run{ts: true, setup: func(cl, _ *Config) { cl.Stats = true }})
 		re := regexp.MustCompile(`^\d+ bytes from 192\.0\.2\.1: seq=\d+ time=(\d+\.\d{3}) ms nic=(\d+\.\d{3}) ms host=(\d+\.\d{3}) ms$`)
 		lines := strings.Split(strings.TrimSpace(cl.stdout.String()), "\n")
 		for _, l := range lines[:pings] {
@@ -394,7 +382,7 @@ func TestPingLoopMLX5ModelTimestamps(t *testing.T) {
 	})
 	t.Run("sw", func(t *testing.T) {
 		nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512})
-		cl, _ := runMLX5Pings(t, nic, 20, false, func(cfg *Config) { cfg.JSON, cfg.Stats = true, true })
+		cl, _, _ := runMLX5Pings(t, nic, 20, mlx5Run{setup: func(cl, _ *Config) { cl.JSON, cl.Stats = true, true }})
 		if out := cl.stdout.String(); strings.Contains(out, "nic_rtt_ns") || strings.Count(out, `"ts_source":"sw"`) != 21 {
 			t.Errorf("without timestamps: %s", out)
 		}

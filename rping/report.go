@@ -228,6 +228,11 @@ type jsonRTT struct {
 	P99  int64 `json:"p99"`
 }
 
+func (s *rttStats) json() *jsonRTT {
+	return &jsonRTT{Min: int64(s.min), Avg: int64(s.avg()), Max: int64(s.max), Mdev: int64(s.mdev()),
+		P50: int64(s.percentile(50)), P99: int64(s.percentile(99))}
+}
+
 // summary reports the connection's totals, as ping(8) does at its end.
 func (p *pingReport) summary() {
 	elapsed := time.Since(p.start)
@@ -248,13 +253,11 @@ func (p *pingReport) summary() {
 		}{Type: "summary", Peer: p.peer, Transmitted: p.sent, Received: p.received, LossPct: p.lossPercent(),
 			Errors: p.errors, TimeMS: msec(elapsed), TSSource: "sw"}
 		if p.received > 0 {
-			s.RTTNs = &jsonRTT{Min: int64(p.min), Avg: int64(p.avg()), Max: int64(p.max), Mdev: int64(p.mdev()),
-				P50: int64(p.percentile(50)), P99: int64(p.percentile(99))}
+			s.RTTNs = p.rttStats.json()
 		}
 		if n := &p.nicStats; n.received > 0 {
 			s.TSSource, s.NICPings, s.HostNsAvg = "nic", n.received, int64(p.hostAvg())
-			s.NICRTTNs = &jsonRTT{Min: int64(n.min), Avg: int64(n.avg()), Max: int64(n.max), Mdev: int64(n.mdev()),
-				P50: int64(n.percentile(50)), P99: int64(n.percentile(99))}
+			s.NICRTTNs = n.json()
 		}
 		p.r.writeJSON(s)
 		return
@@ -273,12 +276,7 @@ func (p *pingReport) summary() {
 	b = append(b, "ms\n"...)
 	if p.received > 0 {
 		b = append(b, "rtt min/avg/max/mdev = "...)
-		for i, d := range []time.Duration{p.min, p.avg(), p.max, p.mdev()} {
-			if i > 0 {
-				b = append(b, '/')
-			}
-			b = strconv.AppendFloat(b, msec(d), 'f', 3, 64)
-		}
+		b = appendMinAvgMaxMdev(b, &p.rttStats)
 		b = append(b, " ms, p50/p99 = "...)
 		b = strconv.AppendFloat(b, msec(p.percentile(50)), 'f', 3, 64)
 		b = append(b, '/')
@@ -288,12 +286,7 @@ func (p *pingReport) summary() {
 	if n := &p.nicStats; n.received > 0 {
 		// The NIC's part of the pings that had NIC timestamps, and the host's mean rest.
 		b = append(b, "nic rtt min/avg/max/mdev = "...)
-		for i, d := range []time.Duration{n.min, n.avg(), n.max, n.mdev()} {
-			if i > 0 {
-				b = append(b, '/')
-			}
-			b = strconv.AppendFloat(b, msec(d), 'f', 3, 64)
-		}
+		b = appendMinAvgMaxMdev(b, n)
 		b = append(b, " ms, host avg = "...)
 		b = strconv.AppendFloat(b, msec(p.hostAvg()), 'f', 3, 64)
 		b = append(b, " ms ("...)
@@ -301,6 +294,17 @@ func (p *pingReport) summary() {
 		b = append(b, " pings, ts_source=nic)\n"...)
 	}
 	p.r.text.Write(b)
+}
+
+// appendMinAvgMaxMdev appends ping(8)'s "min/avg/max/mdev" in milliseconds.
+func appendMinAvgMaxMdev(b []byte, s *rttStats) []byte {
+	for i, d := range []time.Duration{s.min, s.avg(), s.max, s.mdev()} {
+		if i > 0 {
+			b = append(b, '/')
+		}
+		b = strconv.AppendFloat(b, msec(d), 'f', 3, 64)
+	}
+	return b
 }
 
 // hostAvg is the mean software time beyond the NIC's, over the pings that had both.

@@ -3,10 +3,13 @@
 package guest
 
 import (
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // swTimeNote is what a gorping client reporting round trips (--stats, --trace) says once
@@ -78,4 +81,26 @@ func TestTimestampsFallback(t *testing.T) {
 			t.Errorf("%d per-ping rtt records, want 3", rtts)
 		}
 	})
+}
+
+// TestKernelPageSize: the guest runs with the page size its kernel flavour promises
+// (Debian's -16k and -64k arm64 kernels; 4 KiB elsewhere), so a tier meant to catch
+// page-size assumptions (make guest-16k) really runs on 16 KiB pages.
+func TestKernelPageSize(t *testing.T) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	release := unix.ByteSliceToString(u.Release[:])
+	want := 4096
+	switch {
+	case strings.HasSuffix(release, "-16k"):
+		want = 16 << 10
+	case strings.HasSuffix(release, "-64k"):
+		want = 64 << 10
+	}
+	if got := os.Getpagesize(); got != want {
+		t.Errorf("kernel %s: page size %d, want %d", release, got, want)
+	}
+	t.Logf("kernel %s, page size %d", release, os.Getpagesize())
 }

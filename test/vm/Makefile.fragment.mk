@@ -3,6 +3,7 @@
 #   make guest [SUITE=bookworm] [ARCH=amd64] [PKGS=./test/guest] [RUN=regex]
 #   make guest-matrix [MATRIX_PKGS=all] every guest: bookworm/amd64, trixie/amd64, bookworm/arm64
 #   make test-siw                     only the Soft-iWARP tier (bookworm/amd64)
+#   make guest-16k [GUEST16K_RUN=re]  the 16 KiB-page tier: trixie/arm64, linux-image-arm64-16k
 #   make demo [SUITE=...] [ARCH=...]  gorping server + client in a guest
 #   make bench [SUITE=...] [ARCH=...] timing figures: stock rping vs gorping, rxe data path
 #   make guest-shell                  interactive busybox shell in a guest
@@ -25,7 +26,7 @@ GUESTRUN    := bin/guestrun
 # Turns guestrun's "skipped" (77) into a loud note instead of a make error.
 guest_skip_ok = st=$$?; if [ $$st -eq 77 ]; then echo "*** guest tier SKIPPED: host prerequisite missing (see above) ***"; exit 0; fi; exit $$st
 
-.PHONY: guest guest-matrix test-siw demo bench guest-shell
+.PHONY: guest guest-matrix test-siw guest-16k demo bench guest-shell
 
 $(GUESTRUN): FORCE
 	$(GO) build -o $@ ./test/vm/guestrun
@@ -47,6 +48,15 @@ guest-matrix: $(GUESTRUN)
 # Only the siw tier (bookworm/amd64, where siw.ko builds); make test runs it too.
 test-siw: $(GUESTRUN)
 	@$(GUESTRUN) -suite bookworm -arch amd64 -pkgs ./test/guest -run 'TestSiw' -timeout 30m $(GUEST_FLAGS); $(guest_skip_ok)
+
+# The 16 KiB-page tier: Debian trixie's arm64 kernel with 16 KiB pages, so page-size
+# assumptions anywhere in gorping (rxe's rings, buffers, the mlx5 sizing the oracle also
+# checks at 16/64 KiB) meet a real kernel. By default the rxe interop tests against stock
+# rping, the page-size check and the timestamp fallback; GUEST16K_RUN= (empty) runs every
+# test of ./test/guest.
+GUEST16K_RUN ?= TestKernelPageSize|TestStockRpingOverRxe|TestInterop|TestTimestampsFallback
+guest-16k: $(GUESTRUN)
+	@$(GUESTRUN) -suite trixie -arch arm64 -kernel-flavour 16k -pkgs ./test/guest $(if $(GUEST16K_RUN),-run '$(GUEST16K_RUN)') -timeout 30m $(GUEST_FLAGS); $(guest_skip_ok)
 
 demo: $(GUESTRUN)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/demo.sh $(GUEST_FLAGS); $(guest_skip_ok)

@@ -87,12 +87,17 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 			return fail(err)
 		}
 		g.ch = ch
-	case mlx5oracle.KCQ:
+	case mlx5oracle.KCQ, mlx5oracle.KCQEx:
+		// cq: ibv_create_cq; cq_ex: ibv_create_cq_ex, with timestamps if TS.
 		var ch *uverbs.CompChannel
 		if s.WithChannel {
 			ch = g.ch
 		}
-		cq, err := g.ctx.CreateCQ(s.CQE, ch, 0)
+		var flags uverbs.CQFlags
+		if s.TS {
+			flags = uverbs.CQTimestamps
+		}
+		cq, err := g.ctx.CreateCQEx(s.CQE, ch, 0, flags) // flags 0: the legacy CREATE_CQ
 		if err != nil {
 			return fail(err)
 		}
@@ -104,21 +109,6 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 			return fail(err)
 		}
 		r.TSMask, r.HCAClock = a.CompletionTimestampMask, a.HCACoreClockKHz
-	case mlx5oracle.KCQEx:
-		var ch *uverbs.CompChannel
-		if s.WithChannel {
-			ch = g.ch
-		}
-		var flags uverbs.CQFlags
-		if s.TS {
-			flags = uverbs.CQTimestamps
-		}
-		cq, err := g.ctx.CreateCQEx(s.CQE, ch, 0, flags)
-		if err != nil {
-			return fail(err)
-		}
-		g.cqs[s.ID] = cq
-		r.CQE = cq.CQE()
 	case mlx5oracle.KPollTS:
 		wc := make([]uverbs.WC, s.N)
 		n, err := g.cqs[s.ID].Poll(wc)
@@ -651,7 +641,7 @@ func compareResult(t *testing.T, i int, s mlx5oracle.Step, want mlx5oracle.StepR
 		check("port", []int{r.State, r.LID, r.LinkLayer, r.ActiveMTU}, []int{w.State, w.LID, w.LinkLayer, w.ActiveMTU})
 	case mlx5oracle.KMR:
 		check("keys", []uint32{r.LKey, r.RKey}, []uint32{w.LKey, w.RKey})
-	case mlx5oracle.KCQ:
+	case mlx5oracle.KCQ, mlx5oracle.KCQEx:
 		check("cqe", r.CQE, w.CQE)
 	case mlx5oracle.KQP:
 		check("qp", []uint32{r.QPN, r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInline},
@@ -660,8 +650,6 @@ func compareResult(t *testing.T, i int, s mlx5oracle.Step, want mlx5oracle.StepR
 		check("bad_wr", r.Bad, w.Bad)
 	case mlx5oracle.KQueryDeviceEx:
 		check("timestamp mask, hca_core_clock", []uint64{r.TSMask, r.HCAClock}, []uint64{w.TSMask, w.HCAClock})
-	case mlx5oracle.KCQEx:
-		check("cqe", r.CQE, w.CQE)
 	case mlx5oracle.KPollTS:
 		check("polled", r.N, w.N)
 		for j := 0; j < min(len(r.WC), len(w.WC)); j++ {
