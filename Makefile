@@ -2,7 +2,8 @@
 #
 #   make            static binaries for amd64 and arm64 in bin/
 #   make test       everything: gofmt/vet, unit tests with -race, the ABI layout
-#                   check, and the Soft-RoCE guest tier on the whole matrix
+#                   check, the Soft-RoCE guest tier on the whole matrix and on a
+#                   16 KiB-page arm64 kernel
 #   make demo       boot a Soft-RoCE guest and run a gorping server and client in it
 #   make trace-doc  the same with --trace: the run docs/one-ping.md is made from
 #   make guest SUITE=bookworm ARCH=amd64 [PKGS=./test/guest] [RUN=regex]
@@ -22,7 +23,7 @@ build: $(ARCHES:%=bin/gorping-linux-%)
 bin/gorping-linux-%: FORCE
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ .
 
-test: host-deps lint unit unit-arm64 abicheck guest-matrix
+test: host-deps lint unit unit-arm64 abicheck guest-matrix guest-16k
 
 # The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
 # host; the mlx5 oracle tests (test/mlx5oracle) build a C harness with gcc against
