@@ -20,9 +20,9 @@
 //     fill; after each step [Backend.Observe] returns the step's commands, regions and
 //     UAR pages, and [DiffStep] lists how they differ from the oracle's [StepRecord].
 //     [Backend.CompEvent] queues a completion event like the harness's event step.
-//   - testdata/provider_oracle_test.go runs every scenario through uverbs/mlx5 that
-//     way and lists the deliberate differences; it is kept out of the build until
-//     the provider and uverbs.OpenBackend are merged, then moves next to this file.
+//   - uverbs/mlx5's oracle_test.go runs every scenario through the provider that way
+//     (also [PageScenarios] at 16 and 64 KiB) and lists the deliberate differences.
+//   - [TsToNS] runs libmlx5's mlx5dv_ts_to_ns on any clock_info/timestamp vectors.
 //
 // # How the library is steered
 //
