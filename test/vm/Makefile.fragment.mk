@@ -52,7 +52,8 @@ test-siw: $(GUESTRUN)
 # The 16 KiB-page tier (make test runs it): Debian trixie's arm64 kernel with 16 KiB
 # pages, so page-size assumptions anywhere in gorping (rxe's rings, buffers, the mlx5
 # sizing the oracle also checks at 16/64 KiB) meet a real kernel. Every guest-tagged
-# package, as in the matrix (measured 8m58s wall on the 2-core build machine, 2026-12-01).
+# package, as in the matrix (measured 4m16s wall on the 2-core build machine, 8m58s while
+# other work ran, 2026-12-01).
 # Should make test outgrow its budget, the lean subset is
 # GUEST16K_PKGS=./test/guest GUEST16K_RUN='TestKernelPageSize|TestStockRpingOverRxe|TestInterop|TestTimestampsFallback'
 # (the rxe interop tests against stock rping; 3m50s measured).
