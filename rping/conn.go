@@ -58,6 +58,7 @@ type completion struct {
 	kind    compKind
 	status  int    // ibv_wc_status for send/recv/read/write; 0 is success
 	byteLen uint32 // compRecv: bytes received
+	ts      uint64 // the NIC's completion timestamp (device ticks), 0 if none (nicts.go)
 }
 
 // conn is what the ping loops need from one RC connection. The verbs/rdma_cm glue

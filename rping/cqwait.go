@@ -235,7 +235,7 @@ const keepaliveWRID = 0x6b656570 // "keep"
 
 // wcCompletion translates a work completion for the ping loop.
 func wcCompletion(wc *uverbs.WC) completion {
-	comp := completion{status: int(wc.Status), byteLen: wc.ByteLen}
+	comp := completion{status: int(wc.Status), byteLen: wc.ByteLen, ts: wc.Timestamp}
 	if wc.WRID == keepaliveWRID {
 		comp.kind = compKeepalive
 		return comp

@@ -7,8 +7,13 @@ package rping
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
+	"net/netip"
+	"regexp"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,13 +40,22 @@ type mlx5Conn struct {
 	recvWR uverbs.RecvWR
 	sendWR uverbs.SendWR
 	rdmaWR uverbs.SendWR
+	ts     bool // the CQ has completion timestamps
+}
+
+// timestamps: the model's CQ converts its timestamps as the product's verbsConn does.
+func (c *mlx5Conn) timestamps() tsInfo {
+	if !c.ts {
+		return tsInfo{device: "mlx5_0", note: "not asked for"}
+	}
+	return tsInfo{device: "mlx5_0", conv: c.cq.TimestampNS}
 }
 
 const mlx5Access = uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite
 
-func newMLX5Conn(t testing.TB, nic *mlx5model.NIC, size int, client, poll bool) *mlx5Conn {
+func newMLX5Conn(t testing.TB, nic *mlx5model.NIC, size int, client, poll, ts bool) *mlx5Conn {
 	t.Helper()
-	c := &mlx5Conn{t: t}
+	c := &mlx5Conn{t: t, ts: ts}
 	var err error
 	must := func(e error) {
 		t.Helper()
@@ -55,7 +69,11 @@ func newMLX5Conn(t testing.TB, nic *mlx5model.NIC, size int, client, poll bool) 
 	must(err)
 	c.ch, err = c.ctx.CreateCompChannel()
 	must(err)
-	c.cq, err = c.ctx.CreateCQ(cqDepth, c.ch, 0)
+	var flags uverbs.CQFlags
+	if ts {
+		flags = uverbs.CQTimestamps
+	}
+	c.cq, err = c.ctx.CreateCQEx(cqDepth, c.ch, 0, flags)
 	must(err)
 	// A failure of the completion path reaches the ping loop as compError, which fails the run.
 	c.wait = newCQWait(c.cq, c.ch, &printer{stdout: io.Discard, stderr: io.Discard}, poll, false)
@@ -191,42 +209,10 @@ func TestPingLoopMLX5Model(t *testing.T) {
 		bf   int
 	}{{"events", false, 512}, {"poll", true, 0}} {
 		t.Run(mode.name, func(t *testing.T) {
-			nic := mlx5model.New(mlx5model.Config{BfRegSize: mode.bf})
-			defer nic.Close()
-			cl, sv := newSide(false, DefaultSize, pings), newSide(true, DefaultSize, 0)
-			cl.cfg.Verbose, cl.cfg.Validate, sv.cfg.Verbose = true, true, true
-			c := newMLX5Conn(t, nic, DefaultSize, true, mode.poll)
-			s := newMLX5Conn(t, nic, DefaultSize, false, mode.poll)
-			// The glue posts the first RECV before connecting.
-			if err := c.PostRecv(); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.PostRecv(); err != nil {
-				t.Fatal(err)
-			}
-			connectMLX5(t, c, s)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-			defer cancel()
-			go func() { sv.status <- runPingServer(ctx, s, &sv.cfg) }()
-			go func() {
-				st := runPingClient(ctx, c, &cl.cfg)
-				disconnectMLX5(c, s)
-				cl.status <- st
-			}()
-			var clSt, svSt int
-			select {
-			case clSt = <-cl.status:
-			case <-ctx.Done():
-				t.Fatalf("client did not finish: %v", ctx.Err())
-			}
-			select {
-			case svSt = <-sv.status:
-			case <-ctx.Done():
-				t.Fatalf("server did not finish: %v", ctx.Err())
-			}
-			if clSt != 0 || svSt != 0 {
-				t.Fatalf("exit client %d server %d; stderr client %q server %q", clSt, svSt, cl.stderr, sv.stderr)
-			}
+			nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: mode.bf})
+			cl, sv, _ := runMLX5Pings(t, nic, pings, mlx5Run{poll: mode.poll, setup: func(cl, sv *Config) {
+				cl.Verbose, cl.Validate, sv.Verbose = true, true, true
+			}})
 			if got, want := cl.stdout.String(), pingLines("ping data: ", pings, DefaultSize); got != want {
 				t.Errorf("client stdout differs: %d bytes, want %d", len(got), len(want))
 			}
@@ -252,8 +238,160 @@ func TestPingLoopMLX5Model(t *testing.T) {
 			if !mode.poll && st.Events == 0 {
 				t.Error("event mode saw no completion events")
 			}
-			c.close()
-			s.close()
 		})
 	}
+}
+
+// mlx5Run shapes one runMLX5Pings run.
+type mlx5Run struct {
+	poll  bool                 // both sides busy-poll
+	ts    bool                 // the client's CQ has completion timestamps
+	setup func(cl, sv *Config) // options beyond count and size
+}
+
+// runMLX5Pings runs rping's client and server loops over the model until the client has
+// done count pings (or failed), as Run would (the reporter made from the options), and
+// returns both sides and the client's connection. It fails t unless both exit 0 and the
+// model saw nothing a device would reject.
+func runMLX5Pings(t *testing.T, nic *mlx5model.NIC, count int, o mlx5Run) (cl, sv *side, c *mlx5Conn) {
+	t.Helper()
+	cl, sv = newSide(false, DefaultSize, count), newSide(true, DefaultSize, 0)
+	cl.cfg.Addr = netip.MustParseAddr("192.0.2.1")
+	if o.setup != nil {
+		o.setup(&cl.cfg, &sv.cfg)
+	}
+	cl.cfg.rep = newReporter(&cl.cfg)
+	c = newMLX5Conn(t, nic, DefaultSize, true, o.poll, o.ts)
+	s := newMLX5Conn(t, nic, DefaultSize, false, o.poll, false)
+	t.Cleanup(func() { c.close(); s.close() })
+	// The glue posts the first RECV before connecting.
+	for _, x := range []*mlx5Conn{c, s} {
+		if err := x.PostRecv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connectMLX5(t, c, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	go func() { sv.status <- runPingServer(ctx, s, &sv.cfg) }()
+	go func() {
+		st := runPingClient(ctx, c, &cl.cfg)
+		disconnectMLX5(c, s)
+		cl.status <- st
+	}()
+	var clSt, svSt int
+	for _, w := range []struct {
+		who string
+		ch  chan int
+		st  *int
+	}{{"client", cl.status, &clSt}, {"server", sv.status, &svSt}} {
+		select {
+		case *w.st = <-w.ch:
+		case <-ctx.Done():
+			t.Fatalf("%s did not finish: %v", w.who, ctx.Err())
+		}
+	}
+	if clSt != 0 || svSt != 0 {
+		t.Fatalf("exit client %d server %d; stderr client %q server %q", clSt, svSt, cl.stderr, sv.stderr)
+	}
+	if errs := nic.Errors(); len(errs) > 0 {
+		t.Fatalf("the device model saw %d violations, first: %s", len(errs), errs[0])
+	}
+	return cl, sv, c
+}
+
+// expectedNIC is each ping's NIC round trip as the model stamped it: from the client's
+// first SEND completion to its second receive completion (the client's CQ sees, per
+// ping, SEND, go-ahead, SEND, go-ahead).
+func expectedNIC(t *testing.T, nic *mlx5model.NIC, c *mlx5Conn, pings int) []time.Duration {
+	t.Helper()
+	var cqn uint32
+	if _, err := fmt.Sscanf(c.cq.Describe(), "mlx5 CQ %v:", &cqn); err != nil {
+		t.Fatalf("CQ number from %q: %v", c.cq.Describe(), err)
+	}
+	st := nic.Stamps(cqn)
+	if len(st) < 4*pings {
+		t.Fatalf("%d stamped CQEs for %d pings", len(st), pings)
+	}
+	out := make([]time.Duration, pings)
+	for i := range out {
+		p := st[4*i : 4*i+4]
+		if p[0].Opcode != 0 || p[1].Opcode != 2 || p[2].Opcode != 0 || p[3].Opcode != 2 {
+			t.Fatalf("ping %d: CQE opcodes %+v, want SEND, RECV, SEND, RECV", i, p)
+		}
+		out[i] = time.Duration(mlx5model.TimestampNS(p[3].TS) - mlx5model.TimestampNS(p[0].TS))
+	}
+	return out
+}
+
+// TestPingLoopMLX5ModelTimestamps: with completion timestamps (the model stamps CQEs with
+// its simulated clock) --json --stats reports per ping the client NIC's round trip,
+// equal (to the nanosecond rounding of the two conversions) to what the model stamped,
+// beside the software time, and the difference as host time; --stats prints it per ping
+// and sums it up, and says once where the times come from. Without timestamps the same
+// run reports ts_source "sw".
+func TestPingLoopMLX5ModelTimestamps(t *testing.T) {
+	const pings = 300
+	t.Run("json", func(t *testing.T) {
+		nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512, KeepStamps: true})
+		cl, _, c := runMLX5Pings(t, nic, pings, mlx5Run{ts: true, setup: func(cl, _ *Config) { cl.JSON, cl.Stats = true, true }})
+		want := expectedNIC(t, nic, c, pings)
+		seen := 0
+		for _, line := range strings.Split(strings.TrimSpace(cl.stdout.String()), "\n") {
+			var o struct {
+				Type     string
+				Seq      int
+				RTTNs    json.RawMessage `json:"rtt_ns"`
+				TSSource string          `json:"ts_source"`
+				NICRTT   json.RawMessage `json:"nic_rtt_ns"`
+				HostNs   int64           `json:"host_ns"`
+				NICPings int             `json:"nic_pings"`
+			}
+			if err := json.Unmarshal([]byte(line), &o); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			switch o.Type {
+			case "ping":
+				var rtt, nicRTT int64
+				json.Unmarshal(o.RTTNs, &rtt)
+				json.Unmarshal(o.NICRTT, &nicRTT)
+				w := int64(want[o.Seq])
+				if o.TSSource != "nic" || nicRTT < w-2 || nicRTT > w+2 || nicRTT <= 0 || nicRTT > rtt || o.HostNs != rtt-nicRTT {
+					t.Errorf("ping %d: %s; want ts_source nic, nic_rtt_ns %d±2 within rtt, host = rtt - nic", o.Seq, line, w)
+				}
+				seen++
+			case "summary":
+				if o.TSSource != "nic" || o.NICPings != pings {
+					t.Errorf("summary %s: want ts_source nic over %d pings", line, pings)
+				}
+			}
+		}
+		if seen != pings {
+			t.Errorf("%d ping records, want %d", seen, pings)
+		}
+	})
+	t.Run("text", func(t *testing.T) {
+		nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512})
+		cl, _, _ := runMLX5Pings(t, nic, pings, mlx5Run{ts: true, setup: func(cl, _ *Config) { cl.Stats = true }})
+		re := regexp.MustCompile(`^\d+ bytes from 192\.0\.2\.1: seq=\d+ time=(\d+\.\d{3}) ms nic=(\d+\.\d{3}) ms host=(\d+\.\d{3}) ms$`)
+		lines := strings.Split(strings.TrimSpace(cl.stdout.String()), "\n")
+		for _, l := range lines[:pings] {
+			if m := re.FindStringSubmatch(l); m == nil {
+				t.Fatalf("ping line %q", l)
+			}
+		}
+		if last := lines[len(lines)-1]; !regexp.MustCompile(`^nic rtt min/avg/max/mdev = [\d./]+ ms, host avg = \d+\.\d{3} ms \(300 pings, ts_source=nic\)$`).MatchString(last) {
+			t.Errorf("summary's last line %q", last)
+		}
+		if want := "gorping: mlx5_0: NIC completion timestamps: "; !strings.HasPrefix(cl.stderr.String(), want) || strings.Count(cl.stderr.String(), "\n") != 1 {
+			t.Errorf("stderr %q, want one line starting %q", cl.stderr, want)
+		}
+	})
+	t.Run("sw", func(t *testing.T) {
+		nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512})
+		cl, _, _ := runMLX5Pings(t, nic, 20, mlx5Run{setup: func(cl, _ *Config) { cl.JSON, cl.Stats = true, true }})
+		if out := cl.stdout.String(); strings.Contains(out, "nic_rtt_ns") || strings.Count(out, `"ts_source":"sw"`) != 21 {
+			t.Errorf("without timestamps: %s", out)
+		}
+	})
 }

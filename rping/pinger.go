@@ -33,6 +33,7 @@ type pinger struct {
 	deadline bool          // -w: ctx carries the run's deadline
 	timer    *time.Timer   // -i, reused so waiting allocates nothing per ping
 	rep      *pingReport   // --stats/--json (client); nil otherwise
+	ts       *nicClock     // client with --stats/--json/--trace: the NIC's part of each ping (nicts.go)
 	tr       *trace.Tracer // --trace: per-ping counts; nil otherwise
 	diag     *diagnostics  // --trace/-d/--json: explains error completions; nil otherwise
 	served   int           // server: pings served
@@ -96,6 +97,7 @@ func newPinger(c conn, cfg *Config, server bool) *pinger {
 func runPingClient(ctx context.Context, c conn, cfg *Config) int {
 	p := newPinger(c, cfg, false)
 	p.rep = cfg.rep.newPingReport(cfg.Addr.String(), cfg.Size)
+	p.ts = newNICClock(c, &p.out, p.rep, p.tr)
 	ret, done := p.clientLoop(ctx)
 	st := p.clientStatus(ctx, ret, done)
 	if p.rep != nil {
@@ -267,6 +269,8 @@ func (p *pinger) clientPing(ctx context.Context, ping int) int {
 	var t0 time.Time
 	if p.rep != nil {
 		p.rep.sent++
+	}
+	if p.ts != nil {
 		t0 = time.Now()
 	}
 	if ret := p.sendAdvert(start); ret != 0 {
@@ -287,8 +291,9 @@ func (p *pinger) clientPing(ctx context.Context, ping int) int {
 		return -1
 	}
 	var rtt time.Duration
-	if p.rep != nil {
+	if p.ts != nil {
 		rtt = time.Since(t0)
+		p.ts.end(rtt)
 	}
 	if p.validate && !bytes.Equal(start.b[:p.size], rdma.b[:p.size]) {
 		p.out.errorf("data mismatch!\n")
@@ -300,6 +305,7 @@ func (p *pinger) clientPing(ctx context.Context, ping int) int {
 	if p.rep != nil {
 		p.rep.ping(ping, rtt)
 	}
+	p.ts.trace(p.tr, ping, rtt)
 	p.tr.Ping("client", ping)
 	return 0
 }
@@ -546,6 +552,7 @@ func (p *pinger) keepalive() {
 // handle is rping_cq_event_handler for one entry, plus the two CM events that
 // matter to the loops. It reports whether rping would have woken its main thread.
 func (p *pinger) handle(c completion) (wake bool) {
+	p.ts.completion(c)
 	switch c.kind {
 	case compDisconnected:
 		p.state = StateDisconnected

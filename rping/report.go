@@ -121,6 +121,10 @@ type connInfo struct {
 	// where it comes from (stall.go).
 	TimeoutS     float64 `json:"timeout_s"`
 	TimeoutBasis string  `json:"timeout_basis"`
+	// Client with --stats/--json: "nic" if its round trips are split with the NIC's
+	// completion timestamps, else "sw" and why (nicts.go).
+	TSSource string `json:"ts_source,omitempty"`
+	TSNote   string `json:"ts_note,omitempty"`
 }
 
 func (r *reporter) connection(ci connInfo) {
@@ -175,7 +179,11 @@ type pingReport struct {
 	size  int
 	start time.Time
 	rttStats
-	line []byte // reused: reporting a ping allocates nothing
+	line []byte    // reused: reporting a ping allocates nothing
+	nic  *nicClock // the split of each ping with NIC timestamps (nicts.go); nil if none
+	// The NIC's part of the pings that had one (nicts.go), and their software time.
+	nicStats rttStats
+	nicSWSum time.Duration
 }
 
 func (r *reporter) newPingReport(peer string, size int) *pingReport {
@@ -188,6 +196,10 @@ func (r *reporter) newPingReport(peer string, size int) *pingReport {
 // ping records and reports one completed ping.
 func (p *pingReport) ping(seq int, rtt time.Duration) {
 	p.record(rtt)
+	if p.nic != nil && p.nic.ok {
+		p.nicStats.record(p.nic.nic)
+		p.nicSWSum += rtt
+	}
 	if !p.r.pings {
 		return
 	}
@@ -197,6 +209,7 @@ func (p *pingReport) ping(seq int, rtt time.Duration) {
 		b = strconv.AppendInt(b, int64(seq), 10)
 		b = append(b, `,"rtt_ns":`...)
 		b = strconv.AppendInt(b, int64(rtt), 10)
+		b = p.nic.appendJSON(b)
 		b = append(b, "}\n"...)
 		p.r.js.Write(b)
 	} else {
@@ -208,7 +221,9 @@ func (p *pingReport) ping(seq int, rtt time.Duration) {
 		b = strconv.AppendInt(b, int64(seq), 10)
 		b = append(b, " time="...)
 		b = strconv.AppendFloat(b, msec(rtt), 'f', 3, 64)
-		b = append(b, " ms\n"...)
+		b = append(b, " ms"...)
+		b = p.nic.appendText(b)
+		b = append(b, '\n')
 		p.r.text.Write(b)
 	}
 	p.line = b
@@ -221,6 +236,11 @@ type jsonRTT struct {
 	Mdev int64 `json:"mdev"`
 	P50  int64 `json:"p50"`
 	P99  int64 `json:"p99"`
+}
+
+func (s *rttStats) json() *jsonRTT {
+	return &jsonRTT{Min: int64(s.min), Avg: int64(s.avg()), Max: int64(s.max), Mdev: int64(s.mdev()),
+		P50: int64(s.percentile(50)), P99: int64(s.percentile(99))}
 }
 
 // summary reports the connection's totals, as ping(8) does at its end.
@@ -236,11 +256,18 @@ func (p *pingReport) summary() {
 			Errors      int      `json:"errors"`
 			TimeMS      float64  `json:"time_ms"`
 			RTTNs       *jsonRTT `json:"rtt_ns,omitempty"`
+			TSSource    string   `json:"ts_source"`
+			NICPings    int      `json:"nic_pings,omitempty"`
+			NICRTTNs    *jsonRTT `json:"nic_rtt_ns,omitempty"`
+			HostNsAvg   int64    `json:"host_ns_avg,omitempty"`
 		}{Type: "summary", Peer: p.peer, Transmitted: p.sent, Received: p.received, LossPct: p.lossPercent(),
-			Errors: p.errors, TimeMS: msec(elapsed)}
+			Errors: p.errors, TimeMS: msec(elapsed), TSSource: "sw"}
 		if p.received > 0 {
-			s.RTTNs = &jsonRTT{Min: int64(p.min), Avg: int64(p.avg()), Max: int64(p.max), Mdev: int64(p.mdev()),
-				P50: int64(p.percentile(50)), P99: int64(p.percentile(99))}
+			s.RTTNs = p.rttStats.json()
+		}
+		if n := &p.nicStats; n.received > 0 {
+			s.TSSource, s.NICPings, s.HostNsAvg = "nic", n.received, int64(p.hostAvg())
+			s.NICRTTNs = n.json()
 		}
 		p.r.writeJSON(s)
 		return
@@ -259,19 +286,44 @@ func (p *pingReport) summary() {
 	b = append(b, "ms\n"...)
 	if p.received > 0 {
 		b = append(b, "rtt min/avg/max/mdev = "...)
-		for i, d := range []time.Duration{p.min, p.avg(), p.max, p.mdev()} {
-			if i > 0 {
-				b = append(b, '/')
-			}
-			b = strconv.AppendFloat(b, msec(d), 'f', 3, 64)
-		}
+		b = appendMinAvgMaxMdev(b, &p.rttStats)
 		b = append(b, " ms, p50/p99 = "...)
 		b = strconv.AppendFloat(b, msec(p.percentile(50)), 'f', 3, 64)
 		b = append(b, '/')
 		b = strconv.AppendFloat(b, msec(p.percentile(99)), 'f', 3, 64)
 		b = append(b, " ms\n"...)
 	}
+	if n := &p.nicStats; n.received > 0 {
+		// The NIC's part of the pings that had NIC timestamps, and the host's mean rest.
+		b = append(b, "nic rtt min/avg/max/mdev = "...)
+		b = appendMinAvgMaxMdev(b, n)
+		b = append(b, " ms, host avg = "...)
+		b = strconv.AppendFloat(b, msec(p.hostAvg()), 'f', 3, 64)
+		b = append(b, " ms ("...)
+		b = strconv.AppendInt(b, int64(n.received), 10)
+		b = append(b, " pings, ts_source=nic)\n"...)
+	}
 	p.r.text.Write(b)
+}
+
+// appendMinAvgMaxMdev appends ping(8)'s "min/avg/max/mdev" in milliseconds.
+func appendMinAvgMaxMdev(b []byte, s *rttStats) []byte {
+	for i, d := range []time.Duration{s.min, s.avg(), s.max, s.mdev()} {
+		if i > 0 {
+			b = append(b, '/')
+		}
+		b = strconv.AppendFloat(b, msec(d), 'f', 3, 64)
+	}
+	return b
+}
+
+// hostAvg is the mean software time beyond the NIC's, over the pings that had both.
+func (p *pingReport) hostAvg() time.Duration {
+	n := &p.nicStats
+	if n.received == 0 {
+		return 0
+	}
+	return max(p.nicSWSum-n.sum, 0) / time.Duration(n.received)
 }
 
 // newTracer returns nil without --trace, else the run's tracer: human-readable lines on

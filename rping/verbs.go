@@ -61,6 +61,7 @@ type verbsConn struct {
 	// path MTU ("" if it can; checkPathMTU).
 	mtuWarning string
 
+	ts     tsInfo          // completion timestamps (nicts.go)
 	busy   bool            // --poll: the ping loop busy-polls the CQ
 	tr     *trace.Tracer   // --trace; nil otherwise
 	wait   *cqWait         // the ping loop's completion path
@@ -115,7 +116,7 @@ func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbs
 		return fail("ibv_create_comp_channel failed", err)
 	}
 	out.debugf("created channel %p\n", c.ch)
-	if c.cq, err = c.vctx.CreateCQ(cqDepth, c.ch, 0); err != nil {
+	if c.cq, err = c.createCQ(cfg, server); err != nil {
 		return fail("ibv_create_cq failed", err)
 	}
 	out.debugf("created cq %p\n", c.cq)
@@ -123,8 +124,14 @@ func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbs
 		// rping prints the create message here too (copy-paste); say what failed.
 		return fail("ibv_req_notify_cq failed", err)
 	}
-	c.qp, err = c.pd.CreateQP(uverbs.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq, Type: uverbs.QPTypeRC,
-		Cap: uverbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	qpAttr := func() uverbs.QPInitAttr {
+		return uverbs.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq, Type: uverbs.QPTypeRC,
+			Cap: uverbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	}
+	c.qp, err = c.pd.CreateQP(qpAttr())
+	if err != nil && c.dropTimestamps(err) {
+		c.qp, err = c.pd.CreateQP(qpAttr())
+	}
 	if err != nil {
 		if c.selfQP {
 			perror(out.stderr, "ibv_create_qp", err)
@@ -419,6 +426,9 @@ func (c *verbsConn) remote() string {
 // else the port's first (InfiniBand).
 func (c *verbsConn) describe() connInfo {
 	ci := connInfo{Role: c.role, Device: c.dev.Name, Driver: c.dev.Driver, Port: c.port, GIDIndex: -1}
+	if c.role == "client" && c.ts.device != "" {
+		ci.TSSource, ci.TSNote = c.ts.source(), c.ts.note
+	}
 	ai, err := c.id.Query()
 	if err != nil {
 		return ci

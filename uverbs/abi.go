@@ -28,6 +28,12 @@ const (
 	cmdPostSend          = 28
 )
 
+// Extended commands: the command number ORed with exCmdFlag, followed by
+// ib_uverbs_ex_cmd_hdr (rdma/ib_user_verbs.h); header words count 8-byte units.
+const (
+	exCmdFlag = 0x80000000 // IB_USER_VERBS_CMD_FLAG_EXTENDED
+)
+
 // Exported command numbers a provider needs for its data path (doorbell, arm).
 const (
 	CmdPostSend    uint32 = cmdPostSend    // IB_USER_VERBS_CMD_POST_SEND
@@ -52,7 +58,80 @@ var cmdNames = map[uint32]string{
 	cmdModifyQP:          "MODIFY_QP",
 	cmdDestroyQP:         "DESTROY_QP",
 	cmdPostSend:          "POST_SEND",
+
+	exCmdFlag | cmdQueryDevice: "QUERY_DEVICE_EX",
+	exCmdFlag | cmdCreateCQ:    "CREATE_CQ_EX",
 }
+
+// mirrors struct ib_uverbs_ex_cmd_hdr (rdma/ib_user_verbs.h): after cmdHdr in an extended
+// command, whose cmdHdr words then count the core request and response in 8-byte units.
+type exCmdHdr struct {
+	Response         uint64
+	ProviderInWords  uint16
+	ProviderOutWords uint16
+	CmdHdrReserved   uint32
+}
+
+// mirrors struct ib_uverbs_ex_query_device (rdma/ib_user_verbs.h)
+type exQueryDeviceReq struct {
+	CompMask uint32
+	Reserved uint32
+}
+
+// mirrors struct ib_uverbs_ex_query_device_resp (rdma/ib_user_verbs.h)
+type exQueryDeviceResp struct {
+	Base                  queryDeviceResp `abi:"base"`
+	CompMask              uint32
+	ResponseLength        uint32
+	ODPGeneralCaps        uint64 `abi:"odp_caps.general_caps"`
+	ODPRCCaps             uint32 `abi:"odp_caps.per_transport_caps.rc_odp_caps"`
+	ODPUCCaps             uint32 `abi:"odp_caps.per_transport_caps.uc_odp_caps"`
+	ODPUDCaps             uint32 `abi:"odp_caps.per_transport_caps.ud_odp_caps"`
+	ODPReserved           uint32 `abi:"odp_caps.reserved"`
+	TimestampMask         uint64
+	HcaCoreClock          uint64 // kHz
+	DeviceCapFlagsEx      uint64
+	RSSSupportedQPTs      uint32 `abi:"rss_caps.supported_qpts"`
+	RSSMaxIndTables       uint32 `abi:"rss_caps.max_rwq_indirection_tables"`
+	RSSMaxIndTableSize    uint32 `abi:"rss_caps.max_rwq_indirection_table_size"`
+	RSSReserved           uint32 `abi:"rss_caps.reserved"`
+	MaxWqTypeRq           uint32
+	RawPacketCaps         uint32
+	TMMaxRndvHdrSize      uint32 `abi:"tm_caps.max_rndv_hdr_size"`
+	TMMaxNumTags          uint32 `abi:"tm_caps.max_num_tags"`
+	TMFlags               uint32 `abi:"tm_caps.flags"`
+	TMMaxOps              uint32 `abi:"tm_caps.max_ops"`
+	TMMaxSGE              uint32 `abi:"tm_caps.max_sge"`
+	TMReserved            uint32 `abi:"tm_caps.reserved"`
+	CQModerationMaxCount  uint16 `abi:"cq_moderation_caps.max_cq_moderation_count"`
+	CQModerationMaxPeriod uint16 `abi:"cq_moderation_caps.max_cq_moderation_period"`
+	CQModerationReserved  uint32 `abi:"cq_moderation_caps.reserved"`
+	MaxDmSize             uint64
+	XrcOdpCaps            uint32
+	Reserved              uint32
+}
+
+// mirrors struct ib_uverbs_ex_create_cq (rdma/ib_user_verbs.h); driver data follows
+type exCreateCQReq struct {
+	UserHandle  uint64
+	Cqe         uint32
+	CompVector  uint32
+	CompChannel int32
+	CompMask    uint32
+	Flags       uint32 // IB_UVERBS_CQ_FLAGS_*
+	Reserved    uint32
+}
+
+// mirrors struct ib_uverbs_ex_create_cq_resp (rdma/ib_user_verbs.h); driver data follows
+type exCreateCQResp struct {
+	CqHandle       uint32 `abi:"base.cq_handle"`
+	Cqe            uint32 `abi:"base.cqe"`
+	CompMask       uint32
+	ResponseLength uint32
+}
+
+// enum ib_uverbs_ex_create_cq_flags
+const cqFlagTimestampCompletion = 1 << 0 // IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
 
 // mirrors struct ib_uverbs_cmd_hdr (rdma/ib_user_verbs.h)
 type cmdHdr struct {
@@ -566,6 +645,11 @@ const (
 	sizeofIoctlAttr             = 16
 	sizeofGIDEntry              = 32
 	sizeofQueryGIDTable         = sizeofIoctlHdr + gidTableAttrs*sizeofIoctlAttr + 8
+	sizeofExCmdHdr              = 16
+	sizeofExQueryDevice         = 8
+	sizeofExQueryDeviceResp     = 304
+	sizeofExCreateCQ            = 32
+	sizeofExCreateCQResp        = 16
 	offsetofGIDTableNumEntries  = sizeofIoctlHdr + gidTableAttrs*sizeofIoctlAttr
 )
 
@@ -601,3 +685,8 @@ var _ = [1]struct{}{}[unsafe.Sizeof(ioctlAttr{})-sizeofIoctlAttr]
 var _ = [1]struct{}{}[unsafe.Sizeof(gidEntry{})-sizeofGIDEntry]
 var _ = [1]struct{}{}[unsafe.Sizeof(queryGIDTable{})-sizeofQueryGIDTable]
 var _ = [1]struct{}{}[unsafe.Offsetof(queryGIDTable{}.NumEntries)-offsetofGIDTableNumEntries]
+var _ = [1]struct{}{}[unsafe.Sizeof(exCmdHdr{})-sizeofExCmdHdr]
+var _ = [1]struct{}{}[unsafe.Sizeof(exQueryDeviceReq{})-sizeofExQueryDevice]
+var _ = [1]struct{}{}[unsafe.Sizeof(exQueryDeviceResp{})-sizeofExQueryDeviceResp]
+var _ = [1]struct{}{}[unsafe.Sizeof(exCreateCQReq{})-sizeofExCreateCQ]
+var _ = [1]struct{}{}[unsafe.Sizeof(exCreateCQResp{})-sizeofExCreateCQResp]

@@ -56,6 +56,11 @@ func TestABILayout(t *testing.T) {
 		abicheck.Struct{C: "struct ib_uverbs_ioctl_hdr", Go: ioctlHdr{}},
 		abicheck.Struct{C: "struct ib_uverbs_attr", Go: ioctlAttr{}},
 		abicheck.Struct{C: "struct ib_uverbs_gid_entry", Go: gidEntry{}},
+		abicheck.Struct{C: "struct ib_uverbs_ex_cmd_hdr", Go: exCmdHdr{}},
+		abicheck.Struct{C: "struct ib_uverbs_ex_query_device", Go: exQueryDeviceReq{}},
+		abicheck.Struct{C: "struct ib_uverbs_ex_query_device_resp", Go: exQueryDeviceResp{}},
+		abicheck.Struct{C: "struct ib_uverbs_ex_create_cq", Go: exCreateCQReq{}},
+		abicheck.Struct{C: "struct ib_uverbs_ex_create_cq_resp", Go: exCreateCQResp{}},
 	)
 }
 
@@ -77,6 +82,8 @@ func TestABIConstants(t *testing.T) {
 		abicheck.Const{C: "IB_USER_VERBS_CMD_MODIFY_QP", Go: cmdModifyQP},
 		abicheck.Const{C: "IB_USER_VERBS_CMD_DESTROY_QP", Go: cmdDestroyQP},
 		abicheck.Const{C: "IB_USER_VERBS_CMD_POST_SEND", Go: cmdPostSend},
+		abicheck.Const{C: "IB_USER_VERBS_CMD_FLAG_EXTENDED", Go: exCmdFlag},
+		abicheck.Const{C: "IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION", Go: cqFlagTimestampCompletion},
 		abicheck.Const{C: "RDMA_VERBS_IOCTL", Go: rdmaVerbsIoctl},
 		abicheck.Const{C: "UVERBS_OBJECT_DEVICE", Go: uverbsObjectDevice},
 		abicheck.Const{C: "UVERBS_METHOD_QUERY_GID_TABLE", Go: uverbsMethodQueryGIDTable},

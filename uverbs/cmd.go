@@ -141,6 +141,68 @@ func call[Req, Resp any](c *cmdPath, cmd uint32, req *Req, resp *Resp, udIn []by
 	return append([]byte(nil), out[core:]...), nil
 }
 
+// callEx is call for an extended command (cmd without the extended flag): header, ex
+// header, the core request *req and the driver's udIn; the response is sizeof(Resp) core
+// bytes and drvOut driver bytes. All four sizes must be multiples of 8 (the ex header
+// counts 8-byte words). Extended requests carry no `response` field: the ex header does.
+func callEx[Req, Resp any](c *cmdPath, cmd uint32, req *Req, resp *Resp, udIn []byte, drvOut int) ([]byte, error) {
+	core := wire.Size[Resp]()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out, err := c.execExLocked(cmd, wire.Bytes(req), udIn, core, drvOut)
+	if err != nil {
+		if c.tr != nil {
+			c.traceCmd(cmd|exCmdFlag, req, resp, err)
+		}
+		return nil, err
+	}
+	wire.Decode(resp, out[:core])
+	if c.tr != nil {
+		c.traceCmd(cmd|exCmdFlag, req, resp, nil)
+	}
+	if drvOut == 0 {
+		return nil, nil
+	}
+	return append([]byte(nil), out[core:]...), nil
+}
+
+// execExLocked lays out and writes one extended command; see callEx.
+func (c *cmdPath) execExLocked(cmd uint32, core, udIn []byte, coreOut, drvOut int) ([]byte, error) {
+	if c.closed || c.fdClosed {
+		return nil, ErrClosed
+	}
+	name := cmdName(cmd | exCmdFlag)
+	n := sizeofCmdHdr + sizeofExCmdHdr + len(core) + len(udIn)
+	respLen := coreOut + drvOut
+	if len(core)%8 != 0 || len(udIn)%8 != 0 || coreOut%8 != 0 || drvOut%8 != 0 || n > maxReqLen || respLen > maxRespLen {
+		return nil, fmt.Errorf("uverbs %s: bad extended command size (request %d+%d, response %d+%d bytes)", name, len(core), len(udIn), coreOut, drvOut)
+	}
+	a := c.arena.Bytes()
+	hdr := cmdHdr{Command: cmd | exCmdFlag, InWords: uint16(len(core) / 8), OutWords: uint16(coreOut / 8)}
+	ex := exCmdHdr{ProviderInWords: uint16(len(udIn) / 8), ProviderOutWords: uint16(drvOut / 8)}
+	resp := a[arenaRespOff : arenaRespOff+respLen]
+	if respLen > 0 {
+		ex.Response = c.arena.AddrAt(arenaRespOff)
+		clear(resp)
+	}
+	copy(a, wire.Bytes(&hdr))
+	copy(a[sizeofCmdHdr:], wire.Bytes(&ex))
+	copy(a[sizeofCmdHdr+sizeofExCmdHdr:], core)
+	copy(a[sizeofCmdHdr+sizeofExCmdHdr+len(core):], udIn)
+	w, err := c.write(c.fd, a[:n])
+	if err != nil {
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			return nil, &CmdError{Cmd: name, Errno: errno}
+		}
+		return nil, fmt.Errorf("uverbs %s: %w", name, err)
+	}
+	if w != n {
+		return nil, fmt.Errorf("uverbs %s: short write (%d of %d bytes)", name, w, n)
+	}
+	return resp, nil
+}
+
 // execLocked writes header | core | udIn and returns the respLen-byte response, which
 // aliases the arena: decode it before releasing c.mu. If respLen > 0 the first 8 bytes of
 // core are the request's `response` field and are set to the arena response address.

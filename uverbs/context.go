@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"github.com/gorping/gorping/internal/trace"
 	"golang.org/x/sys/unix"
@@ -305,6 +306,22 @@ func queryDevice(cmd *cmdPath, name string) (DeviceAttr, error) {
 		return DeviceAttr{}, fmt.Errorf("uverbs: %s: %w", name, err)
 	}
 	return deviceAttrFromWire(&r), nil
+}
+
+// QueryDeviceEx returns the device attributes of the extended query (QUERY_DEVICE_EX),
+// which add the completion timestamp capability to QueryDevice's.
+func (c *Context) QueryDeviceEx() (DeviceAttrEx, error) {
+	var req exQueryDeviceReq
+	var r exQueryDeviceResp
+	if _, err := callEx(c.cmd, cmdQueryDevice, &req, &r, nil, 0); err != nil {
+		return DeviceAttrEx{}, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
+	}
+	a := DeviceAttrEx{DeviceAttr: deviceAttrFromWire(&r.Base)}
+	// The kernel fills what it knows and says how much (older kernels: less).
+	if r.ResponseLength >= uint32(unsafe.Offsetof(r.HcaCoreClock)+8) {
+		a.CompletionTimestampMask, a.HCACoreClockKHz = r.TimestampMask, r.HcaCoreClock
+	}
+	return a, nil
 }
 
 // Describe returns the provider's one-line view of the context ("" if it has none).

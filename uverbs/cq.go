@@ -77,6 +77,8 @@ type CQ struct {
 	cqe    int
 	prov   ProviderCQ
 
+	flags CQFlags
+
 	evRead  atomic.Uint64 // completion events Wait returned for this CQ
 	evAcked atomic.Uint64
 	ackCh   chan struct{} // wakes Destroy waiting for acks
@@ -97,6 +99,17 @@ var ErrUnackedEvents = errors.New("uverbs: completion events not acknowledged")
 // CreateCQ creates a completion queue with at least cqe entries. ch may be nil (no events);
 // vector selects the completion vector (< NumCompVectors).
 func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
+	return c.createCQ(cqe, ch, vector, 0)
+}
+
+// CreateCQEx is CreateCQ with creation flags, through the extended command (libibverbs'
+// ibv_create_cq_ex). CQTimestamps asks for completion timestamps; a device without them
+// refuses (EOPNOTSUPP).
+func (c *Context) CreateCQEx(cqe int, ch *CompChannel, vector int, flags CQFlags) (*CQ, error) {
+	return c.createCQ(cqe, ch, vector, flags)
+}
+
+func (c *Context) createCQ(cqe int, ch *CompChannel, vector int, flags CQFlags) (*CQ, error) {
 	if cqe < 1 || cqe > 1<<31-1 {
 		return nil, fmt.Errorf("uverbs: CreateCQ: bad depth %d", cqe)
 	}
@@ -106,19 +119,27 @@ func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	creq := CQRequest{CQE: cqe, Vector: vector}
+	creq := CQRequest{CQE: cqe, Vector: vector, Flags: flags}
 	pending, err := c.prov.PrepareCQ(&creq)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
 	}
 	in, outLen := pending.Udata()
-	cq := &CQ{ctx: c, cookie: c.cookie(), ackCh: make(chan struct{}, 1)}
+	cq := &CQ{ctx: c, cookie: c.cookie(), ackCh: make(chan struct{}, 1), flags: flags}
 	req := createCQReq{UserHandle: cq.cookie, Cqe: uint32(creq.CQE), CompVector: uint32(creq.Vector), CompChannel: -1}
 	var resp createCQResp
 	var drv []byte
 	create := func(chFd int) (err error) {
 		req.CompChannel = int32(chFd)
-		drv, err = call(c.cmd, cmdCreateCQ, &req, &resp, in, outLen)
+		if flags == 0 {
+			drv, err = call(c.cmd, cmdCreateCQ, &req, &resp, in, outLen)
+			return err
+		}
+		xreq := exCreateCQReq{UserHandle: req.UserHandle, Cqe: req.Cqe, CompVector: req.CompVector,
+			CompChannel: req.CompChannel, Flags: uint32(flags)}
+		var xresp exCreateCQResp
+		drv, err = callEx(c.cmd, cmdCreateCQ, &xreq, &xresp, in, outLen)
+		resp = createCQResp{CqHandle: xresp.CqHandle, Cqe: xresp.Cqe}
 		return err
 	}
 	if ch == nil {
@@ -158,6 +179,23 @@ func (c *Context) destroyCQCmd(handle uint32) (destroyCQResp, error) {
 
 // CQE returns the depth the kernel granted.
 func (cq *CQ) CQE() int { return cq.cqe }
+
+// Timestamps reports whether the CQ's completions carry the device's timestamps
+// (created with CQTimestamps, by a provider that converts them).
+func (cq *CQ) Timestamps() bool {
+	_, ok := cq.prov.(TimestampConverter)
+	return ok && cq.flags&CQTimestamps != 0
+}
+
+// TimestampNS converts a completion timestamp (WC.Timestamp) to nanoseconds of the
+// device's clock; ok is false if the CQ has no timestamps or the clock cannot be read
+// now. Differences of two conversions are durations.
+func (cq *CQ) TimestampNS(ts uint64) (ns uint64, ok bool) {
+	if t, is := cq.prov.(TimestampConverter); is && cq.flags&CQTimestamps != 0 {
+		return t.TimestampNS(ts)
+	}
+	return 0, false
+}
 
 // Describe returns the provider's one-line view of the CQ ("" if it has none).
 func (cq *CQ) Describe() string {

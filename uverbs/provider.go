@@ -37,6 +37,7 @@ type ProviderContext interface {
 type CQRequest struct {
 	CQE    int
 	Vector int
+	Flags  CQFlags // CreateCQEx's flags (CQTimestamps): the provider fills WC.Timestamp
 }
 
 // PendingCQ is a CQ between PrepareCQ and the kernel's answer.
@@ -153,6 +154,12 @@ type CompEventObserver interface {
 // deferred doorbell that failed) is returned by QP.Modify.
 type QPStateObserver interface {
 	SetState(s QPState) error
+}
+
+// TimestampConverter is a ProviderCQ whose completions carry device timestamps when
+// created with CQTimestamps (mlx5): it converts one to nanoseconds of the device clock.
+type TimestampConverter interface {
+	TimestampNS(ts uint64) (ns uint64, ok bool)
 }
 
 // Describer is an optional ProviderContext, ProviderCQ or ProviderQP that describes its

@@ -229,6 +229,10 @@ type WC struct {
 	SL           uint8
 	DLIDPathBits uint8
 	PortNum      uint8
+	// Timestamp is the device's completion timestamp in its own clock ticks, on a CQ
+	// created with CQTimestamps by a provider that has them (mlx5); 0 otherwise.
+	// CQ.TimestampNS converts it.
+	Timestamp uint64
 }
 
 // SGE is one scatter/gather element: Length bytes at Addr of a region registered with LKey.
@@ -328,6 +332,23 @@ type QPAttr struct {
 	AltPortNum       uint8
 	AltTimeout       uint8
 }
+
+// DeviceAttrEx is what the extended device query (QUERY_DEVICE_EX) adds to DeviceAttr.
+type DeviceAttrEx struct {
+	DeviceAttr
+	// CompletionTimestampMask has the bits a completion timestamp holds; 0 means the
+	// device has no completion timestamps (rxe, siw).
+	CompletionTimestampMask uint64
+	// HCACoreClockKHz is the frequency of the clock those timestamps count.
+	HCACoreClockKHz uint64
+}
+
+// CQFlags are creation flags of a CQ (CreateCQEx).
+type CQFlags uint32
+
+// CQTimestamps asks the device to stamp every completion with its clock
+// (IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION); see WC.Timestamp.
+const CQTimestamps CQFlags = cqFlagTimestampCompletion
 
 // DeviceAttr are a device's attributes (from struct ib_uverbs_query_device_resp). NodeGUID
 // and SysImageGUID are numbers ("5054:00ff:fe96:b707" = 0x505400fffe96b707).

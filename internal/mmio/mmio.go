@@ -18,29 +18,78 @@
 // than the outer-shareable DMB later releases moved ToDevice/FromDevice to.
 package mmio
 
-import "unsafe"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // Supported reports whether this architecture has real implementations. Elsewhere the
 // functions panic, and providers that need them must not register.
 const Supported = supported
 
+// Every function below reports itself to the recorder (record.go) after it ran, in builds
+// with the mmiorecord tag only; elsewhere `recording` is a false constant and the calls
+// compile away.
+
 // ToDevice orders earlier normal-memory stores before later stores the device observes.
-func ToDevice() { toDevice() }
+func ToDevice() {
+	toDevice()
+	if recording {
+		emit(OpToDevice, nil, nil, 0)
+	}
+}
 
 // FromDevice orders an earlier load of device-written memory before later loads.
-func FromDevice() { fromDevice() }
+func FromDevice() {
+	fromDevice()
+	if recording {
+		emit(OpFromDevice, nil, nil, 0)
+	}
+}
 
 // WCStart orders earlier system-memory stores before a following write-combining store.
-func WCStart() { wcStart() }
+func WCStart() {
+	wcStart()
+	if recording {
+		emit(OpWCStart, nil, nil, 0)
+	}
+}
 
 // Flush flushes write-combining stores out of the CPU.
-func Flush() { flush() }
+func Flush() {
+	flush()
+	if recording {
+		emit(OpFlush, nil, nil, 0)
+	}
+}
 
 // Store64 stores the 8 bytes at src to dst with one 64-bit store instruction (never a
 // locked read-modify-write). Both must be 8-byte aligned. The bytes are copied as they lie
 // in memory, so a big-endian doorbell built in memory reaches the device unchanged.
-func Store64(dst, src unsafe.Pointer) { store64(dst, src) }
+func Store64(dst, src unsafe.Pointer) {
+	store64(dst, src)
+	if recording {
+		emit(OpStore64, dst, src, 8)
+	}
+}
 
 // Copy64 copies 64 bytes from src to dst in ascending address order with 64-bit (amd64)
 // or 128-bit vector (arm64) stores: one BlueFlame chunk. Both must be 8-byte aligned.
-func Copy64(dst, src unsafe.Pointer) { copy64(dst, src) }
+func Copy64(dst, src unsafe.Pointer) {
+	copy64(dst, src)
+	if recording {
+		emit(OpCopy64, dst, src, 64)
+	}
+}
+
+// StoreRecord publishes a doorbell-record word in system memory (a QP's receive or send
+// counter, a CQ's consumer index or arm word) with one aligned 32-bit store; v is the
+// value as it must lie in memory (already big-endian). The store is atomic so that an
+// in-process device model reading the record is properly ordered with it; the device
+// itself only needs the barriers around it.
+func StoreRecord(p *uint32, v uint32) {
+	atomic.StoreUint32(p, v)
+	if recording {
+		emit(OpRecord, unsafe.Pointer(p), unsafe.Pointer(&v), 4)
+	}
+}

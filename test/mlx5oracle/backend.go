@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
 
+	"github.com/gorping/gorping/internal/mmio"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,8 +31,14 @@ type Backend struct {
 	chans    [][2]int
 	cqHandle []uint64 // user_handle of each CREATE_CQ, by cq id
 	uars     []uarPage
+	mmaps    []Mmap // since the last Observe
 	seenCmds int
 	errs     []error
+
+	// The provider's device-visible operations (mmio recorder, -tags mmiorecord).
+	recMu  sync.Mutex
+	ops    []mmio.Event
+	cancel func()
 }
 
 type uarPage struct {
@@ -39,9 +47,21 @@ type uarPage struct {
 }
 
 // NewBackend returns a backend answering with a fresh Fake(p).
+// With the mmiorecord build tag it also records the provider's barriers, doorbell-record
+// and MMIO stores (Observation.Ops); Recording says whether it does.
 func NewBackend(p Params) *Backend {
-	return &Backend{Fake: NewFake(p), async: [2]int{-1, -1}}
+	b := &Backend{Fake: NewFake(p), async: [2]int{-1, -1}}
+	b.cancel = mmio.Subscribe(func(e mmio.Event) {
+		b.recMu.Lock()
+		b.ops = append(b.ops, e)
+		b.recMu.Unlock()
+	})
+	return b
 }
+
+// Recording reports whether Observe returns the provider's store sequence (the test
+// binary was built with -tags mmiorecord).
+func Recording() bool { return mmio.Recording }
 
 // ptrBytes views n bytes at address a (mmap'd memory of this process).
 func ptrBytes(a uint64, n int) []byte {
@@ -95,6 +115,8 @@ func (b *Backend) Write(p []byte) (int, error) {
 				b.cqHandle = append(b.cqHandle, binary.LittleEndian.Uint64(body[8:]))
 			}
 		}
+	} else if num == CmdCreateCQ && len(body) >= 24 {
+		b.cqHandle = append(b.cqHandle, binary.LittleEndian.Uint64(body[16:])) // after the ex header
 	}
 	if len(out) > 0 && len(body) >= 8 {
 		copy(ptrBytes(binary.LittleEndian.Uint64(body), len(out)), out)
@@ -109,12 +131,16 @@ func (b *Backend) Mmap(off int64, length, prot int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mlx5oracle: mmap: %w", err)
 	}
-	pg := off / 4096
-	if c := (pg >> 8) & 0xff; c == 0 || c == 2 || c == 3 {
-		b.mu.Lock()
-		b.uars = append(b.uars, uarPage{fmt.Sprintf("uar%d", pg&0xff), m})
-		b.mu.Unlock()
+	pg := off / int64(b.Fake.P.Page())
+	if (pg>>8)&0xff == 7 && b.Fake.P.ClockInfo != nil {
+		copy(m, b.Fake.P.ClockInfo.Bytes()) // the clock_info page
 	}
+	b.mu.Lock()
+	b.mmaps = append(b.mmaps, Mmap{Off: uint64(off), Len: length, Prot: prot, Flags: unix.MAP_SHARED})
+	if c := (pg >> 8) & 0xff; c == 0 || c == 2 || c == 3 {
+		b.uars = append(b.uars, uarPage{fmt.Sprintf("uar%d", pg&0xff), m})
+	}
+	b.mu.Unlock()
 	return m, nil
 }
 
@@ -152,9 +178,15 @@ func (b *Backend) CompEvent(cq int) error {
 // StepRecord.Cmds), every watched region's content (StepRecord.Mem) and the UAR
 // pages' content (StepRecord.UAR).
 type Observation struct {
-	Cmds []Cmd
-	Mem  map[string][]byte
-	UAR  map[string][]byte
+	Cmds  []Cmd
+	Mem   map[string][]byte
+	UAR   map[string][]byte
+	Mmaps []Mmap // of the device file, as StepRecord.Mmaps
+	// Ops is the provider's sequence of device-visible operations since the last
+	// Observe, in its own terms: stores (Target as in SeqEvent, "?" prefixed when the
+	// address is in no known record or UAR page) and barriers by name (Fence
+	// "to_device", "from_device", "wc_start", "flush"). Nil without -tags mmiorecord.
+	Ops []SeqEvent
 }
 
 // Observe snapshots the regions and UAR pages and returns the commands since the last
@@ -164,6 +196,7 @@ func (b *Backend) Observe() Observation {
 	defer b.mu.Unlock()
 	o := Observation{Mem: map[string][]byte{}, UAR: map[string][]byte{}}
 	o.Cmds = append(o.Cmds, b.Fake.Cmds[b.seenCmds:]...)
+	o.Mmaps, b.mmaps = b.mmaps, nil
 	b.seenCmds = len(b.Fake.Cmds)
 	for _, r := range b.Fake.Regions {
 		if !r.Dead {
@@ -173,12 +206,54 @@ func (b *Backend) Observe() Observation {
 	for _, u := range b.uars {
 		o.UAR[u.name] = append([]byte(nil), u.mem...)
 	}
+	b.recMu.Lock()
+	ops := b.ops
+	b.ops = nil
+	b.recMu.Unlock()
+	if mmio.Recording {
+		o.Ops = []SeqEvent{}
+	}
+	for _, e := range ops {
+		o.Ops = append(o.Ops, b.name(e))
+	}
 	return o
+}
+
+// name turns a recorded operation into a SeqEvent: barriers by name, stores by the record
+// or UAR page they hit (b.mu held).
+func (b *Backend) name(e mmio.Event) SeqEvent {
+	switch e.Op {
+	case mmio.OpRecord, mmio.OpStore64, mmio.OpCopy64:
+	default:
+		return SeqEvent{Fence: e.Op.String()}
+	}
+	ev := SeqEvent{Width: e.Len, Bytes: append([]byte(nil), e.Data[:e.Len]...)}
+	a := uint64(e.Addr)
+	if e.Op == mmio.OpRecord {
+		for _, r := range b.Fake.Regions {
+			if strings.HasSuffix(r.Name, ".db") && !r.Dead && a >= r.Addr && a < r.Addr+uint64(r.Len) {
+				ev.Target, ev.Off = r.Name, int(a-r.Addr)
+				return ev
+			}
+		}
+		ev.Target, ev.Off = "?record", int(a&4095)
+		return ev
+	}
+	for _, u := range b.uars {
+		base := uint64(uintptr(unsafe.Pointer(&u.mem[0])))
+		if a >= base && a < base+uint64(len(u.mem)) {
+			ev.Target, ev.Off = u.name, int(a-base)
+			return ev
+		}
+	}
+	ev.Target, ev.Off = "?mmio", int(a&4095)
+	return ev
 }
 
 // Close closes the write ends of the pipes the backend created (the read ends were
 // handed to the provider's core, which owns and closes them).
 func (b *Backend) Close() error {
+	b.cancel()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.async[1] >= 0 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // DiffStep lists, one line each, how a provider's observation of one step differs
@@ -40,8 +41,143 @@ func DiffStep(want StepRecord, got Observation) []string {
 		}
 	}
 	d = append(d, diffMem(want.Line, "region", want.Mem, got.Mem)...)
-	d = append(d, diffMem(want.Line, "UAR page", want.UAR, got.UAR)...)
+	if want.Stepped && got.Ops != nil {
+		// The store sequence holds every UAR store in order, so it decides; the pages'
+		// content is its replay.
+		mine := X86View(got.Ops)
+		if !Traced(want.Step.Kind) {
+			mine = storesOnly(mine) // the harness records fences of data-path verbs only
+		}
+		d = append(d, DiffSeq(want.Line, LibView(want.Seq), mine)...)
+		d = append(d, CheckOrder(want.Line, got.Ops)...)
+	} else {
+		d = append(d, diffMem(want.Line, "UAR page", want.UAR, got.UAR)...)
+	}
 	return d
+}
+
+// DiffSeq lists where two store sequences (LibView and X86View) differ: the first
+// position where they part, and both sequences from there.
+func DiffSeq(line string, want, got []SeqEvent) []string {
+	n := min(len(want), len(got))
+	i := 0
+	for i < n && want[i].String() == got[i].String() {
+		i++
+	}
+	if i == n && len(want) == len(got) {
+		return nil
+	}
+	return []string{fmt.Sprintf("%q: store sequence differs at event %d:\n\tgorping %v\n\tlibmlx5 %v", line, i, got[i:], want[i:])}
+}
+
+// LibView is libmlx5's sequence as it is compared: stores to doorbell-record pages outside
+// any known record (the library initialising a new slot) dropped, and the library's own
+// locks (its spinlocks' LOCK-prefixed instructions, which gorping's Go mutexes stand for)
+// dropped, except a lock taken directly before a UAR store: that is the shared bfreg's
+// spinlock, which on x86 orders the doorbell record before the write-combining stores in
+// place of mmio_wc_start's sfence, and counts as that sfence.
+func LibView(seq []SeqEvent) []SeqEvent {
+	var out []SeqEvent
+	for i, e := range seq {
+		switch {
+		case e.Target == "dbpage":
+		case e.Fence == "locked":
+			if i+1 < len(seq) && strings.HasPrefix(seq[i+1].Target, "uar") {
+				out = append(out, SeqEvent{Fence: "sfence"})
+			}
+		default:
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// X86View is a provider's operation sequence (Observation.Ops) as an x86-64 trace shows
+// it, which is how libmlx5's is recorded: internal/mmio's amd64 barriers (ToDevice is a
+// compiler barrier only, FromDevice LFENCE, WCStart and Flush SFENCE) and its 64-byte
+// BlueFlame copy as eight 8-byte stores.
+func X86View(ops []SeqEvent) []SeqEvent {
+	var out []SeqEvent
+	for _, e := range ops {
+		switch e.Fence {
+		case "to_device":
+			continue
+		case "from_device":
+			out = append(out, SeqEvent{Fence: "lfence"})
+			continue
+		case "wc_start", "flush":
+			out = append(out, SeqEvent{Fence: "sfence"})
+			continue
+		}
+		if e.Width == 64 {
+			for o := 0; o < 64; o += 8 {
+				out = append(out, SeqEvent{Target: e.Target, Off: e.Off + o, Width: 8, Bytes: e.Bytes[o : o+8]})
+			}
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// CheckOrder checks the barriers x86 does not show (ToDevice is empty there, but DSB ST on
+// arm64) and the doorbell discipline on the provider's own sequence, as libmlx5's source
+// orders them (verbs.md §6.6-6.9): a QP's doorbell record is written only after ToDevice
+// (its WQEs are visible first); a run of UAR stores follows WCStart, comes after the
+// doorbell record it announces, and is followed by Flush before anything else is stored;
+// no store hits an address outside the known records and UAR pages.
+func CheckOrder(line string, ops []SeqEvent) []string {
+	var d []string
+	barrier := map[string]bool{} // barriers since the last store
+	inUAR := false
+	for i, e := range ops {
+		if e.Fence != "" {
+			if inUAR && e.Fence == "flush" {
+				inUAR = false
+			}
+			barrier[e.Fence] = true
+			continue
+		}
+		switch {
+		case strings.HasPrefix(e.Target, "?"):
+			d = append(d, fmt.Sprintf("%q: op %d: store %v outside every doorbell record and UAR page", line, i, e))
+		case strings.HasPrefix(e.Target, "qp") && strings.HasSuffix(e.Target, ".db"):
+			if !barrier["to_device"] {
+				d = append(d, fmt.Sprintf("%q: op %d: doorbell record %v written without ToDevice before it", line, i, e))
+			}
+			if inUAR {
+				d = append(d, fmt.Sprintf("%q: op %d: doorbell record %v written between UAR stores and their Flush", line, i, e))
+			}
+		case strings.HasPrefix(e.Target, "uar"):
+			if !inUAR && !barrier["wc_start"] {
+				d = append(d, fmt.Sprintf("%q: op %d: UAR store %v without WCStart after the doorbell record", line, i, e))
+			}
+			if !inUAR && !recordBefore(ops[:i]) {
+				d = append(d, fmt.Sprintf("%q: op %d: UAR store %v rings without a doorbell record written before it", line, i, e))
+			}
+			inUAR = true
+		default:
+			if inUAR {
+				d = append(d, fmt.Sprintf("%q: op %d: store %v between UAR stores and their Flush", line, i, e))
+			}
+		}
+		clear(barrier)
+	}
+	if inUAR {
+		d = append(d, fmt.Sprintf("%q: UAR stores not followed by Flush", line))
+	}
+	return d
+}
+
+// recordBefore reports whether the last store before a run of UAR stores was a doorbell
+// record (the ring announces what the record says).
+func recordBefore(ops []SeqEvent) bool {
+	for i := len(ops) - 1; i >= 0; i-- {
+		if ops[i].Fence == "" {
+			return strings.HasSuffix(ops[i].Target, ".db")
+		}
+	}
+	return false
 }
 
 func cmdNames(c []Cmd) string {
@@ -62,6 +198,16 @@ func diffMem(line, what string, want, got map[string][]byte) []string {
 		names = append(names, k)
 	}
 	sort.Strings(names)
+	var extra []string
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			extra = append(extra, k)
+		}
+	}
+	sort.Strings(extra)
+	for _, k := range extra {
+		d = append(d, fmt.Sprintf("%q: %s %s exists only in gorping (%d bytes)", line, what, k, len(got[k])))
+	}
 	for _, k := range names {
 		w, g := want[k], got[k]
 		if g == nil {
@@ -80,4 +226,29 @@ func diffMem(line, what string, want, got map[string][]byte) []string {
 		}
 	}
 	return d
+}
+
+// ListString prints a sequence on one line, events separated by spaces.
+func ListString(seq []SeqEvent) string {
+	s := make([]string, len(seq))
+	for i, e := range seq {
+		s[i] = e.String()
+	}
+	return strings.Join(s, " ")
+}
+
+// Traced reports whether the harness single-steps steps of kind (and so records their
+// fences, not only their stores).
+func Traced(kind string) bool {
+	return kind == KSend || kind == KRecv || kind == KPoll || kind == KArm || kind == KPollTS
+}
+
+func storesOnly(seq []SeqEvent) []SeqEvent {
+	var out []SeqEvent
+	for _, e := range seq {
+		if e.Fence == "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }

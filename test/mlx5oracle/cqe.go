@@ -32,6 +32,7 @@ type CQE struct {
 	WQECount  uint16 // @60 wqe_counter
 	VendorErr uint8  // @54 error CQEs: vendor_err_synd
 	Syndrome  uint8  // @55 error CQEs: syndrome
+	Timestamp uint64 // @48 completion timestamp (device cycles)
 	Data      []byte // @0.. scatter-to-CQE payload (up to 32 bytes at offset 0)
 }
 
@@ -44,6 +45,7 @@ func (c CQE) Bytes() [64]byte {
 	be.PutUint32(b[32:], c.UIdx)
 	be.PutUint32(b[36:], c.Imm)
 	be.PutUint32(b[44:], c.ByteCnt)
+	be.PutUint64(b[48:], c.Timestamp)
 	if c.Opcode == CQEReqErr || c.Opcode == CQERespErr {
 		b[54] = c.VendorErr
 		b[55] = c.Syndrome

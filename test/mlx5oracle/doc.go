@@ -20,9 +20,9 @@
 //     fill; after each step [Backend.Observe] returns the step's commands, regions and
 //     UAR pages, and [DiffStep] lists how they differ from the oracle's [StepRecord].
 //     [Backend.CompEvent] queues a completion event like the harness's event step.
-//   - testdata/provider_oracle_test.go runs every scenario through uverbs/mlx5 that
-//     way and lists the deliberate differences; it is kept out of the build until
-//     the provider and uverbs.OpenBackend are merged, then moves next to this file.
+//   - uverbs/mlx5's oracle_test.go runs every scenario through the provider that way
+//     (also [PageScenarios] at 16 and 64 KiB) and lists the deliberate differences.
+//   - [TsToNS] runs libmlx5's mlx5dv_ts_to_ns on any clock_info/timestamp vectors.
 //
 // # How the library is steered
 //
@@ -38,6 +38,13 @@
 //     the trap flag and recorded (offset, width decoded from the instruction, bytes).
 //     Elsewhere the pages stay writable and only their content after each step is
 //     recorded (Record.SingleStep false, StepRecord.Stores empty).
+//   - the host page of every doorbell record the fake learns of ("W <name>.db") is kept
+//     read-only the same way, so record stores are captured in order with the UAR
+//     stores; and the data-path verbs (send, recv, poll, arm) run single-stepped
+//     throughout, each instruction classified, so the fences between the stores
+//     (sfence, lfence, mfence, LOCK-prefixed) are recorded too: StepRecord.Seq.
+//   - sysconf(_SC_PAGESIZE) and getpagesize answer Params.PageSize ($ORACLE_PAGE_SIZE):
+//     [PageScenarios] run every scenario as on a 16 or 64 KiB-page kernel;
 //   - the completion channel and async fds are pipes; the event step writes an
 //     ib_uverbs_comp_event_desc carrying the CQ's user_handle into the channel.
 //   - MRs are anonymous mappings at the step's fixed address, byte i = i·7 + id.
@@ -49,7 +56,8 @@
 // regions) and one "A <errno> <hex response>" line.
 // stdout: "Q <cmd> <in_words> <out_words> <hex of everything after the 8-byte header>"
 // for each command, and "E <json>" events: start{single_step}, mmap{off,len,prot,
-// flags}, store{page,off,width,hex}, uarpage{page,hex} (no single-step only),
+// flags}, store{page,off,width,hex} (page "uar<i>", a record "cq0.db", or "dbpage"),
+// fence{kind}, uarpage{page,hex} (no single-step only),
 // mem{name,hex} (a watched region whose content changed, emitted after each step),
 // step{i,ret,errno,<result fields>}, done.
 //
@@ -70,6 +78,12 @@
 //   - Mmaps of the uverbs fd;
 //   - Stores to UAR pages in program order: page "uar<i>" (mmap page index i), byte
 //     offset, width, bytes as they lie in memory (so a be64 doorbell reads 00 00 00 0a…);
+//   - Seq: the whole device-visible sequence in program order, UAR and doorbell-record
+//     stores and fences ([SeqEvent]). The Go side records the provider's through
+//     internal/mmio's recorder (-tags mmiorecord) as Observation.Ops; [DiffStep]
+//     compares [LibView] of one with [X86View] of the other event by event and checks
+//     the provider's barriers with [CheckOrder] (ToDevice, invisible on x86, included);
+//     with a sequence the UAR page contents (its replay) are not compared separately;
 //   - Mem: the content of every watched region after the step: "cq<i>" (the CQ
 //     buffer, entries × cqe_size), "cq<i>.db" (8-byte doorbell record: set_ci, arm),
 //     "qp<i>" (the QP buffer, RQ at 0 then SQ), "qp<i>.db" (8 bytes: rq head, sq
@@ -119,4 +133,20 @@
 //     set_ci after each poll; stale CQEs of the previous lap ignored.
 //   - Arm: dbrec[1] = sn<<28 | solicited<<24 | ci, then one 8-byte store of that word
 //     and the cqn at UAR page 0 + 0x20; sn counts the events read.
+//   - Order (TestOracleHarnessSequences): send = record, sfence (a shared bfreg: its
+//     spinlock's locked instruction), doorbell or BlueFlame stores, sfence; receive =
+//     record only; poll = one lfence per CQE, then set_ci, also after an empty poll;
+//     arm = record, sfence, store, sfence. A chain writes its record and rings once.
+//   - QP destroy (TestOracleHarnessQPDestroyClean): after DESTROY_QP the QP's CQEs are
+//     removed from its CQs, the others moved up over them keeping each slot's owner
+//     bit, and set_ci advanced by the number removed; its user index is reused next.
+//   - Page sizes (TestOracleHarnessPageSizes): at 16 KiB libmlx5 asks 16 bfregs (4
+//     low-latency) and maps two 16 KiB UAR pages; at 64 KiB it asks 32 (20) and maps
+//     one 64 KiB page holding 16 UARs; gross bfreg 24 is then UAR 6 of page 0.
+//   - Timestamps (TestOracleHarnessTimestamps): with clock_info_versions bit 0 libmlx5
+//     maps the clock_info page read-only (command 7, index 0) at open;
+//     ibv_create_cq_ex with completion timestamps goes out over write() as the legacy
+//     CREATE_CQ without the flag; the extended poll reads the CQE's be64 timestamp, and
+//     mlx5dv_ts_to_ns converts it with the page ([TsToNS] runs that inline function
+//     on any vectors).
 package mlx5oracle

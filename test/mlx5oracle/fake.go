@@ -62,6 +62,44 @@ type Params struct {
 	PDN          uint32   // mlx5 pdn in the ALLOC_PD answer
 	LowLatBFRegs []uint32 // gross bfreg indexes handed to QPs in order, then 0 (shared)
 	LinkLayer    uint8    // QUERY_PORT link_layer (1 = InfiniBand)
+	// PageSize is the kernel's page size (0: 4096). With 16 or 64 KiB the harness's
+	// sysconf answers it, mmap offsets count in it, and GET_CONTEXT is answered as
+	// mlx5_ib does on such a kernel: num_uars_per_page PageSize/4096 and, with
+	// TotBFRegs 0, the bfregs asked for rounded up to whole pages.
+	PageSize int
+	// ClockInfo, if set, is the clock_info page: GET_CONTEXT then reports version 1
+	// and the page (mmap command 7) reads these values.
+	ClockInfo *ClockInfo
+	// TimestampMask and HCACoreClockKHz are QUERY_DEVICE_EX's completion_timestamp_mask
+	// and hca_core_clock.
+	TimestampMask, HCACoreClockKHz uint64
+}
+
+// ClockInfo is the content of struct mlx5_ib_clock_info (sign 0: stable).
+type ClockInfo struct {
+	Nsec, Cycles, Frac uint64
+	Mult, Shift        uint32
+	Mask               uint64
+}
+
+// Bytes lays ci out as the kernel's page holds it.
+func (ci *ClockInfo) Bytes() []byte {
+	b := make([]byte, 56)
+	le.PutUint64(b[8:], ci.Nsec)
+	le.PutUint64(b[16:], ci.Cycles)
+	le.PutUint64(b[24:], ci.Frac)
+	le.PutUint32(b[32:], ci.Mult)
+	le.PutUint32(b[36:], ci.Shift)
+	le.PutUint64(b[40:], ci.Mask)
+	return b
+}
+
+// Page is p's page size (PageSize, or 4096).
+func (p Params) Page() int {
+	if p.PageSize == 0 {
+		return 4096
+	}
+	return p.PageSize
 }
 
 // DefaultParams is the fake kernel of the first oracle measurements: qpn 0x1a2, cqn 0x40e,
@@ -193,7 +231,9 @@ func (f *Fake) sym(c *Cmd, part string, off int, name string) {
 // addr names an address inside a watched buffer or a doorbell page ("dbrec<i>+0x40").
 func (f *Fake) addr(a uint64) string {
 	for _, r := range f.Regions {
-		if !strings.HasSuffix(r.Name, ".db") && a >= r.Addr && a < r.Addr+uint64(r.Len) {
+		// A destroyed object's memory may be reused by the library's allocator: name an
+		// address after the live region holding it.
+		if !r.Dead && !strings.HasSuffix(r.Name, ".db") && a >= r.Addr && a < r.Addr+uint64(r.Len) {
 			return fmt.Sprintf("%s+%#x", r.Name, a-r.Addr)
 		}
 	}
@@ -238,6 +278,29 @@ func (f *Fake) answer(c *Cmd, core, drv []byte, outLen, coreOut int) ([]byte, sy
 		if len(out) >= 184 {
 			le.PutUint32(out[180:], uint32(min(coreOut, 304))) // response_length
 		}
+		if len(out) >= 224 {
+			le.PutUint64(out[208:], f.P.TimestampMask)
+			le.PutUint64(out[216:], f.P.HCACoreClockKHz)
+		}
+		return out, 0
+	}
+	if c.Ex && c.Num == CmdCreateCQ {
+		// ib_uverbs_ex_create_cq: user_handle @0, cqe @8, comp_vector @12,
+		// comp_channel @16, comp_mask @20, flags @24; the answer is the legacy one plus
+		// comp_mask and response_length.
+		if len(core) < 32 || len(drv) < 20 {
+			return nil, syscall.EINVAL
+		}
+		f.sym(c, "core", 0, "user_handle")
+		if int32(le.Uint32(core[16:])) >= 0 {
+			le.PutUint32(c.Core[16:], 0)
+			c.Syms = append(c.Syms, Sym{Part: "core", Off: 16, Name: "fd"})
+		}
+		drvOut := out[min(coreOut, len(out)):]
+		f.createCQ(c, le.Uint32(core[8:]), drv, out, drvOut)
+		if len(out) >= 16 {
+			le.PutUint32(out[12:], 16)
+		}
 		return out, 0
 	}
 	if c.Ex {
@@ -250,7 +313,7 @@ func (f *Fake) answer(c *Cmd, core, drv []byte, outLen, coreOut int) ([]byte, sy
 			return nil, syscall.EPERM
 		}
 		le.PutUint32(out[4:], 1) // num_comp_vectors; async_fd is patched by the harness
-		f.contextResp(drvOut)
+		f.contextResp(drvOut, drv)
 	case CmdQueryDevice:
 		f.queryDevice(out)
 	case CmdQueryPort:
@@ -296,22 +359,7 @@ func (f *Fake) answer(c *Cmd, core, drv []byte, outLen, coreOut int) ([]byte, sy
 			le.PutUint32(c.Core[24:], 0)
 			c.Syms = append(c.Syms, Sym{Part: "core", Off: 24, Name: "fd"})
 		}
-		want := le.Uint32(core[16:])
-		entries := uint32(1) << bits.Len32(want) // roundup_pow2(cqe+1)
-		cqeSize := le.Uint32(drv[16:])
-		id := f.nCQ
-		f.nCQ++
-		name := fmt.Sprintf("cq%d", id)
-		buf, db := le.Uint64(drv[0:]), le.Uint64(drv[8:])
-		f.Regions = append(f.Regions, Region{Name: name, Addr: buf, Len: int(entries * cqeSize)})
-		f.sym(c, "driver", 0, f.addr(buf))
-		f.sym(c, "driver", 8, f.addr(db))
-		f.Regions = append(f.Regions, Region{Name: name + ".db", Addr: db, Len: 8})
-		le.PutUint32(out[0:], f.handle(name, name+".db"))
-		le.PutUint32(out[4:], entries-1)
-		if len(drvOut) >= 4 {
-			le.PutUint32(drvOut, f.P.FirstCQN+uint32(id))
-		}
+		f.createCQ(c, le.Uint32(core[16:]), drv, out, drvOut)
 	case CmdCreateQP:
 		if len(core) < 56 || len(drv) < 28 {
 			return nil, syscall.EINVAL
@@ -352,8 +400,40 @@ func (f *Fake) answer(c *Cmd, core, drv []byte, outLen, coreOut int) ([]byte, sy
 	return out, 0
 }
 
-// contextResp fills mlx5_ib_alloc_ucontext_resp (uapi rdma/mlx5-abi.h).
-func (f *Fake) contextResp(b []byte) {
+// createCQ answers CREATE_CQ (legacy or extended) for a CQ of want entries: the next
+// cqn, its buffer and doorbell record watched as regions.
+func (f *Fake) createCQ(c *Cmd, want uint32, drv, out, drvOut []byte) {
+	entries := uint32(1) << bits.Len32(want) // roundup_pow2(cqe+1)
+	cqeSize := le.Uint32(drv[16:])
+	id := f.nCQ
+	f.nCQ++
+	name := fmt.Sprintf("cq%d", id)
+	buf, db := le.Uint64(drv[0:]), le.Uint64(drv[8:])
+	f.Regions = append(f.Regions, Region{Name: name, Addr: buf, Len: int(entries * cqeSize)})
+	f.sym(c, "driver", 0, f.addr(buf))
+	f.sym(c, "driver", 8, f.addr(db))
+	f.Regions = append(f.Regions, Region{Name: name + ".db", Addr: db, Len: 8})
+	le.PutUint32(out[0:], f.handle(name, name+".db"))
+	le.PutUint32(out[4:], entries-1)
+	if len(drvOut) >= 4 {
+		le.PutUint32(drvOut, f.P.FirstCQN+uint32(id))
+	}
+}
+
+// contextResp fills mlx5_ib_alloc_ucontext_resp (uapi rdma/mlx5-abi.h) for the driver
+// request req.
+func (f *Fake) contextResp(b, req []byte) {
+	nupp := uint32(f.P.Page() / 4096)
+	tot := f.P.TotBFRegs
+	if tot == 0 && len(req) >= 32 {
+		// mlx5_ib: a system page holds 2 bfregs per UAR, and num_uars_per_page UARs if
+		// the library handles 4 KiB UARs (lib_caps bit 0); the request is rounded up.
+		per := uint32(2)
+		if le.Uint64(req[24:])&1 != 0 {
+			per *= nupp
+		}
+		tot = (le.Uint32(req) + per - 1) / per * per
+	}
 	if len(b) < 72 {
 		nb := make([]byte, 72)
 		defer copy(b, nb)
@@ -361,7 +441,7 @@ func (f *Fake) contextResp(b []byte) {
 	}
 	le.PutUint32(b[0:], 1<<17)         // qp_tab_size
 	le.PutUint32(b[4:], f.P.BFRegSize) // bf_reg_size
-	le.PutUint32(b[8:], f.P.TotBFRegs) // tot_bfregs
+	le.PutUint32(b[8:], tot)           // tot_bfregs
 	le.PutUint32(b[12:], 64)           // cache_line_size
 	le.PutUint16(b[16:], 1024)         // max_sq_desc_sz
 	le.PutUint16(b[18:], 512)          // max_rq_desc_sz
@@ -372,8 +452,11 @@ func (f *Fake) contextResp(b []byte) {
 	le.PutUint32(b[40:], 72)           // response_length
 	b[44] = f.P.CQEVersion             // cqe_version
 	b[45] = 3                          // cmds_supp_uhw: QUERY_DEVICE | CREATE_AH
-	le.PutUint32(b[56:], 12)           // log_uar_size
-	le.PutUint32(b[60:], 1)            // num_uars_per_page
+	if f.P.ClockInfo != nil {
+		b[47] = 1 // clock_info_versions: MLX5_IB_CLOCK_INFO_V1
+	}
+	le.PutUint32(b[56:], 12)   // log_uar_size
+	le.PutUint32(b[60:], nupp) // num_uars_per_page
 }
 
 // queryDevice fills the base ib_uverbs_query_device_resp (also the head of the EX one).

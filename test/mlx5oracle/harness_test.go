@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"strings"
 	"sync"
 	"testing"
 
@@ -739,5 +740,210 @@ func TestOracleHarnessPostErrors(t *testing.T) {
 	}
 	if refused != 5 {
 		t.Errorf("%d refused posts, want 5", refused)
+	}
+}
+
+// TestOracleHarnessSequences pins the order of libmlx5's device-visible events, as the
+// single-stepping harness records them, for every data-path step of every scenario: a
+// send writes the QP's send doorbell record, then an sfence (or, on a shared bfreg, the
+// bfreg spinlock's locked instruction), the doorbell or BlueFlame stores, an sfence; a
+// receive writes only the receive record; a poll has one lfence per CQE it consumed and
+// then the consumer index (also when it found none); an arm writes the arm word, sfence,
+// one 8-byte store at UAR page 0 + 0x20, sfence. A harness that stopped seeing fences or
+// record stores fails here.
+func TestOracleHarnessSequences(t *testing.T) {
+	checked := map[string]int{}
+	for _, sc0 := range Scenarios() {
+		sc, rec := scenario(t, sc0.Name)
+		if !rec.SingleStep {
+			t.Skip("this host does not single-step; no sequences recorded")
+		}
+		for _, st := range rec.Steps {
+			if st.Result.Ret != 0 {
+				continue
+			}
+			seq := LibView(st.Seq)
+			shape := ""
+			for _, e := range seq {
+				switch {
+				case e.Fence != "":
+					shape += e.Fence[:1] // s, l, m
+				case strings.HasSuffix(e.Target, ".db"):
+					shape += fmt.Sprintf("R%d", e.Off)
+				case strings.HasPrefix(e.Target, "uar") && e.Width == 8:
+					shape += "U"
+				default:
+					shape += "?"
+				}
+			}
+			var want string
+			switch st.Step.Kind {
+			case KSend:
+				n := len(st.Stores) // one doorbell, or 8 per 64-byte BlueFlame block
+				if n != 1 && (n%8 != 0 || n > 8*int(sc.Params.BFRegSize/2/64)) {
+					t.Errorf("%s %q: %d UAR stores", sc.Name, st.Line, n)
+				}
+				want = "R4s" + strings.Repeat("U", n) + "s"
+			case KRecv:
+				want = "R0"
+			case KPoll:
+				want = strings.Repeat("l", st.Result.N) + "R0"
+			case KArm:
+				want = "R4sUs"
+				if len(st.Stores) != 1 || st.Stores[0].Off != 0x20 || st.Stores[0].Page != "uar0" {
+					t.Errorf("%s %q: arm stores %v", sc.Name, st.Line, st.Stores)
+				}
+			default:
+				continue
+			}
+			if shape != want {
+				t.Errorf("%s %q: sequence %s (%v), want %s", sc.Name, st.Line, shape, seq, want)
+			}
+			checked[st.Step.Kind]++
+		}
+	}
+	for _, k := range []string{KSend, KRecv, KPoll, KArm} {
+		if checked[k] < 3 {
+			t.Errorf("only %d %s steps checked", checked[k], k)
+		}
+	}
+}
+
+// TestOracleHarnessQPDestroyClean: destroying a QP removes its CQEs from the shared CQ
+// (two of the four not yet polled, across the wrap), moving the other QP's over them
+// with each slot's owner bit kept, and advances set_ci by the number removed; the QP
+// created next reuses user index 0 and the last poll returns only live QPs' work.
+func TestOracleHarnessQPDestroyClean(t *testing.T) {
+	sc, rec := scenario(t, "qp-destroy-clean")
+	var destroy, last StepRecord
+	for _, st := range rec.Steps {
+		switch st.Step.Kind {
+		case KDestroyQP:
+			destroy = st
+		case KPoll:
+			last = st
+		}
+	}
+	if db := destroy.Mem["cq0.db"]; bu.Uint32(db) != 8 {
+		t.Errorf("set_ci after the destroy % x, want 8 (6 polled + 2 removed)", db[:4])
+	}
+	cq := destroy.Mem["cq0"]
+	for slot, want := range map[int]struct{ byteCnt, owner byte }{0: {21, 1}, 1: {22, 1}} {
+		c := cq[slot*64 : slot*64+64]
+		if c[47] != want.byteCnt || c[63]&1 != want.owner || c[63]>>4 != CQERespSend {
+			t.Errorf("slot %d after the clean: byte_cnt %d op_own %#x, want %d with owner %d", slot, c[47], c[63], want.byteCnt, want.owner)
+		}
+	}
+	var ids []uint64
+	for _, w := range last.Result.WC {
+		ids = append(ids, w.WRID)
+	}
+	if fmt.Sprint(ids) != "[203 204 300]" || last.Result.WC[2].QPNum != sc.Params.FirstQPN+2 {
+		t.Errorf("last poll %+v, want wr 203, 204 (QP 1) and 300 (QP 2)", last.Result.WC)
+	}
+	if qp2 := cmdsOf(rec, CmdCreateQP)[2]; lu.Uint32(qp2.Driver[32:]) != 0 {
+		t.Errorf("QP 2 created with uidx %d, want the freed 0", lu.Uint32(qp2.Driver[32:]))
+	}
+}
+
+// TestOracleHarnessPageSizes: with sysconf answering 16 or 64 KiB, libmlx5 asks for as
+// many bfregs as one page's UARs hold (16 at 16 KiB, 32 at 64 KiB; low-latency ones
+// max(4, total-12)), maps each static UAR page with that length at index·page, and rings
+// a QP's bfreg inside the large mapping (gross bfreg 24: UAR 6 of the page, +0x800).
+func TestOracleHarnessPageSizes(t *testing.T) {
+	for _, c := range []struct {
+		page, total, low, pages int
+	}{{16 << 10, 16, 4, 2}, {64 << 10, 32, 20, 1}} {
+		for _, sc := range PageScenarios(c.page) {
+			if !strings.HasPrefix(sc.Name, "send-kinds-bf@") {
+				continue
+			}
+			rec := MustRun(t, sc)
+			var ctx Cmd
+			for _, x := range cmdsOf(rec, CmdGetContext) {
+				if x.Errno == 0 {
+					ctx = x
+				}
+			}
+			if tot, low := lu.Uint32(ctx.Driver), lu.Uint32(ctx.Driver[4:]); int(tot) != c.total || int(low) != c.low {
+				t.Errorf("%s: GET_CONTEXT asks %d bfregs, %d low-latency; want %d, %d", sc.Name, tot, low, c.total, c.low)
+			}
+			var uars []Mmap
+			for _, m := range rec.Steps[0].Mmaps {
+				if (m.Off/uint64(c.page))>>8 == 0 {
+					uars = append(uars, m)
+				}
+			}
+			if len(uars) != c.pages {
+				t.Errorf("%s: %d UAR mappings %+v, want %d", sc.Name, len(uars), uars, c.pages)
+			}
+			for i, m := range uars {
+				if m.Off != uint64(i*c.page) || m.Len != c.page {
+					t.Errorf("%s: UAR mapping %d at %#x, %d bytes; want %#x, %d", sc.Name, i, m.Off, m.Len, i*c.page, c.page)
+				}
+			}
+			nupp := c.page / 4096
+			g := 24 // the first low-latency bfreg, as the fake hands it out
+			page, off := fmt.Sprintf("uar%d", g/4/nupp), (g/4%nupp)*4096+0x800
+			rung := 0
+			for _, st := range rec.Steps {
+				if st.Step.Kind == KSend && len(st.Stores) > 0 {
+					rung++
+					if s := st.Stores[0]; s.Page != page || s.Off&^0x100 != off {
+						t.Errorf("%s %q: rang %s+%#x, want %s+%#x", sc.Name, st.Line, s.Page, s.Off, page, off)
+					}
+				}
+			}
+			if rec.SingleStep && rung < 5 {
+				t.Errorf("%s: %d rings seen", sc.Name, rung)
+			}
+		}
+	}
+}
+
+// TestOracleHarnessTimestamps: with clock_info_versions 1 libmlx5 maps the clock_info page
+// read-only at command 7, index 0; ibv_create_cq_ex with completion timestamps goes out
+// over the write interface as the legacy CREATE_CQ, flag dropped (libmlx5 passes
+// CREATE_CQ_CMD_FLAGS_TS_IGNORED_EX); the extended poll returns each CQE's timestamp and
+// mlx5dv_ts_to_ns converts it with the page: 1000 cycles after the snapshot are
+// (1000·mult + frac) >> shift ns after its time.
+func TestOracleHarnessTimestamps(t *testing.T) {
+	sc, rec := scenario(t, "timestamps")
+	ci := sc.Params.ClockInfo
+	found := false
+	for _, m := range rec.Steps[0].Mmaps {
+		if m.Off == 7<<8*4096 && m.Len == 4096 && m.Prot == int(unix.PROT_READ) {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no read-only clock_info mapping at command 7: %+v", rec.Steps[0].Mmaps)
+	}
+	var polled []WC
+	for _, st := range rec.Steps {
+		switch st.Step.Kind {
+		case KQueryDeviceEx:
+			if st.Result.TSMask != sc.Params.TimestampMask || st.Result.HCAClock != sc.Params.HCACoreClockKHz {
+				t.Errorf("query_device_ex: mask %#x clock %d", st.Result.TSMask, st.Result.HCAClock)
+			}
+		case KCQEx:
+			if len(st.Cmds) != 1 || st.Cmds[0].Num != CmdCreateCQ || st.Cmds[0].Ex {
+				t.Errorf("cq_ex sent %+v, want one legacy CREATE_CQ", st.Cmds)
+			}
+		case KPollTS:
+			if st.Result.ClockErr != 0 {
+				t.Errorf("mlx5dv_get_clock_info: %d", st.Result.ClockErr)
+			}
+			polled = append(polled, st.Result.WC...)
+		}
+	}
+	if len(polled) != 4 {
+		t.Fatalf("%d timestamped completions, want 4", len(polled))
+	}
+	if w := polled[0]; w.TS != ci.Cycles+1000 || w.NS != ci.Nsec+(1000*uint64(ci.Mult)+ci.Frac)>>ci.Shift {
+		t.Errorf("first completion ts %d ns %d", w.TS, w.NS)
+	}
+	if w := polled[2]; w.TS != ci.Cycles-3000 || w.NS != ci.Nsec-(3000*uint64(ci.Mult)-ci.Frac)>>ci.Shift {
+		t.Errorf("completion stamped before the snapshot: ts %d ns %d", w.TS, w.NS)
 	}
 }

@@ -93,7 +93,7 @@ func build(noStep bool) (string, error) {
 		return "", fmt.Errorf("mlx5 oracle source: %w", err)
 	}
 	out := filepath.Join(tmp, "harness")
-	cmd := exec.Command("gcc", append(args, "-o", out, src, "-libverbs")...)
+	cmd := exec.Command("gcc", append(args, "-o", out, src, "-libverbs", "-lmlx5")...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%w: gcc harness.c: %v\n%s", ErrUnavailable, err, msg)
 	}
@@ -111,6 +111,27 @@ type Store struct {
 	Off   int    `json:"off"`
 	Width int    `json:"width"`
 	Bytes []byte `json:"bytes"`
+}
+
+// SeqEvent is one device-visible event of a step, in program order: a store to a UAR
+// page or a doorbell record (Target "uar<i>" or the record's region, "qp0.db"; Off
+// within it; Width; Bytes as stored), or an ordering instruction (Fence: "sfence",
+// "lfence", "mfence", "locked") executed inside a data-path verb (send, recv, poll, arm),
+// which the harness runs single-stepped on x86-64. Stores to a doorbell-record page
+// outside any known record (the library initialising a new slot) have Target "dbpage".
+type SeqEvent struct {
+	Target string `json:"target,omitempty"`
+	Off    int    `json:"off,omitempty"`
+	Width  int    `json:"width,omitempty"`
+	Bytes  []byte `json:"bytes,omitempty"`
+	Fence  string `json:"fence,omitempty"`
+}
+
+func (e SeqEvent) String() string {
+	if e.Fence != "" {
+		return e.Fence
+	}
+	return fmt.Sprintf("%s+%#x/%d[% x]", e.Target, e.Off, e.Width, e.Bytes)
 }
 
 // Mmap is one mmap of the uverbs fd.
@@ -141,6 +162,10 @@ type WC struct {
 	SL              uint8  `json:"sl"`
 	DLIDPathBits    uint8  `json:"dlid_path_bits"`
 	InvalidatedRKey uint32 `json:"invalidated_rkey"` // WITH_INV only
+	// poll_ts only: the completion timestamp (device cycles) and libmlx5's
+	// mlx5dv_ts_to_ns of it with the clock_info page.
+	TS uint64 `json:"ts"`
+	NS uint64 `json:"ns"`
 }
 
 // Result holds what a step returned; only the fields of its kind are set.
@@ -179,6 +204,11 @@ type Result struct {
 	WC []WC `json:"wc"`
 	// event: id of the CQ ibv_get_cq_event returned
 	CQ int `json:"cq"`
+	// query_device_ex
+	TSMask   uint64 `json:"ts_mask"`
+	HCAClock uint64 `json:"hca_clock"`
+	// poll_ts: mlx5dv_get_clock_info's return code
+	ClockErr int `json:"clock_err"`
 }
 
 // StepRecord is everything observed during one step.
@@ -189,6 +219,12 @@ type StepRecord struct {
 	Cmds   []Cmd
 	Mmaps  []Mmap
 	Stores []Store
+	// Seq is the step's device-visible sequence (x86-64 only, where stores are
+	// single-stepped): every UAR and doorbell-record store, and for data-path verbs the
+	// fences between them.
+	Seq []SeqEvent
+	// Stepped: the harness single-stepped this step's stores (Seq is complete).
+	Stepped bool
 	// Mem is the content of every watched region (see Fake.Regions) after the step;
 	// Changed lists the regions whose content differs from the previous step (or that
 	// appeared in it).
@@ -237,6 +273,10 @@ func RunWith(ctx context.Context, sc Scenario, o Options) (*Record, error) {
 	defer os.RemoveAll(sysfs)
 
 	cmd := exec.CommandContext(ctx, bin, sysfs)
+	cmd.Env = append(os.Environ(), fmt.Sprintf("ORACLE_PAGE_SIZE=%d", sc.Params.Page()))
+	if ci := sc.Params.ClockInfo; ci != nil {
+		cmd.Env = append(cmd.Env, fmt.Sprintf("ORACLE_CLOCK_INFO=%d,%d,%d,%d,%d,%d", ci.Nsec, ci.Cycles, ci.Frac, ci.Mult, ci.Shift, ci.Mask))
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
@@ -270,6 +310,7 @@ type event struct {
 	Ev         string `json:"ev"`
 	SingleStep int    `json:"single_step"`
 	Name       string `json:"name"`
+	Kind       string `json:"kind"`
 	Hex        string `json:"hex"`
 	Page       string `json:"page"`
 	Off        uint64 `json:"off"`
@@ -334,13 +375,19 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 				rec.SingleStep = ev.SingleStep != 0
 			case "mmap":
 				cur.Mmaps = append(cur.Mmaps, Mmap{Off: ev.Off, Len: ev.Len, Prot: ev.Prot, Flags: ev.Flags})
-				if pg := ev.Off / 4096; (pg>>8)&0xff == 0 || (pg>>8)&0xff == 2 || (pg>>8)&0xff == 3 {
+				if pg := ev.Off / uint64(sc.Params.Page()); (pg>>8)&0xff == 0 || (pg>>8)&0xff == 2 || (pg>>8)&0xff == 3 {
 					uar[fmt.Sprintf("uar%d", pg&0xff)] = make([]byte, ev.Len)
 				}
+			case "fence":
+				cur.Seq = append(cur.Seq, SeqEvent{Fence: ev.Kind})
 			case "store":
 				b, err := hex.DecodeString(ev.Hex)
 				if err != nil {
 					return rec, fmt.Errorf("bad store %q: %w", line, err)
+				}
+				cur.Seq = append(cur.Seq, SeqEvent{Target: ev.Page, Off: int(ev.Off), Width: ev.Width, Bytes: b})
+				if !strings.HasPrefix(ev.Page, "uar") {
+					break // a doorbell record: in Seq and (after the step) in Mem
 				}
 				cur.Stores = append(cur.Stores, Store{Page: ev.Page, Off: int(ev.Off), Width: ev.Width, Bytes: b})
 				if pg := uar[ev.Page]; int(ev.Off)+len(b) <= len(pg) {
@@ -373,6 +420,7 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 						delete(mem, r.Name)
 					}
 				}
+				cur.Stepped = rec.SingleStep
 				cur.Step = sc.Steps[ev.I]
 				cur.Line = sc.Steps[ev.I].Line()
 				cur.Mem = make(map[string][]byte, len(mem))
@@ -401,4 +449,45 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 		return rec, fmt.Errorf("harness stopped after %d of %d steps", len(rec.Steps), len(sc.Steps))
 	}
 	return rec, nil
+}
+
+// ClockVector is one input of mlx5dv_ts_to_ns: a clock_info snapshot and a device
+// timestamp.
+type ClockVector struct {
+	Nsec, Cycles, Frac uint64
+	Mult, Shift        uint32
+	Mask, TS           uint64
+}
+
+// TsToNS runs libmlx5's mlx5dv_ts_to_ns (the static inline function of
+// infiniband/mlx5dv.h, compiled into the harness) on every vector and returns the results.
+func TsToNS(ctx context.Context, vs []ClockVector) ([]uint64, error) {
+	bin, err := buildVariant(false)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	in := make([]byte, 0, len(vs)*56)
+	for _, v := range vs {
+		for _, x := range []uint64{v.Nsec, v.Cycles, v.Frac, uint64(v.Mult), uint64(v.Shift), v.Mask, v.TS} {
+			in = le.AppendUint64(in, x)
+		}
+	}
+	cmd := exec.CommandContext(ctx, bin, "--ts-to-ns")
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("mlx5 oracle ts_to_ns: %w (stderr: %s)", err, strings.TrimSpace(stderr.String()))
+	}
+	if len(out) != 8*len(vs) {
+		return nil, fmt.Errorf("mlx5 oracle ts_to_ns: %d bytes of results for %d vectors", len(out), len(vs))
+	}
+	res := make([]uint64, len(vs))
+	for i := range res {
+		res[i] = le.Uint64(out[8*i:])
+	}
+	return res, nil
 }

@@ -27,6 +27,10 @@ const (
 	KDestroyCQ = "destroy_cq" // ibv_destroy_cq
 	KDereg     = "dereg"      // ibv_dereg_mr
 	KDeallocPD = "dealloc_pd" // ibv_dealloc_pd
+	// Completion timestamps.
+	KQueryDeviceEx = "query_device_ex" // ibv_query_device_ex: completion_timestamp_mask, hca_core_clock
+	KCQEx          = "cq_ex"           // ibv_create_cq_ex(CQE, channel if WithChannel, timestamps if TS)
+	KPollTS        = "poll_ts"         // extended poll of up to N: each completion's timestamp, and mlx5dv_ts_to_ns of it
 )
 
 // Verbs constants the scenarios use (values of libibverbs' enums, which equal the
@@ -86,8 +90,9 @@ type Step struct {
 	Addr        uint64 // mr
 	Len         uint64 // mr
 	Access      int    // mr
-	CQE         int    // cq: depth asked
-	WithChannel bool   // cq
+	CQE         int    // cq, cq_ex: depth asked
+	WithChannel bool   // cq, cq_ex
+	TS          bool   // cq_ex: with completion timestamps
 	SendCQ      int    // qp
 	RecvCQ      int    // qp
 	Caps        Caps   // qp
@@ -128,6 +133,8 @@ func (s Step) Line() string {
 		fmt.Fprintf(&b, " %d %#x %d %d", s.ID, s.Addr, s.Len, s.Access)
 	case KCQ:
 		fmt.Fprintf(&b, " %d %d %d", s.ID, s.CQE, b2i(s.WithChannel))
+	case KCQEx:
+		fmt.Fprintf(&b, " %d %d %d %d", s.ID, s.CQE, b2i(s.WithChannel), b2i(s.TS))
 	case KQP:
 		fmt.Fprintf(&b, " %d %d %d %d %d %d %d %d %d", s.ID, s.SendCQ, s.RecvCQ, s.Caps.MaxSendWR,
 			s.Caps.MaxRecvWR, s.Caps.MaxSendSGE, s.Caps.MaxRecvSGE, s.Caps.MaxInline, b2i(s.SigAll))
@@ -147,7 +154,7 @@ func (s Step) Line() string {
 		}
 	case KCQE:
 		fmt.Fprintf(&b, " %d %d %s", s.ID, s.Slot, hex.EncodeToString(s.Bytes[:]))
-	case KPoll:
+	case KPoll, KPollTS:
 		fmt.Fprintf(&b, " %d %d", s.ID, s.N)
 	case KArm:
 		fmt.Fprintf(&b, " %d %d", s.ID, b2i(s.Solicited))

@@ -162,7 +162,8 @@ var stdCaps = Caps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, M
 // Scenarios returns every named scenario the oracle tests run: context, cq-depths,
 // qp-caps, recv, send-kinds-bf, send-kinds-nobf, send-kinds-shared, inline,
 // sq-wrap-bf, sq-wrap-nobf, cqe-success, cqe-req-errors, cqe-resp-errors, cq-wrap,
-// arm, two-qps, teardown, post-errors. Names are stable; new scenarios are only appended.
+// arm, two-qps, teardown, post-errors, qp-destroy-clean. Names are stable; new scenarios
+// are only appended.
 func Scenarios() []Scenario {
 	p := DefaultParams()
 	var out []Scenario
@@ -236,7 +237,82 @@ func Scenarios() []Scenario {
 	out = append(out, sqWrap(p, 512), sqWrap(p, 0))
 	out = append(out, cqeSuccess(p), cqeErrors(p, CQEReqErr), cqeErrors(p, CQERespErr), cqWrap(p), arm(p))
 	out = append(out, twoQPs(p), teardown(p), postErrors(p))
+	out = append(out, qpDestroyClean(p))
+	out = append(out, timestamps(p))
 	return out
+}
+
+// TimestampClock is the fake kernel's clock_info page of the timestamps scenario: a
+// 156.25 MHz device clock (6.4 ns per cycle = mult/2^shift), 63-bit, snapshot at
+// Cycles/Nsec with a fraction carried.
+var TimestampClock = ClockInfo{Nsec: 1_700_000_000_123_456_789, Cycles: 0x123456789abc, Frac: 0x1234567,
+	Mult: 3435973837, Shift: 29, Mask: 1<<63 - 1}
+
+// timestamps: a context with the clock_info page, ibv_query_device_ex, a CQ created with
+// completion timestamps (ibv_create_cq_ex), a QP on it, and completions stamped before
+// and after the clock's snapshot, read back raw and converted (mlx5dv_ts_to_ns).
+func timestamps(p Params) Scenario {
+	ci := TimestampClock
+	p.ClockInfo, p.TimestampMask, p.HCACoreClockKHz = &ci, 1<<63-1, 156250
+	b := NewBuilder("timestamps", p, 2).Add(Step{Kind: KQueryDeviceEx}, Step{Kind: KChannel})
+	b.cqEntries[0] = 16
+	b.Add(Step{Kind: KCQEx, ID: 0, CQE: 15, WithChannel: true, TS: true})
+	b.QP(0, 0, stdCaps)
+	b.Recv(0, RecvWR{WRID: 1, SGEs: sge0(1, 0, 64)}, RecvWR{WRID: 2, SGEs: sge0(1, 64, 64)})
+	s := b.Send(0, SendWR{WRID: 10, Opcode: OpSend, Flags: FlagSignaled, SGEs: sge0(0, 0, 16)})
+	w := b.Send(0, SendWR{WRID: 11, Opcode: OpRDMAWrite, Flags: FlagSignaled, RAddr: RemoteAddr, RKey: RemoteKey, SGEs: sge0(0, 0, 16)})
+	for i, c := range []CQE{
+		b.ReqCQE(0, s[0], WQESend, 0),
+		b.RespCQE(0, CQERespSend, 16, 0),
+		b.ReqCQE(0, w[0], WQERDMAWrite, 0),
+		b.RespCQE(0, CQERespSend, 16, 0),
+	} {
+		// after the snapshot, after, before it (older: the negative branch), far after
+		c.Timestamp = ci.Cycles + []uint64{1000, 5_000_000, -3000 & (1<<64 - 1), 1 << 40}[i]
+		b.CQE(0, c)
+	}
+	// (No empty extended poll: libmlx5's writes no consumer index then, its legacy poll
+	// and gorping's always do.)
+	b.Add(Step{Kind: KPollTS, ID: 0, N: 2}, Step{Kind: KPollTS, ID: 0, N: 8})
+	b.Add(Step{Kind: KDestroyQP, ID: 0}, Step{Kind: KDestroyCQ, ID: 0})
+	return b.Sc
+}
+
+// qpDestroyClean: two QPs share one eight-entry CQ; after the CQ has wrapped once, QP 0 is
+// destroyed while CQEs of both QPs (receive and send) are still in it, across the wrap.
+// libmlx5 removes QP 0's CQEs, moving QP 1's over them (keeping each slot's owner bit),
+// and advances the consumer index. A new QP then gets QP 0's user index again; polling
+// must return QP 1's completions and the new QP's, never QP 0's stale ones.
+func qpDestroyClean(p Params) Scenario {
+	b := NewBuilder("qp-destroy-clean", p, 2).CQ(0, 7, false).QP(0, 0, stdCaps).QP(1, 0, stdCaps)
+	var r0, r1 []RecvWR
+	for i := 0; i < 6; i++ {
+		r0 = append(r0, RecvWR{WRID: uint64(100 + i), SGEs: sge0(0, uint64(64*i), 64)})
+		r1 = append(r1, RecvWR{WRID: uint64(200 + i), SGEs: sge0(1, uint64(64*i), 64)})
+	}
+	b.Recv(0, r0...).Recv(1, r1...)
+	s0 := b.Send(0, SendWR{WRID: 110, Opcode: OpSend, Flags: FlagSignaled, SGEs: sge0(0, 0, 8)})
+	// Lap 0: five CQEs, all polled.
+	for i, qp := range []int{1, 0, 1, 0, 1} {
+		b.CQE(0, b.RespCQE(qp, CQERespSend, uint32(10+i), 0))
+	}
+	b.Poll(0, 8)
+	// Slots 5, 6, 7 and, on lap 1, 0 and 1: one of them polled before the destroy.
+	b.CQE(0, b.RespCQE(0, CQERespSend, 20, 0))
+	b.CQE(0, b.RespCQE(1, CQERespSend, 21, 0))
+	b.CQE(0, b.ReqCQE(0, s0[0], WQESend, 0))
+	b.CQE(0, b.RespCQE(1, CQERespSend, 22, 0))
+	b.CQE(0, b.RespCQE(0, CQERespSend, 23, 0))
+	b.Poll(0, 1)
+	b.Add(Step{Kind: KDestroyQP, ID: 0})
+	// QP 2 takes the freed user index 0 (libmlx5 hands out the lowest free one).
+	b.qpn[2], b.uidx[2], b.sqCount[2] = b.Sc.Params.FirstQPN+2, 0, sqWQEBBs(stdCaps)
+	b.nQP++
+	b.Add(Step{Kind: KQP, ID: 2, SendCQ: 0, RecvCQ: 0, Caps: stdCaps}, Step{Kind: KRTS, ID: 2})
+	b.Recv(2, RecvWR{WRID: 300, SGEs: sge0(0, 0, 64)})
+	b.CQE(0, b.RespCQE(2, CQERespSend, 30, 0))
+	b.Poll(0, 8)
+	return b.Sc
 }
 
 // sqWrap posts through a small SQ (16 WQEBBs) several times, completing signaled sends so the
@@ -417,4 +493,32 @@ func postErrors(p Params) Scenario {
 	}
 	b.Add(Step{Kind: KRecv, ID: 0, Recvs: []RecvWR{{WRID: 24, SGEs: sge0(0, 0, 64)}}, WantErr: true})
 	return b.Sc
+}
+
+// PageScenarios returns every scenario of Scenarios again as on a kernel with pageSize-byte
+// pages (16 or 64 KiB: arm64's large-page kernels), named "<name>@<n>k": the harness's
+// sysconf answers pageSize, and the fake kernel answers GET_CONTEXT as mlx5_ib does there
+// (pageSize/4096 UARs per mapping, the bfregs asked for rounded up to whole mappings) and
+// hands out low-latency bfregs in the kernel's order for the count libmlx5 asks.
+func PageScenarios(pageSize int) []Scenario {
+	// libmlx5 asks max(16, 2 UARs' bfregs per 4 KiB of a page) bfregs, of which
+	// max(4, total-12) low-latency ones; the kernel gives those from net index
+	// total-low upwards, in gross numbering net/2·4 + net%2.
+	tot := max(16, pageSize/4096*2)
+	low := max(4, tot-12)
+	var gross []uint32
+	for net := tot - low; net < tot; net++ {
+		gross = append(gross, uint32(net/2*4+net%2))
+	}
+	var out []Scenario
+	for _, sc := range Scenarios() {
+		sc.Name = fmt.Sprintf("%s@%dk", sc.Name, pageSize/1024)
+		sc.Params.PageSize = pageSize
+		sc.Params.TotBFRegs = 0
+		if sc.Params.LowLatBFRegs != nil {
+			sc.Params.LowLatBFRegs = gross
+		}
+		out = append(out, sc)
+	}
+	return out
 }

@@ -98,10 +98,14 @@ func (r *Rootfs) Release() {
 // system's apt configuration is never written.
 type Fetcher struct {
 	Target
-	Root    string  // CacheRoot()
-	Mirrors Mirrors // where to fetch from; zero: HostMirrors(), looked up only if needed
-	Refresh bool    // re-resolve and fetch what changed even when the cache is complete
-	Log     io.Writer
+	// KernelFlavour picks another kernel of the architecture: "" is the default
+	// (linux-image-<arch>), "16k" arm64's 16 KiB-page kernel (linux-image-arm64-16k,
+	// trixie). It has its own cache directory, <suite>-<arch>-<flavour>.
+	KernelFlavour string
+	Root          string  // CacheRoot()
+	Mirrors       Mirrors // where to fetch from; zero: HostMirrors(), looked up only if needed
+	Refresh       bool    // re-resolve and fetch what changed even when the cache is complete
+	Log           io.Writer
 }
 
 const manifestName = "manifest.json"
@@ -109,7 +113,7 @@ const manifestName = "manifest.json"
 // Fetch makes the target's packages available in the cache and returns them, with
 // a shared lock held until Rootfs.Release.
 func (f *Fetcher) Fetch(ctx context.Context) (*Rootfs, error) {
-	dir := filepath.Join(f.Root, f.Suite+"-"+f.Arch)
+	dir := filepath.Join(f.Root, f.Suite+"-"+f.Arch+f.flavourSuffix())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create cache: %w", err)
 	}
@@ -137,6 +141,14 @@ func (f *Fetcher) Fetch(ctx context.Context) (*Rootfs, error) {
 		return nil, fmt.Errorf("cache lock: %w", err)
 	}
 	return r, nil
+}
+
+// flavourSuffix is "-<flavour>", or "" for the default kernel.
+func (f *Fetcher) flavourSuffix() string {
+	if f.KernelFlavour == "" {
+		return ""
+	}
+	return "-" + f.KernelFlavour
 }
 
 func flock(ctx context.Context, f *os.File, how int) error {
@@ -271,7 +283,8 @@ func (f *Fetcher) fetch(ctx context.Context, dir string) (Manifest, error) {
 	}
 
 	// The kernel: the metapackage points at the current ABI (it moves with
-	// security updates), e.g. linux-image-amd64 -> linux-image-6.1.0-57-amd64.
+	// security updates), e.g. linux-image-amd64 -> linux-image-6.1.0-57-amd64,
+	// linux-image-arm64-16k -> linux-image-6.12.…-arm64-16k.
 	// Without -refresh a cache that only lacks a package added to ToolPackages keeps
 	// its kernel: adding a tool must not change the kernel under other runs' feet.
 	var keptKernel string
@@ -279,7 +292,7 @@ func (f *Fetcher) fetch(ctx context.Context, dir string) (Manifest, error) {
 		m.KernelPackage, m.Kernel, keptKernel = old.KernelPackage, old.Kernel, old.Debs[old.KernelPackage]
 		fmt.Fprintf(f.Log, "keeping the cached kernel %s (-refresh updates it)\n", m.KernelPackage)
 	} else {
-		meta := "linux-image-" + f.Arch
+		meta := "linux-image-" + f.Arch + f.flavourSuffix()
 		out, err := a.run(ctx, a.dir, "apt-cache", "depends", meta)
 		if err != nil {
 			return m, err

@@ -53,7 +53,10 @@ type Options struct {
 	Keep        bool // keep the work directory (initramfs, binaries)
 	CacheRoot   string
 	Siw         SiwVariant // experiments only: which siw.ko to build
-	Out         io.Writer  // progress and the guest console, prefixed "[suite/arch] "
+	// KernelFlavour boots another kernel of the architecture ("16k": arm64's 16 KiB
+	// pages; see Fetcher.KernelFlavour).
+	KernelFlavour string
+	Out           io.Writer // progress and the guest console, prefixed "[suite/arch] "
 
 	// Files are host files added to the initramfs (guestrun -add).
 	Files []GuestFile
@@ -128,7 +131,7 @@ func Run(ctx context.Context, o Options) (rep Report) {
 	// 1. Packages.
 	start := time.Now()
 	fctx, cancel := stepContext(ctx, StepFetch, o.Timeouts.Fetch)
-	f := &Fetcher{Target: o.Target, Root: o.CacheRoot, Refresh: o.Refresh, Log: log}
+	f := &Fetcher{Target: o.Target, KernelFlavour: o.KernelFlavour, Root: o.CacheRoot, Refresh: o.Refresh, Log: log}
 	rootfs, err := f.Fetch(fctx)
 	cancel()
 	rep.Fetch = time.Since(start)

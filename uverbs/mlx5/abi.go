@@ -126,7 +126,32 @@ const (
 // UAR mmap commands (enum mlx5_ib_mmap_cmd); the offset is (cmd<<8 | index) pages.
 const (
 	mmapRegularPage = 0 // the kernel maps it write-combining when it can
+	mmapClockInfo   = 7 // the clock_info page (read-only), index clockInfoV1
 )
+
+// Completion timestamps: the clock_info page the kernel keeps current, and what the
+// context response says about it.
+const (
+	clockInfoV1            = 0      // MLX5_IB_CLOCK_INFO_V1: mmap index, and bit of clock_info_versions
+	clockInfoUpdating      = 1      // MLX5_IB_CLOCK_INFO_KERNEL_UPDATING: in sign while the kernel writes
+	respMaskRealTimeTS     = 1 << 4 // MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS: the device can stamp real time
+	createCQFlagRealTimeTS = 1 << 2 // MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS: never set (see clock.go)
+	cqeTimestamp           = 48     // struct mlx5_cqe64: __be64 timestamp
+)
+
+// mirrors struct mlx5_ib_clock_info (rdma/mlx5-abi.h): the kernel's conversion from the
+// device's free-running cycle counter to nanoseconds, under a sequence count.
+type clockInfo struct {
+	Sign           uint32
+	Resv           uint32
+	Nsec           uint64
+	Cycles         uint64
+	Frac           uint64
+	Mult           uint32
+	Shift          uint32
+	Mask           uint64
+	OverflowPeriod uint64
+}
 
 // UAR layout: each 4 KiB UAR has its BlueFlame registers from 0x800, two per UAR usable by
 // user space; the CQ arm doorbell is at 0x20 of the context's first UAR.

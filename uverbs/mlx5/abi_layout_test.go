@@ -17,6 +17,7 @@ func TestABILayout(t *testing.T) {
 		abicheck.Struct{C: "struct mlx5_ib_create_cq_resp", Go: createCQResp{}},
 		abicheck.Struct{C: "struct mlx5_ib_create_qp", Go: createQPReq{}},
 		abicheck.Struct{C: "struct mlx5_ib_create_qp_resp", Go: createQPResp{}},
+		abicheck.Struct{C: "struct mlx5_ib_clock_info", Go: clockInfo{}},
 	)
 	abicheck.CheckConsts(t, []string{"rdma/mlx5-abi.h", "rdma/ib_user_ioctl_verbs.h"},
 		abicheck.Const{C: "sizeof(struct mlx5_ib_alloc_ucontext_req_v2)", Go: allocUcontextReqLen},
@@ -30,10 +31,16 @@ func TestABILayout(t *testing.T) {
 		abicheck.Const{C: "MLX5_LIB_CAP_4K_UAR", Go: libCap4KUAR},
 		abicheck.Const{C: "MLX5_LIB_CAP_DYN_UAR", Go: libCapDynUAR},
 		abicheck.Const{C: "MLX5_IB_MMAP_REGULAR_PAGE", Go: mmapRegularPage},
+		abicheck.Const{C: "MLX5_IB_MMAP_CLOCK_INFO", Go: mmapClockInfo},
+		abicheck.Const{C: "MLX5_IB_CLOCK_INFO_V1", Go: clockInfoV1},
+		abicheck.Const{C: "MLX5_IB_CLOCK_INFO_KERNEL_UPDATING", Go: clockInfoUpdating},
+		abicheck.Const{C: "MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_REAL_TIME_TS", Go: respMaskRealTimeTS},
+		abicheck.Const{C: "MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS", Go: createCQFlagRealTimeTS},
 	)
 	// The device formats: infiniband/mlx5dv.h (libibverbs-dev) describes them.
 	dv := []string{"infiniband/mlx5dv.h"}
 	abicheck.CheckConsts(t, dv,
+		abicheck.Const{C: "offsetof(struct mlx5_cqe64, timestamp)", Go: cqeTimestamp},
 		abicheck.Const{C: "MLX5_SEND_WQE_BB", Go: sendWQEBB},
 		abicheck.Const{C: "sizeof(struct mlx5_wqe_ctrl_seg)", Go: ctrlSegSize},
 		abicheck.Const{C: "sizeof(struct mlx5_wqe_raddr_seg)", Go: raddrSegSize},

@@ -152,6 +152,7 @@ type cqRing struct {
 	table   *qpTable
 	lastErr string // the last error CQE, described (for -d and error reports)
 	onError func(string)
+	ts      bool // completion timestamps: copy each CQE's into WC.Timestamp
 }
 
 // initCQEs marks every CQE invalid and owned by the device (op_own 0xf0) before creation.
@@ -200,9 +201,8 @@ func (c *cqRing) poll(wc []uverbs.WC) (int, error) {
 			n++
 		}
 	}
-	if n > 0 {
-		storeBE32(&c.dbrec[dbrSetCI], c.ci&0xffffff)
-	}
+	// Every poll publishes the consumer index, also an empty one, as libmlx5 does.
+	storeBE32(&c.dbrec[dbrSetCI], c.ci&0xffffff)
 	return n, nil
 }
 
@@ -215,6 +215,9 @@ func (c *cqRing) parse(cqe []byte, opcode byte, wc *uverbs.WC) (bool, error) {
 		return false, nil
 	}
 	*wc = uverbs.WC{QPNum: q.qpn}
+	if c.ts && opcode <= cqeRespSendInv {
+		wc.Timestamp = binary.BigEndian.Uint64(cqe[cqeTimestamp:])
+	}
 	switch opcode {
 	case cqeReq:
 		s := q.sq
@@ -322,3 +325,72 @@ func (c *cqRing) arm(solicited bool) error {
 // event notes one completion event read for the CQ (the next arm uses the next sequence
 // number).
 func (c *cqRing) event() { c.armSN.Add(1) }
+
+// cleanCQs removes the CQEs of the QP with user index uidx from its receive CQ and, if
+// another, its send CQ, holding both CQs' locks (in a fixed order, so two QPs destroyed
+// at once on the same pair of CQs cannot deadlock), as libmlx5's QP destroy does.
+func cleanCQs(recv, send *cq, uidx uint32) {
+	first, second := &recv.ring, &send.ring
+	if recv == nil || send == nil {
+		return
+	}
+	if first == second {
+		first.mu.Lock()
+		first.clean(uidx)
+		first.mu.Unlock()
+		return
+	}
+	if first.cqn > second.cqn {
+		first, second = second, first
+	}
+	first.mu.Lock()
+	second.mu.Lock()
+	recv.ring.clean(uidx)
+	send.ring.clean(uidx)
+	second.mu.Unlock()
+	first.mu.Unlock()
+}
+
+// clean removes the software-owned CQEs of user index uidx (c.mu held), libmlx5's
+// __mlx5_cq_clean: find the producer end of what the device has written, then sweep back
+// to the consumer index, moving every other QP's CQE up over the removed ones (each keeps
+// the owner bit of the slot it lands in), advance the consumer index by the number
+// removed and publish it after a barrier. CQEs the device writes meanwhile belong to
+// other QPs: this one is already destroyed.
+func (c *cqRing) clean(uidx uint32) {
+	if c.buf == nil {
+		return
+	}
+	mask := c.ncqe - 1
+	slot := func(n uint32) []byte { return c.buf[int(n&mask)*cqeSize : int(n&mask+1)*cqeSize] }
+	prod := c.ci
+	for ; ; prod++ {
+		op := opOwn(slot(prod))
+		sw := byte(0)
+		if prod&c.ncqe != 0 {
+			sw = 1
+		}
+		if op>>4 == cqeInvalid || op&cqeOwnerMask != sw || prod == c.ci+mask {
+			break
+		}
+	}
+	mmio.FromDevice()
+	freed := uint32(0)
+	for prod != c.ci {
+		prod--
+		cqe := slot(prod)
+		if binary.BigEndian.Uint32(cqe[cqeSrqnUidx:])&0xffffff == uidx {
+			freed++
+		} else if freed > 0 {
+			dst := slot(prod + freed)
+			owner := dst[cqeOpOwn] & cqeOwnerMask
+			copy(dst, cqe)
+			dst[cqeOpOwn] = cqe[cqeOpOwn]&^cqeOwnerMask | owner
+		}
+	}
+	if freed > 0 {
+		c.ci += freed
+		mmio.ToDevice()
+		storeBE32(&c.dbrec[dbrSetCI], c.ci&0xffffff)
+	}
+}

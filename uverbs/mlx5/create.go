@@ -7,6 +7,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // PrepareCQ allocates the CQE buffer (every CQE invalid and device-owned) and the doorbell
@@ -15,6 +16,10 @@ func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
 	ncqe, err := cqEntries(req.CQE)
 	if err != nil {
 		return nil, err
+	}
+	ts := req.Flags&uverbs.CQTimestamps != 0
+	if ts && c.clock == nil {
+		return nil, fmt.Errorf("mlx5: completion timestamps need the kernel's clock_info page, which %s's context lacks: %w", c.dev.Name, unix.EOPNOTSUPP)
 	}
 	mem, err := umem.Anon(ncqe * cqeSize)
 	if err != nil {
@@ -27,7 +32,7 @@ func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
 		return nil, err
 	}
 	req.CQE = ncqe - 1
-	p := &pendingCQ{c: c, mem: mem, db: db, ncqe: ncqe}
+	p := &pendingCQ{c: c, mem: mem, db: db, ncqe: ncqe, ts: ts}
 	p.req = createCQReq{BufAddr: mem.Addr(), DbAddr: db.addr(), CqeSize: cqeSize}
 	return p, nil
 }
@@ -37,6 +42,7 @@ type pendingCQ struct {
 	mem  *umem.Mem
 	db   dbrec
 	ncqe int
+	ts   bool // created with completion timestamps
 	req  createCQReq
 }
 
@@ -61,7 +67,7 @@ func (p *pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte
 	q := &cq{c: p.c, mem: p.mem, db: p.db}
 	q.ring = cqRing{
 		buf: p.mem.Bytes(), ncqe: uint32(p.ncqe), cqn: r.Cqn, dbrec: p.db.words(),
-		uarDB: unsafe.Pointer(&p.c.uars[0][cqDoorbellOffset]), table: &p.c.table,
+		uarDB: unsafe.Pointer(&p.c.uars[0][cqDoorbellOffset]), table: &p.c.table, ts: p.ts,
 	}
 	return q, nil
 }
@@ -77,6 +83,20 @@ type cq struct {
 func (q *cq) Poll(wc []uverbs.WC) (int, error) { return q.ring.poll(wc) }
 func (q *cq) Arm(solicitedOnly bool) error     { return q.ring.arm(solicitedOnly) }
 func (q *cq) CompEvent()                       { q.ring.event() }
+
+// TimestampNS converts a completion timestamp (cycles of the device's free-running clock)
+// to nanoseconds with the kernel's clock_info page (uverbs.TimestampConverter).
+func (q *cq) TimestampNS(ts uint64) (uint64, bool) {
+	ck := q.c.clock
+	if ck == nil || !q.ring.ts {
+		return 0, false
+	}
+	ci, ok := ck.snapshot()
+	if !ok {
+		return 0, false
+	}
+	return tsToNS(&ci, ts), true
+}
 
 func (q *cq) Close() error {
 	q.ring.mu.Lock()
@@ -94,6 +114,9 @@ func (q *cq) Describe() string {
 	defer q.ring.mu.Unlock()
 	s := fmt.Sprintf("mlx5 CQ %#x: %d CQEs of %d bytes at %#x, doorbell record %#x, arm doorbell UAR page 0 +%#x, consumer index %d, arm sn %d",
 		q.ring.cqn, q.ring.ncqe, cqeSize, q.mem.Addr(), q.db.addr(), cqDoorbellOffset, q.ring.ci, q.ring.armSN.Load()&3)
+	if q.ring.ts {
+		s += ", completion timestamps"
+	}
 	if q.ring.lastErr != "" {
 		s += "; last error CQE: " + q.ring.lastErr
 	}
@@ -125,6 +148,8 @@ func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
 		req.Cap.MaxInlineData = uint32(g.maxInline)
 	}
 	p := &pendingQP{c: c, mem: mem, db: db, g: g, sigAll: req.SigAll, sendSGE: req.Cap.MaxSendSGE}
+	p.sendCQ, _ = req.SendCQ.(*cq)
+	p.recvCQ, _ = req.RecvCQ.(*cq)
 	p.uidx = c.table.add(nil)
 	p.req = createQPReq{
 		BufAddr: mem.Addr(), DbAddr: db.addr(),
@@ -143,6 +168,8 @@ type pendingQP struct {
 	sendSGE uint32
 	uidx    uint32
 	req     createQPReq
+	sendCQ  *cq // nil if not this provider's (the core refuses that)
+	recvCQ  *cq
 }
 
 func (p *pendingQP) Udata() ([]byte, int) { return wire.Bytes(&p.req), createQPRespLen }
@@ -167,7 +194,7 @@ func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byt
 	}
 	g := p.g
 	buf := p.mem.Bytes()
-	q := &qp{qpn: core.QPN, uidx: p.uidx, c: p.c, mem: p.mem, db: p.db, bf: bf, g: g}
+	q := &qp{qpn: core.QPN, uidx: p.uidx, c: p.c, mem: p.mem, db: p.db, bf: bf, g: g, sendCQ: p.sendCQ, recvCQ: p.recvCQ}
 	if g.sqWQECnt > 0 {
 		q.sq = newSendQueue(buf[g.rqBytes:g.rqBytes+g.sqBytes], g, core.QPN, p.sigAll, p.db.words(), bf)
 	}
@@ -183,8 +210,13 @@ func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byt
 	return q, nil
 }
 
-// Close frees the QP's memory after DESTROY_QP; CQEs still queued for it are skipped.
+// Close runs after DESTROY_QP: like libmlx5 it removes the QP's CQEs that are still in
+// its CQs (shared CQs keep serving their other QPs, and the user index may be given to
+// a new QP at once), then frees the QP's memory.
 func (q *qp) Close() error {
+	if q.mem != nil {
+		cleanCQs(q.recvCQ, q.sendCQ, q.uidx)
+	}
 	q.c.table.remove(q.uidx)
 	if q.sq != nil {
 		q.sq.mu.Lock()

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/uverbs"
-	_ "github.com/gorping/gorping/uverbs/mlx5"
+	"github.com/gorping/gorping/uverbs/mlx5"
 	"github.com/gorping/gorping/uverbs/mlx5/mlx5model"
 )
 
@@ -18,6 +18,7 @@ import (
 // have), a CQ with a completion channel, an RC QP and registered buffers.
 type side struct {
 	t    testing.TB
+	nic  *mlx5model.NIC
 	ctx  *uverbs.Context
 	pd   *uverbs.PD
 	ch   *uverbs.CompChannel
@@ -41,7 +42,7 @@ const (
 
 func newSide(t testing.TB, nic *mlx5model.NIC, cqDepth int, cap uverbs.QPCap) *side {
 	t.Helper()
-	s := &side{t: t, bufs: map[string]*uverbs.Buffer{}, mrs: map[string]*uverbs.MR{}}
+	s := &side{t: t, nic: nic, bufs: map[string]*uverbs.Buffer{}, mrs: map[string]*uverbs.MR{}}
 	var err error
 	if s.ctx, err = nic.Open("mlx5_0"); err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func (s *side) next() uverbs.WC {
 			continue
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("no completion within 10s; CQ: %s", s.cq.Describe())
+			s.t.Fatalf("no completion within 10s; CQ: %s; model violations: %q", s.cq.Describe(), s.nic.Errors())
 		}
 		if s.poll {
 			runtime.Gosched() // the model's engine shares the CPUs
@@ -146,7 +147,7 @@ func (s *side) next() uverbs.WC {
 		cq, err := s.ch.Wait(ctx)
 		cancel()
 		if err != nil {
-			s.t.Fatalf("waiting for a completion event: %v; CQ: %s", err, s.cq.Describe())
+			s.t.Fatalf("waiting for a completion event: %v; CQ: %s; model violations: %q", err, s.cq.Describe(), s.nic.Errors())
 		}
 		cq.Ack(1)
 		s.armed = false
@@ -248,13 +249,19 @@ func pingPong(t *testing.T, client, server *side, count int) {
 
 func TestModelPingPong(t *testing.T) {
 	for _, c := range []struct {
-		name string
-		bf   int
-		poll bool
-	}{{"events-blueflame", 512, false}, {"poll-doorbell", 0, true}} {
+		name  string
+		bf    int
+		poll  bool
+		page  int // kernel page size the provider and the model see (0: this host's)
+		pings int
+	}{{"events-blueflame", 512, false, 0, 10000}, {"poll-doorbell", 0, true, 0, 10000},
+		// arm64 kernels with 64 KiB pages: 16 UARs per mapping, 32 bfregs.
+		{"events-blueflame-64k", 512, false, 64 << 10, 2000}} {
 		t.Run(c.name, func(t *testing.T) {
-			nic := mlx5model.New(mlx5model.Config{BfRegSize: c.bf})
-			defer nic.Close()
+			if c.page != 0 {
+				defer mlx5.SetPageSize(c.page)()
+			}
+			nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: c.bf, PageSize: c.page})
 			// Small rings so that 10,000 pings wrap every ring many times.
 			cap := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}
 			client, server := newSide(t, nic, 7, cap), newSide(t, nic, 7, cap)
@@ -263,7 +270,7 @@ func TestModelPingPong(t *testing.T) {
 			if got := client.qp.Cap(); got.MaxInlineData != 60 || got.MaxSendWR != 4 || got.MaxRecvWR != 4 {
 				t.Errorf("QP caps %+v, want libmlx5's (4 send WRs, inline 60, 4 receives)", got)
 			}
-			const pings = 10000
+			pings := c.pings
 			pingPong(t, client, server, pings)
 			st := nic.Stats()
 			t.Logf("model: %+v", st)
@@ -273,6 +280,14 @@ func TestModelPingPong(t *testing.T) {
 			}
 			if st.Sends != 4*pings || st.Reads != pings || st.Writes != pings || st.ErrorCQEs != 0 {
 				t.Errorf("model executed %d SENDs, %d READs, %d WRITEs, %d error CQEs", st.Sends, st.Reads, st.Writes, st.ErrorCQEs)
+			}
+			// Every post rang once (6 per ping), by BlueFlame where it may (every WQE
+			// here is small enough) or by the 8-byte doorbell.
+			if st.Doorbells+st.BlueFlames != 6*pings || (c.bf != 0) != (st.BlueFlames == 6*pings) {
+				t.Errorf("%d doorbells and %d BlueFlame copies for %d posts (bf_reg_size %d)", st.Doorbells, st.BlueFlames, 6*pings, c.bf)
+			}
+			if !c.poll && st.Arms == 0 {
+				t.Error("event mode armed no CQ through the UAR")
 			}
 			// 8 CQ slots and 10 CQEs per ping; SQ of 16 blocks, RQ of 4 slots.
 			if st.CQLaps < pings || st.SQLaps < pings/4 || st.RQLaps < pings {
@@ -293,8 +308,7 @@ func TestModelPingPong(t *testing.T) {
 // An RDMA WRITE to a key the peer never registered fails with REMOTE_ACCESS_ERR; the error
 // CQE's syndrome is named, and the QP's outstanding receive is flushed.
 func TestModelRemoteAccessError(t *testing.T) {
-	nic := mlx5model.New(mlx5model.Config{BfRegSize: 512})
-	defer nic.Close()
+	nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512})
 	cap := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}
 	a, b := newSide(t, nic, 7, cap), newSide(t, nic, 7, cap)
 	defer a.close()

@@ -1,11 +1,13 @@
 package mlx5_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/gorping/gorping/test/mlx5oracle"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/mlx5"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,17 +87,43 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 			return fail(err)
 		}
 		g.ch = ch
-	case mlx5oracle.KCQ:
+	case mlx5oracle.KCQ, mlx5oracle.KCQEx:
+		// cq: ibv_create_cq; cq_ex: ibv_create_cq_ex, with timestamps if TS.
 		var ch *uverbs.CompChannel
 		if s.WithChannel {
 			ch = g.ch
 		}
-		cq, err := g.ctx.CreateCQ(s.CQE, ch, 0)
+		var flags uverbs.CQFlags
+		if s.TS {
+			flags = uverbs.CQTimestamps
+		}
+		cq, err := g.ctx.CreateCQEx(s.CQE, ch, 0, flags) // flags 0: the legacy CREATE_CQ
 		if err != nil {
 			return fail(err)
 		}
 		g.cqs[s.ID] = cq
 		r.CQE = cq.CQE()
+	case mlx5oracle.KQueryDeviceEx:
+		a, err := g.ctx.QueryDeviceEx()
+		if err != nil {
+			return fail(err)
+		}
+		r.TSMask, r.HCAClock = a.CompletionTimestampMask, a.HCACoreClockKHz
+	case mlx5oracle.KPollTS:
+		wc := make([]uverbs.WC, s.N)
+		n, err := g.cqs[s.ID].Poll(wc)
+		if err != nil {
+			return fail(err)
+		}
+		r.N = n
+		for _, w := range wc[:n] {
+			ns, ok := g.cqs[s.ID].TimestampNS(w.Timestamp)
+			if !ok {
+				return fail(fmt.Errorf("no conversion of timestamp %d", w.Timestamp))
+			}
+			r.WC = append(r.WC, mlx5oracle.WC{WRID: w.WRID, Status: int(w.Status), Opcode: int(w.Opcode), ByteLen: w.ByteLen,
+				QPNum: w.QPNum, TS: w.Timestamp, NS: ns})
+		}
 	case mlx5oracle.KQP:
 		qp, err := g.pd.CreateQP(uverbs.QPInitAttr{SendCQ: g.cqs[s.SendCQ], RecvCQ: g.cqs[s.RecvCQ], Type: uverbs.QPTypeRC,
 			SigAll: s.SigAll, Cap: uverbs.QPCap{MaxSendWR: s.Caps.MaxSendWR, MaxRecvWR: s.Caps.MaxRecvWR,
@@ -279,17 +308,132 @@ func (g *goRun) close() {
 }
 
 // deliberate tracks the documented differences from libmlx5 whose effect lasts beyond
-// one step. The others: context creation (compareOpen), CREATE_QP flags (normalize), and
-// a refused WR, whose partial WQE libmlx5 has written before checking (gorping checks
-// first; neither rings).
+// one step. The others: context creation (compareOpen), CREATE_QP flags (normalize), a
+// chain of WRs (compareChain), and a refused WR, whose partial WQE libmlx5 has written
+// before checking (gorping checks first; neither rings).
 type deliberate struct {
-	uarDiverged bool // a chain was posted: libmlx5 rang once, gorping (one WR per post) per WR
+	// uarDiverged: a chain of an even number of WRs was posted where UAR page content is
+	// compared (no single-stepping): libmlx5 toggled the BlueFlame half once, gorping once
+	// per WR, so later UAR contents differ. With single-stepping compareChain accounts
+	// for it.
+	uarDiverged bool
 	scatterSeen bool // a scatter-to-CQE CQE was written: gorping never asks for those
 }
 
+// requireSequences fails (CI=true) or says loudly that the store sequences cannot be
+// compared: the test binary needs the mmio recorder (make unit builds with it).
+func requireSequences(t *testing.T) {
+	t.Helper()
+	if mlx5oracle.Recording() {
+		return
+	}
+	msg := "store sequences NOT compared: this test binary has no mmio recorder (build with -tags mmiorecord, as make unit does)"
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Log("*** " + msg + " ***")
+}
+
+// posted is the number of WRs of a send or receive step that libmlx5 accepted.
+func posted(s mlx5oracle.Step, want mlx5oracle.StepRecord) int {
+	if want.Result.Bad >= 0 {
+		return want.Result.Bad
+	}
+	return len(s.Sends) + len(s.Recvs)
+}
+
+// compareChain checks a send step that posted n > 1 WRs, where libmlx5 wrote all WQEs,
+// one doorbell record and one doorbell (the last WQE's first 8 bytes), and gorping, which
+// posts one WR at a time, rings once per WR. Each of gorping's rings is checked by
+// CheckOrder; here: n rings, the last doorbell record equal to libmlx5's, and the last
+// ring's first UAR store carrying libmlx5's doorbell bytes at libmlx5's offset (the
+// BlueFlame half alternates per ring: after an odd number of rings the halves agree).
+// It reports whether the halves still agree afterwards.
+func compareChain(t *testing.T, i int, n int, want mlx5oracle.StepRecord, obs mlx5oracle.Observation, bfHalf int) bool {
+	t.Helper()
+	lib, got := mlx5oracle.LibView(want.Seq), mlx5oracle.X86View(obs.Ops)
+	var libRec, libDB *mlx5oracle.SeqEvent
+	for j := range lib {
+		e := &lib[j]
+		if strings.HasSuffix(e.Target, ".db") {
+			libRec = e
+		} else if strings.HasPrefix(e.Target, "uar") && libDB == nil {
+			libDB = e
+		}
+	}
+	if libRec == nil || libDB == nil {
+		t.Fatalf("step %d %q: libmlx5's chain has no doorbell record or doorbell: %v", i, want.Line, lib)
+	}
+	var rings [][]mlx5oracle.SeqEvent
+	for _, e := range got {
+		if strings.HasSuffix(e.Target, ".db") {
+			rings = append(rings, nil)
+		}
+		if len(rings) > 0 {
+			rings[len(rings)-1] = append(rings[len(rings)-1], e)
+		}
+	}
+	if len(rings) != n {
+		t.Errorf("step %d %q: gorping rang %d times for %d WRs: %v", i, want.Line, len(rings), n, got)
+		return true
+	}
+	last := rings[n-1]
+	if last[0].String() != libRec.String() {
+		t.Errorf("step %d %q: last doorbell record %v, libmlx5 %v", i, want.Line, last[0], *libRec)
+	}
+	wantOff := libDB.Off
+	if n%2 == 0 {
+		wantOff ^= bfHalf
+	}
+	for _, e := range last {
+		if strings.HasPrefix(e.Target, "uar") {
+			if e.Target != libDB.Target || e.Off != wantOff || !bytes.Equal(e.Bytes, libDB.Bytes) {
+				t.Errorf("step %d %q: last ring's doorbell %v, want libmlx5's %v at offset %#x", i, want.Line, e, *libDB, wantOff)
+			}
+			break
+		}
+	}
+	return n%2 == 1 || bfHalf == 0
+}
+
+// compareRecvChain checks a receive step that posted n > 1 WRs: libmlx5 wrote the WQEs and
+// then the doorbell record once; gorping, one WR per post, writes it after each WQE
+// (CheckOrder checks the barrier before each). The last record must equal libmlx5's.
+func compareRecvChain(t *testing.T, i int, n int, want mlx5oracle.StepRecord, obs mlx5oracle.Observation) {
+	t.Helper()
+	lib, got := mlx5oracle.LibView(want.Seq), mlx5oracle.X86View(obs.Ops)
+	if len(lib) != 1 || len(got) != n || got[n-1].String() != lib[0].String() {
+		t.Errorf("step %d %q: receive chain of %d: gorping %v, libmlx5 %v", i, want.Line, n, got, lib)
+	}
+}
+
 func TestOracleScenarios(t *testing.T) {
+	requireSequences(t)
 	for _, sc := range mlx5oracle.Scenarios() {
-		t.Run(sc.Name, func(t *testing.T) {
+		t.Run(sc.Name, func(t *testing.T) { runOracle(t, sc) })
+	}
+}
+
+// TestOracleScenariosPageSizes runs every scenario again with both libmlx5 and gorping
+// seeing 16 KiB and 64 KiB pages (the harness's sysconf, the provider's page size), the
+// fake kernel answering as mlx5_ib does there: 4 or 16 UARs per mapping, 16 or 32
+// bfregs. Sizing, mmap offsets and lengths, bfreg addresses inside the larger UAR
+// mapping and every store must match byte for byte, as at 4 KiB.
+func TestOracleScenariosPageSizes(t *testing.T) {
+	requireSequences(t)
+	for _, ps := range []int{16 << 10, 64 << 10} {
+		for _, sc := range mlx5oracle.PageScenarios(ps) {
+			t.Run(sc.Name, func(t *testing.T) {
+				defer mlx5.SetPageSize(ps)()
+				runOracle(t, sc)
+			})
+		}
+	}
+}
+
+func runOracle(t *testing.T, sc mlx5oracle.Scenario) {
+	{
+		{
 			rec := mlx5oracle.MustRun(t, sc)
 			g := &goRun{t: t, be: mlx5oracle.NewBackend(sc.Params), mrs: map[int]*uverbs.MR{},
 				bufs: map[int]*uverbs.Buffer{}, cqs: map[int]*uverbs.CQ{}, qps: map[int]*uverbs.QP{}}
@@ -330,11 +474,22 @@ func TestOracleScenarios(t *testing.T) {
 					continue
 				}
 				compareResult(t, i, s, want, res)
-				if s.Kind == mlx5oracle.KSend && len(s.Sends) > 1 {
+				chain := s.Kind == mlx5oracle.KSend && posted(s, want) > 1
+				if s.Kind == mlx5oracle.KRecv && posted(s, want) > 1 && want.Stepped && obs.Ops != nil {
+					chain = true
+					compareRecvChain(t, i, posted(s, want), want, obs)
+				} else if chain && want.Stepped && obs.Ops != nil {
+					if !compareChain(t, i, posted(s, want), want, obs, bfHalf(sc.Params, want)) {
+						del.uarDiverged = true
+					}
+				} else if chain && posted(s, want)%2 == 0 {
 					del.uarDiverged = true
 				}
 				for _, line := range mlx5oracle.DiffStep(want, normalize(want, obs)) {
-					if del.uarDiverged && strings.Contains(line, "UAR page") {
+					if chain && strings.Contains(line, "store sequence differs") {
+						continue // compareChain
+					}
+					if (del.uarDiverged || chain) && strings.Contains(line, "UAR page") {
 						continue
 					}
 					if s.Kind == mlx5oracle.KSend && s.WantErr && strings.Contains(line, "region qp") {
@@ -347,15 +502,54 @@ func TestOracleScenarios(t *testing.T) {
 			if compared == 0 {
 				t.Fatal("no step compared")
 			}
-		})
+		}
 	}
 }
 
-// normalize applies the one deliberate request difference: libmlx5 asks CREATE_QP for
-// scatter-to-CQE (flags 0x2, small receives land in the CQE and the library copies them
-// out); gorping asks for none, so received data always arrives by DMA. The QP flags are
-// checked to be exactly that difference and then taken from the oracle.
+// bfHalf is the BlueFlame half size of the bfreg the step's doorbell went to (0: plain
+// doorbells, whose offset never changes).
+func bfHalf(p mlx5oracle.Params, want mlx5oracle.StepRecord) int {
+	for _, e := range want.Seq {
+		if strings.HasPrefix(e.Target, "uar") {
+			if (e.Off%4096-0x800)/max(int(p.BFRegSize), 1) == 0 && e.Target == "uar0" && e.Off%4096 < 0x800+int(p.BFRegSize) && e.Off == 0x800 {
+				return 0 // bfreg 0 never uses BlueFlame
+			}
+			return int(p.BFRegSize) / 2
+		}
+	}
+	return 0
+}
+
+// normalize applies the deliberate request differences, each checked to be exactly that
+// before it is replaced by libmlx5's form:
+//   - CREATE_QP: libmlx5 asks for scatter-to-CQE (flags 0x2, small receives land in the
+//     CQE and the library copies them out); gorping asks for none, so received data
+//     always arrives by DMA.
+//   - QUERY_DEVICE_EX: libmlx5 also asks for mlx5's 104-byte driver part (provider_out
+//     13); gorping reads none of those vendor caps and asks for none.
+//   - CREATE_CQ with completion timestamps: over the write interface libmlx5 sends the
+//     legacy CREATE_CQ and drops the timestamp flag (it passes
+//     CREATE_CQ_CMD_FLAGS_TS_IGNORED_EX; over ioctl the flag travels as an attribute);
+//     gorping sends CREATE_CQ_EX with IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION, so that
+//     mlx5_ib gives the QP the free-running format or refuses it, never the device's
+//     default, which may be real time. The core fields must carry the same values and
+//     the driver part must be identical.
 func normalize(want mlx5oracle.StepRecord, got mlx5oracle.Observation) mlx5oracle.Observation {
+	for i := range got.Cmds {
+		c := &got.Cmds[i]
+		if i >= len(want.Cmds) {
+			break
+		}
+		w := want.Cmds[i]
+		if c.Num == 1 && c.Ex && w.Num == 1 && w.Ex && c.ProvOut == 0 && w.ProvOut == 13 && c.InWords == w.InWords && c.OutWords == w.OutWords {
+			c.ProvOut = w.ProvOut
+		}
+		if c.Num == 18 && c.Ex && w.Num == 18 && !w.Ex {
+			if legacy, ok := legacyCreateCQ(*c, w); ok {
+				*c = legacy
+			}
+		}
+	}
 	for i := range got.Cmds {
 		c := &got.Cmds[i]
 		if c.Num != 24 || c.Ex || i >= len(want.Cmds) || len(c.Driver) < 32 || len(want.Cmds[i].Driver) < 32 {
@@ -367,6 +561,26 @@ func normalize(want mlx5oracle.StepRecord, got mlx5oracle.Observation) mlx5oracl
 		}
 	}
 	return got
+}
+
+// legacyCreateCQ turns gorping's CREATE_CQ_EX with the timestamp flag into the legacy
+// CREATE_CQ libmlx5 sent, if every field but the flag carries the same value.
+func legacyCreateCQ(c, w mlx5oracle.Cmd) (mlx5oracle.Cmd, bool) {
+	le := binary.LittleEndian
+	if len(c.Core) < 32 || len(w.Core) < 32 || le.Uint32(c.Core[24:]) != 1 || le.Uint32(c.Core[20:]) != 0 || le.Uint32(c.Core[28:]) != 0 {
+		return c, false // ex: user_handle 0, cqe 8, comp_vector 12, comp_channel 16, comp_mask 20, flags 24
+	}
+	// legacy: response 0, user_handle 8, cqe 16, comp_vector 20, comp_channel 24
+	if !bytes.Equal(c.Core[8:20], w.Core[16:28]) || !bytes.Equal(c.Driver, w.Driver) {
+		return c, false
+	}
+	syms := fmt.Sprint(c.Syms)
+	syms = strings.Replace(syms, "{core 0 user_handle}", "{core 0 response} {core 8 user_handle}", 1)
+	syms = strings.Replace(syms, "{core 16 fd}", "{core 24 fd}", 1)
+	if syms != fmt.Sprint(w.Syms) {
+		return c, false
+	}
+	return w, true
 }
 
 // compareOpen checks context creation, where gorping deliberately differs: one
@@ -402,6 +616,10 @@ func compareOpen(t *testing.T, want mlx5oracle.StepRecord, got mlx5oracle.Observ
 	if len(got.UAR) != len(want.UAR) {
 		t.Errorf("gorping mapped %d UAR pages, libmlx5 %d", len(got.UAR), len(want.UAR))
 	}
+	// The mappings themselves: offset (command and index in page units), length, prot.
+	if fmt.Sprint(got.Mmaps) != fmt.Sprint(want.Mmaps) {
+		t.Errorf("mmaps of the device file: gorping %+v, libmlx5 %+v", got.Mmaps, want.Mmaps)
+	}
 	for name := range want.UAR {
 		if _, ok := got.UAR[name]; !ok {
 			t.Errorf("gorping did not map UAR page %s", name)
@@ -423,13 +641,23 @@ func compareResult(t *testing.T, i int, s mlx5oracle.Step, want mlx5oracle.StepR
 		check("port", []int{r.State, r.LID, r.LinkLayer, r.ActiveMTU}, []int{w.State, w.LID, w.LinkLayer, w.ActiveMTU})
 	case mlx5oracle.KMR:
 		check("keys", []uint32{r.LKey, r.RKey}, []uint32{w.LKey, w.RKey})
-	case mlx5oracle.KCQ:
+	case mlx5oracle.KCQ, mlx5oracle.KCQEx:
 		check("cqe", r.CQE, w.CQE)
 	case mlx5oracle.KQP:
 		check("qp", []uint32{r.QPN, r.MaxSendWR, r.MaxRecvWR, r.MaxSendSGE, r.MaxRecvSGE, r.MaxInline},
 			[]uint32{w.QPN, w.MaxSendWR, w.MaxRecvWR, w.MaxSendSGE, w.MaxRecvSGE, w.MaxInline})
 	case mlx5oracle.KRecv, mlx5oracle.KSend:
 		check("bad_wr", r.Bad, w.Bad)
+	case mlx5oracle.KQueryDeviceEx:
+		check("timestamp mask, hca_core_clock", []uint64{r.TSMask, r.HCAClock}, []uint64{w.TSMask, w.HCAClock})
+	case mlx5oracle.KPollTS:
+		check("polled", r.N, w.N)
+		for j := 0; j < min(len(r.WC), len(w.WC)); j++ {
+			a, b := r.WC[j], w.WC[j]
+			check(fmt.Sprintf("wc[%d] (wr_id status opcode byte_len qpn ts ns)", j),
+				[]uint64{a.WRID, uint64(a.Status), uint64(a.Opcode), uint64(a.ByteLen), uint64(a.QPNum), a.TS, a.NS},
+				[]uint64{b.WRID, uint64(b.Status), uint64(b.Opcode), uint64(b.ByteLen), uint64(b.QPNum), b.TS, b.NS})
+		}
 	case mlx5oracle.KPoll:
 		check("polled", r.N, w.N)
 		for j := 0; j < min(len(r.WC), len(w.WC)); j++ {

@@ -26,12 +26,24 @@ func init() {
 	}
 }
 
-// GET_CONTEXT request: rdma-core's defaults for the bfreg counts (16 in all, 4 of them
-// dedicated "low latency" ones), CQE version 1, and 4 KiB UARs; no DEVX, no dynamic UARs.
+// GET_CONTEXT request: libmlx5's bfreg counts, CQE version 1 and 4 KiB UARs; no DEVX, no
+// dynamic UARs. libmlx5 asks for 16 bfregs, or as many as one system page holds if more
+// (two per 4 KiB UAR: 32 on a 64 KiB-page kernel), of which max(4, total-12) dedicated
+// "low latency" ones.
 const (
-	reqTotalBfregs  = 16
-	reqLowLatBfregs = 4
+	defTotalBfregs  = 16
+	defLowLatBfregs = 4
+	medBfregsMax    = 12 // MLX5_MED_BFREGS_TSHOLD
 )
+
+func reqBfregs(pageSize int) (total, lowLat int) {
+	total = max(defTotalBfregs, pageSize/uarSize*usableBfregsUAR)
+	return total, max(defLowLatBfregs, total-medBfregsMax)
+}
+
+// pageSize is the kernel's page size; a variable so that the oracle tests can run the
+// provider as on a 16 or 64 KiB-page kernel.
+var pageSize = unix.Getpagesize
 
 type provider struct{}
 
@@ -40,9 +52,11 @@ func (provider) DriverID() uint32     { return mlx5DriverID }
 func (provider) ABIRange() (int, int) { return mlx5ABI, mlx5ABI }
 
 func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
+	ps := pageSize()
+	total, low := reqBfregs(ps)
 	req := allocUcontextReq{
-		TotalNumBfregs:      reqTotalBfregs,
-		NumLowLatencyBfregs: reqLowLatBfregs,
+		TotalNumBfregs:      uint32(total),
+		NumLowLatencyBfregs: uint32(low),
 		MaxCqeVersion:       cqeVersionMax,
 		LibCaps:             libCap4KUAR,
 	}
@@ -56,7 +70,7 @@ func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverb
 	if err != nil {
 		return nil, err
 	}
-	return newContext(dev, cc, &r, attr, unix.Getpagesize())
+	return newContext(dev, cc, &r, attr, ps, low)
 }
 
 // context is the provider's per-context state: the static UAR pages, the bfregs QPs were
@@ -78,9 +92,10 @@ type context struct {
 
 	table qpTable
 	dbrs  dbrAllocator
+	clock *clockPage // the kernel's clock_info page; nil: no completion timestamps
 }
 
-func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, attr uverbs.DeviceAttr, pageSize int) (*context, error) {
+func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, attr uverbs.DeviceAttr, pageSize, lowLat int) (*context, error) {
 	if r.TotBfregs == 0 {
 		return nil, errors.New("mlx5: the kernel gave the context no static UARs (dynamic UARs only), which gorping does not support")
 	}
@@ -104,7 +119,7 @@ func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, a
 			maxSQDescSz: int(r.MaxSqDescSz), maxRQDescSz: int(r.MaxRqDescSz),
 			maxSendWQEBB: int(r.MaxSendWqebb), maxRecvWR: int(r.MaxRecvWr),
 		},
-		pageSize: pageSize, nupp: nupp, lowLat: reqLowLatBfregs, bfregs: map[int]*bfreg{},
+		pageSize: pageSize, nupp: nupp, lowLat: lowLat, bfregs: map[int]*bfreg{},
 		dbrs: dbrAllocator{pageSize: pageSize, slot: max(int(r.CacheLineSize), 64)},
 	}
 	// Map every static UAR page now, as libmlx5 does: bfregs are handed out by CREATE_QP and
@@ -117,6 +132,13 @@ func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, a
 		}
 		c.uars = append(c.uars, b)
 	}
+	// The clock_info page converts completion timestamps; libmlx5 maps it here too. A
+	// kernel without it (or refusing it) leaves the context without timestamps.
+	if r.ClockInfoVersions&(1<<clockInfoV1) != 0 {
+		if b, err := cmd.Mmap(uarMmapOffset(mmapClockInfo, clockInfoV1, pageSize), pageSize, unix.PROT_READ); err == nil {
+			c.clock = &clockPage{b: b, ci: (*clockInfo)(unsafe.Pointer(&b[0]))}
+		}
+	}
 	return c, nil
 }
 
@@ -126,6 +148,10 @@ func (c *context) unmapUARs() error {
 		errs = append(errs, c.cmd.Munmap(b))
 	}
 	c.uars = nil
+	if c.clock != nil {
+		errs = append(errs, c.cmd.Munmap(c.clock.b))
+		c.clock = nil
+	}
 	return errors.Join(errs...)
 }
 
@@ -139,9 +165,16 @@ func (c *context) Describe() string {
 	if c.resp.BfRegSize != 0 {
 		bf = fmt.Sprintf("BlueFlame registers of %d bytes", c.resp.BfRegSize)
 	}
-	return fmt.Sprintf("mlx5 %s: vendor %#x part %d, %d static UAR pages of %d bytes (%d UARs each), %d bfregs (%d low-latency), %s, cqe_version %d, max_sq_desc %d, max_rq_desc %d, max_send_wqebb %d, max_recv_wr %d",
+	ts := "no clock_info page (no completion timestamps)"
+	if c.clock != nil {
+		ts = "clock_info page (completion timestamps, free-running format)"
+	}
+	if c.resp.CompMask&respMaskRealTimeTS != 0 {
+		ts += ", device can stamp real time (not used)"
+	}
+	return fmt.Sprintf("mlx5 %s: vendor %#x part %d, %d static UAR pages of %d bytes (%d UARs each), %d bfregs (%d low-latency), %s, cqe_version %d, max_sq_desc %d, max_rq_desc %d, max_send_wqebb %d, max_recv_wr %d, %s",
 		c.dev.Name, c.vendor, c.part, len(c.uars), c.pageSize, c.nupp, c.resp.TotBfregs, c.lowLat, bf,
-		c.resp.CqeVersion, c.lim.maxSQDescSz, c.lim.maxRQDescSz, c.lim.maxSendWQEBB, c.lim.maxRecvWR)
+		c.resp.CqeVersion, c.lim.maxSQDescSz, c.lim.maxRQDescSz, c.lim.maxSendWQEBB, c.lim.maxRecvWR, ts)
 }
 
 // bfreg returns the bfreg with gross index idx as CREATE_QP reported it.

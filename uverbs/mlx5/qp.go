@@ -18,6 +18,8 @@ type qp struct {
 	db  dbrec
 	bf  *bfreg
 	g   qpGeometry
+
+	sendCQ, recvCQ *cq // cleaned of the QP's CQEs when it is destroyed
 }
 
 func (q *qp) PostSend(wr *uverbs.SendWR) error {

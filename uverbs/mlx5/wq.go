@@ -27,9 +27,9 @@ var (
 // be32 stores v big-endian at b[0:4].
 func be32(b []byte, v uint32) { binary.BigEndian.PutUint32(b, v) }
 
-// storeBE32 publishes a big-endian doorbell-record word with one aligned 32-bit store. It is
-// an atomic store so that an in-process device model reading it is properly ordered.
-func storeBE32(p *uint32, v uint32) { atomic.StoreUint32(p, hostToBE32(v)) }
+// storeBE32 publishes a big-endian doorbell-record word (mmio.StoreRecord: one aligned
+// 32-bit store, seen by the recorder of the oracle and the device model).
+func storeBE32(p *uint32, v uint32) { mmio.StoreRecord(p, hostToBE32(v)) }
 
 // hostToBE32 returns the value whose in-memory bytes are v big-endian (amd64 and arm64 are
 // little-endian; the provider only registers there).

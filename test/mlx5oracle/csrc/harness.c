@@ -12,8 +12,10 @@
 // stdout: "Q <cmd> <in_words> <out_words> <hex>" queries and "E <json>" events.
 // The line formats are documented in ../doc.go.
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <infiniband/mlx5dv.h>
 #include <infiniband/verbs.h>
 #include <rdma/ib_user_verbs.h>
 #include <signal.h>
@@ -31,7 +33,10 @@
 #include <unistd.h>
 
 #define DEVNODE "/dev/infiniband/uverbs0"
-#define PAGE 4096
+
+// The page size the libraries see (sysconf), from $ORACLE_PAGE_SIZE: a 16 or 64 KiB-page
+// kernel's view on this 4 KiB-page host. mmap offsets of the uverbs fd are in these pages.
+static long page_size = 4096;
 
 static int uverbs_fd = -1;
 static FILE *in;
@@ -120,6 +125,21 @@ int ioctl(int fd, unsigned long req, ...)
 	return syscall(SYS_ioctl, fd, req, arg);
 }
 
+long sysconf(int name)
+{
+	static long (*real)(int);
+	if (name == _SC_PAGESIZE)
+		return page_size;
+	if (!real)
+		real = (long (*)(int))dlsym(RTLD_NEXT, "sysconf");
+	return real(name);
+}
+
+int getpagesize(void)
+{
+	return page_size;
+}
+
 /* ---------- event output ---------- */
 
 static void hexout(const void *p, size_t n)
@@ -175,6 +195,15 @@ static void forget(const char *kind, int id)
 			regions[i].len = 0;
 }
 
+// region_at returns the index of the watched region holding address a, or -1.
+static int region_at(uintptr_t a)
+{
+	for (int i = 0; i < n_regions; i++)
+		if (regions[i].len && a >= (uintptr_t)regions[i].addr && a < (uintptr_t)regions[i].addr + regions[i].len)
+			return i;
+	return -1;
+}
+
 static void emit_mem(void)
 {
 	for (int i = 0; i < n_regions; i++) {
@@ -192,7 +221,7 @@ static void emit_mem(void)
 	}
 }
 
-/* ---------- UAR pages and store capture ---------- */
+/* ---------- UAR pages, doorbell records and store capture ---------- */
 
 struct uar {
 	uint8_t *addr;
@@ -202,16 +231,31 @@ struct uar {
 static struct uar uars[64];
 static int n_uars;
 
-struct store {
-	int uar;
-	unsigned off, width;
+// Host pages holding doorbell records (learned from the "W <name>.db" lines): kept
+// read-only like the UAR pages, so every store to a record is captured in order too.
+static uint8_t *dbpages[64];
+static int n_dbpages;
+#define HOST_PAGE 4096
+
+// One entry of a step's device-visible sequence: a store to a UAR page or a doorbell
+// record (target = "uar<i>" or the record's region name), or a fence instruction
+// executed while a data-path verb was traced.
+struct seqev {
+	int uar;	 // store to uars[uar], or -1
+	int region;	 // store to regions[region] (a doorbell record), or -1
+	uintptr_t addr;	 // the store's address
+	unsigned width;
 	uint8_t bytes[32];
+	const char *fence; // non-NULL: a fence, no store
 };
-static struct store stores[4096];
-static volatile int n_stores;
-static volatile int pending = -1; // uar index of the store being single-stepped
+static struct seqev seq[8192];
+static volatile int n_seq;
+static volatile int pending = -1; // protected range of the store being single-stepped
+static volatile int pending_db;	  // ... which is a doorbell-record page
+static volatile int pending_tf;	  // the trap flag was set for it (not by tracing)
 static volatile uintptr_t pending_addr;
 static volatile unsigned pending_width;
+static volatile int tracing; // a data-path verb runs single-stepped: record its fences
 
 static int uar_of(uintptr_t a)
 {
@@ -219,6 +263,24 @@ static int uar_of(uintptr_t a)
 		if (a >= (uintptr_t)uars[i].addr && a < (uintptr_t)uars[i].addr + uars[i].len)
 			return i;
 	return -1;
+}
+
+static int dbpage_of(uintptr_t a)
+{
+	for (int i = 0; i < n_dbpages; i++)
+		if (a >= (uintptr_t)dbpages[i] && a < (uintptr_t)dbpages[i] + HOST_PAGE)
+			return i;
+	return -1;
+}
+
+static struct seqev *seq_next(void)
+{
+	if (n_seq >= (int)(sizeof(seq) / sizeof(seq[0])))
+		return NULL;
+	struct seqev *e = &seq[n_seq++];
+	memset(e, 0, sizeof(*e));
+	e->uar = e->region = -1;
+	return e;
 }
 
 #if defined(__x86_64__) && !defined(ORACLE_NO_STEP)
@@ -269,64 +331,159 @@ static unsigned store_width(const uint8_t *ip)
 	return 0;
 }
 
+// fence_kind classifies the instruction at ip as an ordering instruction: sfence,
+// lfence, mfence, or "locked" (a LOCK-prefixed instruction or an XCHG with memory,
+// which x86 executes as a full barrier); NULL for anything else.
+static const char *fence_kind(const uint8_t *ip)
+{
+	int lock = 0;
+	for (;;) {
+		if (*ip == 0xf0) {
+			lock = 1;
+			ip++;
+		} else if (*ip == 0x66 || *ip == 0xf2 || *ip == 0xf3 || *ip == 0x2e || *ip == 0x3e ||
+			   *ip == 0x26 || *ip == 0x64 || *ip == 0x65 || *ip == 0x36) {
+			ip++;
+		} else
+			break;
+	}
+	if ((*ip & 0xf0) == 0x40)
+		ip++;
+	if (lock)
+		return "locked";
+	if (ip[0] == 0x0f && ip[1] == 0xae) {
+		if (ip[2] == 0xf8)
+			return "sfence";
+		if (ip[2] == 0xe8)
+			return "lfence";
+		if (ip[2] == 0xf0)
+			return "mfence";
+	}
+	if ((ip[0] == 0x86 || ip[0] == 0x87) && (ip[1] >> 6) != 3)
+		return "locked";
+	return NULL;
+}
+
 static void on_segv(int sig, siginfo_t *si, void *uc_)
 {
 	ucontext_t *uc = uc_;
 	uintptr_t a = (uintptr_t)si->si_addr;
-	int u = uar_of(a);
-	if (u < 0 || pending >= 0) {
+	int u = uar_of(a), d = u < 0 ? dbpage_of(a) : -1;
+	(void)sig;
+	if ((u < 0 && d < 0) || pending >= 0) {
 		signal(SIGSEGV, SIG_DFL);
 		return;
 	}
-	pending = u;
+	pending = u >= 0 ? u : d;
+	pending_db = u < 0;
 	pending_addr = a;
 	pending_width = store_width((const uint8_t *)uc->uc_mcontext.gregs[REG_RIP]);
-	mprotect(uars[u].addr, uars[u].len, PROT_READ | PROT_WRITE);
+	if (pending_db)
+		mprotect(dbpages[d], HOST_PAGE, PROT_READ | PROT_WRITE);
+	else
+		mprotect(uars[u].addr, uars[u].len, PROT_READ | PROT_WRITE);
+	pending_tf = !(uc->uc_mcontext.gregs[REG_EFL] & 0x100);
 	uc->uc_mcontext.gregs[REG_EFL] |= 0x100; // trap after this one instruction
-	(void)sig;
 }
+
+static int region_at(uintptr_t a);
 
 static void on_trap(int sig, siginfo_t *si, void *uc_)
 {
 	ucontext_t *uc = uc_;
 	(void)sig;
 	(void)si;
-	if (pending < 0)
-		return;
-	int u = pending;
-	if (n_stores < (int)(sizeof(stores) / sizeof(stores[0]))) {
-		struct store *s = &stores[n_stores];
-		s->uar = u;
-		s->off = pending_addr - (uintptr_t)uars[u].addr;
-		s->width = pending_width;
-		unsigned w = pending_width ? pending_width : 8;
-		if (w > sizeof(s->bytes))
-			w = sizeof(s->bytes);
-		memcpy(s->bytes, (const void *)pending_addr, w);
-		n_stores++;
+	if (pending >= 0) {
+		int u = pending;
+		struct seqev *e = seq_next();
+		if (e) {
+			if (pending_db)
+				e->region = region_at(pending_addr);
+			else
+				e->uar = u;
+			e->addr = pending_addr;
+			e->width = pending_width;
+			unsigned w = pending_width ? pending_width : 8;
+			if (w > sizeof(e->bytes))
+				w = sizeof(e->bytes);
+			memcpy(e->bytes, (const void *)pending_addr, w);
+		}
+		if (pending_db)
+			mprotect(dbpages[u], HOST_PAGE, PROT_READ);
+		else
+			mprotect(uars[u].addr, uars[u].len, PROT_READ);
+		if (pending_tf)
+			uc->uc_mcontext.gregs[REG_EFL] &= ~0x100UL;
+		pending = -1;
 	}
-	mprotect(uars[u].addr, uars[u].len, PROT_READ);
-	uc->uc_mcontext.gregs[REG_EFL] &= ~0x100UL;
-	pending = -1;
+	if (tracing) {
+		const char *f = fence_kind((const uint8_t *)uc->uc_mcontext.gregs[REG_RIP]);
+		struct seqev *e = f ? seq_next() : NULL;
+		if (e)
+			e->fence = f;
+	}
+}
+
+// trace_on/trace_off run the code between them single-stepped (the trap flag), so that
+// on_trap sees every instruction and records the fences among them.
+static inline void trace_on(void)
+{
+	tracing = 1;
+	__asm__ volatile("pushfq; orq $0x100, (%%rsp); popfq" ::: "memory", "cc");
+}
+static inline void trace_off(void)
+{
+	__asm__ volatile("pushfq; andq $-257, (%%rsp); popfq" ::: "memory", "cc");
+	tracing = 0;
 }
 #define UAR_PROT PROT_READ
 #define HAVE_STEP 1
 #else
 #define UAR_PROT (PROT_READ | PROT_WRITE)
 #define HAVE_STEP 0
+static inline void trace_on(void) {}
+static inline void trace_off(void) {}
 #endif
+
+// protect_dbrec makes the host page of a newly learned doorbell record read-only, so its
+// stores are captured like those to UAR pages.
+static void protect_dbrec(uint8_t *addr)
+{
+#if HAVE_STEP
+	uint8_t *page = (uint8_t *)((uintptr_t)addr & ~(uintptr_t)(HOST_PAGE - 1));
+	if (dbpage_of((uintptr_t)page) >= 0 || n_dbpages >= 64)
+		return;
+	dbpages[n_dbpages++] = page;
+	mprotect(page, HOST_PAGE, PROT_READ);
+#else
+	(void)addr;
+#endif
+}
 
 static void emit_stores(void)
 {
-	for (int i = 0; i < n_stores; i++) {
-		struct store *s = &stores[i];
+	for (int i = 0; i < n_seq; i++) {
+		struct seqev *s = &seq[i];
+		if (s->fence) {
+			printf("E {\"ev\":\"fence\",\"kind\":\"%s\"}\n", s->fence);
+			continue;
+		}
 		unsigned w = s->width ? s->width : 8;
-		printf("E {\"ev\":\"store\",\"page\":\"uar%lu\",\"off\":%u,\"width\":%u,\"hex\":\"",
-		       uars[s->uar].pgoff & 0xff, s->off, s->width);
+		if (s->uar >= 0)
+			printf("E {\"ev\":\"store\",\"page\":\"uar%lu\",\"off\":%lu,\"width\":%u,\"hex\":\"",
+			       uars[s->uar].pgoff & 0xff, (unsigned long)(s->addr - (uintptr_t)uars[s->uar].addr),
+			       s->width);
+		else if (s->region >= 0)
+			printf("E {\"ev\":\"store\",\"page\":\"%s\",\"off\":%lu,\"width\":%u,\"hex\":\"",
+			       regions[s->region].name,
+			       (unsigned long)(s->addr - (uintptr_t)regions[s->region].addr), s->width);
+		else
+			printf("E {\"ev\":\"store\",\"page\":\"dbpage\",\"off\":%lu,\"width\":%u,\"hex\":\"",
+			       (unsigned long)(s->addr & (HOST_PAGE - 1)), s->width);
 		hexout(s->bytes, w > sizeof(s->bytes) ? sizeof(s->bytes) : w);
 		printf("\"}\n");
 	}
-	n_stores = 0;
+	n_seq = 0;
 #if !HAVE_STEP
 	// Without single-stepping, the final content of each UAR page stands in.
 	for (int i = 0; i < n_uars; i++) {
@@ -337,15 +494,35 @@ static void emit_stores(void)
 #endif
 }
 
+// fill_clock_info writes the fake kernel's clock_info page ($ORACLE_CLOCK_INFO: nsec,
+// cycles, frac, mult, shift, mask; struct mlx5_ib_clock_info, sign 0).
+static void fill_clock_info(void *p)
+{
+	const char *e = getenv("ORACLE_CLOCK_INFO");
+	unsigned long long v[6] = { 0 };
+	if (!e || sscanf(e, "%llu,%llu,%llu,%llu,%llu,%llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6)
+		return;
+	uint8_t *b = p;
+	uint32_t mult = v[3], shift = v[4];
+	memcpy(b + 8, &v[0], 8);
+	memcpy(b + 16, &v[1], 8);
+	memcpy(b + 24, &v[2], 8);
+	memcpy(b + 32, &mult, 4);
+	memcpy(b + 36, &shift, 4);
+	memcpy(b + 40, &v[5], 8);
+}
+
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	if (fd >= 0 && fd == uverbs_fd) {
-		unsigned long pgoff = off / PAGE;
+		unsigned long pgoff = off / page_size;
 		unsigned cmd = (pgoff >> 8) & 0xff;
 		void *p = (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
 					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		printf("E {\"ev\":\"mmap\",\"off\":%lu,\"len\":%zu,\"prot\":%d,\"flags\":%d}\n",
 		       (unsigned long)off, len, prot, flags);
+		if (p != MAP_FAILED && cmd == 7)
+			fill_clock_info(p);
 		if (p != MAP_FAILED && (cmd == 0 || cmd == 2 || cmd == 3) && n_uars < 64) {
 			uars[n_uars++] = (struct uar){ p, len, pgoff };
 			mprotect(p, len, UAR_PROT);
@@ -395,6 +572,9 @@ static ssize_t fake_write(const void *buf, size_t len)
 			r->addr = (uint8_t *)(uintptr_t)a;
 			r->len = l;
 			r->last = NULL;
+			size_t nl = strlen(r->name);
+			if (nl > 3 && !strcmp(r->name + nl - 3, ".db"))
+				protect_dbrec(r->addr);
 			continue;
 		}
 		if (line[0] == 'A') {
@@ -492,6 +672,7 @@ static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_comp_channel *chan;
 static struct ibv_cq *cq[MAXOBJ];
+static struct ibv_cq_ex *cqx[MAXOBJ]; // CQs made by cq_ex (also in cq[])
 static struct ibv_qp *qp[MAXOBJ];
 static struct ibv_mr *mr[MAXOBJ];
 static int chan_idx = -1;
@@ -661,7 +842,9 @@ static int run_step(char *line, char *res, size_t cap)
 			wr[i].sg_list = g[i];
 			wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
 		}
+		trace_on();
 		int r = ibv_post_recv(qp[id], wr, &bad);
+		trace_off();
 		snprintf(res, cap, "\"bad\":%d", bad ? (int)(bad - wr) : -1);
 		if (r)
 			errno = r;
@@ -685,7 +868,9 @@ static int run_step(char *line, char *res, size_t cap)
 			wr[i].sg_list = g[i];
 			wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
 		}
+		trace_on();
 		int r = ibv_post_send(qp[id], wr, &bad);
+		trace_off();
 		snprintf(res, cap, "\"bad\":%d", bad ? (int)(bad - wr) : -1);
 		if (r)
 			errno = r;
@@ -704,13 +889,76 @@ static int run_step(char *line, char *res, size_t cap)
 		memcpy(r->addr + slot * 64, b, 64);
 		return 0;
 	}
+	if (!strcmp(op, "query_device_ex")) {
+		struct ibv_device_attr_ex a;
+		memset(&a, 0, sizeof(a));
+		int r = ibv_query_device_ex(ctx, NULL, &a);
+		snprintf(res, cap, "\"ts_mask\":%llu,\"hca_clock\":%llu",
+			 (unsigned long long)a.completion_timestamp_mask, (unsigned long long)a.hca_core_clock);
+		if (r)
+			errno = r;
+		return r ? -1 : 0;
+	}
+	if (!strcmp(op, "cq_ex")) {
+		int id = num(&s), cqe = num(&s), wch = num(&s), ts = num(&s);
+		struct ibv_cq_init_attr_ex a;
+		memset(&a, 0, sizeof(a));
+		a.cqe = cqe;
+		a.channel = wch ? chan : NULL;
+		a.wc_flags = IBV_WC_STANDARD_FLAGS | (ts ? IBV_WC_EX_WITH_COMPLETION_TIMESTAMP : 0);
+		cqx[id] = ibv_create_cq_ex(ctx, &a);
+		cq[id] = cqx[id] ? ibv_cq_ex_to_cq(cqx[id]) : NULL;
+		if (cq[id])
+			snprintf(res, cap, "\"cqe\":%d", cq[id]->cqe);
+		return cq[id] ? 0 : -1;
+	}
+	if (!strcmp(op, "poll_ts")) {
+		// The extended poll API: each completion's raw timestamp, and that timestamp
+		// converted with the clock_info page by mlx5dv_ts_to_ns.
+		int id = num(&s), n = num(&s);
+		struct ibv_poll_cq_attr pa;
+		struct mlx5dv_clock_info ci;
+		memset(&pa, 0, sizeof(pa));
+		memset(&ci, 0, sizeof(ci));
+		int cr = mlx5dv_get_clock_info(ctx, &ci);
+		size_t o = snprintf(res, cap, "\"wc\":[");
+		int k = 0;
+		trace_on();
+		int r = ibv_start_poll(cqx[id], &pa);
+		trace_off();
+		while (r == 0 && k < n) {
+			uint64_t ts = ibv_wc_read_completion_ts(cqx[id]);
+			o += snprintf(res + o, cap - o,
+				      "%s{\"wr_id\":%llu,\"status\":%d,\"opcode\":%d,\"byte_len\":%u,\"qp_num\":%u,"
+				      "\"ts\":%llu,\"ns\":%llu}",
+				      k ? "," : "", (unsigned long long)cqx[id]->wr_id, cqx[id]->status,
+				      ibv_wc_read_opcode(cqx[id]), ibv_wc_read_byte_len(cqx[id]),
+				      ibv_wc_read_qp_num(cqx[id]), (unsigned long long)ts,
+				      (unsigned long long)(cr ? 0 : mlx5dv_ts_to_ns(&ci, ts)));
+			k++;
+			if (k == n)
+				break;
+			trace_on();
+			r = ibv_next_poll(cqx[id]);
+			trace_off();
+		}
+		if (k > 0) {
+			trace_on();
+			ibv_end_poll(cqx[id]);
+			trace_off();
+		}
+		snprintf(res + o, cap - o, "],\"n\":%d,\"clock_err\":%d", k, cr);
+		return 0;
+	}
 	if (!strcmp(op, "poll")) {
 		int id = num(&s), n = num(&s);
 		struct ibv_wc wc[64];
 		if (n > 64)
 			n = 64;
 		memset(wc, 0, sizeof(wc));
+		trace_on();
 		int r = ibv_poll_cq(cq[id], n, wc);
+		trace_off();
 		size_t o = snprintf(res, cap, "\"n\":%d,\"wc\":[", r);
 		for (int i = 0; i < r && o < cap; i++)
 			o += snprintf(res + o, cap - o,
@@ -729,7 +977,9 @@ static int run_step(char *line, char *res, size_t cap)
 	}
 	if (!strcmp(op, "arm")) {
 		int id = num(&s), sol = num(&s);
+		trace_on();
 		int r = ibv_req_notify_cq(cq[id], sol);
+		trace_off();
 		if (r)
 			errno = r;
 		return r ? -1 : 0;
@@ -779,6 +1029,29 @@ static int run_step(char *line, char *res, size_t cap)
 	return -1;
 }
 
+// ts_to_ns_vectors: stdin holds records of seven little-endian u64 (nsec, last_cycles,
+// frac, mult, shift, mask, device timestamp); for each, stdout gets mlx5dv_ts_to_ns's
+// result as a little-endian u64.
+static int ts_to_ns_vectors(void)
+{
+	uint64_t v[7], out[1024];
+	int n = 0;
+	while (fread(v, sizeof(v), 1, stdin) == 1) {
+		struct mlx5dv_clock_info ci = {
+			.nsec = v[0], .last_cycles = v[1], .frac = v[2],
+			.mult = (uint32_t)v[3], .shift = (uint32_t)v[4], .mask = v[5],
+		};
+		out[n++] = mlx5dv_ts_to_ns(&ci, v[6]);
+		if (n == 1024) {
+			fwrite(out, sizeof(out[0]), n, stdout);
+			n = 0;
+		}
+	}
+	fwrite(out, sizeof(out[0]), n, stdout);
+	fflush(stdout);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static char script[1 << 20], res[1 << 16];
@@ -786,12 +1059,16 @@ int main(int argc, char **argv)
 	int n = 0;
 	size_t used = 0;
 
+	if (argc == 2 && !strcmp(argv[1], "--ts-to-ns"))
+		return ts_to_ns_vectors();
 	if (argc != 2)
 		die("usage: harness SYSFS_DIR < script");
 	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
 	in = stdin;
 	make_sysfs(argv[1]);
 	setenv("SYSFS_PATH", argv[1], 1);
+	if (getenv("ORACLE_PAGE_SIZE"))
+		page_size = strtol(getenv("ORACLE_PAGE_SIZE"), NULL, 0);
 	unsetenv("MLX5_SHUT_UP_BF");
 	unsetenv("MLX5_TOTAL_UUARS");
 	unsetenv("MLX5_NUM_LOW_LAT_UUARS");

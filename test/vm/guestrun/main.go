@@ -39,6 +39,7 @@ func run() int {
 	var (
 		suite     = flag.String("suite", "bookworm", "Debian suite of the guest: bookworm or trixie")
 		arch      = flag.String("arch", "amd64", "Debian architecture of the guest: amd64 or arm64")
+		flavour   = flag.String("kernel-flavour", "", "another kernel of the architecture: 16k (arm64, trixie: 16 KiB pages)")
 		matrix    = flag.Bool("matrix", false, "run every guest: "+targets(vm.Matrix))
 		pkgs      = flag.String("pkgs", "./test/guest", "Go packages (space or comma separated) whose guest-tagged tests run, in order; \"all\": every package with guest-tagged tests")
 		runRe     = flag.String("run", "", "only tests matching this regexp (go test -run)")
@@ -159,27 +160,28 @@ func run() int {
 		set(&to.Fetch, *fetchTO)
 		set(&to.Build, *buildTO)
 		if *fetchOnly {
-			if err := fetch(ctx, t, cache, *refresh, to.Fetch); err != nil {
+			if err := fetch(ctx, t, *flavour, cache, *refresh, to.Fetch); err != nil {
 				fmt.Printf("guest %s: ERROR in step fetch: %v\n", t, err)
 				return vm.ExitInfra
 			}
 			continue
 		}
 		rep := vm.Run(ctx, vm.Options{
-			Target:      t,
-			ModuleRoot:  root,
-			Pkgs:        strings.FieldsFunc(*pkgs, func(r rune) bool { return r == ',' || r == ' ' }),
-			TestRun:     *runRe,
-			TestSkip:    *skipRe,
-			Cmd:         *cmd,
-			Timeouts:    to,
-			Refresh:     *refresh,
-			Interactive: *inter,
-			Keep:        *keep,
-			CacheRoot:   cache,
-			Siw:         vm.SiwVariant{Unpatched: *siwRaw, AcceptDelay: *siwDelay},
-			Files:       files,
-			Out:         os.Stdout,
+			Target:        t,
+			ModuleRoot:    root,
+			Pkgs:          strings.FieldsFunc(*pkgs, func(r rune) bool { return r == ',' || r == ' ' }),
+			TestRun:       *runRe,
+			TestSkip:      *skipRe,
+			Cmd:           *cmd,
+			Timeouts:      to,
+			Refresh:       *refresh,
+			Interactive:   *inter,
+			Keep:          *keep,
+			CacheRoot:     cache,
+			Siw:           vm.SiwVariant{Unpatched: *siwRaw, AcceptDelay: *siwDelay},
+			KernelFlavour: *flavour,
+			Files:         files,
+			Out:           os.Stdout,
 		})
 		fmt.Println(rep.Verdict())
 		reports = append(reports, rep)
@@ -214,10 +216,10 @@ func run() int {
 }
 
 // fetch fills the cache for one target (-fetch-only).
-func fetch(ctx context.Context, t vm.Target, cache string, refresh bool, d time.Duration) error {
+func fetch(ctx context.Context, t vm.Target, flavour, cache string, refresh bool, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	f := &vm.Fetcher{Target: t, Root: cache, Refresh: refresh, Log: os.Stdout}
+	f := &vm.Fetcher{Target: t, KernelFlavour: flavour, Root: cache, Refresh: refresh, Log: os.Stdout}
 	r, err := f.Fetch(ctx)
 	if err != nil {
 		return err

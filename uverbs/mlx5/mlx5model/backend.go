@@ -12,7 +12,6 @@ import (
 // Values the model's driver answers with: those of a ConnectX-6 as the oracle's fake
 // kernel gave libmlx5.
 const (
-	pageSize     = 4096
 	maxSQDescSz  = 1024
 	maxRQDescSz  = 512
 	maxSendWQEBB = 1 << 15
@@ -23,11 +22,11 @@ const (
 
 // mctx is one uverbs context on the model (one open of the device).
 type mctx struct {
-	uars    [][]byte
+	uars    [][]byte // static UAR system pages (PageSize bytes, nupp UARs each)
+	nupp    int
 	tot     int // static bfregs
 	lowLat  int
-	bfUsers map[int]int // net bfreg index -> QPs
-	lastArm uint64
+	bfUsers map[int]int      // net bfreg index -> QPs
 	pipes   map[int]*os.File // read fd handed out -> write end
 	async   *os.File
 	dead    bool
@@ -45,13 +44,34 @@ func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
 // Write executes one command (header | core | driver data) and writes the response where
 // the request's first u64 points, as the kernel does.
+//
+// Extended commands (bit 31) carry ib_uverbs_ex_cmd_hdr after the header: the response
+// address, then the driver's in and out sizes, all sizes in 8-byte words. exec sees them
+// with the ex header stripped and the response address first, like a legacy command.
 func (b *backend) Write(p []byte) (int, error) {
-	if len(p) < 8 || int(binary.LittleEndian.Uint16(p[4:]))*4 != len(p) {
+	if len(p) < 8 {
 		return 0, unix.EINVAL
 	}
 	cmd := le32(p)
-	outLen := int(binary.LittleEndian.Uint16(p[6:])) * 4
-	req := p[8:]
+	inW, outW := int(binary.LittleEndian.Uint16(p[4:])), int(binary.LittleEndian.Uint16(p[6:]))
+	var req []byte
+	var outLen int
+	if cmd&exFlag != 0 {
+		if len(p) < 24 {
+			return 0, unix.EINVAL
+		}
+		provIn, provOut := int(binary.LittleEndian.Uint16(p[16:])), int(binary.LittleEndian.Uint16(p[18:]))
+		if 24+(inW+provIn)*8 != len(p) || le32(p[20:]) != 0 {
+			return 0, unix.EINVAL
+		}
+		req = append(append([]byte(nil), p[8:16]...), p[24:]...) // response, core, driver
+		outLen = (outW + provOut) * 8
+	} else {
+		if inW*4 != len(p) {
+			return 0, unix.EINVAL
+		}
+		req, outLen = p[8:], outW*4
+	}
 	n := b.nic
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -66,6 +86,8 @@ func (b *backend) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+const exFlag = 0x80000000
 
 func putLE(vals ...uint32) []byte {
 	var b []byte
@@ -91,13 +113,23 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 			n.fail("GET_CONTEXT asks flags %#x comp_mask %#x lib_caps %#x", flags, mask, caps)
 			return nil, unix.EINVAL
 		}
-		if tot == 0 || tot > 512 || low > tot-1 {
+		if le64(d[24:])&1 == 0 {
+			n.fail("GET_CONTEXT without lib_caps 4K_UAR")
 			return nil, unix.EINVAL
 		}
-		tot = (tot + 1) &^ 1
-		x := &mctx{tot: tot, lowLat: low, bfUsers: map[int]int{}, pipes: map[int]*os.File{}}
-		for i := 0; i < tot/2; i++ {
-			page, err := unix.Mmap(-1, 0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		// As mlx5_ib: the bfregs asked for are rounded up to whole system pages.
+		nupp := n.cfg.PageSize / uarSize
+		perPage := 2 * nupp
+		if tot == 0 || tot > 512 {
+			return nil, unix.EINVAL
+		}
+		tot = (tot + perPage - 1) / perPage * perPage
+		if low > tot-1 {
+			return nil, unix.EINVAL
+		}
+		x := &mctx{tot: tot, lowLat: low, nupp: nupp, bfUsers: map[int]int{}, pipes: map[int]*os.File{}}
+		for i := 0; i < tot/perPage; i++ {
+			page, err := unix.Mmap(-1, 0, n.cfg.PageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 			if err != nil {
 				return nil, err
 			}
@@ -115,6 +147,7 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 		}
 		b.x = x
 		n.ctxs = append(n.ctxs, x)
+		n.addUARs(x)
 		cqeVersion := uint32(1)
 		if d[16] == 0 {
 			cqeVersion = 0
@@ -126,11 +159,40 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 		out = append(out, putLE(maxSendWQEBB, maxRecvWR, 1<<15)...)
 		out = binary.LittleEndian.AppendUint16(out, 1) // num_ports
 		out = binary.LittleEndian.AppendUint16(out, 0)
-		out = append(out, putLE(0, 72)...) // comp_mask, response_length
-		out = append(out, byte(cqeVersion), 3, 0, 0)
+		out = append(out, putLE(0, 72)...)           // comp_mask, response_length
+		out = append(out, byte(cqeVersion), 3, 0, 1) // clock_info_versions: V1
 		out = binary.LittleEndian.AppendUint64(out, 0)
-		out = append(out, putLE(12, 1, 0, 0)...) // log_uar_size, num_uars_per_page
+		out = append(out, putLE(12, uint32(nupp), 0, 0)...) // log_uar_size, num_uars_per_page
 		return out, nil
+	case 1 | exFlag: // QUERY_DEVICE_EX: the base attributes, then the timestamp clock
+		base, _ := b.exec(1, req, outLen)
+		out := make([]byte, 304)
+		copy(out, base)
+		binary.LittleEndian.PutUint32(out[180:], 304)       // response_length
+		binary.LittleEndian.PutUint64(out[208:], clockMask) // completion_timestamp_mask
+		binary.LittleEndian.PutUint64(out[216:], clockKHz)  // hca_core_clock
+		return out, nil
+	case 18 | exFlag: // CREATE_CQ_EX: the legacy request's fields at other offsets, and flags
+		if len(req) < 8+32+32 {
+			return nil, unix.EINVAL
+		}
+		x := req[8:]
+		if le32(x[20:]) != 0 || le32(x[24:])&^1 != 0 {
+			n.fail("CREATE_CQ_EX: comp_mask %#x flags %#x", le32(x[20:]), le32(x[24:]))
+			return nil, unix.EOPNOTSUPP
+		}
+		legacy := make([]byte, 32, 32+len(x)-32)
+		copy(legacy[0:8], req[0:8]) // response
+		copy(legacy[8:28], x[0:20]) // user_handle, cqe, comp_vector, comp_channel
+		legacy = append(legacy, x[32:]...)
+		resp, err := b.createCQ(legacy, le32(x[24:])&1 != 0)
+		if err != nil {
+			return nil, err
+		}
+		// ib_uverbs_ex_create_cq_resp: the legacy answer, comp_mask, response_length;
+		// then the driver's (cqn).
+		out := append(append([]byte(nil), resp[:8]...), putLE(0, 16)...)
+		return append(out, resp[8:]...), nil
 	case 1: // QUERY_DEVICE
 		out := make([]byte, 176)
 		binary.LittleEndian.PutUint64(out[8:], 0x0100c9fffe000002)
@@ -177,39 +239,13 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 		b.x.pipes[fd] = w
 		return putLE(uint32(fd)), nil
 	case 18: // CREATE_CQ
-		if len(req) < 32+32 {
-			return nil, unix.EINVAL
-		}
-		cqe := le32(req[16:])
-		ch := int32(le32(req[24:]))
-		d := req[32:]
-		ncqe := cqe + 1
-		if !pow2(ncqe) || le32(d[16:]) != 64 || d[20] != 0 || binary.LittleEndian.Uint16(d[22:]) != 0 {
-			n.fail("CREATE_CQ: cqe %d, cqe_size %d, compression %d, flags %#x", cqe, le32(d[16:]), d[20], binary.LittleEndian.Uint16(d[22:]))
-			return nil, unix.EINVAL
-		}
-		n.nextN++
-		c := &mcq{handle: n.nextN, cookie: le64(req[8:]), cqn: n.nextN | 0x400, ncqe: ncqe,
-			buf: mem(le64(d[0:]), int(ncqe)*64), db: (*[2]uint32)(ptrAt(le64(d[8:]))), x: b.x}
-		for i := 63; i < len(c.buf); i += 64 {
-			if c.buf[i] != 0xf0 {
-				n.fail("CREATE_CQ: CQE %d op_own %#x, want 0xf0", i/64, c.buf[i])
-				return nil, unix.EINVAL
-			}
-		}
-		if ch >= 0 {
-			c.channel = b.x.pipes[int(ch)]
-			if c.channel == nil {
-				return nil, unix.EINVAL
-			}
-		}
-		n.cqs = append(n.cqs, c)
-		return putLE(c.handle, cqe, c.cqn, 0), nil
+		return b.createCQ(req, false)
 	case 20: // DESTROY_CQ
 		h := le32(req[8:])
 		for _, c := range n.cqs {
 			if c.handle == h && !c.dead {
 				c.dead = true
+				n.setCQ(c, false)
 				// Like the kernel, report the events user space has read: those still in
 				// the channel are not (the model gives each CQ its own channel).
 				read := c.events
@@ -244,6 +280,7 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 			if q.handle == h && !q.dead {
 				q.dead = true
 				delete(n.qps, qpn)
+				n.setQP(q, false)
 				b.x.bfUsers[q.bfreg]--
 				return putLE(0), nil
 			}
@@ -306,13 +343,48 @@ func (b *backend) createQP(req []byte) ([]byte, error) {
 		}
 	}
 	x.bfUsers[net]++
-	q.bfreg = net
-	q.uar = x.uars[net/2]
+	q.bfreg, q.x = net, x
 	n.qps[q.qpn] = q
+	n.setQP(q, true)
 	gross := uint32(net/2*4 + net%2)
 	out := putLE(q.handle, q.qpn, le32(req[32:]), le32(req[36:]), le32(req[40:]), le32(req[44:]), le32(req[48:]), 0)
 	out = append(out, putLE(gross, 0, 0, 0, 0, 0, 0, 0)...)
 	return append(out, make([]byte, 8)...), nil
+}
+
+// createCQ makes a CQ from a legacy CREATE_CQ request (the extended one arrives converted);
+// ts: stamp its CQEs with the device clock.
+func (b *backend) createCQ(req []byte, ts bool) ([]byte, error) {
+	n := b.nic
+	if len(req) < 32+32 {
+		return nil, unix.EINVAL
+	}
+	cqe := le32(req[16:])
+	ch := int32(le32(req[24:]))
+	d := req[32:]
+	ncqe := cqe + 1
+	if !pow2(ncqe) || le32(d[16:]) != 64 || d[20] != 0 || binary.LittleEndian.Uint16(d[22:]) != 0 {
+		n.fail("CREATE_CQ: cqe %d, cqe_size %d, compression %d, flags %#x", cqe, le32(d[16:]), d[20], binary.LittleEndian.Uint16(d[22:]))
+		return nil, unix.EINVAL
+	}
+	n.nextN++
+	c := &mcq{handle: n.nextN, cookie: le64(req[8:]), cqn: n.nextN | 0x400, ncqe: ncqe,
+		buf: mem(le64(d[0:]), int(ncqe)*64), db: (*[2]uint32)(ptrAt(le64(d[8:]))), x: b.x, ts: ts}
+	for i := 63; i < len(c.buf); i += 64 {
+		if c.buf[i] != 0xf0 {
+			n.fail("CREATE_CQ: CQE %d op_own %#x, want 0xf0", i/64, c.buf[i])
+			return nil, unix.EINVAL
+		}
+	}
+	if ch >= 0 {
+		c.channel = b.x.pipes[int(ch)]
+		if c.channel == nil {
+			return nil, unix.EINVAL
+		}
+	}
+	n.cqs = append(n.cqs, c)
+	n.setCQ(c, true)
+	return putLE(c.handle, cqe, c.cqn, 0), nil
 }
 
 // ptrAt is the pointer at a process address the provider passed in a command.
@@ -322,10 +394,19 @@ func ptrAt(a uint64) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&
 func (b *backend) Mmap(off int64, length, prot int) ([]byte, error) {
 	b.nic.mu.Lock()
 	defer b.nic.mu.Unlock()
-	if b.x == nil || length != pageSize || off%pageSize != 0 {
+	ps := int64(b.nic.cfg.PageSize)
+	if b.x == nil || length != int(ps) || off%ps != 0 {
+		b.nic.fail("mmap offset %#x length %d: not one %d-byte page", off, length, ps)
 		return nil, unix.EINVAL
 	}
-	pg := off / pageSize
+	pg := off / ps
+	if cmd := (pg >> 8) & 0xff; cmd == 7 { // the clock_info page, read-only
+		if pg&0xff != 0 || prot&unix.PROT_WRITE != 0 {
+			b.nic.fail("clock_info mmap index %d prot %#x", pg&0xff, prot)
+			return nil, unix.EPERM
+		}
+		return b.nic.clock.page, nil
+	}
 	cmd, idx := (pg>>8)&0xff, int(pg&0xff|(pg>>16)&0xff<<8)
 	if cmd != 0 || idx >= len(b.x.uars) || prot&unix.PROT_WRITE == 0 {
 		b.nic.fail("mmap offset %#x (command %d, index %d), prot %#x", off, cmd, idx, prot)

@@ -21,13 +21,27 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/uverbs"
 )
 
 // Config shapes the modelled device.
 type Config struct {
 	BfRegSize int // 0: no write combining, doorbells only; 512 like a ConnectX-6
+	// KeepStamps keeps, per CQ with completion timestamps, every CQE's opcode and
+	// timestamp (Stamps), for tests that check what was made of them.
+	KeepStamps bool
+	// PageSize is the modelled kernel's page size (0: 4096). With 16 or 64 KiB pages one
+	// UAR mapping holds 4 or 16 UARs of 4 KiB, as on arm64 kernels with large pages.
+	PageSize int
 }
+
+// Layout of a 4 KiB UAR (the device's, written out here independently of the provider).
+const (
+	uarSize    = 4096
+	bfOffset   = 0x800 // first BlueFlame register / doorbell
+	cqDoorbell = 0x20  // CQ arm doorbell of the first UAR
+)
 
 // NIC is one modelled adapter. Contexts opened on it (Open) can reach each other's QPs.
 type NIC struct {
@@ -44,18 +58,40 @@ type NIC struct {
 	done   chan struct{}
 	closed bool
 	stats  Stats
+
+	passes   atomic.Uint64 // engine passes (tests wait for the engine with it)
+	rs       ringState     // doorbells from the mmio recorder (doorbell.go)
+	clock    *devClock     // the device clock and its clock_info page (clock.go)
+	rfMu     sync.Mutex
+	ringErrs []string // violations ring found, moved to errs by the engine
+	cancel   func()
 }
 
 // Stats counts what the model executed.
 type Stats struct {
 	Sends, Writes, Reads, Recvs, CQEs, ErrorCQEs, Events int
 	SQLaps, RQLaps, CQLaps                               int // times a ring index wrapped
+	Doorbells, BlueFlames, Arms                          int // UAR stores that rang an SQ (8-byte doorbell or BlueFlame copy) or armed a CQ
 }
 
-// New starts a model; Close stops it.
+// New starts a model; Close stops it. It panics unless Available() is nil: without the
+// mmio recorder no doorbell would ever reach it.
 func New(cfg Config) *NIC {
+	if err := Available(); err != nil {
+		panic(err)
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = 4096
+	}
 	n := &NIC{cfg: cfg, qps: map[uint32]*mqp{}, mrs: map[uint32]*mmr{}, nextN: 0x100,
 		stop: make(chan struct{}), done: make(chan struct{})}
+	n.rs.qps, n.rs.cqs, n.rs.bfPart = map[uint32]*mqp{}, map[uint32]*mcq{}, map[uintptr][]byte{}
+	clk, err := newDevClock(cfg.PageSize)
+	if err != nil {
+		panic(fmt.Sprintf("mlx5model: clock page: %v", err))
+	}
+	n.clock = clk
+	n.cancel = mmio.Subscribe(n.ring)
 	go n.run()
 	return n
 }
@@ -94,6 +130,7 @@ func (n *NIC) Close() {
 	}
 	n.closed = true
 	n.mu.Unlock()
+	n.cancel()
 	close(n.stop)
 	<-n.done
 }
@@ -130,12 +167,37 @@ type mcq struct {
 	channel *os.File
 	x       *mctx
 
-	armWord uint32 // last arm word seen in the doorbell record
+	armWord uint32 // last arm word rung
 	armed   bool
 	armCI   uint32
 	events  uint32
 	dead    bool
+	ts      bool // created with completion timestamps: stamp every CQE
+	stamps  []Stamp
 }
+
+// Stamp is one timestamped CQE: its opcode (op_own >> 4) and the device clock in it.
+type Stamp struct {
+	Opcode byte
+	TS     uint64
+}
+
+// Stamps returns the CQEs the model stamped on the CQ with number cqn, in order
+// (Config.KeepStamps).
+func (n *NIC) Stamps(cqn uint32) []Stamp {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, c := range n.cqs {
+		if c.cqn == cqn {
+			return append([]Stamp(nil), c.stamps...)
+		}
+	}
+	return nil
+}
+
+// TimestampNS converts a device timestamp as the model's clock_info page defines it
+// (frac 0, so the snapshot does not matter beyond 1 ns of rounding).
+func TimestampNS(ts uint64) uint64 { return cyclesNS(ts) }
 
 // mqp is a QP as the device sees it.
 type mqp struct {
@@ -150,12 +212,14 @@ type mqp struct {
 	state             uint8
 	dest              uint32
 	sigAll            bool
-	bfreg             int
-	uar               []byte // the UAR page of its bfreg
+	bfreg             int // net bfreg index: UAR bfreg/2, register bfreg%2
+	x                 *mctx
 
-	sqCI uint32 // next SQ block to execute
-	rqCI uint32 // next RQ slot to consume (count)
-	dead bool
+	sqCI     uint32 // next SQ block to execute
+	rung     uint32 // SQ producer counter (16 bits) the last doorbell announced
+	rungOnce bool
+	rqCI     uint32 // next RQ slot to consume (count)
+	dead     bool
 }
 
 func be32(b []byte) uint32   { return binary.BigEndian.Uint32(b) }
@@ -180,6 +244,7 @@ func (n *NIC) run() {
 		n.mu.Lock()
 		progress := n.step()
 		n.mu.Unlock()
+		n.passes.Add(1)
 		if progress {
 			idle = 0
 			continue
@@ -194,7 +259,10 @@ func (n *NIC) run() {
 }
 
 func (n *NIC) step() bool {
-	progress := false
+	progress := n.doorbells()
+	if now := time.Now(); now.Sub(n.clock.updated) >= clockRefresh {
+		n.clock.refresh(now)
+	}
 	for _, q := range n.qps {
 		if q.dead {
 			continue
@@ -209,9 +277,6 @@ func (n *NIC) step() bool {
 			}
 		}
 	}
-	for _, x := range n.ctxs {
-		n.checkUARArm(x)
-	}
 	for _, c := range n.cqs {
 		if !c.dead {
 			progress = n.checkArm(c) || progress
@@ -220,8 +285,8 @@ func (n *NIC) step() bool {
 	return progress
 }
 
-// sqPI is the producer counter the provider published for q's SQ.
-func (q *mqp) sqPI() uint32 { return dbrec(&q.db[1]) }
+// rqPI is the producer counter the provider published for q's RQ: receives need no
+// doorbell, the device reads the record when a message arrives.
 func (q *mqp) rqPI() uint32 { return dbrec(&q.db[0]) }
 
 // wqe returns the send WQE block i (masked) of q.
@@ -242,8 +307,8 @@ type sge struct {
 // execOne executes the next posted send WQE of q; false if there is none (or it must wait
 // for a receive at the peer).
 func (n *NIC) execOne(q *mqp) bool {
-	if q.sqCI&0xffff == q.sqPI() {
-		return false
+	if q.sqCI&0xffff == q.rung {
+		return false // nothing rung beyond what ran
 	}
 	start := q.block(q.sqCI)
 	ctrl := q.buf[start : start+16]
@@ -251,7 +316,7 @@ func (n *NIC) execOne(q *mqp) bool {
 	opcode, idx := byte(w0), uint16(w0>>8)
 	ds, qpn := int(w1&0x3f), w1>>8
 	fm := ctrl[11]
-	if idx != uint16(q.sqCI) || qpn != q.qpn || ds < 1 {
+	if idx != uint16(q.sqCI) || qpn != q.qpn || ds < 1 || uint32(ds*16+63)/64 > (q.rung-q.sqCI)&0xffff {
 		n.fail("QP %#x: WQE at block %d has index %d, qpn %#x, ds %d", q.qpn, q.sqCI, idx, qpn, ds)
 		q.state = 6
 		return true
@@ -450,12 +515,13 @@ func (n *NIC) deliver(peer, from *mqp, data []byte, opcode byte, imm uint32) byt
 // flush completes everything outstanding on a QP in ERR with WR_FLUSH_ERR.
 func (n *NIC) flush(q *mqp) bool {
 	progress := false
-	for q.sqCI&0xffff != q.sqPI() {
+	for q.sqCI&0xffff != q.rung {
 		start := q.block(q.sqCI)
 		w0, w1 := be32(q.buf[start:]), be32(q.buf[start+4:])
 		blocks := uint32((int(w1&0x3f)*16 + 63) / 64)
 		idx := uint16(w0 >> 8)
-		q.sqCI += max(blocks, 1)
+		// A WQE that does not end by the rung index is garbage: flush up to there only.
+		q.sqCI += min(max(blocks, 1), (q.rung-q.sqCI)&0xffff)
 		n.cqe(q.sendCQ, q, 13, func(c []byte) {
 			c[55] = 0x05
 			binary.BigEndian.PutUint32(c[56:], w0&0xff<<24|q.qpn)
@@ -487,6 +553,12 @@ func (n *NIC) cqe(c *mcq, q *mqp, opcode byte, fill func([]byte)) {
 	binary.BigEndian.PutUint32(e[32:], q.uidx)
 	var last [4]byte
 	fill(e)
+	if c.ts {
+		n.clock.stamp(e)
+		if n.cfg.KeepStamps {
+			c.stamps = append(c.stamps, Stamp{Opcode: opcode, TS: binary.BigEndian.Uint64(e[48:])})
+		}
+	}
 	copy(last[:3], e[60:63])
 	owner := byte(0)
 	if c.pi&c.ncqe != 0 {
@@ -504,39 +576,10 @@ func (n *NIC) cqe(c *mcq, q *mqp, opcode byte, fill func([]byte)) {
 	}
 }
 
-// checkUARArm reads the arm doorbell of a context's first UAR page: a new 8-byte value
-// (arm word, CQN) arms that CQ. It also checks the value against the CQ's record.
-func (n *NIC) checkUARArm(x *mctx) {
-	if x.dead {
-		return
-	}
-	v := atomic.LoadUint64((*uint64)(unsafe.Pointer(&x.uars[0][0x20])))
-	if v == x.lastArm {
-		return
-	}
-	x.lastArm = v
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], v)
-	w, cqn := be32(b[0:]), be32(b[4:])
-	for _, c := range n.cqs {
-		if c.cqn == cqn && !c.dead && c.x == x {
-			c.armWord, c.armed, c.armCI = w, true, w&0xffffff
-			return
-		}
-	}
-	n.fail("arm doorbell for unknown CQ %#x", cqn)
-}
-
-// checkArm notices a new arm request in the doorbell record and fires the event once a
-// CQE beyond the armed consumer index exists.
+// checkArm fires the completion event of an armed CQ (armDoorbell) once a CQE beyond
+// the armed consumer index exists.
 func (n *NIC) checkArm(c *mcq) bool {
-	w := dbrec(&c.db[1])
 	progress := false
-	if w != c.armWord {
-		c.armWord = w
-		c.armed = true
-		c.armCI = w & 0xffffff
-	}
 	if c.armed && c.channel != nil && (c.pi-c.armCI)&0xffffff > 0 && (c.pi-c.armCI)&0xffffff <= c.ncqe {
 		c.armed = false
 		var ev [8]byte

@@ -1,0 +1,62 @@
+package mlx5
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// Completion timestamps. A CQ created with uverbs.CQTimestamps
+// (IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION) gets the device's clock in every CQE
+// (mlx5_cqe64.timestamp, big-endian). Which clock: mlx5_ib gives a QP whose CQs carry that
+// flag the free-running format (a cycle counter) and refuses to create the QP
+// (EOPNOTSUPP) if the device cannot stamp free-running; the real-time format
+// (seconds<<32 | nanoseconds) is used only for CQs created with the driver flag
+// MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS, which gorping never sets. So a timestamp here is
+// always cycles, converted to nanoseconds with the kernel's clock_info page, exactly as
+// libmlx5's mlx5dv_ts_to_ns does (the oracle checks the arithmetic against that C
+// function on a million vectors).
+
+// clockPage is the mapped clock_info page (nil when the kernel offers none).
+type clockPage struct {
+	b  []byte
+	ci *clockInfo
+}
+
+// snapshot reads the page under its sequence count: retried while the kernel is writing
+// (odd sign) or wrote meanwhile, at most a few times, as libmlx5 (EBUSY then).
+func (p *clockPage) snapshot() (clockInfo, bool) {
+	sign := (*uint32)(unsafe.Pointer(&p.ci.Sign))
+	for try := 0; try < 10; try++ {
+		s := atomic.LoadUint32(sign)
+		if s&clockInfoUpdating != 0 {
+			continue
+		}
+		c := clockInfo{
+			Nsec:   atomic.LoadUint64(&p.ci.Nsec),
+			Cycles: atomic.LoadUint64(&p.ci.Cycles),
+			Frac:   atomic.LoadUint64(&p.ci.Frac),
+			Mult:   atomic.LoadUint32(&p.ci.Mult),
+			Shift:  atomic.LoadUint32(&p.ci.Shift),
+			Mask:   atomic.LoadUint64(&p.ci.Mask),
+		}
+		if atomic.LoadUint32(sign) == s {
+			return c, true
+		}
+	}
+	return clockInfo{}, false
+}
+
+// tsToNS converts a device timestamp to nanoseconds with a clock_info snapshot: the cycles
+// since (or, if the timestamp looks older, before) the snapshot's, scaled by mult and
+// shift with the kept fraction. Unsigned 64-bit arithmetic wraps as in C.
+func tsToNS(c *clockInfo, ts uint64) uint64 {
+	delta := (ts - c.Cycles) & c.Mask
+	nsec := c.Nsec
+	if delta > c.Mask/2 {
+		delta = (c.Cycles - ts) & c.Mask
+		nsec -= (delta*uint64(c.Mult) - c.Frac) >> c.Shift
+	} else {
+		nsec += (delta*uint64(c.Mult) + c.Frac) >> c.Shift
+	}
+	return nsec
+}

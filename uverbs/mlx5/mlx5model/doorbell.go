@@ -1,0 +1,269 @@
+package mlx5model
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/gorping/gorping/internal/mmio"
+)
+
+// Doorbells reach the model as they reach a device: as stores to the UAR pages. The
+// provider's MMIO stores go through internal/mmio, whose recorder (built with -tags
+// mmiorecord) calls ring for every one of them on the provider's goroutine. ring looks
+// only at stores into this NIC's UAR pages, checks there and then what a device would
+// check at that moment (the doorbell record already says what the doorbell rings), and
+// queues the doorbell for the engine. Nothing else starts a send queue or arms a CQ: a
+// provider that never rings is never served.
+
+// ErrNoRecorder is returned by Available when the test binary cannot show the model its
+// doorbells.
+var ErrNoRecorder = errors.New("mlx5model: this test binary has no mmio recorder, so the model cannot see doorbells (build with -tags mmiorecord, as make unit does)")
+
+// Available reports whether the model can run in this binary.
+func Available() error {
+	if !mmio.Recording {
+		return ErrNoRecorder
+	}
+	return nil
+}
+
+// doorbell is one ring the engine has still to act on.
+type doorbell struct {
+	x     *mctx
+	uar   int    // 4 KiB UAR within the context's static UARs (page·nupp + uar in page)
+	off   int    // offset inside that UAR
+	bytes []byte // the doorbell (8 bytes) or the whole BlueFlame copy (64·n bytes)
+	bf    bool
+	rec   uint32 // the doorbell record at the time of the ring (SQ: send counter, CQ: arm word)
+}
+
+// uarRange is one UAR page of a context, for ring's address lookup.
+type uarRange struct {
+	start, end uintptr
+	x          *mctx
+	page       int
+}
+
+// ringState is what ring needs without taking n.mu (the engine holds that for long).
+type ringState struct {
+	mu     sync.Mutex
+	uars   []uarRange
+	qps    map[uint32]*mqp // by QPN: live QPs (their dbrec pointers are fixed)
+	cqs    map[uint32]*mcq // by CQN
+	bfPart map[uintptr][]byte
+	queue  []doorbell
+}
+
+func (n *NIC) ring(e mmio.Event) {
+	if e.Op != mmio.OpStore64 && e.Op != mmio.OpCopy64 {
+		return
+	}
+	r := &n.rs
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var u *uarRange
+	for i := range r.uars {
+		if e.Addr >= r.uars[i].start && e.Addr < r.uars[i].end {
+			u = &r.uars[i]
+			break
+		}
+	}
+	if u == nil {
+		return // not this NIC's
+	}
+	inPage := int(e.Addr - u.start)
+	db := doorbell{x: u.x, uar: u.page*u.x.nupp + inPage/uarSize, off: inPage % uarSize}
+	data := append([]byte(nil), e.Data[:e.Len]...)
+	if db.off == cqDoorbell && e.Op == mmio.OpStore64 {
+		if c := r.cqs[binary.BigEndian.Uint32(data[4:])]; c != nil && c.x == u.x {
+			db.rec = beLoad(&c.db[1])
+		}
+		db.bytes = data
+		r.queue = append(r.queue, db)
+		return
+	}
+	if e.Op == mmio.OpStore64 {
+		db.bytes = data
+		db.rec = r.sqRecord(data)
+		r.queue = append(r.queue, db)
+		return
+	}
+	// BlueFlame: the chunks of one copy arrive one by one, ascending from the half's start.
+	db.bf = true
+	if first := n.cfg.BfRegSize == 0 || (db.off-bfOffset)%(n.cfg.BfRegSize/2) == 0; !first {
+		part := r.bfPart[e.Addr-64]
+		if part == nil {
+			n.ringFail("BlueFlame chunk at UAR %d +%#x continues no copy (bf_reg_size %d)", db.uar, db.off, n.cfg.BfRegSize)
+			return
+		}
+		delete(r.bfPart, e.Addr-64)
+		data = append(part, data...)
+		db.off -= len(part)
+	}
+	ds := int(data[7] & 0x3f)
+	if need := alignUp(ds*16, 64); len(data) < need {
+		r.bfPart[e.Addr] = data // wait for the next chunk
+		return
+	}
+	db.bytes = data
+	db.rec = r.sqRecord(data)
+	r.queue = append(r.queue, db)
+}
+
+// sqRecord returns the send doorbell record of the QP a doorbell names (r.mu held).
+func (r *ringState) sqRecord(ctrl []byte) uint32 {
+	if q := r.qps[binary.BigEndian.Uint32(ctrl[4:])>>8]; q != nil {
+		return beLoad(&q.db[1])
+	}
+	return 0
+}
+
+// ringFail records a violation from ring, which runs without n.mu.
+func (n *NIC) ringFail(format string, args ...any) {
+	n.rfMu.Lock()
+	n.ringErrs = append(n.ringErrs, fmt.Sprintf(format, args...))
+	n.rfMu.Unlock()
+}
+
+// doorbells acts on the queued doorbells (n.mu held).
+func (n *NIC) doorbells() bool {
+	n.rs.mu.Lock()
+	q := n.rs.queue
+	n.rs.queue = nil
+	n.rs.mu.Unlock()
+	n.rfMu.Lock()
+	n.errs = append(n.errs, n.ringErrs...)
+	n.ringErrs = nil
+	n.rfMu.Unlock()
+	for _, db := range q {
+		if db.off == cqDoorbell {
+			n.armDoorbell(db)
+		} else {
+			n.sqDoorbell(db)
+		}
+	}
+	return len(q) > 0
+}
+
+// armDoorbell arms the CQ the doorbell names: the arm word and CQN, checked against the
+// CQ's arm record, which the provider writes before ringing.
+func (n *NIC) armDoorbell(db doorbell) {
+	w, cqn := binary.BigEndian.Uint32(db.bytes), binary.BigEndian.Uint32(db.bytes[4:])
+	if db.uar != 0 {
+		n.fail("CQ arm doorbell on UAR %d; the kernel put every CQ of the context on UAR 0", db.uar)
+		return
+	}
+	for _, c := range n.cqs {
+		if c.cqn == cqn && !c.dead && c.x == db.x {
+			if db.rec != w {
+				n.fail("CQ %#x arm doorbell %#08x, but its doorbell record says %#08x", cqn, w, db.rec)
+				return
+			}
+			c.armWord, c.armed, c.armCI = w, true, w&0xffffff
+			n.stats.Arms++
+			return
+		}
+	}
+	n.fail("arm doorbell for unknown CQ %#x", cqn)
+}
+
+// sqDoorbell lets the named QP's send queue run up to the rung WQE, after checking the
+// doorbell as a device would: the QP is on this bfreg, the bytes are the first 8 bytes of
+// that WQE's control segment (BlueFlame: the whole WQE) as it lies in the send queue, and
+// the doorbell record announces exactly the WQEs up to and including it.
+func (n *NIC) sqDoorbell(db doorbell) {
+	w0, w1 := binary.BigEndian.Uint32(db.bytes), binary.BigEndian.Uint32(db.bytes[4:])
+	qpn, idx, ds := w1>>8, w0>>8&0xffff, int(w1&0x3f)
+	q := n.qps[qpn]
+	if q == nil || q.dead || q.x != db.x {
+		n.fail("doorbell for unknown QP %#x (UAR %d +%#x)", qpn, db.uar, db.off)
+		return
+	}
+	k := q.bfreg % 2
+	reg := bfOffset + k*n.cfg.BfRegSize
+	if db.uar != q.bfreg/2 || (db.off != reg && db.off != reg+n.cfg.BfRegSize/2) {
+		n.fail("QP %#x rang UAR %d +%#x; its bfreg %d is UAR %d +%#x", qpn, db.uar, db.off, q.bfreg, q.bfreg/2, reg)
+		return
+	}
+	if db.bf && (n.cfg.BfRegSize == 0 || q.bfreg == 0) {
+		n.fail("QP %#x: BlueFlame write on a bfreg without BlueFlame (bf_reg_size %d, bfreg %d)", qpn, n.cfg.BfRegSize, q.bfreg)
+		return
+	}
+	blocks := uint32((ds*16 + 63) / 64)
+	if db.rec != (idx+blocks)&0xffff {
+		n.fail("QP %#x: doorbell for WQE %d (%d blocks), but the doorbell record says %d", qpn, idx, blocks, db.rec)
+		return
+	}
+	// The rung WQE must be in the queue as rung: the doorbell is its first 8 bytes, a
+	// BlueFlame copy all of it (whole 64-byte blocks, wrapping at the SQ end).
+	start := q.block(idx)
+	for i := range db.bytes {
+		if b := q.buf[q.sqAt(start, i)]; b != db.bytes[i] {
+			kind := "doorbell"
+			if db.bf {
+				kind = "BlueFlame copy"
+			}
+			n.fail("QP %#x: %s byte %d is %#02x, the WQE %d in the send queue has %#02x", qpn, kind, i, db.bytes[i], idx, b)
+			return
+		}
+	}
+	if db.bf {
+		n.stats.BlueFlames++
+	} else {
+		n.stats.Doorbells++
+	}
+	q.rung = (idx + blocks) & 0xffff
+	q.rungOnce = true
+}
+
+// register/unregister keep ringState in step with the objects (called under n.mu).
+func (n *NIC) addUARs(x *mctx) {
+	n.rs.mu.Lock()
+	defer n.rs.mu.Unlock()
+	for i, p := range x.uars {
+		start := uintptrOf(p)
+		n.rs.uars = append(n.rs.uars, uarRange{start: start, end: start + uintptr(len(p)), x: x, page: i})
+	}
+}
+
+func (n *NIC) setQP(q *mqp, live bool) {
+	n.rs.mu.Lock()
+	defer n.rs.mu.Unlock()
+	if live {
+		n.rs.qps[q.qpn] = q
+	} else {
+		delete(n.rs.qps, q.qpn)
+	}
+}
+
+func (n *NIC) setCQ(c *mcq, live bool) {
+	n.rs.mu.Lock()
+	defer n.rs.mu.Unlock()
+	if live {
+		n.rs.cqs[c.cqn] = c
+	} else {
+		delete(n.rs.cqs, c.cqn)
+	}
+}
+
+func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
+
+// NewForTest is New for tests: without the mmio recorder it skips t loudly, or fails it
+// under CI=true; the model is closed when t ends.
+func NewForTest(t testing.TB, cfg Config) *NIC {
+	t.Helper()
+	if err := Available(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skipf("*** SKIPPING: %v ***", err)
+	}
+	n := New(cfg)
+	t.Cleanup(n.Close)
+	return n
+}
