@@ -63,11 +63,9 @@ var schedule func(cfg rping.Config)
 // oneProcForEvents runs an event-mode gorping on one P (GOMAXPROCS=1). Each
 // completion event wakes the ping loop from the netpoller; with a second P the
 // runtime also wakes and spins another thread looking for work, which costs a
-// thread hand-off and CPU per event. `make bench` measured the difference in one
-// guest: gorping x gorping went from 1.15x stock rping's wall time and 1.56x its
-// CPU time to 0.77x and 0.96x (README, Performance figures). --poll keeps every
-// CPU: each busy-polling loop needs one of its own. A GOMAXPROCS in the
-// environment is the user's choice and wins.
+// thread hand-off and CPU per event (README, Performance figures, has the
+// measurement). --poll keeps every CPU: each busy-polling loop needs one of
+// its own. A GOMAXPROCS in the environment is the user's choice and wins.
 func oneProcForEvents(cfg rping.Config) {
 	if cfg.Poll {
 		return

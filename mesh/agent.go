@@ -71,8 +71,7 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 // tests that run agents in-process do not): one P (GOMAXPROCS=1) unless the environment
 // sets GOMAXPROCS. The agent spends its time waking from the netpoller for completion
 // events and timers; with more Ps the runtime also wakes and spins other threads looking
-// for work. `make bench-mesh` measured 64 targets under TCG at 19–24 % of one CPU with one
-// P and 21–38 % with two, in two runs (docs/mesh.md).
+// for work (docs/mesh.md, Operations, has the measurement).
 func Schedule() {
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		runtime.GOMAXPROCS(1)

@@ -42,9 +42,10 @@ var abiFiles = []string{"class/misc/rdma_cm/abi_version", "class/infiniband_ucma
 
 // fdDevice is the real rdma_cm character device. The fd is non-blocking and
 // registered with Go's netpoller: GET_EVENT parks in rc.Read until ucma's poll
-// reports POLLIN, and Close wakes it. Other commands never block in the kernel
-// and go through rc.Control, which only pins the fd (no read/write lock), so
-// they run concurrently with a parked reader.
+// reports POLLIN, and Close wakes it. Other commands go through rc.Control,
+// which only pins the fd (no read/write lock), so they run concurrently with a
+// parked reader; most return at once, but CONNECT on iWARP waits in the
+// driver's TCP connect (see writeOnce).
 type fdDevice struct {
 	f     *os.File
 	rc    syscall.RawConn

@@ -71,7 +71,7 @@ func sysWrite(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
 // inline (packet build, loopback, the peer's receive) and can take longer
 // than the 20 µs after which the runtime hands a syscall's P to another
 // thread: with one P that is a thread wake-up, a scheduler pass and a thread
-// park for every doorbell, measured as a third of a ping's CPU under TCG.
+// park for every doorbell (docs/architecture.md has the measurement).
 // Only for commands that cannot block: nothing else runs on the P meanwhile.
 func rawWrite(fd int, p []byte) (int, error) {
 	if len(p) == 0 {
