@@ -48,7 +48,7 @@ test: host-deps lint unit unit-arm64 abicheck test-release guest-matrix guest-16
 # run bash, zsh and fish, the release tests dpkg-deb, rpm, skopeo and lintian. Installed only as
 # root on Debian (like qemu for the guest tier). Under CI=true a missing oracle fails
 # the tests. prometheus gives the mesh tests a real Prometheus server and promtool
-# (internal/promtest: a loud skip without it, a failure under CI=true).
+# (test/promtest: a loud skip without it, a failure under CI=true).
 HOST_PKGS := rdmacm-utils libibverbs-dev ibverbs-providers gcc qemu-user \
 	bash zsh fish rpm rpm2cpio cpio skopeo lintian prometheus
 host-deps:

@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
-	"github.com/gorping/gorping/internal/meshtest"
 	"github.com/gorping/gorping/rping"
+	"github.com/gorping/gorping/test/guesttest"
+	"github.com/gorping/gorping/test/meshtest"
 )
 
 // guest tests run under TCG: generous bounds.

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
 	"github.com/gorping/gorping/rdmacm"
+	"github.com/gorping/gorping/test/guesttest"
 	"github.com/gorping/gorping/uverbs"
 	_ "github.com/gorping/gorping/uverbs/rxe"
 	"golang.org/x/sys/unix"

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/test/guesttest"
 	"golang.org/x/sys/unix"
 )
 

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/test/guesttest"
 )
 
 // These tests run Run itself (server and client in this process, or against

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/test/mlx5model"
 	"github.com/gorping/gorping/uverbs"
-	"github.com/gorping/gorping/uverbs/mlx5/mlx5model"
 )
 
 // mlx5Conn is a conn over the mlx5 provider on the in-process ConnectX model: the same
