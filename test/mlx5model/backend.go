@@ -73,6 +73,11 @@ func (b *backend) Write(p []byte) (int, error) {
 		req, outLen = p[8:], outW*4
 	}
 	n := b.nic
+	if n.cfg.Fail != nil {
+		if err := n.cfg.Fail(cmd); err != nil {
+			return 0, err
+		}
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	resp, err := b.exec(cmd, req, outLen)
@@ -168,9 +173,11 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 		base, _ := b.exec(1, req, outLen)
 		out := make([]byte, 304)
 		copy(out, base)
-		binary.LittleEndian.PutUint32(out[180:], 304)       // response_length
-		binary.LittleEndian.PutUint64(out[208:], clockMask) // completion_timestamp_mask
-		binary.LittleEndian.PutUint64(out[216:], clockKHz)  // hca_core_clock
+		binary.LittleEndian.PutUint32(out[180:], 304) // response_length
+		if !n.cfg.NoTimestamps {
+			binary.LittleEndian.PutUint64(out[208:], clockMask) // completion_timestamp_mask
+			binary.LittleEndian.PutUint64(out[216:], clockKHz)  // hca_core_clock
+		}
 		return out, nil
 	case 18 | exFlag: // CREATE_CQ_EX: the legacy request's fields at other offsets, and flags
 		if len(req) < 8+32+32 {
@@ -215,15 +222,20 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 	case 3: // ALLOC_PD
 		n.nextN++
 		return putLE(n.nextN, n.nextN|0x800000), nil // handle, pdn
-	case 4, 13: // DEALLOC_PD, DEREG_MR
-		if cmd == 13 {
-			delete(n.mrs, le32(req))
-		}
+	case 4: // DEALLOC_PD
 		return nil, nil
+	case 13: // DEREG_MR: by handle
+		for key, mr := range n.mrs {
+			if mr.handle == le32(req) {
+				delete(n.mrs, key)
+				return nil, nil
+			}
+		}
+		return nil, unix.EINVAL
 	case 9: // REG_MR
 		n.nextN++
 		key := n.nextN<<8 | 0x07
-		n.mrs[key] = &mmr{addr: le64(req[8:]), length: le64(req[16:]), access: le32(req[36:]), key: key, pd: le32(req[32:])}
+		n.mrs[key] = &mmr{handle: n.nextN, addr: le64(req[8:]), length: le64(req[16:]), access: le32(req[36:]), key: key, pd: le32(req[32:])}
 		return putLE(n.nextN, key, key), nil
 	case 17: // CREATE_COMP_CHANNEL
 		r, w, err := os.Pipe()
