@@ -41,19 +41,23 @@ type deviceJSON struct {
 }
 
 type portJSON struct {
-	Port       int    `json:"port"`
-	State      string `json:"state"`
-	PhysState  string `json:"physical_state"`
-	LinkLayer  string `json:"link_layer"`
-	ActiveMTU  int    `json:"active_mtu"`
-	MaxMTU     int    `json:"max_mtu"`
-	MTUError   string `json:"mtu_error"`
-	Rate       string `json:"rate"`
-	LID        *int   `json:"lid"`
-	SMLID      *int   `json:"sm_lid"`
-	Netdev     string `json:"netdev"`
-	NetdevMTU  int    `json:"netdev_mtu"`
-	MTUWarning string `json:"mtu_warning"`
+	Port       int     `json:"port"`
+	State      string  `json:"state"`
+	PhysState  string  `json:"physical_state"`
+	LinkLayer  string  `json:"link_layer"`
+	ActiveMTU  int     `json:"active_mtu"`
+	MaxMTU     int     `json:"max_mtu"`
+	MTUError   string  `json:"mtu_error"`
+	Rate       string  `json:"rate"`
+	LID        *int    `json:"lid"`
+	SMLID      *int    `json:"sm_lid"`
+	Netdev     string  `json:"netdev"`
+	NetdevMTU  int     `json:"netdev_mtu"`
+	MTUWarning string  `json:"mtu_warning"`
+	LinkDowned *uint64 `json:"link_downed"`
+	CMSent     *uint64 `json:"cm_sent"`
+	CMReceived *uint64 `json:"cm_received"`
+	LinkWarn   string  `json:"link_warning"`
 	GIDs       []struct {
 		Index  int    `json:"index"`
 		GID    string `json:"gid"`
@@ -269,6 +273,10 @@ func TestDevicesMatchRdmaTool(t *testing.T) {
 			}
 			if nm := sysfs(t, "/sys/class/net/"+p.Netdev+"/mtu"); strconv.Itoa(p.NetdevMTU) != nm {
 				t.Errorf("port %d: netdev_mtu %d, sysfs %s", p.Port, p.NetdevMTU, nm)
+			}
+			// rxe counts link-downs and CM messages; the guest's link never went down.
+			if p.LinkDowned == nil || *p.LinkDowned != 0 || p.CMSent == nil || p.CMReceived == nil || p.LinkWarn != "" {
+				t.Errorf("port %d: link_downed %v cm_sent %v cm_received %v link_warning %q", p.Port, p.LinkDowned, p.CMSent, p.CMReceived, p.LinkWarn)
 			}
 			if m := mtus[p.Port]; p.ActiveMTU != m[0] || p.MaxMTU != m[1] || p.MTUError != "" || p.MTUWarning != "" {
 				t.Errorf("port %d: active_mtu %d max_mtu %d (%q, %q); ibv_devinfo %v", p.Port, p.ActiveMTU, p.MaxMTU, p.MTUError, p.MTUWarning, m)
