@@ -38,7 +38,7 @@ func TestProductLinksNoTestCode(t *testing.T) {
 			testPkgs = append(testPkgs, p)
 		}
 	}
-	for _, want := range []string{mod + "test/mlx5model", mod + "test/abicheck",
+	for _, want := range []string{mod + "test/mlx5model", mod + "test/rxemodel", mod + "test/abicheck",
 		mod + "test/guesttest", mod + "test/meshtest", mod + "test/promtest", mod + "internal/hostenv/hostenvtest"} {
 		if !slices.Contains(testPkgs, want) {
 			t.Errorf("go list does not show the test-only package %s: was it moved?", want)

@@ -104,11 +104,59 @@ func normalEnd(t *testing.T, who string, s *side, always bool) {
 	}
 }
 
-// released fails t unless the model holds no QP, CQ or MR any more: free released
-// everything the glue made.
-func released(t *testing.T, live func() (int, int, int)) {
+// deviceModel is what the glue tests use of a device model (test/mlx5model,
+// test/rxemodel).
+type deviceModel interface {
+	Device(name string) uverbs.Device
+	Open(name string) (*uverbs.Context, error)
+	Errors() []string          // what a device would have rejected
+	Live() (qps, cqs, mrs int) // objects not destroyed yet
+}
+
+// modelGlue is a glueRun over device name of m.
+func modelGlue(m deviceModel, name string) glueRun {
+	return glueRun{dev: m.Device(name), open: func(d uverbs.Device) (*uverbs.Context, error) { return m.Open(d.Name) }}
+}
+
+// modelClean fails t if the model saw anything a device would reject, or still holds
+// a QP, CQ or MR: free released everything the glue made.
+func modelClean(t *testing.T, m deviceModel) {
 	t.Helper()
-	if qps, cqs, mrs := live(); qps+cqs+mrs != 0 {
+	if errs := m.Errors(); len(errs) > 0 {
+		t.Fatalf("the device model saw %d violations, first: %s", len(errs), errs[0])
+	}
+	if qps, cqs, mrs := m.Live(); qps+cqs+mrs != 0 {
 		t.Errorf("after the run the device still holds %d QPs, %d CQs, %d MRs", qps, cqs, mrs)
 	}
+}
+
+// modelMode is one way of pinging over a device model.
+type modelMode struct {
+	name         string
+	pings        int
+	poll, selfQP bool // --poll on both sides; -q on both sides
+	bf           int  // mlx5: BlueFlame register size (0: doorbells only)
+}
+
+// pingOverModel runs mode's pings with the client validating and both sides printing
+// the ping data (-V -v, -v), and requires both to exit 0 with rping's lines: the ping
+// data on stdout, at most the DISCONNECT lines on stderr.
+func pingOverModel(t *testing.T, g glueRun, mode modelMode) {
+	t.Helper()
+	cl, sv := newSide(false, DefaultSize, mode.pings), newSide(true, DefaultSize, 0)
+	cl.cfg.Verbose, cl.cfg.Validate, sv.cfg.Verbose = true, true, true
+	cl.cfg.Poll, sv.cfg.Poll = mode.poll, mode.poll
+	cl.cfg.SelfCreateQP, sv.cfg.SelfCreateQP = mode.selfQP, mode.selfQP
+	clSt, svSt := runGlue(t, g, cl, sv)
+	if clSt != 0 || svSt != 0 {
+		t.Fatalf("exit client %d server %d; stderr client %q server %q", clSt, svSt, cl.stderr, sv.stderr)
+	}
+	if got, want := cl.stdout.String(), pingLines("ping data: ", mode.pings, DefaultSize); got != want {
+		t.Errorf("client stdout differs: %d bytes, want %d", len(got), len(want))
+	}
+	if got, want := sv.stdout.String(), pingLines("server ping data: ", mode.pings, DefaultSize); got != want {
+		t.Errorf("server stdout differs: %d bytes, want %d", len(got), len(want))
+	}
+	normalEnd(t, "client", cl, false)
+	normalEnd(t, "server", sv, true)
 }

@@ -13,25 +13,12 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/test/mlx5model"
-	"github.com/gorping/gorping/uverbs"
 	"golang.org/x/sys/unix"
 )
 
 // mlx5Glue is a glueRun over the ConnectX model: the mlx5 provider, its UARs, WQEs,
 // CQEs, BlueFlame and arming, with the model executing the work requests.
-func mlx5Glue(nic *mlx5model.NIC) glueRun {
-	return glueRun{dev: nic.Device("mlx5_0"), open: func(d uverbs.Device) (*uverbs.Context, error) { return nic.Open(d.Name) }}
-}
-
-// modelClean fails t if the model saw anything a device would reject, or holds objects
-// the glue did not release.
-func modelClean(t *testing.T, nic *mlx5model.NIC) {
-	t.Helper()
-	if errs := nic.Errors(); len(errs) > 0 {
-		t.Fatalf("the device model saw %d violations, first: %s", len(errs), errs[0])
-	}
-	released(t, nic.Live)
-}
+func mlx5Glue(nic *mlx5model.NIC) glueRun { return modelGlue(nic, "mlx5_0") }
 
 // TestPingLoopMLX5Model runs rping's client and server, connection glue and ping loops
 // (client with -V and -v, server with -v), for 10,000 pings over the mlx5 provider
@@ -40,31 +27,14 @@ func modelClean(t *testing.T, nic *mlx5model.NIC) {
 // times, and checks the output, the exit statuses, that the model saw nothing a device
 // would reject and that the glue released every object.
 func TestPingLoopMLX5Model(t *testing.T) {
-	for _, mode := range []struct {
-		name   string
-		pings  int
-		poll   bool
-		selfQP bool
-		bf     int
-	}{{"events", 10000, false, false, 512}, {"poll", 10000, true, false, 0}, {"selfqp", 2000, false, true, 512}} {
+	for _, mode := range []modelMode{
+		{name: "events", pings: 10000, bf: 512},
+		{name: "poll", pings: 10000, poll: true},
+		{name: "selfqp", pings: 2000, selfQP: true, bf: 512},
+	} {
 		t.Run(mode.name, func(t *testing.T) {
 			nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: mode.bf})
-			cl, sv := newSide(false, DefaultSize, mode.pings), newSide(true, DefaultSize, 0)
-			cl.cfg.Verbose, cl.cfg.Validate, sv.cfg.Verbose = true, true, true
-			cl.cfg.Poll, sv.cfg.Poll = mode.poll, mode.poll
-			cl.cfg.SelfCreateQP, sv.cfg.SelfCreateQP = mode.selfQP, mode.selfQP
-			clSt, svSt := runGlue(t, mlx5Glue(nic), cl, sv)
-			if clSt != 0 || svSt != 0 {
-				t.Fatalf("exit client %d server %d; stderr client %q server %q", clSt, svSt, cl.stderr, sv.stderr)
-			}
-			if got, want := cl.stdout.String(), pingLines("ping data: ", mode.pings, DefaultSize); got != want {
-				t.Errorf("client stdout differs: %d bytes, want %d", len(got), len(want))
-			}
-			if got, want := sv.stdout.String(), pingLines("server ping data: ", mode.pings, DefaultSize); got != want {
-				t.Errorf("server stdout differs: %d bytes, want %d", len(got), len(want))
-			}
-			normalEnd(t, "client", cl, false)
-			normalEnd(t, "server", sv, true)
+			pingOverModel(t, mlx5Glue(nic), mode)
 			st := nic.Stats()
 			t.Logf("model: %+v", st)
 			modelClean(t, nic)

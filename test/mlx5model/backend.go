@@ -6,6 +6,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/gorping/gorping/test/internal/kcmd"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,38 +40,18 @@ type backend struct {
 	x   *mctx
 }
 
-func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
-func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+func le32(b []byte) uint32 { return kcmd.LE32(b) }
+func le64(b []byte) uint64 { return kcmd.LE64(b) }
+
+var putLE = kcmd.PutLE
 
 // Write executes one command (header | core | driver data) and writes the response where
-// the request's first u64 points, as the kernel does.
-//
-// Extended commands (bit 31) carry ib_uverbs_ex_cmd_hdr after the header: the response
-// address, then the driver's in and out sizes, all sizes in 8-byte words. exec sees them
-// with the ex header stripped and the response address first, like a legacy command.
+// the request's first u64 points, as the kernel does (kcmd: extended commands arrive
+// with their ex header stripped).
 func (b *backend) Write(p []byte) (int, error) {
-	if len(p) < 8 {
-		return 0, unix.EINVAL
-	}
-	cmd := le32(p)
-	inW, outW := int(binary.LittleEndian.Uint16(p[4:])), int(binary.LittleEndian.Uint16(p[6:]))
-	var req []byte
-	var outLen int
-	if cmd&exFlag != 0 {
-		if len(p) < 24 {
-			return 0, unix.EINVAL
-		}
-		provIn, provOut := int(binary.LittleEndian.Uint16(p[16:])), int(binary.LittleEndian.Uint16(p[18:]))
-		if 24+(inW+provIn)*8 != len(p) || le32(p[20:]) != 0 {
-			return 0, unix.EINVAL
-		}
-		req = append(append([]byte(nil), p[8:16]...), p[24:]...) // response, core, driver
-		outLen = (outW + provOut) * 8
-	} else {
-		if inW*4 != len(p) {
-			return 0, unix.EINVAL
-		}
-		req, outLen = p[8:], outW*4
+	cmd, req, outLen, err := kcmd.Decode(p)
+	if err != nil {
+		return 0, err
 	}
 	n := b.nic
 	if n.cfg.Fail != nil {
@@ -84,23 +65,11 @@ func (b *backend) Write(p []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if outLen > 0 {
-		out := mem(le64(req), outLen)
-		clear(out)
-		copy(out, resp)
-	}
+	kcmd.Reply(req, resp, outLen)
 	return len(p), nil
 }
 
-const exFlag = 0x80000000
-
-func putLE(vals ...uint32) []byte {
-	var b []byte
-	for _, v := range vals {
-		b = binary.LittleEndian.AppendUint32(b, v)
-	}
-	return b
-}
+const exFlag = kcmd.ExFlag
 
 func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 	n := b.nic

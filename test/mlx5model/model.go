@@ -22,6 +22,7 @@ import (
 	"unsafe"
 
 	"github.com/gorping/gorping/internal/mmio"
+	"github.com/gorping/gorping/test/internal/kcmd"
 	"github.com/gorping/gorping/uverbs"
 )
 
@@ -174,13 +175,7 @@ func (n *NIC) fail(format string, args ...any) {
 }
 
 // mem views n bytes at a process address (provider buffers are real memory here).
-func mem(addr uint64, n int) []byte {
-	if n == 0 {
-		return nil
-	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
-}
+func mem(addr uint64, n int) []byte { return kcmd.Mem(addr, n) }
 
 type mmr struct {
 	handle       uint32
