@@ -194,43 +194,9 @@ func resolve(ctx context.Context, cfg *Config, out *printer, id cmID) int {
 		}
 		return destroy(exitFailure)
 	}
-	state := StateIdle // an error event leaves it: rping's main thread then finds it unchanged
-	res := waitCM(ctx, out, id, cmWait{label: "parent",
-		onError: func(ev rdmacm.Event) {
-			switch {
-			case ev.Type == rdmacm.EventAddrError && ev.Status == -int32(unix.ENODEV):
-				out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
-			case (ev.Type == rdmacm.EventAddrError || ev.Type == rdmacm.EventRouteError) && ev.Status == -int32(unix.ETIMEDOUT):
-				out.hint(fmt.Sprintf("gorping: %s did not answer ARP or neighbour discovery within %s: it is down, its link is down, or it is not on this network",
-					cfg.Addr, secs(resolveTimeout)))
-			}
-		},
-		step: func(ev rdmacm.Event) cmStep {
-			switch ev.Type {
-			case rdmacm.EventAddrResolved:
-				// librdmacm opens the ID's verbs device here and turns a failure
-				// into ADDR_ERROR with status -1.
-				if hint := probeDevice(id, cfg); hint != "" {
-					out.errorf("cma event %s, error %d\n", rdmacm.EventAddrError, -1)
-					out.hint(hint)
-					return cmEnd
-				}
-				state = StateAddrResolved
-				if err := id.ResolveRoute(resolveTimeout); err != nil {
-					perror(out.stderr, "rdma_resolve_route", err)
-					if errors.Is(err, unix.ENODEV) {
-						out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
-					}
-					state = StateError
-					return cmEnd
-				}
-				return cmWaiting
-			case rdmacm.EventRouteResolved:
-				state = StateRouteResolved
-				return cmEnd
-			}
-			return cmUnhandled
-		}})
+	r := &resolution{cfg: cfg, out: out, id: id, state: StateIdle}
+	res := waitCM(ctx, out, id, cmWait{label: "parent", onError: r.errorHint, step: r.step})
+	state := r.state // an error event leaves it: rping's main thread then finds it unchanged
 	switch {
 	case res == cmBroken:
 		return destroy(exitFailure)
@@ -242,6 +208,54 @@ func resolve(ctx context.Context, cfg *Config, out *printer, id cmID) int {
 	}
 	out.debugLine("rdma_resolve_addr - rdma_resolve_route successful\n")
 	return 0
+}
+
+// resolution is the client's wait for its address and route.
+type resolution struct {
+	cfg   *Config
+	out   *printer
+	id    cmID
+	state State
+}
+
+// errorHint explains an address or route error event.
+func (r *resolution) errorHint(ev rdmacm.Event) {
+	switch {
+	case ev.Type == rdmacm.EventAddrError && ev.Status == -int32(unix.ENODEV):
+		r.out.hint(hostNet.noDeviceHint(r.cfg.Addr, r.cfg.SrcAddr))
+	case (ev.Type == rdmacm.EventAddrError || ev.Type == rdmacm.EventRouteError) && ev.Status == -int32(unix.ETIMEDOUT):
+		r.out.hint(fmt.Sprintf("gorping: %s did not answer ARP or neighbour discovery within %s: it is down, its link is down, or it is not on this network",
+			r.cfg.Addr, secs(resolveTimeout)))
+	}
+}
+
+// step resolves the route once the address is, and ends the wait at the route (or at
+// a failure, leaving the state where it failed).
+func (r *resolution) step(ev rdmacm.Event) cmStep {
+	switch ev.Type {
+	case rdmacm.EventAddrResolved:
+		// librdmacm opens the ID's verbs device here and turns a failure
+		// into ADDR_ERROR with status -1.
+		if hint := probeDevice(r.id, r.cfg); hint != "" {
+			r.out.errorf("cma event %s, error %d\n", rdmacm.EventAddrError, -1)
+			r.out.hint(hint)
+			return cmEnd
+		}
+		r.state = StateAddrResolved
+		if err := r.id.ResolveRoute(resolveTimeout); err != nil {
+			perror(r.out.stderr, "rdma_resolve_route", err)
+			if errors.Is(err, unix.ENODEV) {
+				r.out.hint(hostNet.noDeviceHint(r.cfg.Addr, r.cfg.SrcAddr))
+			}
+			r.state = StateError
+			return cmEnd
+		}
+		return cmWaiting
+	case rdmacm.EventRouteResolved:
+		r.state = StateRouteResolved
+		return cmEnd
+	}
+	return cmUnhandled
 }
 
 // setupConn is what rping's client and server do with their connection's ID before
