@@ -48,7 +48,7 @@ test: host-deps lint unit unit-arm64 abicheck test-release guest-matrix guest-16
 # run bash, zsh and fish, the release tests dpkg-deb, rpm, skopeo and lintian. Installed only as
 # root on Debian (like qemu for the guest tier). Under CI=true a missing oracle fails
 # the tests. prometheus gives the mesh tests a real Prometheus server and promtool
-# (internal/promtest: a loud skip without it, a failure under CI=true).
+# (test/promtest: a loud skip without it, a failure under CI=true).
 HOST_PKGS := rdmacm-utils libibverbs-dev ibverbs-providers gcc qemu-user \
 	bash zsh fish rpm rpm2cpio cpio skopeo lintian prometheus
 host-deps:
@@ -79,17 +79,18 @@ unit:
 	$(GO) test -race -count=1 $(TEST_TAGS) ./...
 
 # The host tests of the packages with per-architecture code (barriers, MMIO, the mlx5
-# provider with its model and oracle tests, rping's ping loop over the model) again as
+# provider with its model and oracle tests, the device models, rping's glue and ping
+# loops over the mlx5 model) again as
 # arm64 binaries under qemu-user
 # (no -race: it needs cgo there). A missing qemu-aarch64 is a loud skip, a failure
 # under CI=true.
-ARM64_PKGS := ./internal/... ./uverbs/...
+ARM64_PKGS := ./internal/... ./uverbs/... ./test/mlx5model ./test/rxemodel
 unit-arm64:
 	@if ! command -v qemu-aarch64 >/dev/null; then \
 		if [ "$$CI" = true ]; then echo "qemu-aarch64 missing (make host-deps)"; exit 1; fi; \
 		echo "*** SKIPPING arm64 host tests: qemu-aarch64 missing (make host-deps as root) ***"; exit 0; fi; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 $(ARM64_PKGS)
-	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 -run 'MLX5' ./rping
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 -run 'MLX5|Rxe' ./rping
 
 # Compares every Go ABI mirror with the C uapi headers (gcc, test-only).
 abicheck:

@@ -204,125 +204,161 @@ const (
 // successful -a/-I overwrites it with 0, and a valid -S/-C leaves it alone.
 // The returned status is meaningful for actUsage and actExit.
 func parseArgs(ctx context.Context, argv []string, posix bool, stdout, stderr io.Writer, resolve resolver) (cfg rping.Config, act action, status int) {
-	cfg = rping.DefaultConfig()
-	cfg.Stdout, cfg.Stderr = stdout, stderr
+	p := argParser{ctx: ctx, stdout: stdout, stderr: stderr, resolve: resolve, server: -1}
+	p.cfg = rping.DefaultConfig()
+	p.cfg.Stdout, p.cfg.Stderr = stdout, stderr
 	g := getopt{argv: argv, posix: posix}
-	server := -1
-	ret := 0
-	extRet := 0 // an invalid gorping option: unlike rping's ret, never cleared
-	debugf := func(format string, args ...any) {
-		if cfg.Debug {
-			fmt.Fprintf(stdout, format, args...)
-		}
-	}
 	for {
 		kind, c, arg := g.next()
 		switch kind {
 		case optEnd:
-			if ret != 0 {
-				return cfg, actExit, ret & 0xff
-			}
-			if extRet != 0 {
-				return cfg, actExit, extRet
-			}
-			if server < 0 {
-				return cfg, actUsage, exitUsage
-			}
-			cfg.Server = server == 1
-			return cfg, actRun, 0
+			act, status := p.end()
+			return p.cfg, act, status
 		case optBad:
-			return cfg, actUsage, exitUsage
+			return p.cfg, actUsage, exitUsage
 		case optHelp:
-			return cfg, actHelp, 0
+			return p.cfg, actHelp, 0
 		case optVersion:
-			return cfg, actVersion, 0
+			return p.cfg, actVersion, 0
 		}
-		switch c {
-		case 'a':
-			ret = getAddr(ctx, arg, &cfg.Addr, stdout, resolve)
-		case 'I':
-			ret = getAddr(ctx, arg, &cfg.SrcAddr, stdout, resolve)
-		case 'P':
-			cfg.Persistent = true
-		case 'p':
-			v := atoi(arg)
-			cfg.Port = uint16(v)
-			debugf("port %d\n", v)
-		case 's':
-			server = 1
-			debugf("server\n")
-		case 'c':
-			server = 0
-			debugf("client\n")
-		case 'S':
-			// rping compares the size against an unsigned minimum, so it takes
-			// negative sizes and fails later (exit 244); gorping rejects them
-			// here. A rejected size is never used, even if a later -a clears
-			// the error and the run goes on with the previous size.
-			v := atoi(arg)
-			if v < rping.MinSize || v > rping.MaxSize {
-				fmt.Fprintf(stderr, "Invalid size %d (valid range is %d to %d)\n", v, rping.MinSize, rping.MaxSize+1)
-				ret = exitUsage
-			} else {
-				cfg.Size = v
-				debugf("size %d\n", v)
-			}
-		case 'C':
-			// As in rping the count is taken even when rejected: if a later
-			// -a clears the error, a negative count means zero pings.
-			cfg.Count = atoi(arg)
-			if cfg.Count < 0 {
-				fmt.Fprintf(stderr, "Invalid count %d\n", cfg.Count)
-				ret = exitUsage
-			} else {
-				debugf("count %d\n", cfg.Count)
-			}
-		case 'v':
-			cfg.Verbose = true
-			debugf("verbose\n")
-		case 'V':
-			cfg.Validate = true
-			debugf("validate data\n")
-		case 'd':
-			cfg.Debug = true
-		case 'q':
-			cfg.SelfCreateQP = true
-		case 'i':
-			if d, ok := seconds(arg, true); ok {
-				cfg.Interval = d
-			} else {
-				fmt.Fprintf(stderr, "gorping: invalid interval %q (seconds, 0 or more, e.g. 0.2)\n", arg)
-				extRet = exitUsage
-			}
-		case 'w':
-			if d, ok := seconds(arg, false); ok {
-				cfg.Deadline = d
-			} else {
-				fmt.Fprintf(stderr, "gorping: invalid deadline %q (seconds, more than 0, e.g. 10)\n", arg)
-				extRet = exitUsage
-			}
-		case optPoll:
-			cfg.Poll = true
-		case optStats:
-			cfg.Stats = true
-		case optJSON:
-			cfg.JSON = true
-		case optTrace:
-			cfg.Trace = true
-		case optTimeout:
-			// 0: wait for ever, as rping does; unset: the connection's RC retry budget.
-			if d, ok := seconds(arg, true); !ok {
-				fmt.Fprintf(stderr, "gorping: invalid timeout %q (seconds, 0 or more, e.g. 5; 0 waits for ever)\n", arg)
-				extRet = exitUsage
-			} else if d == 0 {
-				cfg.Timeout = rping.NoTimeout
-			} else {
-				cfg.Timeout = d
-			}
-		default: // 't'
-			return cfg, actUsage, exitUsage
+		if !p.rpingOption(c, arg) && !p.gorpingOption(c, arg) { // -t
+			return p.cfg, actUsage, exitUsage
 		}
 	}
+}
+
+// argParser is parseArgs' state between options.
+type argParser struct {
+	ctx            context.Context
+	stdout, stderr io.Writer
+	resolve        resolver
+	cfg            rping.Config
+	server         int // -1 until -s or -c
+	ret            int // rping's
+	extRet         int // an invalid gorping option: unlike rping's ret, never cleared
+}
+
+func (p *argParser) debugf(format string, args ...any) {
+	if p.cfg.Debug {
+		fmt.Fprintf(p.stdout, format, args...)
+	}
+}
+
+// end is what the command line asks for once its options are all read.
+func (p *argParser) end() (action, int) {
+	switch {
+	case p.ret != 0:
+		return actExit, p.ret & 0xff
+	case p.extRet != 0:
+		return actExit, p.extRet
+	case p.server < 0:
+		return actUsage, exitUsage
+	}
+	p.cfg.Server = p.server == 1
+	return actRun, 0
+}
+
+// rpingOption handles one of rping's own options; false if c is none of them.
+func (p *argParser) rpingOption(c byte, arg string) bool {
+	cfg := &p.cfg
+	switch c {
+	case 'a':
+		p.ret = getAddr(p.ctx, arg, &cfg.Addr, p.stdout, p.resolve)
+	case 'I':
+		p.ret = getAddr(p.ctx, arg, &cfg.SrcAddr, p.stdout, p.resolve)
+	case 'P':
+		cfg.Persistent = true
+	case 'p':
+		v := atoi(arg)
+		cfg.Port = uint16(v)
+		p.debugf("port %d\n", v)
+	case 's':
+		p.server = 1
+		p.debugf("server\n")
+	case 'c':
+		p.server = 0
+		p.debugf("client\n")
+	case 'S':
+		// rping compares the size against an unsigned minimum, so it takes
+		// negative sizes and fails later (exit 244); gorping rejects them
+		// here. A rejected size is never used, even if a later -a clears
+		// the error and the run goes on with the previous size.
+		v := atoi(arg)
+		if v < rping.MinSize || v > rping.MaxSize {
+			fmt.Fprintf(p.stderr, "Invalid size %d (valid range is %d to %d)\n", v, rping.MinSize, rping.MaxSize+1)
+			p.ret = exitUsage
+		} else {
+			cfg.Size = v
+			p.debugf("size %d\n", v)
+		}
+	case 'C':
+		// As in rping the count is taken even when rejected: if a later
+		// -a clears the error, a negative count means zero pings.
+		cfg.Count = atoi(arg)
+		if cfg.Count < 0 {
+			fmt.Fprintf(p.stderr, "Invalid count %d\n", cfg.Count)
+			p.ret = exitUsage
+		} else {
+			p.debugf("count %d\n", cfg.Count)
+		}
+	case 'v':
+		cfg.Verbose = true
+		p.debugf("verbose\n")
+	case 'V':
+		cfg.Validate = true
+		p.debugf("validate data\n")
+	case 'd':
+		cfg.Debug = true
+	case 'q':
+		cfg.SelfCreateQP = true
+	default:
+		return false
+	}
+	return true
+}
+
+// gorpingOption handles one of gorping's additions; false if c is none of them.
+func (p *argParser) gorpingOption(c byte, arg string) bool {
+	cfg := &p.cfg
+	switch c {
+	case 'i':
+		if d, ok := p.seconds(arg, true, "interval", "seconds, 0 or more, e.g. 0.2"); ok {
+			cfg.Interval = d
+		}
+	case 'w':
+		if d, ok := p.seconds(arg, false, "deadline", "seconds, more than 0, e.g. 10"); ok {
+			cfg.Deadline = d
+		}
+	case optTimeout:
+		// 0: wait for ever, as rping does; unset: the connection's RC retry budget.
+		if d, ok := p.seconds(arg, true, "timeout", "seconds, 0 or more, e.g. 5; 0 waits for ever"); ok && d == 0 {
+			cfg.Timeout = rping.NoTimeout
+		} else if ok {
+			cfg.Timeout = d
+		}
+	case optPoll:
+		cfg.Poll = true
+	case optStats:
+		cfg.Stats = true
+	case optJSON:
+		cfg.JSON = true
+	case optTrace:
+		cfg.Trace = true
+	default:
+		return false
+	}
+	return true
+}
+
+// seconds parses the value of a gorping option that takes seconds (what: its name,
+// rule: what it takes), or complains and marks the command line as failed.
+func (p *argParser) seconds(arg string, zeroOK bool, what, rule string) (time.Duration, bool) {
+	d, ok := seconds(arg, zeroOK)
+	if !ok {
+		fmt.Fprintf(p.stderr, "gorping: invalid %s %q (%s)\n", what, arg, rule)
+		p.extRet = exitUsage
+	}
+	return d, ok
 }
 
 // getAddr is rping's get_addr: resolve into *dst, or print getaddrinfo's

@@ -17,7 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v2"
 
-	"github.com/gorping/gorping/internal/promtest"
+	"github.com/gorping/gorping/test/promtest"
 )
 
 func promtool(t *testing.T, args ...string) string {

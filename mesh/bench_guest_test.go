@@ -23,9 +23,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
-	"github.com/gorping/gorping/internal/meshtest"
 	"github.com/gorping/gorping/rping"
+	"github.com/gorping/gorping/test/guesttest"
+	"github.com/gorping/gorping/test/meshtest"
 )
 
 func TestGuestMeshBench(t *testing.T) {

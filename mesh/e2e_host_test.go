@@ -29,8 +29,8 @@ import (
 
 	"github.com/gorping/gorping/internal/hostenv"
 	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
-	"github.com/gorping/gorping/internal/meshtest"
-	"github.com/gorping/gorping/internal/promtest"
+	"github.com/gorping/gorping/test/meshtest"
+	"github.com/gorping/gorping/test/promtest"
 )
 
 // buildGorping builds the gorping binary with the gorping_hostenv tag (it then takes its

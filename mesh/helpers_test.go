@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/meshtest"
+	"github.com/gorping/gorping/test/meshtest"
 )
 
 // maxSeriesPerTarget is the cardinality budget of one target (docs/mesh.md): the RTT

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/meshtest"
 	"github.com/gorping/gorping/rping"
+	"github.com/gorping/gorping/test/meshtest"
 )
 
 func TestParseTarget(t *testing.T) {

@@ -5,7 +5,7 @@ package rdmacm
 import (
 	"testing"
 
-	"github.com/gorping/gorping/internal/abicheck"
+	"github.com/gorping/gorping/test/abicheck"
 )
 
 // TestABILayout compares every Go mirror in abi.go with rdma/rdma_user_cm.h

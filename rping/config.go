@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/internal/trace"
+	"github.com/gorping/gorping/uverbs"
 )
 
 // Config is one rping invocation as the command line describes it. The CLI fills
@@ -53,6 +54,12 @@ type Config struct {
 	dg  *diagnostics  // set by Run for --trace, -d, --json
 
 	listening func() // Respond: called once the server's listener is up; nil otherwise
+	// verbs opens the verbs context of a connection's device; nil: the device node
+	// itself. Host tests open a device model (test/mlx5model, test/rxemodel) instead.
+	verbs func(dev uverbs.Device) (*uverbs.Context, error)
+	// spin, with Poll, runs on every empty poll of the CQ (cqWait.spin); nil in the
+	// product, which never yields. Host tests yield to the device model's engine.
+	spin func()
 }
 
 // NoTimeout as Config.Timeout never gives up on a stalled connection (--timeout 0).
@@ -69,6 +76,18 @@ func DefaultConfig() Config {
 		Stdout: os.Stdout,
 		Stderr: os.Stderr,
 	}
+}
+
+// openVerbs opens dev's verbs context: the process's shared one for a connection, a
+// context of its own for librdmacm's check that the device opens (probeDevice).
+func (c *Config) openVerbs(dev uverbs.Device, shared bool) (*uverbs.Context, error) {
+	switch {
+	case c.verbs != nil:
+		return c.verbs(dev)
+	case shared:
+		return uverbs.OpenShared(dev, uverbs.WithTracer(c.tr))
+	}
+	return uverbs.Open(dev, uverbs.WithTracer(c.tr))
 }
 
 // HasSrcAddr reports whether -I was given.

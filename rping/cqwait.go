@@ -43,8 +43,8 @@ type cqWait struct {
 	out  *printer
 	busy bool
 	// spin, if set, runs on every empty poll of a busy-polling next. The product
-	// leaves it nil (never yield, see above); the ConnectX-model test sets
-	// runtime.Gosched, because its "NIC" is a goroutine that needs the same CPUs.
+	// leaves it nil (never yield, see above); the device-model tests set
+	// runtime.Gosched, because their "NIC" is a goroutine that needs the same CPUs.
 	spin func()
 
 	wc      [16]uverbs.WC

@@ -276,18 +276,14 @@ func (p *pinger) clientPing(ctx context.Context, ping int) int {
 	if ret := p.sendAdvert(start); ret != 0 {
 		return ret
 	}
-	p.awaitWake(ctx)
-	if p.state != StateRDMAWriteAdv {
-		p.mismatch(StateRDMAWriteAdv)
+	if !p.await(ctx, StateRDMAWriteAdv) {
 		return -1
 	}
 	rdma := p.c.Region(bufRDMA)
 	if ret := p.sendAdvert(rdma); ret != 0 {
 		return ret
 	}
-	p.awaitWake(ctx)
-	if p.state != StateRDMAWriteComplete {
-		p.mismatch(StateRDMAWriteComplete)
+	if !p.await(ctx, StateRDMAWriteComplete) {
 		return -1
 	}
 	var rtt time.Duration
@@ -368,32 +364,31 @@ func (p *pinger) serverPing(ctx context.Context) (ret int, done bool) {
 		return -1, false
 	}
 	p.out.debugLine("server received sink adv\n")
-
-	n := int(p.remote.size)
-	rdma := p.c.Region(bufRDMA)
-	if n > len(rdma.b) {
-		// rping would READ past its own rdma_buf (the NIC fails it with a local
-		// length error). Serve the client with a larger buffer instead.
-		if err := p.c.Grow(n); err != nil {
-			p.out.errorf("rping server: client's ping size %d exceeds this server's %d-byte buffer (-S): %v\n", n, len(rdma.b), err)
-			p.state = StateError
-			return -1, false
-		}
-		if rdma = p.c.Region(bufRDMA); n > len(rdma.b) {
-			p.out.errorf("rping server: client's ping size %d exceeds this server's %d-byte buffer (-S)\n", n, len(rdma.b))
-			p.state = StateError
-			return -1, false
-		}
-	}
-	if ret := p.post(p.c.PostRead(n, p.remote.addr, p.remote.rkey)); ret != 0 {
+	if ret := p.readPing(ctx); ret != 0 {
 		return ret, false
 	}
-	p.out.debugLine("server posted rdma read req \n")
+	if ret := p.writeEcho(ctx); ret != 0 {
+		return ret, false
+	}
+	p.tr.Ping("server", p.served)
+	p.served++
+	return 0, false
+}
 
-	p.awaitWake(ctx)
-	if p.state != StateRDMAReadComplete {
-		p.mismatch(StateRDMAReadComplete)
-		return -1, false
+// readPing READs the client's ping (its first advert) into the RDMA buffer, grown
+// if the client's is larger, and gives the go-ahead for the second advert.
+func (p *pinger) readPing(ctx context.Context) int {
+	n := int(p.remote.size)
+	rdma, ret := p.sink(n)
+	if ret != 0 {
+		return ret
+	}
+	if ret := p.post(p.c.PostRead(n, p.remote.addr, p.remote.rkey)); ret != 0 {
+		return ret
+	}
+	p.out.debugLine("server posted rdma read req \n")
+	if !p.await(ctx, StateRDMAReadComplete) {
+		return -1
 	}
 	p.out.debugLine("server received read complete\n")
 	// The echo is the C string that was read, NUL included (rping's
@@ -403,39 +398,71 @@ func (p *pinger) serverPing(ctx context.Context) (ret int, done bool) {
 	if p.verbose {
 		p.out.data("server ping data: ", read)
 	}
-	if ret := p.post(p.c.PostSend()); ret != 0 {
-		return ret, false
-	}
-	p.out.debugLine("server posted go ahead\n")
+	return p.goAhead()
+}
 
-	p.awaitWake(ctx)
-	if p.state != StateRDMAWriteAdv {
-		p.mismatch(StateRDMAWriteAdv)
-		return -1, false
+// sink is the RDMA buffer to READ n bytes into. rping would READ past its own
+// rdma_buf (the NIC fails it with a local length error); gorping serves the
+// client with a larger buffer instead.
+func (p *pinger) sink(n int) (region, int) {
+	rdma := p.c.Region(bufRDMA)
+	if n <= len(rdma.b) {
+		return rdma, 0
+	}
+	if err := p.c.Grow(n); err != nil {
+		p.out.errorf("rping server: client's ping size %d exceeds this server's %d-byte buffer (-S): %v\n", n, len(rdma.b), err)
+		p.state = StateError
+		return rdma, -1
+	}
+	if rdma = p.c.Region(bufRDMA); n > len(rdma.b) {
+		p.out.errorf("rping server: client's ping size %d exceeds this server's %d-byte buffer (-S)\n", n, len(rdma.b))
+		p.state = StateError
+		return rdma, -1
+	}
+	return rdma, 0
+}
+
+// writeEcho waits for the client's second advert, WRITEs the echo there and gives
+// the last go-ahead.
+func (p *pinger) writeEcho(ctx context.Context) int {
+	if !p.await(ctx, StateRDMAWriteAdv) {
+		return -1
 	}
 	p.out.debugLine("server received sink adv\n")
 	// Never write more than the client says its sink holds.
 	wlen := min(p.echoLen, int(p.remote.size))
 	if p.out.debug {
+		rdma := p.c.Region(bufRDMA)
 		p.out.debugf("rdma write from lkey %x laddr %x len %d\n", rdma.lkey, rdma.addr, wlen)
 	}
 	if ret := p.post(p.c.PostWrite(wlen, p.remote.addr, p.remote.rkey)); ret != 0 {
-		return ret, false
+		return ret
 	}
-
-	p.awaitWake(ctx)
-	if p.state != StateRDMAWriteComplete {
-		p.mismatch(StateRDMAWriteComplete)
-		return -1, false
+	if !p.await(ctx, StateRDMAWriteComplete) {
+		return -1
 	}
 	p.out.debugLine("server rdma write complete \n")
+	return p.goAhead()
+}
+
+// goAhead posts the server's go-ahead: its never-written send buffer.
+func (p *pinger) goAhead() int {
 	if ret := p.post(p.c.PostSend()); ret != 0 {
-		return ret, false
+		return ret
 	}
 	p.out.debugLine("server posted go ahead\n")
-	p.tr.Ping("server", p.served)
-	p.served++
-	return 0, false
+	return 0
+}
+
+// await waits for the next wake-up (awaitWake) and reports whether it left the loop
+// in state want; if not, it has complained as rping does.
+func (p *pinger) await(ctx context.Context, want State) bool {
+	p.awaitWake(ctx)
+	if p.state != want {
+		p.mismatch(want)
+		return false
+	}
+	return true
 }
 
 // mismatch is rping's complaint after a wake-up in the wrong state.

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/rdmacm"
 	"github.com/gorping/gorping/uverbs"
 )
@@ -35,12 +34,16 @@ var countDevices = func() (int, error) {
 
 // Run executes one rping invocation described by cfg and returns the process
 // exit status (0..255), printing what rping prints.
-func Run(ctx context.Context, cfg Config) int {
+func Run(ctx context.Context, cfg Config) int { return reported(ctx, cfg, run) }
+
+// reported runs body with the reporting cfg's options ask for (--stats, --json,
+// --trace, the diagnostics) and reports how it ended.
+func reported(ctx context.Context, cfg Config, body func(context.Context, Config) int) int {
 	cfg.rep = newReporter(&cfg)
 	cfg.tr = newTracer(&cfg)
 	cfg.dg = newDiagnostics(&cfg)
 	cfg.rep.config(&cfg)
-	st := run(ctx, cfg)
+	st := body(ctx, cfg)
 	cfg.rep.exit(st)
 	return st
 }
@@ -153,10 +156,29 @@ func cmError(out *printer, ev rdmacm.Event) bool {
 	return false
 }
 
-func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) int {
-	destroy := func() {
+func runClient(ctx context.Context, cfg *Config, out *printer, id cmID) int {
+	if ret := resolve(ctx, cfg, out, id); ret != 0 {
+		return ret
+	}
+	c, ret := setupConn(id, cfg, out, false)
+	if ret != 0 {
+		return ret
+	}
+	defer c.close()
+	peer := netip.AddrPortFrom(cfg.Addr, cfg.Port).String()
+	return converse(ctx, c, cfg, out, func(ctx context.Context) int {
+		return connectClient(ctx, c, out, StateRouteResolved, connPolicy(cfg.Timeout), peer)
+	}, runPingClient)
+}
+
+// resolve is rping_bind_client up to the route: resolve the server's address and the
+// route to it. On failure it has printed rping's lines and destroyed id, and returns
+// the exit status.
+func resolve(ctx context.Context, cfg *Config, out *printer, id cmID) int {
+	destroy := func(st int) int {
 		out.debugf("destroy cm_id %p\n", id)
 		id.Destroy()
+		return st
 	}
 	var src netip.AddrPort
 	if cfg.HasSrcAddr() {
@@ -170,86 +192,105 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 		case errors.Is(err, unix.ENETUNREACH):
 			out.hint(hostNet.unreachableHint(cfg.Addr))
 		}
-		destroy()
-		return exitFailure
+		return destroy(exitFailure)
 	}
-	state := StateIdle
-	failed := false // an error event: rping's main thread then finds the state unchanged
-	for !failed && state != StateRouteResolved && state != StateError {
-		ev, err := id.Event(ctx)
-		if err != nil {
-			destroy()
-			return quit(ctx, out, err)
-		}
-		if out.deviceGone() {
-			destroy()
-			return exitInterrupted
-		}
-		out.debugf("cma_event type %s cma_id %p (parent)\n", ev.Type, id)
-		if failed = cmError(out, ev); failed {
-			switch {
-			case ev.Type == rdmacm.EventAddrError && ev.Status == -int32(unix.ENODEV):
-				out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
-			case (ev.Type == rdmacm.EventAddrError || ev.Type == rdmacm.EventRouteError) && ev.Status == -int32(unix.ETIMEDOUT):
-				out.hint(fmt.Sprintf("gorping: %s did not answer ARP or neighbour discovery within %s: it is down, its link is down, or it is not on this network",
-					cfg.Addr, secs(resolveTimeout)))
-			}
-			break
-		}
-		switch ev.Type {
-		case rdmacm.EventAddrResolved:
-			// librdmacm opens the ID's verbs device here and turns a failure
-			// into ADDR_ERROR with status -1.
-			if hint := probeDevice(id, cfg.tr); hint != "" {
-				out.errorf("cma event %s, error %d\n", rdmacm.EventAddrError, -1)
-				out.hint(hint)
-				failed = true
-				break
-			}
-			state = StateAddrResolved
-			if err := id.ResolveRoute(resolveTimeout); err != nil {
-				perror(out.stderr, "rdma_resolve_route", err)
-				if errors.Is(err, unix.ENODEV) {
-					out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
-				}
-				state = StateError
-			}
-		case rdmacm.EventRouteResolved:
-			state = StateRouteResolved
-		default:
-			out.errorf("unhandled event: %s, ignoring\n", ev.Type)
-		}
-	}
-	if ctx.Err() != nil { // a device removal
-		destroy()
-		return exitInterrupted
-	}
-	if state != StateRouteResolved {
+	r := &resolution{cfg: cfg, out: out, id: id, state: StateIdle}
+	res := waitCM(ctx, out, id, cmWait{label: "parent", onError: r.errorHint, step: r.step})
+	state := r.state // an error event leaves it: rping's main thread then finds it unchanged
+	switch {
+	case res == cmBroken:
+		return destroy(exitFailure)
+	case res == cmStopped || ctx.Err() != nil: // a signal, -w, a device removal
+		return destroy(exitInterrupted)
+	case state != StateRouteResolved:
 		out.errorf("waiting for addr/route resolution state %d\n", int(state))
-		destroy()
-		return exitFailure
+		return destroy(exitFailure)
 	}
 	out.debugLine("rdma_resolve_addr - rdma_resolve_route successful\n")
+	return 0
+}
 
-	c, ret := newVerbsConn(id, cfg, out, false)
+// resolution is the client's wait for its address and route.
+type resolution struct {
+	cfg   *Config
+	out   *printer
+	id    cmID
+	state State
+}
+
+// errorHint explains an address or route error event.
+func (r *resolution) errorHint(ev rdmacm.Event) {
+	switch {
+	case ev.Type == rdmacm.EventAddrError && ev.Status == -int32(unix.ENODEV):
+		r.out.hint(hostNet.noDeviceHint(r.cfg.Addr, r.cfg.SrcAddr))
+	case (ev.Type == rdmacm.EventAddrError || ev.Type == rdmacm.EventRouteError) && ev.Status == -int32(unix.ETIMEDOUT):
+		r.out.hint(fmt.Sprintf("gorping: %s did not answer ARP or neighbour discovery within %s: it is down, its link is down, or it is not on this network",
+			r.cfg.Addr, secs(resolveTimeout)))
+	}
+}
+
+// step resolves the route once the address is, and ends the wait at the route (or at
+// a failure, leaving the state where it failed).
+func (r *resolution) step(ev rdmacm.Event) cmStep {
+	switch ev.Type {
+	case rdmacm.EventAddrResolved:
+		// librdmacm opens the ID's verbs device here and turns a failure
+		// into ADDR_ERROR with status -1.
+		if hint := probeDevice(r.id, r.cfg); hint != "" {
+			r.out.errorf("cma event %s, error %d\n", rdmacm.EventAddrError, -1)
+			r.out.hint(hint)
+			return cmEnd
+		}
+		r.state = StateAddrResolved
+		if err := r.id.ResolveRoute(resolveTimeout); err != nil {
+			perror(r.out.stderr, "rdma_resolve_route", err)
+			if errors.Is(err, unix.ENODEV) {
+				r.out.hint(hostNet.noDeviceHint(r.cfg.Addr, r.cfg.SrcAddr))
+			}
+			r.state = StateError
+			return cmEnd
+		}
+		return cmWaiting
+	case rdmacm.EventRouteResolved:
+		r.state = StateRouteResolved
+		return cmEnd
+	}
+	return cmUnhandled
+}
+
+// setupConn is what rping's client and server do with their connection's ID before
+// connecting: rping_setup_qp, rping_setup_buffers and the first RECV (posted before
+// connect or accept, as rping does). On failure it has printed rping's line, rejected a
+// server's connection request, released everything including id, and returns the exit
+// status.
+func setupConn(id cmID, cfg *Config, out *printer, server bool) (*verbsConn, int) {
+	c, ret := newVerbsConn(id, cfg, out, server)
 	if ret != 0 {
 		out.errorf("setup_qp failed: %d\n", ret)
-		destroy()
-		return statusOf(ret)
+		if server {
+			id.Reject()
+		} else {
+			out.debugf("destroy cm_id %p\n", id)
+		}
+		id.Destroy()
+		return nil, statusOf(ret)
 	}
-	defer c.close()
-	if ret := c.setupBuffers(cfg.Size, true); ret != 0 {
+	fail := func(ret int) (*verbsConn, int) {
+		if server {
+			id.Reject()
+		}
+		c.close()
+		return nil, statusOf(ret)
+	}
+	if ret := c.setupBuffers(cfg.Size, !server); ret != 0 {
 		out.errorf("rping_setup_buffers failed: %d\n", ret)
-		return statusOf(ret)
+		return fail(ret)
 	}
 	if err := c.PostRecv(); err != nil {
 		out.errorf("ibv_post_recv failed: %d\n", errnoOf(err))
-		return statusOf(errnoOf(err))
+		return fail(errnoOf(err))
 	}
-	peer := netip.AddrPortFrom(cfg.Addr, cfg.Port).String()
-	return converse(ctx, c, cfg, out, func(ctx context.Context) int {
-		return connectClient(ctx, c, out, state, connPolicy(cfg.Timeout), peer)
-	}, runPingClient)
+	return c, 0
 }
 
 // converse is what rping's client and server share once the first RECV is
@@ -261,35 +302,19 @@ func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
 	connect func(context.Context) int, ping func(context.Context, conn, *Config) int) int {
 	ctx, end := context.WithCancelCause(ctx)
 	defer end(nil)
-	dev := c.vctx.Device().Name
 	// Subscribed before connecting, so no event of this QP can be missed; the
 	// context may be shared with other connections, which see it too.
 	sub := c.vctx.SubscribeAsync()
 	defer sub.Close()
-	aw := watchAsync(ctx, sub.Next, dev, c.qp, c.cq, c.port, out, end)
+	aw := watchAsync(ctx, sub.Next, c.vctx.Device().Name, c.qp, c.cq, c.port, out, end)
 	defer aw.stop()
-	explain := func() {
-		pa, err := c.vctx.QueryPort(c.port)
-		// A link that went down fails the QP's work requests at once, a
-		// moment before rxe marks the port DOWN and queues PORT_ERR: for a
-		// failure a lost link can cause, give the port's state (or the
-		// watcher's event) a bounded moment to catch up.
-		if c.wait != nil && linkLossStatus(c.wait.firstErr) {
-			for deadline := time.Now().Add(time.Second); err == nil && pa.State == uverbs.PortActive &&
-				!aw.said.Load() && time.Now().Before(deadline); {
-				time.Sleep(20 * time.Millisecond)
-				pa, err = c.vctx.QueryPort(c.port)
-			}
-		}
-		aw.explain(dev, c.port, pa.State, err)
-	}
 	c.start(ctx)
 	if ret := connect(ctx); ret != 0 {
 		if ret == exitInterrupted || ret == exitTimeout {
 			return asyncStatus(ctx, ret)
 		}
 		out.errorf("connect error %d\n", ret)
-		explain()
+		c.explain(aw)
 		return statusOf(ret)
 	}
 	c.watchCM()
@@ -300,9 +325,27 @@ func converse(ctx context.Context, c *verbsConn, cfg *Config, out *printer,
 	c.endDiag(rd)
 	c.disconnect()
 	if st != 0 && ctx.Err() == nil {
-		explain()
+		c.explain(aw)
 	}
 	return asyncStatus(ctx, st)
+}
+
+// explain says, after a failure, what the connection's port and asynchronous events
+// tell about it (aw prints at most one line per connection).
+func (c *verbsConn) explain(aw *asyncWatch) {
+	pa, err := c.vctx.QueryPort(c.port)
+	// A link that went down fails the QP's work requests at once, a
+	// moment before rxe marks the port DOWN and queues PORT_ERR: for a
+	// failure a lost link can cause, give the port's state (or the
+	// watcher's event) a bounded moment to catch up.
+	if c.wait != nil && linkLossStatus(c.wait.firstErr) {
+		for deadline := time.Now().Add(time.Second); err == nil && pa.State == uverbs.PortActive &&
+			!aw.said.Load() && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			pa, err = c.vctx.QueryPort(c.port)
+		}
+	}
+	aw.explain(c.vctx.Device().Name, c.port, pa.State, err)
 }
 
 // linkLossStatus reports whether a failed completion's status is one a link
@@ -330,12 +373,7 @@ func asyncStatus(ctx context.Context, st int) int {
 func connectClient(ctx context.Context, c *verbsConn, out *printer, state State, pol stallPolicy, peer string) int {
 	probe := newCMProbe(c.dev, c.port)
 	connected := time.Now()
-	wctx := ctx
-	if pol.bound > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, pol.bound)
-		defer cancel()
-	}
+	deadline := stallDeadline(pol)
 	p := rdmacm.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: sendRetry, RNRRetryCount: sendRetry,
 		QPNum:                 c.qp.Num(),
 		MaxResponderResources: uint8(min(c.devAttr.MaxQPRdAtom, 255)),
@@ -344,51 +382,20 @@ func connectClient(ctx context.Context, c *verbsConn, out *printer, state State,
 		perror(out.stderr, "rdma_connect", err)
 		return -1
 	}
-	for state != StateConnected && state != StateError {
-		ev, err := c.id.Event(wctx)
-		if err != nil {
-			if ctx.Err() == nil && wctx.Err() != nil {
-				out.errorf("rping client: no answer to the connection request from %s for %s: %s\n",
-					peer, secs(pol.bound), probe.cause("the server", pol.bound))
-				return exitTimeout
-			}
-			if ret := quit(ctx, out, err); ret == exitInterrupted {
-				return ret
-			}
-			return -1
-		}
-		if out.deviceGone() {
-			return exitInterrupted
-		}
-		out.debugf("cma_event type %s cma_id %p (parent)\n", ev.Type, c.id)
-		if cmError(out, ev) {
-			if ctx.Err() != nil { // a device removal
-				return exitInterrupted
-			}
-			if ev.Type == rdmacm.EventUnreachable && ev.Status == -int32(unix.ETIMEDOUT) {
+	res := waitCM(ctx, out, c.id, cmWait{label: "parent", deadline: deadline,
+		timeout: func() {
+			out.errorf("rping client: no answer to the connection request from %s for %s: %s\n",
+				peer, secs(pol.bound), probe.cause("the server", pol.bound))
+		},
+		onError: func(ev rdmacm.Event) {
+			if ctx.Err() == nil && ev.Type == rdmacm.EventUnreachable && ev.Status == -int32(unix.ETIMEDOUT) {
 				out.hint("gorping: the connection manager gave up: " + probe.cause("the server", time.Since(connected)))
 			}
-			break // rping's main thread then finds the state unchanged
-		}
-		switch ev.Type {
-		case rdmacm.EventEstablished:
-			out.debugLine("ESTABLISHED\n")
-			state = StateConnected
-		case rdmacm.EventConnectResponse:
-			out.debugLine("CONNECT_RESPONSE\n")
-			state = StateConnected
-		case rdmacm.EventDisconnected:
-			out.errorf("client DISCONNECT EVENT...\n")
-			state = StateDisconnected
-		default:
-			out.errorf("unhandled event: %s, ignoring\n", ev.Type)
-			continue
-		}
-		break
-	}
-	if state != StateConnected {
-		out.errorf("wait for CONNECTED state %d\n", int(state))
-		return -1
+		},
+		step: connectStep(out, "client", &state)})
+	// An error event leaves the state: rping's main thread then finds it unchanged.
+	if ret := connectStatus(res, state, out); ret != 0 {
+		return ret
 	}
 	if c.selfQP {
 		if err := c.selfModify(); err != nil {
@@ -407,6 +414,46 @@ func connectClient(ctx context.Context, c *verbsConn, out *printer, state State,
 	return 0
 }
 
+// connectStep is the step of connectClient's and accept's waits: ESTABLISHED (for a
+// client in -q mode CONNECT_RESPONSE) connects, DISCONNECTED ends the wait.
+func connectStep(out *printer, role string, state *State) func(rdmacm.Event) cmStep {
+	return func(ev rdmacm.Event) cmStep {
+		switch {
+		case ev.Type == rdmacm.EventEstablished:
+			out.debugLine("ESTABLISHED\n")
+			*state = StateConnected
+		case ev.Type == rdmacm.EventConnectResponse && role == "client":
+			out.debugLine("CONNECT_RESPONSE\n")
+			*state = StateConnected
+		case ev.Type == rdmacm.EventDisconnected:
+			out.errorf("%s DISCONNECT EVENT...\n", role)
+			*state = StateDisconnected
+		default:
+			return cmUnhandled
+		}
+		return cmEnd
+	}
+}
+
+// connectStatus is how connectClient and accept end a wait for the connection that
+// ended in state: 0 once connected, exitInterrupted or exitTimeout (quietly; what
+// needed saying is out), else rping's -1 after "wait for CONNECTED state".
+func connectStatus(res cmResult, state State, out *printer) int {
+	switch res {
+	case cmStopped:
+		return exitInterrupted
+	case cmTimedOut:
+		return exitTimeout
+	case cmBroken:
+		return -1
+	}
+	if state != StateConnected {
+		out.errorf("wait for CONNECTED state %d\n", int(state))
+		return -1
+	}
+	return 0
+}
+
 func runServer(ctx context.Context, cfg *Config, out *printer, listener *rdmacm.ID) int {
 	defer func() {
 		out.debugf("destroy cm_id %p\n", listener)
@@ -419,7 +466,7 @@ func runServer(ctx context.Context, cfg *Config, out *printer, listener *rdmacm.
 		}
 		return exitFailure
 	}
-	if hint := boundDevice(listener, cfg.Addr, cfg.tr); hint != "" {
+	if hint := boundDevice(listener, cfg); hint != "" {
 		// What librdmacm's rdma_bind_addr reports when it cannot open the
 		// device of the address.
 		perror(out.stderr, "rdma_bind_addr", unix.ENODEV)
@@ -469,12 +516,12 @@ func runServer(ctx context.Context, cfg *Config, out *printer, listener *rdmacm.
 // probeDevice opens and closes the verbs device of id, as librdmacm does when
 // an ID gets its device (address resolved, bound to an address), so a device
 // that cannot be used fails there as with rping. It returns "" or the hint.
-func probeDevice(id *rdmacm.ID, tr *trace.Tracer) string {
+func probeDevice(id cmID, cfg *Config) string {
 	dev, err := id.Device()
 	if err != nil {
 		return "gorping: " + err.Error()
 	}
-	vctx, err := uverbs.Open(dev, uverbs.WithTracer(tr))
+	vctx, err := cfg.openVerbs(dev, false)
 	if err != nil {
 		return verbsOpenHint(dev, err)
 	}
@@ -486,7 +533,8 @@ func probeDevice(id *rdmacm.ID, tr *trace.Tracer) string {
 // wildcard or its device opens, else the hint. The kernel binds a loopback
 // address without a device; only InfiniBand loopback reaches such a listener
 // (rping then listens in vain on RoCE and iWARP).
-func boundDevice(listener *rdmacm.ID, addr netip.Addr, tr *trace.Tracer) string {
+func boundDevice(listener *rdmacm.ID, cfg *Config) string {
+	addr := cfg.Addr
 	if addr.IsUnspecified() {
 		return ""
 	}
@@ -500,7 +548,7 @@ func boundDevice(listener *rdmacm.ID, addr netip.Addr, tr *trace.Tracer) string 
 		}
 		return hostNet.noDeviceHint(netip.Addr{}, addr)
 	}
-	return probeDevice(listener, tr)
+	return probeDevice(listener, cfg)
 }
 
 // nextRequest waits for the next CONNECT_REQUEST on the listener. Other events
@@ -549,26 +597,12 @@ func servePersistent(ctx context.Context, cfg *Config, out *printer, listener *r
 
 // serve runs one server-side connection: rping's setup_qp, setup_buffers,
 // first RECV, cq thread, accept, ping loop and teardown for a child ID.
-func serve(ctx context.Context, cfg *Config, out *printer, child *rdmacm.ID) int {
-	c, ret := newVerbsConn(child, cfg, out, true)
+func serve(ctx context.Context, cfg *Config, out *printer, child cmID) int {
+	c, ret := setupConn(child, cfg, out, true)
 	if ret != 0 {
-		out.errorf("setup_qp failed: %d\n", ret)
-		child.Reject()
-		child.Destroy()
-		return statusOf(ret)
+		return ret
 	}
 	defer c.close()
-	reject := func() { child.Reject() }
-	if ret := c.setupBuffers(cfg.Size, false); ret != 0 {
-		out.errorf("rping_setup_buffers failed: %d\n", ret)
-		reject()
-		return statusOf(ret)
-	}
-	if err := c.PostRecv(); err != nil {
-		out.errorf("ibv_post_recv failed: %d\n", errnoOf(err))
-		reject()
-		return statusOf(errnoOf(err))
-	}
 	return converse(ctx, c, cfg, out, func(ctx context.Context) int { return accept(ctx, c, out, connPolicy(cfg.Timeout)) }, runPingServer)
 }
 
@@ -576,12 +610,7 @@ func serve(ctx context.Context, cfg *Config, out *printer, child *rdmacm.ID) int
 // QP to RTS by hand) and wait for the connection to be established, for at
 // most pol's bound.
 func accept(ctx context.Context, c *verbsConn, out *printer, pol stallPolicy) int {
-	wctx := ctx
-	if pol.bound > 0 {
-		var cancel context.CancelFunc
-		wctx, cancel = context.WithTimeout(ctx, pol.bound)
-		defer cancel()
-	}
+	deadline := stallDeadline(pol)
 	out.debugLine("accepting client connection request\n")
 	p := rdmacm.ConnParam{ResponderResources: rdmacm.MaxRDAtomic, InitiatorDepth: rdmacm.MaxRDAtomic,
 		RetryCount: sendRetry, RNRRetryCount: sendRetry,
@@ -598,40 +627,17 @@ func accept(ctx context.Context, c *verbsConn, out *printer, pol stallPolicy) in
 		perror(out.stderr, "rdma_accept", err)
 		return -1
 	}
-	for {
-		ev, err := c.id.Event(wctx)
-		if err != nil {
-			if ctx.Err() == nil && wctx.Err() != nil {
-				out.errorf("rping server: client %s did not complete the connection for %s: "+
-					"its host went down or the network between is partitioned\n", c.remote(), secs(pol.bound))
-				return exitTimeout
-			}
-			if ret := quit(ctx, out, err); ret == exitInterrupted {
-				return ret
-			}
-			return -1
-		}
-		if out.deviceGone() {
-			return exitInterrupted
-		}
-		out.debugf("cma_event type %s cma_id %p (child)\n", ev.Type, c.id)
-		switch {
-		case ev.Type == rdmacm.EventEstablished:
-			out.debugLine("ESTABLISHED\n")
-			return 0
-		case ev.Type == rdmacm.EventDisconnected:
-			out.errorf("server DISCONNECT EVENT...\n")
-			out.errorf("wait for CONNECTED state %d\n", int(StateDisconnected))
-			return -1
-		case cmError(out, ev):
-			if ctx.Err() != nil { // a device removal
-				return exitInterrupted
-			}
-			out.errorf("wait for CONNECTED state %d\n", int(StateError))
-			return -1
-		}
-		out.errorf("unhandled event: %s, ignoring\n", ev.Type)
+	state := StateConnectRequest
+	res := waitCM(ctx, out, c.id, cmWait{label: "child", deadline: deadline,
+		timeout: func() {
+			out.errorf("rping server: client %s did not complete the connection for %s: "+
+				"its host went down or the network between is partitioned\n", c.remote(), secs(pol.bound))
+		},
+		step: connectStep(out, "server", &state)})
+	if res == cmFailed {
+		state = StateError
 	}
+	return connectStatus(res, state, out)
 }
 
 // ensure the verbs conn satisfies the ping loops' interface.

@@ -31,7 +31,7 @@ const (
 // thread) and wakes that wait.
 type verbsConn struct {
 	out    *printer
-	id     *rdmacm.ID
+	id     cmID
 	label  string // "parent" or "child" in cma_event debug lines
 	role   string // "client" or "server" in "… DISCONNECT EVENT..."
 	selfQP bool
@@ -63,6 +63,7 @@ type verbsConn struct {
 
 	ts     tsInfo          // completion timestamps (nicts.go)
 	busy   bool            // --poll: the ping loop busy-polls the CQ
+	spin   func()          // with busy: Config.spin
 	tr     *trace.Tracer   // --trace; nil otherwise
 	wait   *cqWait         // the ping loop's completion path
 	ctx    context.Context // the CM goroutine's context; cancel ends it
@@ -72,88 +73,21 @@ type verbsConn struct {
 
 // newVerbsConn is rping_setup_qp: verbs context, PD, completion channel, CQ
 // (armed once) and QP for id, whose device is known (resolved or requested).
-// On failure it has printed rping's message and returns the status to print
-// with "setup_qp failed: %d".
-func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbsConn, int) {
-	c := &verbsConn{out: out, id: id, selfQP: cfg.SelfCreateQP, busy: cfg.Poll, label: "parent", role: "client", tr: cfg.tr}
+// On failure it has printed rping's message and released what it made, and
+// returns the status to print with "setup_qp failed: %d".
+func newVerbsConn(id cmID, cfg *Config, out *printer, server bool) (*verbsConn, int) {
+	c := &verbsConn{out: out, id: id, selfQP: cfg.SelfCreateQP, busy: cfg.Poll, spin: cfg.spin, label: "parent", role: "client", tr: cfg.tr}
 	if server {
 		c.label, c.role = "child", "server"
 	}
-	dev, err := id.Device()
-	if err != nil {
-		out.hint("gorping: " + err.Error())
-		return nil, errnoOf(err)
+	if ret := c.openDevice(cfg); ret != 0 {
+		return nil, ret
 	}
-	c.dev = dev
-	// One context per device for all connections (a -P server's clients share it).
-	if c.vctx, err = uverbs.OpenShared(dev, uverbs.WithTracer(cfg.tr)); err != nil {
-		out.hint(verbsOpenHint(dev, err))
-		return nil, errnoOf(err)
+	if ret := c.createQueues(cfg, server); ret != 0 {
+		return nil, ret
 	}
-	fail := func(msg string, err error) (*verbsConn, int) {
-		out.errorf("%s\n", msg)
-		c.free()
-		return nil, errnoOf(err)
-	}
-	if c.devAttr, err = c.vctx.QueryDevice(); err != nil {
-		return fail("ibv_query_device failed", err)
-	}
-	ai, err := id.Query()
-	if err != nil {
-		return fail("rdma_query_addr failed", err)
-	}
-	c.port = ai.PortNum
-	pa, err := c.vctx.QueryPort(c.port)
-	if err != nil {
-		return fail("ibv_query_port failed", err)
-	}
-	c.ib = pa.LinkLayer == uverbs.LinkLayerInfiniBand
-	if c.pd, err = c.vctx.AllocPD(); err != nil {
-		return fail("ibv_alloc_pd failed", err)
-	}
-	out.debugf("created pd %p\n", c.pd)
-	if c.ch, err = c.vctx.CreateCompChannel(); err != nil {
-		return fail("ibv_create_comp_channel failed", err)
-	}
-	out.debugf("created channel %p\n", c.ch)
-	if c.cq, err = c.createCQ(cfg, server); err != nil {
-		return fail("ibv_create_cq failed", err)
-	}
-	out.debugf("created cq %p\n", c.cq)
-	if err = c.cq.Arm(false); err != nil {
-		// rping prints the create message here too (copy-paste); say what failed.
-		return fail("ibv_req_notify_cq failed", err)
-	}
-	qpAttr := func() uverbs.QPInitAttr {
-		return uverbs.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq, Type: uverbs.QPTypeRC,
-			Cap: uverbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}
-	}
-	c.qp, err = c.pd.CreateQP(qpAttr())
-	if err != nil && c.dropTimestamps(err) {
-		c.qp, err = c.pd.CreateQP(qpAttr())
-	}
-	if err != nil {
-		if c.selfQP {
-			perror(out.stderr, "ibv_create_qp", err)
-		} else {
-			perror(out.stderr, "rdma_create_qp", err)
-		}
-		c.free()
-		return nil, -1
-	}
-	if c.selfQP {
-		// rping -q: INIT by hand so the first RECV can be posted.
-		a := uverbs.QPAttr{State: uverbs.QPSInit, PKeyIndex: 0, PortNum: c.port, AccessFlags: 0}
-		err = c.qp.Modify(&a, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
-		if err != nil {
-			perror(out.stderr, "ibv_modify_qp", err)
-			c.free()
-			return nil, -1
-		}
-	} else if err = id.AttachQP(c.qp, c.ib); err != nil {
-		perror(out.stderr, "rdma_create_qp", err)
-		c.free()
-		return nil, -1
+	if ret := c.attachQP(); ret != 0 {
+		return nil, ret
 	}
 	out.debugf("created qp %p\n", c.qp)
 	for _, d := range []string{c.vctx.Describe(), c.cq.Describe(), c.qp.Describe()} {
@@ -162,6 +96,103 @@ func newVerbsConn(id *rdmacm.ID, cfg *Config, out *printer, server bool) (*verbs
 		}
 	}
 	return c, 0
+}
+
+// setupFailed prints rping's line for a failed verbs call, releases what the
+// connection holds and returns err's errno for "setup_qp failed: %d".
+func (c *verbsConn) setupFailed(msg string, err error) int {
+	c.out.errorf("%s\n", msg)
+	c.free()
+	return errnoOf(err)
+}
+
+// openDevice opens the verbs context of the ID's device (one per device for all
+// connections: a -P server's clients share it) and reads the device's and the
+// port's attributes.
+func (c *verbsConn) openDevice(cfg *Config) int {
+	dev, err := c.id.Device()
+	if err != nil {
+		c.out.hint("gorping: " + err.Error())
+		return errnoOf(err)
+	}
+	c.dev = dev
+	if c.vctx, err = cfg.openVerbs(dev, true); err != nil {
+		c.out.hint(verbsOpenHint(dev, err))
+		return errnoOf(err)
+	}
+	if c.devAttr, err = c.vctx.QueryDevice(); err != nil {
+		return c.setupFailed("ibv_query_device failed", err)
+	}
+	ai, err := c.id.Query()
+	if err != nil {
+		return c.setupFailed("rdma_query_addr failed", err)
+	}
+	c.port = ai.PortNum
+	pa, err := c.vctx.QueryPort(c.port)
+	if err != nil {
+		return c.setupFailed("ibv_query_port failed", err)
+	}
+	c.ib = pa.LinkLayer == uverbs.LinkLayerInfiniBand
+	return 0
+}
+
+// createQueues makes the PD, the completion channel, the CQ (armed once, with
+// completion timestamps where wanted: nicts.go) and the RC QP.
+func (c *verbsConn) createQueues(cfg *Config, server bool) int {
+	var err error
+	if c.pd, err = c.vctx.AllocPD(); err != nil {
+		return c.setupFailed("ibv_alloc_pd failed", err)
+	}
+	c.out.debugf("created pd %p\n", c.pd)
+	if c.ch, err = c.vctx.CreateCompChannel(); err != nil {
+		return c.setupFailed("ibv_create_comp_channel failed", err)
+	}
+	c.out.debugf("created channel %p\n", c.ch)
+	if c.cq, err = c.createCQ(cfg, server); err != nil {
+		return c.setupFailed("ibv_create_cq failed", err)
+	}
+	c.out.debugf("created cq %p\n", c.cq)
+	if err = c.cq.Arm(false); err != nil {
+		// rping prints the create message here too (copy-paste); say what failed.
+		return c.setupFailed("ibv_req_notify_cq failed", err)
+	}
+	qpAttr := uverbs.QPInitAttr{SendCQ: c.cq, RecvCQ: c.cq, Type: uverbs.QPTypeRC,
+		Cap: uverbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: rqDepth, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	c.qp, err = c.pd.CreateQP(qpAttr)
+	if err != nil && c.dropTimestamps(err) {
+		qpAttr.SendCQ, qpAttr.RecvCQ = c.cq, c.cq
+		c.qp, err = c.pd.CreateQP(qpAttr)
+	}
+	if err != nil {
+		name := "rdma_create_qp"
+		if c.selfQP {
+			name = "ibv_create_qp"
+		}
+		perror(c.out.stderr, name, err)
+		c.free()
+		return -1
+	}
+	return 0
+}
+
+// attachQP readies the QP for the first RECV: rping -q moves it to INIT itself,
+// otherwise rdma_cm takes it over (rdma_create_qp's second half).
+func (c *verbsConn) attachQP() int {
+	if !c.selfQP {
+		if err := c.id.AttachQP(c.qp, c.ib); err != nil {
+			perror(c.out.stderr, "rdma_create_qp", err)
+			c.free()
+			return -1
+		}
+		return 0
+	}
+	a := uverbs.QPAttr{State: uverbs.QPSInit, PKeyIndex: 0, PortNum: c.port, AccessFlags: 0}
+	if err := c.qp.Modify(&a, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+		perror(c.out.stderr, "ibv_modify_qp", err)
+		c.free()
+		return -1
+	}
+	return 0
 }
 
 // setupBuffers is rping_setup_buffers: mmap'd buffers registered with rping's
@@ -216,6 +247,7 @@ func (c *verbsConn) setupBuffers(size int, client bool) int {
 func (c *verbsConn) start(ctx context.Context) {
 	c.ctx, c.cancel = context.WithCancel(ctx)
 	c.wait = newCQWait(c.cq, c.ch, c.out, c.busy, true)
+	c.wait.spin = c.spin
 	c.out.debugLine("cq_thread started.\n")
 }
 

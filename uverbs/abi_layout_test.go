@@ -5,7 +5,7 @@ package uverbs
 import (
 	"testing"
 
-	"github.com/gorping/gorping/internal/abicheck"
+	"github.com/gorping/gorping/test/abicheck"
 )
 
 var headers = []string{

@@ -70,13 +70,19 @@ type Backend interface {
 	Munmap(b []byte) error
 }
 
-// OpenBackend creates a context on dev whose device file is b.
+// OpenBackend creates a context on dev whose device file is b. A backend that also has
+// an Fd() int method names a file the provider maps by itself, as rxe maps its rings
+// from the uverbs fd (the rxe model: its memfd); the backend keeps owning it.
 func OpenBackend(dev Device, b Backend) (*Context, error) {
 	p, err := providerFor(dev)
 	if err != nil {
 		return nil, err
 	}
-	return openContext(dev, p, -1, func(_ int, q []byte) (int, error) { return b.Write(q) }, b, nil)
+	fd := -1
+	if f, ok := b.(interface{ Fd() int }); ok {
+		fd = f.Fd()
+	}
+	return openContext(dev, p, fd, func(_ int, q []byte) (int, error) { return b.Write(q) }, b, nil)
 }
 
 // shared holds the contexts OpenShared hands out, one per device node.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/test/guesttest"
 	"github.com/gorping/gorping/test/vm"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
 	"github.com/gorping/gorping/rping"
+	"github.com/gorping/gorping/test/guesttest"
 	"github.com/gorping/gorping/test/vm"
 	"github.com/gorping/gorping/test/vm/agent"
 )

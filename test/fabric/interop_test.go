@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/test/guesttest"
 	"github.com/gorping/gorping/test/vm"
 	"github.com/gorping/gorping/test/vm/agent"
 )

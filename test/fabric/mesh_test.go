@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/promtest"
+	"github.com/gorping/gorping/test/promtest"
 	"github.com/gorping/gorping/test/vm"
 )
 

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/test/guesttest"
 )
 
 // Env returns the environment variable name, failing the test if it is unset:

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/test/guesttest"
 )
 
 // procState is what a process holds: its RDMA objects by kind and its open

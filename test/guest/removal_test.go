@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/test/guesttest"
 )
 
 // removalLine is what rping prints on RDMA_CM_EVENT_DEVICE_REMOVAL before it

@@ -4,7 +4,7 @@ package guest
 
 import (
 	"fmt"
-	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/test/guesttest"
 	"strconv"
 	"strings"
 	"testing"

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
 	"github.com/gorping/gorping/rping"
+	"github.com/gorping/gorping/test/guesttest"
 )
 
 // impl is one rping implementation: gorping or rdma-core's rping.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/test/mlx5model"
 	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/mlx5"
-	"github.com/gorping/gorping/uverbs/mlx5/mlx5model"
 )
 
 // side is one end of a connection on the model: its own context (as two processes would

@@ -111,34 +111,13 @@ func userBytes(addr uint64, n uint32) []byte {
 
 // post writes one send WQE and rings the doorbell. It does not allocate.
 func (s *sendQueue) post(wr *uverbs.SendWR) error {
-	var opcode uint32
-	raddr := false
-	switch wr.Opcode {
-	case uverbs.WRSend:
-		opcode = opSend
-	case uverbs.WRSendWithImm:
-		opcode = opSendImm
-	case uverbs.WRRDMAWrite:
-		opcode, raddr = opRDMAWrite, true
-	case uverbs.WRRDMAWriteWithImm:
-		opcode, raddr = opRDMAWriteImm, true
-	case uverbs.WRRDMARead:
-		opcode, raddr = opRDMARead, true
-	default:
-		return errBadOpcode
+	opcode, raddr, err := sendOpcode(wr.Opcode)
+	if err != nil {
+		return err
 	}
-	if len(wr.SGE) > s.maxSGE {
-		return errTooManySGE
-	}
-	inline := wr.Flags&uverbs.SendInline != 0 && len(wr.SGE) > 0
-	if inline {
-		var total uint64
-		for i := range wr.SGE {
-			total += uint64(wr.SGE[i].Length)
-		}
-		if total > uint64(s.maxInl) {
-			return errInlineLen
-		}
+	inline, err := s.check(wr)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -150,10 +129,71 @@ func (s *sendQueue) post(wr *uverbs.SendWR) error {
 	}
 	idx := s.curPost & (s.wqeCnt - 1)
 	base := int(idx) * sendWQEBB
-	q := s.buf
-	ctrl := q[base : base+ctrlSegSize]
+	ctrl := s.buf[base : base+ctrlSegSize]
+	putCtrlFlags(ctrl, wr, s.sigAll)
+	off, ds := base+ctrlSegSize, 1
+	if raddr {
+		putRaddr(s.buf[off:off+raddrSegSize], wr)
+		off += raddrSegSize
+		ds++
+	}
+	if inline {
+		ds += s.putInline(off, wr.SGE)
+	} else {
+		ds += s.putData(off, wr.SGE)
+	}
+	be32(ctrl[ctrlOpmodIdxOpcode:], (s.curPost&0xffff)<<8|opcode)
+	be32(ctrl[ctrlQpnDs:], s.qpn<<8|uint32(ds))
+	s.wrid[idx] = wr.ID
+	s.wqeHead[idx] = s.head
+	s.curPost += uint32((ds*16 + sendWQEBB - 1) / sendWQEBB)
+	s.head++
+	s.ring(base, ds, inline)
+	return nil
+}
+
+// sendOpcode is the WQE opcode of a work request, and whether it carries a remote
+// address segment.
+func sendOpcode(op uverbs.WROpcode) (opcode uint32, raddr bool, err error) {
+	switch op {
+	case uverbs.WRSend:
+		return opSend, false, nil
+	case uverbs.WRSendWithImm:
+		return opSendImm, false, nil
+	case uverbs.WRRDMAWrite:
+		return opRDMAWrite, true, nil
+	case uverbs.WRRDMAWriteWithImm:
+		return opRDMAWriteImm, true, nil
+	case uverbs.WRRDMARead:
+		return opRDMARead, true, nil
+	}
+	return 0, false, errBadOpcode
+}
+
+// check holds a work request against the QP's limits and says whether its data goes
+// inline.
+func (s *sendQueue) check(wr *uverbs.SendWR) (inline bool, err error) {
+	if len(wr.SGE) > s.maxSGE {
+		return false, errTooManySGE
+	}
+	inline = wr.Flags&uverbs.SendInline != 0 && len(wr.SGE) > 0
+	if inline {
+		var total uint64
+		for i := range wr.SGE {
+			total += uint64(wr.SGE[i].Length)
+		}
+		if total > uint64(s.maxInl) {
+			return false, errInlineLen
+		}
+	}
+	return inline, nil
+}
+
+// putCtrlFlags fills the control segment's signature, completion/solicited/fence flags
+// and immediate; the opcode, index, QPN and size follow once the WQE is written.
+func putCtrlFlags(ctrl []byte, wr *uverbs.SendWR, sigAll bool) {
 	var fm byte
-	if s.sigAll || wr.Flags&uverbs.SendSignaled != 0 {
+	if sigAll || wr.Flags&uverbs.SendSignaled != 0 {
 		fm |= ctrlCQUpdate
 	}
 	if wr.Flags&uverbs.SendSolicited != 0 {
@@ -169,59 +209,62 @@ func (s *sendQueue) post(wr *uverbs.SendWR) error {
 		imm = wr.Imm
 	}
 	binary.LittleEndian.PutUint32(ctrl[ctrlImm:], imm)
-	off := base + ctrlSegSize
-	ds := 1
-	if raddr {
-		seg := q[off : off+raddrSegSize]
-		binary.BigEndian.PutUint64(seg[raddrRaddr:], wr.RemoteAddr)
-		be32(seg[raddrRkey:], wr.RKey)
-		be32(seg[12:], 0)
-		off += raddrSegSize
-		ds++
-	}
-	if inline {
-		hdr := off
-		off += inlineHdrLen
-		total := 0
-		for i := range wr.SGE {
-			src := userBytes(wr.SGE[i].Addr, wr.SGE[i].Length)
-			for len(src) > 0 {
-				if off == len(q) {
-					off = 0 // inline data wraps at the SQ end byte by byte
-				}
-				n := copy(q[off:], src)
-				src, off, total = src[n:], off+n, total+n
-			}
-		}
-		if total > 0 {
-			be32(q[hdr:], uint32(total)|inlineSeg)
-			ds += align(total+inlineHdrLen, 16) / 16
-		}
-	} else {
-		for i := range wr.SGE {
-			sge := &wr.SGE[i]
-			if sge.Length == 0 {
-				continue // zero-length SGEs are skipped, as the device expects
-			}
+}
+
+// putRaddr fills a remote address segment.
+func putRaddr(seg []byte, wr *uverbs.SendWR) {
+	binary.BigEndian.PutUint64(seg[raddrRaddr:], wr.RemoteAddr)
+	be32(seg[raddrRkey:], wr.RKey)
+	be32(seg[12:], 0)
+}
+
+// putInline copies the SGEs' bytes into the WQE at off behind an inline header and
+// returns the 16-byte units it took (0 for no data).
+func (s *sendQueue) putInline(off int, sges []uverbs.SGE) int {
+	q := s.buf
+	hdr := off
+	off += inlineHdrLen
+	total := 0
+	for i := range sges {
+		src := userBytes(sges[i].Addr, sges[i].Length)
+		for len(src) > 0 {
 			if off == len(q) {
-				off = 0
+				off = 0 // inline data wraps at the SQ end byte by byte
 			}
-			seg := q[off : off+dataSegSize]
-			be32(seg[dataByteCount:], sge.Length)
-			be32(seg[dataLKey:], sge.LKey)
-			binary.BigEndian.PutUint64(seg[dataAddr:], sge.Addr)
-			off += dataSegSize
-			ds++
+			n := copy(q[off:], src)
+			src, off, total = src[n:], off+n, total+n
 		}
 	}
-	be32(ctrl[ctrlOpmodIdxOpcode:], (s.curPost&0xffff)<<8|opcode)
-	be32(ctrl[ctrlQpnDs:], s.qpn<<8|uint32(ds))
-	s.wrid[idx] = wr.ID
-	s.wqeHead[idx] = s.head
-	s.curPost += uint32((ds*16 + sendWQEBB - 1) / sendWQEBB)
-	s.head++
-	s.ring(base, ds, inline)
-	return nil
+	if total == 0 {
+		return 0
+	}
+	be32(q[hdr:], uint32(total)|inlineSeg)
+	return align(total+inlineHdrLen, 16) / 16
+}
+
+// putData writes a data segment per SGE at off (wrapping at the SQ end) and returns
+// how many it wrote: zero-length SGEs are skipped, as the device expects.
+func (s *sendQueue) putData(off int, sges []uverbs.SGE) int {
+	n := 0
+	for i := range sges {
+		if sges[i].Length == 0 {
+			continue
+		}
+		if off == len(s.buf) {
+			off = 0
+		}
+		putDataSeg(s.buf[off:off+dataSegSize], &sges[i])
+		off += dataSegSize
+		n++
+	}
+	return n
+}
+
+// putDataSeg fills one data segment (byte count, lkey, address; big-endian).
+func putDataSeg(seg []byte, sge *uverbs.SGE) {
+	be32(seg[dataByteCount:], sge.Length)
+	be32(seg[dataLKey:], sge.LKey)
+	binary.BigEndian.PutUint64(seg[dataAddr:], sge.Addr)
 }
 
 // ring publishes the doorbell record and writes the doorbell (or the whole WQE, BlueFlame)
@@ -276,17 +319,11 @@ func (r *recvQueue) post(wr *uverbs.RecvWR) error {
 		if sge.Length == 0 {
 			continue
 		}
-		seg := r.buf[base+j*dataSegSize : base+(j+1)*dataSegSize]
-		be32(seg[dataByteCount:], sge.Length)
-		be32(seg[dataLKey:], sge.LKey)
-		binary.BigEndian.PutUint64(seg[dataAddr:], sge.Addr)
+		putDataSeg(r.buf[base+j*dataSegSize:base+(j+1)*dataSegSize], sge)
 		j++
 	}
-	if j < r.maxSGE {
-		seg := r.buf[base+j*dataSegSize : base+(j+1)*dataSegSize]
-		be32(seg[dataByteCount:], 0)
-		be32(seg[dataLKey:], invalidLKey)
-		binary.BigEndian.PutUint64(seg[dataAddr:], 0)
+	if j < r.maxSGE { // the list's end: a segment with the invalid lkey
+		putDataSeg(r.buf[base+j*dataSegSize:base+(j+1)*dataSegSize], &uverbs.SGE{LKey: invalidLKey})
 	}
 	r.wrid[slot] = wr.ID
 	r.head++

@@ -5,7 +5,7 @@ package siw
 import (
 	"testing"
 
-	"github.com/gorping/gorping/internal/abicheck"
+	"github.com/gorping/gorping/test/abicheck"
 )
 
 func TestABILayout(t *testing.T) {

@@ -28,7 +28,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/test/guesttest"
 	"github.com/gorping/gorping/test/vm"
 	"github.com/gorping/gorping/test/vm/agent"
 )

@@ -26,7 +26,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/meshtest"
+	"github.com/gorping/gorping/test/meshtest"
 )
 
 // Tool returns the path of name (prometheus, promtool). Missing: a loud skip, or a

@@ -1,6 +1,6 @@
 //go:build guest
 
-package rping
+package guest
 
 import (
 	"bufio"
@@ -18,7 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/rping"
+	"github.com/gorping/gorping/test/guesttest"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,7 +40,7 @@ const nobody = 65534
 
 // errCase is one failing invocation.
 type errCase struct {
-	cfg     Config
+	cfg     rping.Config
 	nobody  bool   // run as uid/gid 65534
 	memlock int64  // RLIMIT_MEMLOCK in bytes for the run; -1 leaves it
 	stderr  string // gorping's exact stderr
@@ -50,20 +51,20 @@ type errCase struct {
 	stockCode  int
 }
 
-func clientCfg(dst, src netip.Addr) Config {
-	c := DefaultConfig()
+func clientCfg(dst, src netip.Addr) rping.Config {
+	c := rping.DefaultConfig()
 	c.Addr, c.SrcAddr, c.Port, c.Count = dst, src, port(), 1
 	return c
 }
 
-func serverCfg(addr netip.Addr) Config {
-	c := DefaultConfig()
+func serverCfg(addr netip.Addr) rping.Config {
+	c := rping.DefaultConfig()
 	c.Server, c.Addr, c.Port = true, addr, port()
 	return c
 }
 
 // args is cfg's command line.
-func args(cfg Config) []string {
+func args(cfg rping.Config) []string {
 	a := []string{"-c"}
 	if cfg.Server {
 		a = []string{"-s"}
@@ -89,7 +90,7 @@ type result struct {
 // proc is a running binary.
 type proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr lockedBuffer
 	done           chan struct{}
 }
 
@@ -251,9 +252,9 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 	}
-	cfg := DefaultConfig()
+	cfg := rping.DefaultConfig()
 	cfg.Server, cfg.Persistent, cfg.Addr, cfg.SrcAddr, cfg.Port, cfg.Count = h.Server, h.Persistent, h.Addr, h.SrcAddr, h.Port, h.Count
-	st := Run(context.Background(), cfg)
+	st := rping.Run(context.Background(), cfg)
 	fmt.Fprintf(os.NewFile(3, "status"), "%d\n", st)
 	io.Copy(io.Discard, os.Stdin)
 	os.Exit(0)
@@ -392,6 +393,10 @@ func uverbsPath(t *testing.T) string {
 	return ""
 }
 
+// rpingAdvertLen is the size of rping's advert buffers (recv_buf, send_buf), the first
+// ones it registers.
+const rpingAdvertLen = 16
+
 func memlockHintLine(size int, limit int64) string {
 	return fmt.Sprintf("gorping: registering %d bytes failed: RLIMIT_MEMLOCK is %d bytes; raise it with ulimit -l or systemd LimitMEMLOCK=", size, limit)
 }
@@ -405,7 +410,7 @@ func TestGuestErrorPermission(t *testing.T) {
 		// Stock rping says ENOENT and exits 22 here: librdmacm falls back to
 		// other ways of reaching the node and reports the last failure. gorping
 		// keeps the real errno.
-		for _, cfg := range []Config{clientCfg(a4, netip.Addr{}), serverCfg(a4)} {
+		for _, cfg := range []rping.Config{clientCfg(a4, netip.Addr{}), serverCfg(a4)} {
 			check(t, errCase{cfg: cfg, nobody: true, memlock: -1, stderr: want, code: 13,
 				stockFirst: "failed to create RDMA CM event channel: No such file or directory", stockCode: 22})
 		}
@@ -431,8 +436,8 @@ func TestGuestErrorPermission(t *testing.T) {
 			listening(t, c.cfg.Port)
 			cl := clientCfg(a4, netip.Addr{})
 			cl.Port = c.cfg.Port
-			cl.Stdout, cl.Stderr = &syncBuffer{}, &syncBuffer{}
-			if st := Run(context.Background(), cl); st == 0 {
+			cl.Stdout, cl.Stderr = &lockedBuffer{}, &lockedBuffer{}
+			if st := rping.Run(context.Background(), cl); st == 0 {
 				t.Errorf("client of a server without its device: exit 0")
 			}
 			r := srv.wait(t)
@@ -452,14 +457,14 @@ func TestGuestErrorMemlock(t *testing.T) {
 	t.Run("client", func(t *testing.T) {
 		// 0: the kernel refuses any pinning (EPERM).
 		check(t, errCase{cfg: clientCfg(a4, netip.Addr{}), nobody: true, memlock: 0,
-			stderr: "recv_buf reg_mr failed\n" + memlockHintLine(advertLen, 0) + "\nrping_setup_buffers failed: 1\n", code: 1,
+			stderr: "recv_buf reg_mr failed\n" + memlockHintLine(rpingAdvertLen, 0) + "\nrping_setup_buffers failed: 1\n", code: 1,
 			stockFirst: "recv_buf reg_mr failed", stockCode: 1})
 		// One page: recv_buf's page fits, send_buf's does not (ENOMEM). Stock
 		// rping's malloc'd buffers share pages, so it fails elsewhere.
 		check(t, errCase{cfg: clientCfg(a4, netip.Addr{}), nobody: true, memlock: page,
-			stderr: "send_buf reg_mr failed\n" + memlockHintLine(advertLen, page) + "\nrping_setup_buffers failed: 12\n", code: 12})
+			stderr: "send_buf reg_mr failed\n" + memlockHintLine(rpingAdvertLen, page) + "\nrping_setup_buffers failed: 12\n", code: 12})
 	})
-	want := "recv_buf reg_mr failed\n" + memlockHintLine(advertLen, 0) + "\nrping_setup_buffers failed: 1\n"
+	want := "recv_buf reg_mr failed\n" + memlockHintLine(rpingAdvertLen, 0) + "\nrping_setup_buffers failed: 1\n"
 	// The server meets the limit with its first client.
 	t.Run("server", func(t *testing.T) {
 		noUserObjects(t, "before the case")
@@ -468,8 +473,8 @@ func TestGuestErrorMemlock(t *testing.T) {
 		listening(t, c.cfg.Port)
 		cl := clientCfg(a4, netip.Addr{})
 		cl.Port = c.cfg.Port
-		cl.Stdout, cl.Stderr = &syncBuffer{}, &syncBuffer{}
-		if st := Run(context.Background(), cl); st == 0 {
+		cl.Stdout, cl.Stderr = &lockedBuffer{}, &lockedBuffer{}
+		if st := rping.Run(context.Background(), cl); st == 0 {
 			t.Errorf("client of a server that cannot register memory: exit 0")
 		}
 		if r := srv.wait(t); r.stderr != want || r.code != 1 {
@@ -487,11 +492,11 @@ func TestGuestErrorMemlock(t *testing.T) {
 		for i := 1; i <= 2; i++ {
 			cl := clientCfg(a4, netip.Addr{})
 			cl.Port = c.cfg.Port
-			cl.Stdout, cl.Stderr = &syncBuffer{}, &syncBuffer{}
-			if st := Run(context.Background(), cl); st == 0 {
+			cl.Stdout, cl.Stderr = &lockedBuffer{}, &lockedBuffer{}
+			if st := rping.Run(context.Background(), cl); st == 0 {
 				t.Errorf("client %d: exit 0", i)
 			}
-			waitFor(t, fmt.Sprintf("session %d's failure", i), func() bool { return srv.stderr.String() == strings.Repeat(want, i) })
+			waitFor(t, 60*time.Second, fmt.Sprintf("session %d's failure", i), func() bool { return srv.stderr.String() == strings.Repeat(want, i) })
 			// Only the listener is left.
 			var objs []string
 			deadline := time.Now().Add(30 * time.Second)
@@ -564,7 +569,7 @@ func TestGuestErrorNoGID(t *testing.T) {
 		exec.Command("ip", "link", "del", "d1").Run()
 	})
 	sh(t, "ip route add 198.51.100.0/24 dev d1 src "+a4.String())
-	waitFor(t, "rxe1's port to come up", func() bool {
+	waitFor(t, 60*time.Second, "rxe1's port to come up", func() bool {
 		b, err := os.ReadFile("/sys/class/infiniband/rxe1/ports/1/state")
 		return err == nil && strings.Contains(string(b), "ACTIVE")
 	})
@@ -578,14 +583,14 @@ func TestGuestErrorNoGID(t *testing.T) {
 	// destination resolves through rxe1 (then nobody answers there: the
 	// connect times out, which is not this test's business).
 	sh(t, "ip addr add 198.51.100.1/24 dev d1")
-	waitFor(t, "rxe1's GID for 198.51.100.1", func() bool {
+	waitFor(t, 60*time.Second, "rxe1's GID for 198.51.100.1", func() bool {
 		b, _ := exec.Command("sh", "-c", "cat /sys/class/infiniband/rxe1/ports/1/gids/* 2>/dev/null").Output()
 		return bytes.Contains(b, []byte("0000:0000:0000:0000:0000:ffff:c633:6401"))
 	})
-	var stdout, stderr syncBuffer
+	var stdout, stderr lockedBuffer
 	cfg := clientCfg(netip.MustParseAddr("198.51.100.1"), netip.Addr{})
 	cfg.Stdout, cfg.Stderr = &stdout, &stderr
-	if st := Run(context.Background(), cfg); st != 255 || !strings.HasPrefix(stderr.String(), "cma event RDMA_CM_EVENT_REJECTED") {
+	if st := rping.Run(context.Background(), cfg); st != 255 || !strings.HasPrefix(stderr.String(), "cma event RDMA_CM_EVENT_REJECTED") {
 		t.Errorf("client to d1's own address: exit %d stderr %q, want the rejection of a host without listener", st, stderr.String())
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"unsafe"
 
 	"github.com/gorping/gorping/internal/mmio"
+	"github.com/gorping/gorping/test/internal/kcmd"
 	"github.com/gorping/gorping/uverbs"
 )
 
@@ -34,6 +35,12 @@ type Config struct {
 	// PageSize is the modelled kernel's page size (0: 4096). With 16 or 64 KiB pages one
 	// UAR mapping holds 4 or 16 UARs of 4 KiB, as on arm64 kernels with large pages.
 	PageSize int
+	// NoTimestamps makes the extended device query report no completion timestamps, as
+	// a device without them would.
+	NoTimestamps bool
+	// Fail, if set, is asked before every command (its uverbs number, bit 31 for the
+	// extended ones); an error fails the command with it, as the kernel would.
+	Fail func(cmd uint32) error
 }
 
 // Layout of a 4 KiB UAR (the device's, written out here independently of the provider).
@@ -121,6 +128,34 @@ func (n *NIC) Stats() Stats {
 	return n.stats
 }
 
+// Live counts the objects the model's contexts still hold: QPs and CQs not destroyed,
+// memory regions not deregistered. After a user of the model released everything they
+// are 0.
+func (n *NIC) Live() (qps, cqs, mrs int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, c := range n.cqs {
+		if !c.dead {
+			cqs++
+		}
+	}
+	return len(n.qps), cqs, len(n.mrs)
+}
+
+// TimestampedCQs returns the numbers of the CQs created with completion timestamps, in
+// the order they were created.
+func (n *NIC) TimestampedCQs() []uint32 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var cqns []uint32
+	for _, c := range n.cqs {
+		if c.ts {
+			cqns = append(cqns, c.cqn)
+		}
+	}
+	return cqns
+}
+
 // Close stops the engine.
 func (n *NIC) Close() {
 	n.mu.Lock()
@@ -140,15 +175,10 @@ func (n *NIC) fail(format string, args ...any) {
 }
 
 // mem views n bytes at a process address (provider buffers are real memory here).
-func mem(addr uint64, n int) []byte {
-	if n == 0 {
-		return nil
-	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
-}
+func mem(addr uint64, n int) []byte { return kcmd.Mem(addr, n) }
 
 type mmr struct {
+	handle       uint32
 	addr, length uint64
 	access       uint32
 	key          uint32

@@ -1,6 +1,6 @@
 //go:build guest
 
-package rping
+package guest
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/gorping/gorping/rping"
 )
 
 // startResponder runs Respond on :: port p until the test ends and waits for its listener.
@@ -17,9 +19,9 @@ func startResponder(t *testing.T, p uint16) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	up := make(chan struct{}, 4)
 	done := make(chan error, 1)
-	log := &syncBuffer{}
+	log := &lockedBuffer{}
 	go func() {
-		done <- Respond(ctx, ResponderConfig{Port: p, Log: log, Listening: func() { up <- struct{}{} }})
+		done <- rping.Respond(ctx, rping.ResponderConfig{Port: p, Log: log, Listening: func() { up <- struct{}{} }})
 	}()
 	select {
 	case <-up:
@@ -47,7 +49,7 @@ func startResponder(t *testing.T, p uint16) (stop func() error) {
 }
 
 func reason(err error) string {
-	var pe *ProbeError
+	var pe *rping.ProbeError
 	if errors.As(err, &pe) {
 		return pe.Reason
 	}
@@ -63,7 +65,7 @@ func TestGuestProbe(t *testing.T) {
 	for _, fam := range []string{"GORPING_IPV4", "GORPING_IPV6"} {
 		t.Run(fam, func(t *testing.T) {
 			addr := guestAddr(t, fam)
-			pr, err := DialProbe(context.Background(), ProbeConfig{Target: netip.AddrPortFrom(addr, p)})
+			pr, err := rping.DialProbe(context.Background(), rping.ProbeConfig{Target: netip.AddrPortFrom(addr, p)})
 			if err != nil {
 				t.Fatalf("DialProbe %s: %v", addr, err)
 			}
@@ -84,7 +86,7 @@ func TestGuestProbe(t *testing.T) {
 	}
 
 	t.Run("allocs", func(t *testing.T) {
-		pr, err := DialProbe(context.Background(), ProbeConfig{Target: netip.AddrPortFrom(guestAddr(t, "GORPING_IPV4"), p)})
+		pr, err := rping.DialProbe(context.Background(), rping.ProbeConfig{Target: netip.AddrPortFrom(guestAddr(t, "GORPING_IPV4"), p)})
 		if err != nil {
 			t.Fatalf("DialProbe: %v", err)
 		}
@@ -118,7 +120,7 @@ func TestGuestProbe(t *testing.T) {
 	})
 
 	t.Run("responder-leaves", func(t *testing.T) {
-		pr, err := DialProbe(context.Background(), ProbeConfig{Target: netip.AddrPortFrom(guestAddr(t, "GORPING_IPV4"), p)})
+		pr, err := rping.DialProbe(context.Background(), rping.ProbeConfig{Target: netip.AddrPortFrom(guestAddr(t, "GORPING_IPV4"), p)})
 		if err != nil {
 			t.Fatalf("DialProbe: %v", err)
 		}
@@ -134,7 +136,7 @@ func TestGuestProbe(t *testing.T) {
 			t.Fatal("ping after the responder stopped succeeded")
 		}
 		switch r := reason(err); r {
-		case ReasonDisconnected, "wr_flush_err", "retry_exc_err", ReasonTimeout:
+		case rping.ReasonDisconnected, "wr_flush_err", "retry_exc_err", rping.ReasonTimeout:
 			t.Logf("ping after the responder stopped: %v", err)
 		default:
 			t.Errorf("ping after the responder stopped: reason %q (%v)", r, err)
@@ -148,15 +150,15 @@ func TestGuestProbe(t *testing.T) {
 // TestGuestProbeRefused: nothing listens on the port: connect_refused, promptly.
 func TestGuestProbeRefused(t *testing.T) {
 	start := time.Now()
-	_, err := DialProbe(context.Background(), ProbeConfig{Target: netip.AddrPortFrom(guestAddr(t, "GORPING_IPV4"), port()),
+	_, err := rping.DialProbe(context.Background(), rping.ProbeConfig{Target: netip.AddrPortFrom(guestAddr(t, "GORPING_IPV4"), port()),
 		ConnectTimeout: 20 * time.Second})
-	if reason(err) != ReasonConnectRefused {
-		t.Fatalf("dial to a port nobody listens on: %v, want reason %s", err, ReasonConnectRefused)
+	if reason(err) != rping.ReasonConnectRefused {
+		t.Fatalf("dial to a port nobody listens on: %v, want reason %s", err, rping.ReasonConnectRefused)
 	}
 	t.Logf("%v after %v", err, time.Since(start).Round(time.Millisecond))
 	// An address with no RDMA device on its route.
-	_, err = DialProbe(context.Background(), ProbeConfig{Target: netip.MustParseAddrPort("127.0.0.1:7174")})
-	if r := reason(err); r != ReasonAddrError && r != ReasonRouteError {
+	_, err = rping.DialProbe(context.Background(), rping.ProbeConfig{Target: netip.MustParseAddrPort("127.0.0.1:7174")})
+	if r := reason(err); r != rping.ReasonAddrError && r != rping.ReasonRouteError {
 		t.Errorf("dial to 127.0.0.1 (no RDMA device): %v, want addr_error or route_error", err)
 	}
 }

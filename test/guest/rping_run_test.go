@@ -1,6 +1,6 @@
 //go:build guest
 
-package rping
+package guest
 
 import (
 	"context"
@@ -15,10 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/rping"
+	"github.com/gorping/gorping/test/guesttest"
 )
 
-// These tests run Run itself (server and client in this process, or against
+// These tests run rping.Run itself (server and client in this process, or against
 // the guest's stock rping) over rxe0 inside the QEMU guest.
 
 func guestAddr(t *testing.T, name string) netip.Addr {
@@ -26,27 +27,30 @@ func guestAddr(t *testing.T, name string) netip.Addr {
 	return netip.MustParseAddr(guesttest.Env(t, name))
 }
 
+// exitInterrupted is rping.Run's status when its context ends (a signal).
+const exitInterrupted = 130
+
 var nextPort atomic.Uint32
 
 // port returns a fresh port per test so a lingering listener never interferes.
 func port() uint16 { return uint16(21000 + nextPort.Add(1)) }
 
 type runner struct {
-	cfg            Config
-	stdout, stderr *syncBuffer
+	cfg            rping.Config
+	stdout, stderr *lockedBuffer
 	status         chan int
 }
 
 func newRunner(server bool, addr netip.Addr, p uint16, size, count int) *runner {
-	r := &runner{stdout: &syncBuffer{}, stderr: &syncBuffer{}, status: make(chan int, 1)}
-	r.cfg = DefaultConfig()
+	r := &runner{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, status: make(chan int, 1)}
+	r.cfg = rping.DefaultConfig()
 	r.cfg.Server, r.cfg.Addr, r.cfg.Port, r.cfg.Size, r.cfg.Count = server, addr, p, size, count
 	r.cfg.Stdout, r.cfg.Stderr = r.stdout, r.stderr
 	return r
 }
 
 func (r *runner) start(ctx context.Context) *runner {
-	go func() { r.status <- Run(ctx, r.cfg) }()
+	go func() { r.status <- rping.Run(ctx, r.cfg) }()
 	return r
 }
 
@@ -68,18 +72,6 @@ func tail(s string) string {
 		return "…" + s[len(s)-400:]
 	}
 	return s
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // listening waits until a server's rdma_cm listener exists: a client that
@@ -106,10 +98,10 @@ func TestGuestPingPong(t *testing.T) {
 			if st := sv.wait(t, "server"); st != 0 {
 				t.Fatalf("server exit %d, stderr %q", st, sv.stderr)
 			}
-			if cl.stdout.String() != pingLines("ping data: ", 1000, 64) {
+			if cl.stdout.String() != ExpectedPingLines(1000, 64) {
 				t.Errorf("client output differs: %q", tail(cl.stdout.String()))
 			}
-			if sv.stdout.String() != pingLines("server ping data: ", 1000, 64) {
+			if sv.stdout.String() != expectedServerLines(1000, 64) {
 				t.Errorf("server output differs: %q", tail(sv.stdout.String()))
 			}
 			// A normal end: at most the racy DISCONNECT lines, never "wait for".
@@ -186,7 +178,7 @@ func TestGuestPeerDies(t *testing.T) {
 	cl := newRunner(false, addr, p, 64, 0)
 	cl.cfg.Verbose = true
 	cl.start(context.Background())
-	waitFor(t, "20 pings", func() bool { return strings.Count(cl.stdout.String(), "\n") >= 20 })
+	waitFor(t, 60*time.Second, "20 pings", func() bool { return strings.Count(cl.stdout.String(), "\n") >= 20 })
 	srv.Process.Signal(syscall.SIGKILL)
 	srv.Wait()
 	if st := cl.wait(t, "client"); st != 255 {

@@ -1,6 +1,6 @@
 //go:build guest
 
-package rxe_test
+package guest
 
 import (
 	"bytes"
@@ -10,18 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
+	"github.com/gorping/gorping/test/guesttest"
 	"github.com/gorping/gorping/uverbs"
 	_ "github.com/gorping/gorping/uverbs/rxe"
 )
 
-const guestDev = guesttest.DeviceName
-
 // The guest's rxe0 sits on d0 with 192.0.2.1; its RoCE v2 GID is ::ffff:192.0.2.1.
 var guestGID = netip.MustParseAddr("192.0.2.1").As16()
-
-// eventTimeout bounds each wait for a completion: TCG guests are slow, never this slow.
-const eventTimeout = 30 * time.Second
 
 // side is one end of the loopback connection.
 type side struct {

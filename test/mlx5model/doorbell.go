@@ -40,6 +40,10 @@ type doorbell struct {
 	bytes []byte // the doorbell (8 bytes) or the whole BlueFlame copy (64·n bytes)
 	bf    bool
 	rec   uint32 // the doorbell record at the time of the ring (SQ: send counter, CQ: arm word)
+	// live: the QP or CQ it names existed at the time of the ring. One destroyed before
+	// the engine gets to the doorbell is no violation (teardown right after a post or an
+	// arm); the doorbell then does nothing, as on a device.
+	live bool
 }
 
 // uarRange is one UAR page of a context, for ring's address lookup.
@@ -81,7 +85,7 @@ func (n *NIC) ring(e mmio.Event) {
 	data := append([]byte(nil), e.Data[:e.Len]...)
 	if db.off == cqDoorbell && e.Op == mmio.OpStore64 {
 		if c := r.cqs[binary.BigEndian.Uint32(data[4:])]; c != nil && c.x == u.x {
-			db.rec = beLoad(&c.db[1])
+			db.rec, db.live = beLoad(&c.db[1]), true
 		}
 		db.bytes = data
 		r.queue = append(r.queue, db)
@@ -89,7 +93,7 @@ func (n *NIC) ring(e mmio.Event) {
 	}
 	if e.Op == mmio.OpStore64 {
 		db.bytes = data
-		db.rec = r.sqRecord(data)
+		db.rec, db.live = r.sqRecord(data)
 		r.queue = append(r.queue, db)
 		return
 	}
@@ -111,16 +115,17 @@ func (n *NIC) ring(e mmio.Event) {
 		return
 	}
 	db.bytes = data
-	db.rec = r.sqRecord(data)
+	db.rec, db.live = r.sqRecord(data)
 	r.queue = append(r.queue, db)
 }
 
-// sqRecord returns the send doorbell record of the QP a doorbell names (r.mu held).
-func (r *ringState) sqRecord(ctrl []byte) uint32 {
+// sqRecord returns the send doorbell record of the QP a doorbell names, and whether it
+// is live (r.mu held).
+func (r *ringState) sqRecord(ctrl []byte) (uint32, bool) {
 	if q := r.qps[binary.BigEndian.Uint32(ctrl[4:])>>8]; q != nil {
-		return beLoad(&q.db[1])
+		return beLoad(&q.db[1]), true
 	}
-	return 0
+	return 0, false
 }
 
 // ringFail records a violation from ring, which runs without n.mu.
@@ -169,7 +174,9 @@ func (n *NIC) armDoorbell(db doorbell) {
 			return
 		}
 	}
-	n.fail("arm doorbell for unknown CQ %#x", cqn)
+	if !db.live {
+		n.fail("arm doorbell for unknown CQ %#x", cqn)
+	}
 }
 
 // sqDoorbell lets the named QP's send queue run up to the rung WQE, after checking the
@@ -181,7 +188,9 @@ func (n *NIC) sqDoorbell(db doorbell) {
 	qpn, idx, ds := w1>>8, w0>>8&0xffff, int(w1&0x3f)
 	q := n.qps[qpn]
 	if q == nil || q.dead || q.x != db.x {
-		n.fail("doorbell for unknown QP %#x (UAR %d +%#x)", qpn, db.uar, db.off)
+		if !db.live || q != nil {
+			n.fail("doorbell for unknown QP %#x (UAR %d +%#x)", qpn, db.uar, db.off)
+		}
 		return
 	}
 	k := q.bfreg % 2

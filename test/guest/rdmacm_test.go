@@ -1,6 +1,6 @@
 //go:build guest
 
-package rdmacm_test
+package guest
 
 import (
 	"bytes"
@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorping/gorping/internal/guesttest"
 	"github.com/gorping/gorping/rdmacm"
+	"github.com/gorping/gorping/test/guesttest"
 	"github.com/gorping/gorping/uverbs"
 	_ "github.com/gorping/gorping/uverbs/rxe"
 	"golang.org/x/sys/unix"
@@ -24,7 +24,7 @@ import (
 // The guest (test/vm) has rxe0 on dummy interface d0 with 192.0.2.1 and 2001:db8::1.
 const guestDev = guesttest.DeviceName
 
-// eventTimeout bounds each wait for an event: TCG guests are slow, never this slow.
+// eventTimeout bounds each wait for an event or a completion: TCG guests are slow, never this slow.
 const eventTimeout = 30 * time.Second
 
 func guestAddrs(t *testing.T) map[string]netip.Addr {

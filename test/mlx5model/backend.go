@@ -6,6 +6,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/gorping/gorping/test/internal/kcmd"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,63 +40,36 @@ type backend struct {
 	x   *mctx
 }
 
-func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
-func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+func le32(b []byte) uint32 { return kcmd.LE32(b) }
+func le64(b []byte) uint64 { return kcmd.LE64(b) }
+
+var putLE = kcmd.PutLE
 
 // Write executes one command (header | core | driver data) and writes the response where
-// the request's first u64 points, as the kernel does.
-//
-// Extended commands (bit 31) carry ib_uverbs_ex_cmd_hdr after the header: the response
-// address, then the driver's in and out sizes, all sizes in 8-byte words. exec sees them
-// with the ex header stripped and the response address first, like a legacy command.
+// the request's first u64 points, as the kernel does (kcmd: extended commands arrive
+// with their ex header stripped).
 func (b *backend) Write(p []byte) (int, error) {
-	if len(p) < 8 {
-		return 0, unix.EINVAL
-	}
-	cmd := le32(p)
-	inW, outW := int(binary.LittleEndian.Uint16(p[4:])), int(binary.LittleEndian.Uint16(p[6:]))
-	var req []byte
-	var outLen int
-	if cmd&exFlag != 0 {
-		if len(p) < 24 {
-			return 0, unix.EINVAL
-		}
-		provIn, provOut := int(binary.LittleEndian.Uint16(p[16:])), int(binary.LittleEndian.Uint16(p[18:]))
-		if 24+(inW+provIn)*8 != len(p) || le32(p[20:]) != 0 {
-			return 0, unix.EINVAL
-		}
-		req = append(append([]byte(nil), p[8:16]...), p[24:]...) // response, core, driver
-		outLen = (outW + provOut) * 8
-	} else {
-		if inW*4 != len(p) {
-			return 0, unix.EINVAL
-		}
-		req, outLen = p[8:], outW*4
+	cmd, req, outLen, err := kcmd.Decode(p)
+	if err != nil {
+		return 0, err
 	}
 	n := b.nic
+	if n.cfg.Fail != nil {
+		if err := n.cfg.Fail(cmd); err != nil {
+			return 0, err
+		}
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	resp, err := b.exec(cmd, req, outLen)
 	if err != nil {
 		return 0, err
 	}
-	if outLen > 0 {
-		out := mem(le64(req), outLen)
-		clear(out)
-		copy(out, resp)
-	}
+	kcmd.Reply(req, resp, outLen)
 	return len(p), nil
 }
 
-const exFlag = 0x80000000
-
-func putLE(vals ...uint32) []byte {
-	var b []byte
-	for _, v := range vals {
-		b = binary.LittleEndian.AppendUint32(b, v)
-	}
-	return b
-}
+const exFlag = kcmd.ExFlag
 
 func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 	n := b.nic
@@ -168,9 +142,11 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 		base, _ := b.exec(1, req, outLen)
 		out := make([]byte, 304)
 		copy(out, base)
-		binary.LittleEndian.PutUint32(out[180:], 304)       // response_length
-		binary.LittleEndian.PutUint64(out[208:], clockMask) // completion_timestamp_mask
-		binary.LittleEndian.PutUint64(out[216:], clockKHz)  // hca_core_clock
+		binary.LittleEndian.PutUint32(out[180:], 304) // response_length
+		if !n.cfg.NoTimestamps {
+			binary.LittleEndian.PutUint64(out[208:], clockMask) // completion_timestamp_mask
+			binary.LittleEndian.PutUint64(out[216:], clockKHz)  // hca_core_clock
+		}
 		return out, nil
 	case 18 | exFlag: // CREATE_CQ_EX: the legacy request's fields at other offsets, and flags
 		if len(req) < 8+32+32 {
@@ -215,15 +191,20 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 	case 3: // ALLOC_PD
 		n.nextN++
 		return putLE(n.nextN, n.nextN|0x800000), nil // handle, pdn
-	case 4, 13: // DEALLOC_PD, DEREG_MR
-		if cmd == 13 {
-			delete(n.mrs, le32(req))
-		}
+	case 4: // DEALLOC_PD
 		return nil, nil
+	case 13: // DEREG_MR: by handle
+		for key, mr := range n.mrs {
+			if mr.handle == le32(req) {
+				delete(n.mrs, key)
+				return nil, nil
+			}
+		}
+		return nil, unix.EINVAL
 	case 9: // REG_MR
 		n.nextN++
 		key := n.nextN<<8 | 0x07
-		n.mrs[key] = &mmr{addr: le64(req[8:]), length: le64(req[16:]), access: le32(req[36:]), key: key, pd: le32(req[32:])}
+		n.mrs[key] = &mmr{handle: n.nextN, addr: le64(req[8:]), length: le64(req[16:]), access: le32(req[36:]), key: key, pd: le32(req[32:])}
 		return putLE(n.nextN, key, key), nil
 	case 17: // CREATE_COMP_CHANNEL
 		r, w, err := os.Pipe()

@@ -1,6 +1,6 @@
 //go:build guest
 
-package rping
+package guest
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gorping/gorping/rping"
 )
 
 // TestGuestPingLoopAllocatesNothing checks the real data path (rxe rings,
@@ -26,25 +28,25 @@ func TestGuestPingLoopAllocatesNothing(t *testing.T) {
 	for _, mode := range []struct {
 		name  string
 		extra int // pings of the second run beyond the first's 100
-		set   func(cfg *Config)
+		set   func(cfg *rping.Config)
 	}{
-		{"event", 2000, func(*Config) {}},
+		{"event", 2000, func(*rping.Config) {}},
 		// The client busy-polls (both sides run the same cqWait code; two
 		// spinning loops on the guest's two CPUs would starve rxe's kernel
 		// work). Fewer pings: a spinning client is slow under TCG, and this
 		// mode's setup varies by a few objects only (seen: ≤ 6).
-		{"poll", 500, func(cfg *Config) { cfg.Poll = !cfg.Server }},
-		{"stats", 2000, func(cfg *Config) { cfg.Stats = true; cfg.Interval = time.Microsecond }},
+		{"poll", 500, func(cfg *rping.Config) { cfg.Poll = !cfg.Server }},
+		{"stats", 2000, func(cfg *rping.Config) { cfg.Stats = true; cfg.Interval = time.Microsecond }},
 		// More pings: --json's per-run diagnostics (port, GID, counter
 		// directory walks) vary by a few hundred objects from run to run
 		// (seen: 473), close to 2000's tolerance of 500.
-		{"json", 4000, func(cfg *Config) { cfg.Stats, cfg.JSON = true, true }},
+		{"json", 4000, func(cfg *rping.Config) { cfg.Stats, cfg.JSON = true, true }},
 	} {
 		t.Run(mode.name, func(t *testing.T) { testPingLoopAllocs(t, mode.extra, mode.set) })
 	}
 }
 
-func testPingLoopAllocs(t *testing.T, n int, set func(cfg *Config)) {
+func testPingLoopAllocs(t *testing.T, n int, set func(cfg *rping.Config)) {
 	addr := guestAddr(t, "GORPING_IPV4")
 	measure := func(count int) (mallocs uint64, wall, cpu time.Duration) {
 		p := port()
