@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/internal/trace"
+	"github.com/gorping/gorping/uverbs"
 )
 
 // Config is one rping invocation as the command line describes it. The CLI fills
@@ -53,6 +54,9 @@ type Config struct {
 	dg  *diagnostics  // set by Run for --trace, -d, --json
 
 	listening func() // Respond: called once the server's listener is up; nil otherwise
+	// host is where the devices, the rdma_cm node and the hints' netlink are: the zero
+	// Host is this machine; tests pass one they describe.
+	host uverbs.Host
 }
 
 // NoTimeout as Config.Timeout never gives up on a stalled connection (--timeout 0).

@@ -26,10 +26,9 @@ const (
 	listenBacklog  = 3
 )
 
-// countDevices reports how many RDMA devices with a uverbs node exist; a
-// variable so tests can pretend either way.
-var countDevices = func() (int, error) {
-	devs, err := uverbs.Devices()
+// countDevices reports how many RDMA devices with a uverbs node h has.
+func countDevices(h uverbs.Host) (int, error) {
+	devs, err := h.Devices()
 	return len(devs), err
 }
 
@@ -65,7 +64,7 @@ func runRDMA(ctx context.Context, cfg Config) int {
 	out := &printer{stdout: cfg.Stdout, stderr: cfg.Stderr, debug: cfg.Debug}
 	// rping's first step after option parsing: the event channel, which
 	// librdmacm refuses (ENODEV) when no verbs device exists.
-	n, err := countDevices()
+	n, err := countDevices(cfg.host)
 	if err != nil {
 		perror(out.stderr, "failed to create RDMA CM event channel", err)
 		return statusOf(errnoOf(err))
@@ -74,7 +73,7 @@ func runRDMA(ctx context.Context, cfg Config) int {
 		out.errorf("No RDMA devices were detected\n")
 		return exitNoDevice
 	}
-	cm, err := rdmacm.Open(rdmacm.WithTracer(cfg.tr))
+	cm, err := rdmacm.Open(rdmacm.WithTracer(cfg.tr), rdmacm.WithHost(cfg.host))
 	if err != nil {
 		perror(out.stderr, "failed to create RDMA CM event channel", err)
 		out.hint(cmOpenHint(err))
@@ -166,9 +165,9 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 		perror(out.stderr, "rdma_resolve_addr", err)
 		switch {
 		case errors.Is(err, unix.ENODEV):
-			out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
+			out.hint(hostNet(cfg.host).noDeviceHint(cfg.Addr, cfg.SrcAddr))
 		case errors.Is(err, unix.ENETUNREACH):
-			out.hint(hostNet.unreachableHint(cfg.Addr))
+			out.hint(hostNet(cfg.host).unreachableHint(cfg.Addr))
 		}
 		destroy()
 		return exitFailure
@@ -189,7 +188,7 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 		if failed = cmError(out, ev); failed {
 			switch {
 			case ev.Type == rdmacm.EventAddrError && ev.Status == -int32(unix.ENODEV):
-				out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
+				out.hint(hostNet(cfg.host).noDeviceHint(cfg.Addr, cfg.SrcAddr))
 			case (ev.Type == rdmacm.EventAddrError || ev.Type == rdmacm.EventRouteError) && ev.Status == -int32(unix.ETIMEDOUT):
 				out.hint(fmt.Sprintf("gorping: %s did not answer ARP or neighbour discovery within %s: it is down, its link is down, or it is not on this network",
 					cfg.Addr, secs(resolveTimeout)))
@@ -210,7 +209,7 @@ func runClient(ctx context.Context, cfg *Config, out *printer, id *rdmacm.ID) in
 			if err := id.ResolveRoute(resolveTimeout); err != nil {
 				perror(out.stderr, "rdma_resolve_route", err)
 				if errors.Is(err, unix.ENODEV) {
-					out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
+					out.hint(hostNet(cfg.host).noDeviceHint(cfg.Addr, cfg.SrcAddr))
 				}
 				state = StateError
 			}
@@ -415,11 +414,11 @@ func runServer(ctx context.Context, cfg *Config, out *printer, listener *rdmacm.
 	if err := listener.Bind(netip.AddrPortFrom(cfg.Addr, cfg.Port)); err != nil {
 		perror(out.stderr, "rdma_bind_addr", err)
 		if errors.Is(err, unix.ENODEV) {
-			out.hint(hostNet.noDeviceHint(netip.Addr{}, cfg.Addr))
+			out.hint(hostNet(cfg.host).noDeviceHint(netip.Addr{}, cfg.Addr))
 		}
 		return exitFailure
 	}
-	if hint := boundDevice(listener, cfg.Addr, cfg.tr); hint != "" {
+	if hint := boundDevice(listener, cfg.Addr, cfg.tr, hostNet(cfg.host)); hint != "" {
 		// What librdmacm's rdma_bind_addr reports when it cannot open the
 		// device of the address.
 		perror(out.stderr, "rdma_bind_addr", unix.ENODEV)
@@ -486,7 +485,7 @@ func probeDevice(id *rdmacm.ID, tr *trace.Tracer) string {
 // wildcard or its device opens, else the hint. The kernel binds a loopback
 // address without a device; only InfiniBand loopback reaches such a listener
 // (rping then listens in vain on RoCE and iWARP).
-func boundDevice(listener *rdmacm.ID, addr netip.Addr, tr *trace.Tracer) string {
+func boundDevice(listener *rdmacm.ID, addr netip.Addr, tr *trace.Tracer, net netView) string {
 	if addr.IsUnspecified() {
 		return ""
 	}
@@ -495,10 +494,10 @@ func boundDevice(listener *rdmacm.ID, addr netip.Addr, tr *trace.Tracer) string 
 		return "" // the first connection will tell
 	}
 	if ai.NodeGUID == 0 {
-		if hostNet.ibPort() {
+		if net.ibPort() {
 			return ""
 		}
-		return hostNet.noDeviceHint(netip.Addr{}, addr)
+		return net.noDeviceHint(netip.Addr{}, addr)
 	}
 	return probeDevice(listener, tr)
 }

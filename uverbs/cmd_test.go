@@ -248,15 +248,14 @@ func TestCmdErrors(t *testing.T) {
 }
 
 func TestRegMRMemlockError(t *testing.T) {
-	e := newTestEnv(t)
+	t.Parallel()
+	limit := unix.Rlimit{Cur: 65536, Max: 65536}
+	e := newTestEnv(t, withMemlock(func() (unix.Rlimit, error) { return limit, nil }))
 	pd, err := e.ctx.AllocPD()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.k.on(cmdRegMR, func(req []byte) ([]byte, error) { return nil, unix.ENOMEM })
-	old := getrlimitMemlock
-	defer func() { getrlimitMemlock = old }()
-	getrlimitMemlock = func() (unix.Rlimit, error) { return unix.Rlimit{Cur: 65536, Max: 65536}, nil }
 	buf, err := NewBuffer(1 << 20)
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +274,7 @@ func TestRegMRMemlockError(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, s)
 		}
 	}
-	getrlimitMemlock = func() (unix.Rlimit, error) { return unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}, nil }
+	limit = unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
 	_, err = pd.RegMR(buf, AccessLocalWrite)
 	if !strings.Contains(err.Error(), "unlimited") {
 		t.Errorf("error %q should say the limit is unlimited", err)
@@ -301,21 +300,22 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("ENOENT error %q should hint at ib_uverbs", err)
 	}
 
-	_, err = Open(Device{Name: "mlx4_0", Driver: "mlx4", DriverID: 2, Path: "/nonexistent"})
+	reg := shippedLike(t)
+	_, err = reg.lookup(Device{Name: "mlx4_0", Driver: "mlx4", DriverID: 2, Path: "/nonexistent"}, nil)
 	var ue *UnsupportedDriverError
 	if !errors.As(err, &ue) {
 		t.Fatalf("Open(mlx4) err = %v, want *UnsupportedDriverError", err)
 	}
-	for _, s := range []string{"mlx4_0", "mlx4", "fake"} {
+	for _, s := range []string{"mlx4_0", "mlx4", "supported: fake, mlx5, rxe, siw"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not mention %q", err, s)
 		}
 	}
-	_, err = Open(Device{Name: "fake9", DriverID: fakeDriverID, ABI: 7, Path: "/nonexistent"})
+	_, err = reg.lookup(Device{Name: "fake9", DriverID: fakeDriverID, ABI: 7, Path: "/nonexistent"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "ABI") {
 		t.Errorf("ABI mismatch err = %v", err)
 	}
-	_, err = Open(Device{Name: "fake9", Driver: "fake", ABI: 1, Path: "/nonexistent/uverbs9"})
+	_, err = Open(Device{Name: "fake9", Driver: "fake", ABI: 1, Path: "/nonexistent/uverbs9"}, WithProvider(fakeProvider{}))
 	if !errors.Is(err, unix.ENOENT) {
 		t.Errorf("Open of missing node err = %v, want ENOENT", err)
 	}

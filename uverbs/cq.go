@@ -122,7 +122,7 @@ func (c *Context) createCQ(cqe int, ch *CompChannel, vector int, flags CQFlags) 
 	creq := CQRequest{CQE: cqe, Vector: vector, Flags: flags}
 	pending, err := c.prov.PrepareCQ(&creq)
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 	}
 	in, outLen := pending.Udata()
 	cq := &CQ{ctx: c, cookie: c.cookie(), ackCh: make(chan struct{}, 1), flags: flags}
@@ -162,7 +162,7 @@ func (c *Context) createCQ(cqe int, ch *CompChannel, vector int, flags CQFlags) 
 	cq.prov, err = pending.Commit(c.cmd, CQCore{Handle: cq.handle, CQE: cq.cqe}, drv)
 	if err != nil {
 		c.destroyCQCmd(cq.handle) // best effort: the CQ is unusable without its provider
-		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 	}
 	if err := track(c, func() map[uint64]*CQ { return c.cqs }, cq.cookie, cq, cq.prov.Close); err != nil {
 		return nil, err

@@ -59,22 +59,24 @@ func TestSysfsDevices(t *testing.T) {
 		"class/infiniband/odd0/node_type":             "1: CA\n",
 		"class/infiniband_verbs/uverbs4/abi_version":  "1\n", // no ibdev: skipped
 	})
-	got, err := sysfsDevices(root)
+	reg := shippedLike(t)
+	env := hostenv.Env{Sysfs: root, Dev: "/dev/infiniband"}
+	got, err := sysfsDevices(reg, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Device{
-		{Name: "rxe0", Index: -1, Uverbs: "uverbs0", Path: "/dev/infiniband/uverbs0", NodeGUID: 0x505400fffe96b707, Driver: "rxe", DriverID: 14, ABI: 2},
-		{Name: "siw0", Index: -1, Uverbs: "uverbs2", Path: "/dev/infiniband/uverbs2", NodeGUID: 0x0250b6fffe000001, Driver: "siw", DriverID: 18, ABI: 1},
-		{Name: "odd0", Index: -1, Uverbs: "uverbs3", Path: "/dev/infiniband/uverbs3"},
-		{Name: "mlx5_0", Index: -1, Uverbs: "uverbs10", Path: "/dev/infiniband/uverbs10", NodeGUID: 0x0c42a10300651234, Driver: "mlx5", DriverID: 1, ABI: 1},
+		{Name: "rxe0", Index: -1, Uverbs: "uverbs0", Path: "/dev/infiniband/uverbs0", NodeGUID: 0x505400fffe96b707, Driver: "rxe", DriverID: 14, ABI: 2, sysfs: root},
+		{Name: "siw0", Index: -1, Uverbs: "uverbs2", Path: "/dev/infiniband/uverbs2", NodeGUID: 0x0250b6fffe000001, Driver: "siw", DriverID: 18, ABI: 1, sysfs: root},
+		{Name: "odd0", Index: -1, Uverbs: "uverbs3", Path: "/dev/infiniband/uverbs3", sysfs: root},
+		{Name: "mlx5_0", Index: -1, Uverbs: "uverbs10", Path: "/dev/infiniband/uverbs10", NodeGUID: 0x0c42a10300651234, Driver: "mlx5", DriverID: 1, ABI: 1, sysfs: root},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("sysfsDevices =\n%+v\nwant\n%+v", got, want)
 	}
 
 	// No infiniband_verbs class at all: no devices, no error.
-	got, err = sysfsDevices(t.TempDir())
+	got, err = sysfsDevices(reg, hostenv.Env{Sysfs: t.TempDir()})
 	if err != nil || got == nil || len(got) != 0 {
 		t.Errorf("empty sysfs: %v, %v; want an empty non-nil list", got, err)
 	}
@@ -184,7 +186,6 @@ func TestSysfsGIDs(t *testing.T) {
 		"class/net/d0/ifindex":     "5\n",
 		"class/infiniband/x/.keep": "",
 	})
-	defer hostenv.Set(hostenv.Env{Sysfs: root, Dev: "/dev/infiniband"})()
 	got, err := sysfsGIDs(root, "rxe0", 1, 1024, LinkLayerEthernet)
 	if err != nil {
 		t.Fatal(err)
@@ -239,16 +240,15 @@ func TestDeviceNetdevs(t *testing.T) {
 		"class/infiniband/ib0/ports/1/link_layer":            "InfiniBand\n",
 		"class/infiniband/ib0/ports/2/link_layer":            "Ethernet\n",
 	})
-	defer hostenv.Set(hostenv.Env{Sysfs: root, Dev: "/dev/infiniband"})()
 	for dev, want := range map[string][]string{"rxe0": {"d0"}, "mlx5_0": {"eth0"}, "siw0": {"eth1"}, "ib0": nil, "gone": nil} {
-		if got := (Device{Name: dev}).Netdevs(); !slices.Equal(got, want) {
+		if got := (Device{Name: dev, sysfs: root}).Netdevs(); !slices.Equal(got, want) {
 			t.Errorf("%s.Netdevs() = %q, want %q", dev, got, want)
 		}
 	}
-	if got := (Device{Name: "ib0"}).LinkLayers(); !slices.Equal(got, []LinkLayer{LinkLayerInfiniBand, LinkLayerEthernet}) {
+	if got := (Device{Name: "ib0", sysfs: root}).LinkLayers(); !slices.Equal(got, []LinkLayer{LinkLayerInfiniBand, LinkLayerEthernet}) {
 		t.Errorf("ib0.LinkLayers() = %v", got)
 	}
-	if got := (Device{Name: "gone"}).LinkLayers(); got != nil {
+	if got := (Device{Name: "gone", sysfs: root}).LinkLayers(); got != nil {
 		t.Errorf("missing device: %v", got)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gorping/gorping/internal/hostenv"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
@@ -46,7 +45,7 @@ func (c *Context) GIDTable() ([]GIDEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		ents, err := sysfsGIDs(hostenv.Get().Sysfs, c.dev.Name, p, int(pa.GIDTableLen), pa.LinkLayer)
+		ents, err := sysfsGIDs(c.dev.sysfsRoot(), c.dev.Name, p, int(pa.GIDTableLen), pa.LinkLayer)
 		if err != nil {
 			return nil, fmt.Errorf("uverbs: %s GID table: ioctl: %v; sysfs: %w", c.dev.Name, ioErr, err)
 		}
@@ -86,28 +85,21 @@ func (c *Context) queryGIDTableIoctl(n int) ([]GIDEntry, error) {
 	// The ioctl header must carry the device's driver id or the kernel says EINVAL.
 	driverID := c.dev.DriverID
 	if driverID == 0 {
-		driverID = c.provider.DriverID()
+		driverID = c.info.DriverID
 	}
 	q := buildGIDTableIoctl(mem.Addr(), n, driverID)
 	b := mem.Bytes()
 	copy(b, wire.Bytes(&q))
 
-	c.cmd.mu.Lock()
-	if c.cmd.closed {
-		c.cmd.mu.Unlock()
-		return nil, ErrClosed
-	}
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(c.cmd.fd), rdmaVerbsIoctl, uintptr(mem.Addr()))
-	c.cmd.mu.Unlock()
-	if errno != 0 {
+	if err := c.cmd.ioctlCmd("QUERY_GID_TABLE", uintptr(mem.Addr())); err != nil {
 		if c.cmd.tr != nil {
-			c.traceGIDIoctl(n, 0, errno)
+			c.traceGIDIoctl(n, 0, err)
 		}
-		return nil, &CmdError{Cmd: "QUERY_GID_TABLE", Errno: errno}
+		return nil, err
 	}
 	wire.Decode(&q, b)
 	if c.cmd.tr != nil {
-		c.traceGIDIoctl(n, q.NumEntries, 0)
+		c.traceGIDIoctl(n, q.NumEntries, nil)
 	}
 	return parseGIDEntries(q.NumEntries, b[sizeofQueryGIDTable:])
 }
@@ -157,7 +149,7 @@ func sysfsGIDs(root, dev string, port, n int, ll LinkLayer) ([]GIDEntry, error) 
 				e.Type = GIDTypeRoCEv2
 			}
 			if nd, err := readSysfs(filepath.Join(pdir, "gid_attrs", "ndevs", strconv.Itoa(i))); err == nil && nd != "" {
-				if ifi, err := netInterfaceIndex(nd); err == nil {
+				if ifi, err := netInterfaceIndex(root, nd); err == nil {
 					e.IfIndex = uint32(ifi)
 				}
 			}
@@ -188,8 +180,8 @@ func parseGID(s string) ([16]byte, error) {
 }
 
 // netInterfaceIndex reads a netdev's ifindex from sysfs (avoids importing net).
-func netInterfaceIndex(name string) (int, error) {
-	s, err := readSysfs(hostenv.Sys("class", "net", name, "ifindex"))
+func netInterfaceIndex(root, name string) (int, error) {
+	s, err := readSysfs(filepath.Join(root, "class", "net", name, "ifindex"))
 	if err != nil {
 		return 0, err
 	}

@@ -70,7 +70,7 @@ func (c *Context) AllocPD() (*PD, error) {
 	if hooks != nil {
 		if err := hooks.PDAllocated(resp.PdHandle, drv); err != nil {
 			pd.Dealloc()
-			return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+			return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 		}
 	}
 	return pd, nil
@@ -107,13 +107,6 @@ type MR struct {
 	dead   bool
 }
 
-// getrlimitMemlock is unix.Getrlimit for RLIMIT_MEMLOCK; tests replace it.
-var getrlimitMemlock = func() (unix.Rlimit, error) {
-	var r unix.Rlimit
-	err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r)
-	return r, err
-}
-
 // RegMR registers the whole buffer (REG_MR, I/O virtual address = its address).
 func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
 	if b == nil || b.Len() == 0 {
@@ -136,13 +129,13 @@ func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
 	var resp regMRResp
 	drv, err := call(c.cmd, cmdRegMR, &req, &resp, in, outLen)
 	if err != nil {
-		return nil, regMRError(c.dev.Name, b.Len(), err)
+		return nil, regMRError(c.dev.Name, b.Len(), err, c.memlock)
 	}
 	mr := &MR{pd: pd, handle: resp.MrHandle, LKey: resp.Lkey, RKey: resp.Rkey, Addr: b.Addr(), Len: b.Len()}
 	if hooks != nil {
 		if err := hooks.MRRegistered(resp.MrHandle, drv); err != nil {
 			mr.Dereg()
-			return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+			return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 		}
 	}
 	return mr, nil
@@ -150,11 +143,11 @@ func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
 
 // regMRError explains the usual cause of ENOMEM/EPERM: pinned pages are charged to
 // RLIMIT_MEMLOCK.
-func regMRError(dev string, size int, err error) error {
+func regMRError(dev string, size int, err error, memlock func() (unix.Rlimit, error)) error {
 	if !errors.Is(err, unix.ENOMEM) && !errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("uverbs: %s: register %d bytes: %w", dev, size, err)
 	}
-	lim, lerr := getrlimitMemlock()
+	lim, lerr := memlock()
 	if lerr != nil {
 		return fmt.Errorf("uverbs: %s: register %d bytes: %w (pinned memory counts against RLIMIT_MEMLOCK; check `ulimit -l`)", dev, size, err)
 	}

@@ -43,7 +43,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	qreq := QPRequest{Type: attr.Type, Cap: attr.Cap, SigAll: attr.SigAll, SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov}
 	pending, err := c.prov.PrepareQP(&qreq)
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 	}
 	in, outLen := pending.Udata()
 	qp := &QP{ctx: c, pd: pd, cookie: c.cookie(), typ: attr.Type}
@@ -83,7 +83,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	qp.prov, err = pending.Commit(c.cmd, &core, drv)
 	if err != nil {
 		c.destroyQPCmd(qp.handle) // best effort: unusable without its provider
-		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 	}
 	qp.cap = core.Cap
 	if err := track(c, func() map[uint64]*QP { return c.qps }, qp.cookie, qp, qp.prov.Close); err != nil {
@@ -216,7 +216,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		qp.state = attr.State
 		if o, ok := qp.prov.(QPStateObserver); ok {
 			if err := o.SetState(attr.State); err != nil {
-				return fmt.Errorf("uverbs: %s QP %d now %v: %s provider: %w", c.dev.Name, qp.qpn, attr.State, c.provider.Driver(), err)
+				return fmt.Errorf("uverbs: %s QP %d now %v: %s provider: %w", c.dev.Name, qp.qpn, attr.State, c.info.Driver, err)
 			}
 		}
 	}

@@ -8,29 +8,7 @@ import (
 
 	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/internal/wire"
-	"golang.org/x/sys/unix"
 )
-
-// Option configures Open and OpenShared.
-type Option func(*options)
-
-type options struct {
-	tracer *trace.Tracer
-}
-
-// WithTracer makes every command, mmap, QP transition and data-path step of the context
-// a trace record (--trace). A nil tracer traces nothing and costs nothing.
-func WithTracer(t *trace.Tracer) Option { return func(o *options) { o.tracer = t } }
-
-func applyOptions(opts []Option) options {
-	var o options
-	for _, f := range opts {
-		if f != nil {
-			f(&o)
-		}
-	}
-	return o
-}
 
 // Tracing: the core's commands are traced in call and Write (cmd.go), which every command
 // passes; the data path in QP.PostSend/PostRecv, CQ.Poll and CompChannel.Wait; mappings in
@@ -298,12 +276,9 @@ func (qp *QP) traceModify(from QPState, attr *QPAttr, mask QPAttrMask, err error
 	qp.ctx.cmd.tr.Emit("qp", name, fs, nil, err)
 }
 
-func (c *Context) traceGIDIoctl(n int, got uint64, errno unix.Errno) {
-	var err error
+func (c *Context) traceGIDIoctl(n int, got uint64, err error) {
 	var resp []trace.Field
-	if errno != 0 {
-		err = errno
-	} else {
+	if err == nil {
 		resp = []trace.Field{trace.F("num_entries", got)}
 	}
 	c.cmd.tr.Count(trace.Syscall)

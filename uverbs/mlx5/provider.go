@@ -47,9 +47,14 @@ var pageSize = unix.Getpagesize
 
 type provider struct{}
 
-func (provider) Driver() string       { return mlx5Driver }
-func (provider) DriverID() uint32     { return mlx5DriverID }
-func (provider) ABIRange() (int, int) { return mlx5ABI, mlx5ABI }
+func (provider) Info() uverbs.ProviderInfo {
+	return uverbs.ProviderInfo{
+		Driver: mlx5Driver, DriverID: mlx5DriverID, ABIMin: mlx5ABI, ABIMax: mlx5ABI,
+		Transport: uverbs.TransportIB,
+		Sysfs:     uverbs.SysfsMatch{BusDrivers: []string{"mlx5_core"}},
+		// None: doorbells and the CQ arm are stores to the UAR page, not commands.
+	}
+}
 
 func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
 	ps := pageSize()

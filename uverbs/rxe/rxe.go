@@ -21,9 +21,16 @@ func init() { uverbs.Register(provider{}) }
 
 type provider struct{}
 
-func (provider) Driver() string       { return rxeDriver }
-func (provider) DriverID() uint32     { return rxeDriverID }
-func (provider) ABIRange() (int, int) { return rxeABIMin, rxeABIMax }
+func (provider) Info() uverbs.ProviderInfo {
+	return uverbs.ProviderInfo{
+		Driver: rxeDriver, DriverID: rxeDriverID, ABIMin: rxeABIMin, ABIMax: rxeABIMax,
+		Transport: uverbs.TransportIB,
+		Sysfs:     uverbs.SysfsMatch{SoftParent: true},
+		// The send doorbell and the CQ arm: rxe's doorbell runs the whole send inline
+		// (WQE to packet, loopback, the peer's receive), but never sleeps.
+		RawCommands: []uint32{uverbs.CmdPostSend, uverbs.CmdReqNotifyCQ},
+	}
+}
 
 // NewContext runs GET_CONTEXT (rxe has no driver data either way).
 func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {

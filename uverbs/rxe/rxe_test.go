@@ -109,11 +109,12 @@ func idx(mem []byte, off int) *uint32 { return (*uint32)(unsafe.Pointer(&mem[off
 
 func TestProviderIdentity(t *testing.T) {
 	p := provider{}
-	if p.Driver() != "rxe" || p.DriverID() != 14 {
-		t.Errorf("identity %s/%d", p.Driver(), p.DriverID())
+	info := p.Info()
+	if info.Driver != "rxe" || info.DriverID != 14 || info.Transport != uverbs.TransportIB {
+		t.Errorf("identity %s/%d/%v", info.Driver, info.DriverID, info.Transport)
 	}
-	if lo, hi := p.ABIRange(); lo > 2 || hi < 2 {
-		t.Errorf("ABI range %d..%d must include rxe's 2", lo, hi)
+	if info.ABIMin > 2 || info.ABIMax < 2 {
+		t.Errorf("ABI range %d..%d must include rxe's 2", info.ABIMin, info.ABIMax)
 	}
 	cc := &fakeCtxCmd{}
 	pc, err := p.NewContext(uverbs.Device{Name: "rxe0", Driver: "rxe", DriverID: 14, ABI: 2}, cc)

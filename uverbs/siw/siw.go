@@ -26,9 +26,16 @@ func init() { uverbs.Register(provider{}) }
 
 type provider struct{}
 
-func (provider) Driver() string       { return siwDriver }
-func (provider) DriverID() uint32     { return siwDriverID }
-func (provider) ABIRange() (int, int) { return siwABI, siwABI }
+func (provider) Info() uverbs.ProviderInfo {
+	return uverbs.ProviderInfo{
+		Driver: siwDriver, DriverID: siwDriverID, ABIMin: siwABI, ABIMax: siwABI,
+		Transport: uverbs.TransportIWARP,
+		Sysfs:     uverbs.SysfsMatch{SoftNode: true},
+		// None: siw's send doorbell pushes the queued work into the TCP socket inline,
+		// which takes the socket lock and may wait for it; the scheduler must see that.
+		// The CQ is armed in memory.
+	}
+}
 
 // NewContext runs GET_CONTEXT; siw answers with its device id and fails without room
 // for it.
