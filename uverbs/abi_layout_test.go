@@ -17,6 +17,7 @@ var headers = []string{
 }
 
 func TestABILayout(t *testing.T) {
+	t.Parallel()
 	abicheck.Check(t, headers,
 		abicheck.Struct{C: "struct ib_uverbs_cmd_hdr", Go: cmdHdr{}},
 		abicheck.Struct{C: "struct ib_uverbs_get_context", Go: getContextReq{}},
@@ -65,6 +66,7 @@ func TestABILayout(t *testing.T) {
 }
 
 func TestABIConstants(t *testing.T) {
+	t.Parallel()
 	abicheck.CheckConsts(t, headers,
 		abicheck.Const{C: "IB_USER_VERBS_CMD_GET_CONTEXT", Go: cmdGetContext},
 		abicheck.Const{C: "IB_USER_VERBS_CMD_QUERY_DEVICE", Go: cmdQueryDevice},

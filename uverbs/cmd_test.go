@@ -24,6 +24,7 @@ func checkBytes(t *testing.T, what string, got, want []byte) {
 }
 
 func TestGoldenControlCommands(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	ctx := e.ctx
 	ra := respAddr(ctx)
@@ -179,6 +180,7 @@ func TestGoldenControlCommands(t *testing.T) {
 }
 
 func TestQueryDeviceAndPort(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	resp := make([]byte, 176)
 	binary.LittleEndian.PutUint64(resp[0:], 0x0102)
@@ -228,6 +230,7 @@ func TestQueryDeviceAndPort(t *testing.T) {
 }
 
 func TestCmdErrors(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	e.k.on(cmdAllocPD, func(req []byte) ([]byte, error) { return nil, unix.EMFILE })
 	_, err := e.ctx.AllocPD()
@@ -287,6 +290,7 @@ func TestRegMRMemlockError(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
+	t.Parallel()
 	err := openError("/dev/infiniband/uverbs0", unix.EACCES)
 	if !errors.Is(err, unix.EACCES) {
 		t.Errorf("errno lost: %v", err)
@@ -322,6 +326,7 @@ func TestOpenErrors(t *testing.T) {
 }
 
 func TestBuffer(t *testing.T) {
+	t.Parallel()
 	b, err := NewBuffer(100)
 	if err != nil {
 		t.Fatal(err)
@@ -345,6 +350,7 @@ func TestBuffer(t *testing.T) {
 }
 
 func TestCloseReleasesEverything(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	pd, _ := e.ctx.AllocPD()
 	cq, err := e.ctx.CreateCQ(4, nil, 0)
@@ -378,6 +384,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 }
 
 func TestStrings(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		WCWRFlushErr.String():      "WR_FLUSH_ERR",
 		WCSuccess.String():         "SUCCESS",
@@ -400,6 +407,7 @@ func TestStrings(t *testing.T) {
 }
 
 func TestRegMRZeroBuffer(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	pd, err := e.ctx.AllocPD()
 	if err != nil {

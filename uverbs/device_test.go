@@ -35,6 +35,7 @@ func writeTree(t *testing.T, root string, files map[string]string) {
 }
 
 func TestSysfsDevices(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{
 		"class/infiniband_verbs/abi_version":          "6\n",
@@ -83,6 +84,7 @@ func TestSysfsDevices(t *testing.T) {
 }
 
 func TestParseGUID(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[string]uint64{
 		"5054:00ff:fe96:b707":   0x505400fffe96b707,
 		"0000:0000:0000:0001\n": 1,
@@ -105,6 +107,7 @@ func u32b(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
 func u64b(v uint64) []byte { return binary.NativeEndian.AppendUint64(nil, v) }
 
 func TestNetlinkParsing(t *testing.T) {
+	t.Parallel()
 	// A dump datagram: two devices then DONE, as the kernel sends them.
 	dev0 := append(nlAttrBytes(nldevAttrDevIndex, u32b(3)), nlAttrBytes(nldevAttrDevName, []byte("rxe0\x00"))...)
 	dev0 = append(dev0, nlAttrBytes(0 /* PAD */, nil)...)
@@ -167,12 +170,14 @@ func TestNetlinkParsing(t *testing.T) {
 }
 
 func TestNetlinkRequests(t *testing.T) {
+	t.Parallel()
 	checkBytes(t, "dump", dumpRequest(1), le(uint32(16), uint16(5<<10+1), uint16(unix.NLM_F_REQUEST|unix.NLM_F_DUMP), uint32(1), uint32(0)))
 	checkBytes(t, "chardev", chardevRequest(7, 3), le(uint32(16+8+12), uint16(5<<10+15), uint16(unix.NLM_F_REQUEST), uint32(7), uint32(0),
 		uint16(8), uint16(1), uint32(3), uint16(11), uint16(69), []byte("uverbs\x00"), uint8(0)))
 }
 
 func TestSysfsGIDs(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	p := "class/infiniband/rxe0/ports/1/"
 	writeTree(t, root, map[string]string{
@@ -200,6 +205,7 @@ func TestSysfsGIDs(t *testing.T) {
 }
 
 func TestParseGIDEntries(t *testing.T) {
+	t.Parallel()
 	gid := [16]byte{0xfe, 0x80, 15: 1}
 	ent := le(gid[:], uint32(0), uint32(1), uint32(2), uint32(5))
 	got, err := parseGIDEntries(1, append(ent, zeros(32)...))
@@ -214,6 +220,7 @@ func TestParseGIDEntries(t *testing.T) {
 
 // QUERY_GID_TABLE on rxe for N entries, byte by byte.
 func TestGIDTableIoctlGolden(t *testing.T) {
+	t.Parallel()
 	const n, base = 4, 0x7f0000001000
 	q := buildGIDTableIoctl(base, n, 14)
 	mem := wire.Bytes(&q)
@@ -228,6 +235,7 @@ func TestGIDTableIoctlGolden(t *testing.T) {
 // Netdevs and LinkLayers read sysfs of the environment: rxe0 on d0 (parent file), mlx5_0
 // on eth0 (device/net), siw0 known only by its GID table, ib0 with an InfiniBand port.
 func TestDeviceNetdevs(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{
 		"class/infiniband/rxe0/parent":                       "d0\n",

@@ -28,6 +28,7 @@ func fillDistinct(v reflect.Value, next *uint64) {
 }
 
 func TestQPAttrWire(t *testing.T) {
+	t.Parallel()
 	var a QPAttr
 	n := uint64(0)
 	fillDistinct(reflect.ValueOf(&a).Elem(), &n)
@@ -65,6 +66,7 @@ func TestQPAttrWire(t *testing.T) {
 }
 
 func TestDeviceAttrFromWire(t *testing.T) {
+	t.Parallel()
 	var w queryDeviceResp
 	n := uint64(0)
 	fillDistinct(reflect.ValueOf(&w).Elem(), &n)

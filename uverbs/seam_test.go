@@ -157,6 +157,7 @@ func udKernel(t *testing.T) *testEnv {
 }
 
 func TestSeamProviderRunsGetContext(t *testing.T) {
+	t.Parallel()
 	e, ud := newUDEnv(t)
 	if ud.gets != 2 || ud.dev.Name != "ud0" || ud.dev.Driver != "udfake" {
 		t.Errorf("provider made %d GET_CONTEXTs on %+v, want 2 on ud0", ud.gets, ud.dev)
@@ -167,6 +168,7 @@ func TestSeamProviderRunsGetContext(t *testing.T) {
 }
 
 func TestSeamCQPrepareCommitAbort(t *testing.T) {
+	t.Parallel()
 	e, ud := newUDEnv(t)
 	var sentCQE uint32
 	var sentAddr uint64
@@ -201,6 +203,7 @@ func TestSeamCQPrepareCommitAbort(t *testing.T) {
 }
 
 func TestSeamQPCapsAndPD(t *testing.T) {
+	t.Parallel()
 	e, ud := newUDEnv(t)
 	e.k.on(cmdCreateCQ, func(req []byte) ([]byte, error) { return le(uint32(7), uint32(15), zeros(8)), nil })
 	var sentInline uint32
@@ -236,6 +239,7 @@ func TestSeamQPCapsAndPD(t *testing.T) {
 }
 
 func TestSeamMmapAfterClose(t *testing.T) {
+	t.Parallel()
 	e, ud := newUDEnv(t)
 	if err := e.ctx.Close(); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestABILayout(t *testing.T) {
+	t.Parallel()
 	abicheck.Check(t, []string{"rdma/rdma_user_rxe.h", "rdma/ib_user_verbs.h"},
 		abicheck.Struct{C: "struct mminfo", Go: mminfo{}},
 		abicheck.Struct{C: "struct rxe_create_cq_resp", Go: createCQResp{}},

@@ -108,6 +108,7 @@ func mminfoBytes(off uint64, size int) []byte {
 func idx(mem []byte, off int) *uint32 { return (*uint32)(unsafe.Pointer(&mem[off])) }
 
 func TestProviderIdentity(t *testing.T) {
+	t.Parallel()
 	p := provider{}
 	info := p.Info()
 	if info.Driver != "rxe" || info.DriverID != 14 || info.Transport != uverbs.TransportIB {
@@ -167,6 +168,7 @@ func wcBytes(id uint64, status, opcode, byteLen, qpn, flags uint32, port uint8) 
 }
 
 func TestCQPoll(t *testing.T) {
+	t.Parallel()
 	q, mem, _, _ := newTestCQ(t, 4)
 	wc := make([]uverbs.WC, 8)
 	if n, err := q.Poll(wc); n != 0 || err != nil {
@@ -208,6 +210,7 @@ func TestCQPoll(t *testing.T) {
 }
 
 func TestCQArmAndClose(t *testing.T) {
+	t.Parallel()
 	q, _, cmd, k := newTestCQ(t, 4)
 	if err := q.Arm(false); err != nil {
 		t.Fatal(err)
@@ -240,6 +243,7 @@ func TestCQArmAndClose(t *testing.T) {
 }
 
 func TestNewCQErrors(t *testing.T) {
+	t.Parallel()
 	ctx, k := newFakeRxe(t)
 	cmd := &fakeCmd{}
 	if _, err := ctx.NewCQ(cmd, uverbs.CQCore{}, make([]byte, 8)); err == nil {
@@ -292,6 +296,7 @@ func newTestQP(t testing.TB, sqSlots, rqSlots int, sigAll bool) testQP {
 }
 
 func TestPostSendWQE(t *testing.T) {
+	t.Parallel()
 	tq := newTestQP(t, 4, 4, false)
 	q := tq.qp
 	if q.maxSendSGE != 3 {
@@ -386,6 +391,7 @@ func TestPostSendWQE(t *testing.T) {
 }
 
 func TestSigAllAndValidation(t *testing.T) {
+	t.Parallel()
 	tq := newTestQP(t, 4, 4, true)
 	q := tq.qp
 	if err := q.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend}); err != nil {
@@ -411,6 +417,7 @@ func TestSigAllAndValidation(t *testing.T) {
 }
 
 func TestQueueFullAndWrap(t *testing.T) {
+	t.Parallel()
 	tq := newTestQP(t, 4, 4, false)
 	q := tq.qp
 	q.SetState(uverbs.QPSRTS)
@@ -445,6 +452,7 @@ func TestQueueFullAndWrap(t *testing.T) {
 }
 
 func TestPostRecv(t *testing.T) {
+	t.Parallel()
 	tq := newTestQP(t, 4, 4, false)
 	q := tq.qp
 	wr := &uverbs.RecvWR{ID: 0xabc, SGE: []uverbs.SGE{{Addr: 0xc000, Length: 16, LKey: 0x99}}}
@@ -491,6 +499,7 @@ func TestPostRecv(t *testing.T) {
 }
 
 func TestNewQPRejects(t *testing.T) {
+	t.Parallel()
 	ctx, k := newFakeRxe(t)
 	cmd := &fakeCmd{}
 	if _, err := ctx.NewQP(cmd, uverbs.QPCore{Type: uverbs.QPTypeRC}, make([]byte, 16)); err == nil {
