@@ -307,21 +307,24 @@ func (c *cmdPath) Fd() int { return c.fd }
 
 // Mmap implements Commander: a shared mapping of the device file, made under the command
 // lock so it cannot race with Context.Close closing the fd.
-func (c *cmdPath) Mmap(off int64, length, prot int) ([]byte, error) {
+func (c *cmdPath) Mmap(what string, off int64, length, prot int) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.fdClosed {
 		return nil, ErrClosed
 	}
+	var b []byte
+	var err error
 	if c.backend != nil {
-		return c.backend.Mmap(off, length, prot)
+		b, err = c.backend.Mmap(off, length, prot)
+	} else {
+		b, err = unix.Mmap(c.fd, off, length, prot, unix.MAP_SHARED)
 	}
-	b, err := unix.Mmap(c.fd, off, length, prot, unix.MAP_SHARED)
 	if c.tr != nil {
-		c.traceMmap("device page (provider)", uint64(off), length, err)
+		c.traceMmap(what, uint64(off), length, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: mmap %d bytes at offset %#x: %w", length, off, err)
+		return nil, fmt.Errorf("uverbs: mmap %s (%d bytes at offset %#x): %w", what, length, off, err)
 	}
 	return b, nil
 }

@@ -132,8 +132,9 @@ type Commander interface {
 	// response is copied to resp afterwards. req is not modified. Write does not allocate
 	// unless it fails.
 	Write(cmd uint32, req, resp []byte) error
-	// Mmap maps length bytes of the device file at offset off (MAP_SHARED, prot as given).
-	Mmap(off int64, length, prot int) ([]byte, error)
+	// Mmap maps length bytes of the device file at offset off (MAP_SHARED, prot as given);
+	// what names the mapping in traces and errors ("rxe send queue ring").
+	Mmap(what string, off int64, length, prot int) ([]byte, error)
 	Munmap(b []byte) error
 	Fd() int
 }

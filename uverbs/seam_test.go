@@ -244,7 +244,7 @@ func TestSeamMmapAfterClose(t *testing.T) {
 	if err := e.ctx.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ud.cmd.Mmap(0, 4096, unix.PROT_WRITE); !errors.Is(err, ErrClosed) {
+	if _, err := ud.cmd.Mmap("test page", 0, 4096, unix.PROT_WRITE); !errors.Is(err, ErrClosed) {
 		t.Errorf("Mmap after Close: %v, want ErrClosed", err)
 	}
 	if err := ud.cmd.Write(cmdAllocPD, zeros(8), zeros(8)); !errors.Is(err, ErrClosed) {

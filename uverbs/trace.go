@@ -12,15 +12,7 @@ import (
 
 // Tracing: the core's commands are traced in call and Write (cmd.go), which every command
 // passes; the data path in QP.PostSend/PostRecv, CQ.Poll and CompChannel.Wait; mappings in
-// cmdPath.Mmap and, for providers that map with their own code, TraceMmap.
-
-// TraceMmap records a mapping a provider made of the context's device file (what it is,
-// the mmap offset and length) on cmd's tracer, if it has one.
-func TraceMmap(cmd Commander, what string, off uint64, length int, err error) {
-	if p, ok := cmd.(*cmdPath); ok && p.tr != nil {
-		p.traceMmap(what, off, length, err)
-	}
-}
+// cmdPath.Mmap, which every provider mapping passes.
 
 func (c *cmdPath) traceMmap(what string, off uint64, length int, err error) {
 	c.tr.Count(trace.Syscall)

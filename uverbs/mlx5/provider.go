@@ -130,7 +130,7 @@ func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, a
 	// Map every static UAR page now, as libmlx5 does: bfregs are handed out by CREATE_QP and
 	// the CQ arm doorbell lives in the first page.
 	for i := 0; i < nsys; i++ {
-		b, err := cmd.Mmap(uarMmapOffset(mmapRegularPage, i, pageSize), pageSize, unix.PROT_WRITE)
+		b, err := cmd.Mmap("mlx5 UAR page", uarMmapOffset(mmapRegularPage, i, pageSize), pageSize, unix.PROT_WRITE)
 		if err != nil {
 			c.unmapUARs()
 			return nil, fmt.Errorf("mlx5: map UAR page %d of %d: %w", i, nsys, err)
@@ -140,7 +140,7 @@ func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, a
 	// The clock_info page converts completion timestamps; libmlx5 maps it here too. A
 	// kernel without it (or refusing it) leaves the context without timestamps.
 	if r.ClockInfoVersions&(1<<clockInfoV1) != 0 {
-		if b, err := cmd.Mmap(uarMmapOffset(mmapClockInfo, clockInfoV1, pageSize), pageSize, unix.PROT_READ); err == nil {
+		if b, err := cmd.Mmap("mlx5 clock_info page", uarMmapOffset(mmapClockInfo, clockInfoV1, pageSize), pageSize, unix.PROT_READ); err == nil {
 			c.clock = &clockPage{b: b, ci: (*clockInfo)(unsafe.Pointer(&b[0]))}
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
 	"golang.org/x/sys/unix"
@@ -37,15 +36,12 @@ func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverb
 	if _, err := cc.GetContext(nil, 0); err != nil {
 		return nil, err
 	}
-	return &rxeContext{mmap: umem.MapShared, munmap: (*umem.Mem).Free}, nil
+	return &rxeContext{}, nil
 }
 
-// rxeContext holds the ring mapping functions; tests substitute fakes for them. Rings are
-// umem mappings like every other memory the kernel shares with gorping.
-type rxeContext struct {
-	mmap   func(fd int, off uint64, size int) (*umem.Mem, error)
-	munmap func(*umem.Mem) error
-}
+// rxeContext is an rxe context: rxe keeps no per-context state (the kernel allocates the
+// rings, which are mapped through the context's Commander).
+type rxeContext struct{}
 
 func (c *rxeContext) Close() error { return nil }
 
@@ -56,14 +52,16 @@ func (c *rxeContext) mapRing(cmd uverbs.Commander, mi mminfo, minElem int, what 
 	if mi.Size < ringDataOff || mi.Size > 1<<31 {
 		return nil, fmt.Errorf("rxe: %s mmap size %d out of range", what, mi.Size)
 	}
-	mem, err := c.mmap(cmd.Fd(), mi.Offset, int(mi.Size))
-	uverbs.TraceMmap(cmd, "rxe "+what+" ring", mi.Offset, int(mi.Size), err)
+	if mi.Offset > 1<<62 {
+		return nil, fmt.Errorf("rxe: %s mmap offset %#x out of range", what, mi.Offset)
+	}
+	mem, err := cmd.Mmap("rxe "+what+" ring", int64(mi.Offset), int(mi.Size), unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
-		return nil, fmt.Errorf("rxe: mmap %s (offset %#x, %d bytes): %w", what, mi.Offset, mi.Size, err)
+		return nil, fmt.Errorf("rxe: %w", err)
 	}
 	r, err := newRing(mem, minElem)
 	if err != nil {
-		c.munmap(mem)
+		cmd.Munmap(mem)
 		return nil, fmt.Errorf("rxe: %s: %w", what, err)
 	}
 	return r, nil
@@ -106,7 +104,7 @@ func (c *rxeContext) NewQP(cmd uverbs.Commander, core uverbs.QPCore, resp []byte
 	if r.RqMi.Size != 0 { // no RQ with an SRQ
 		rq, err = c.mapRing(cmd, r.RqMi, recvWQESize+sgeSize*int(core.Cap.MaxRecvSGE), "receive queue")
 		if err != nil {
-			c.munmap(sq.m)
+			cmd.Munmap(sq.mem)
 			return nil, err
 		}
 	}
@@ -192,7 +190,7 @@ func (q *cq) Close() error {
 	if q.ring == nil {
 		return nil
 	}
-	err := q.ctx.munmap(q.ring.m)
+	err := q.cmd.Munmap(q.ring.mem)
 	q.ring = nil
 	if err != nil {
 		return fmt.Errorf("rxe: munmap completion queue: %w", err)
@@ -393,11 +391,11 @@ func (q *qp) Close() error {
 	defer q.rqMu.Unlock()
 	var errs []error
 	if q.sq != nil {
-		errs = append(errs, q.ctx.munmap(q.sq.m))
+		errs = append(errs, q.cmd.Munmap(q.sq.mem))
 		q.sq = nil
 	}
 	if q.rq != nil {
-		errs = append(errs, q.ctx.munmap(q.rq.m))
+		errs = append(errs, q.cmd.Munmap(q.rq.mem))
 		q.rq = nil
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -15,6 +15,7 @@ import (
 
 // fakeCmd records provider commands instead of writing to a uverbs fd.
 type fakeCmd struct {
+	rings  *fakeKernelRings // serves Mmap; nil: ENODEV
 	record bool
 	cmds   []uint32
 	reqs   [][]byte
@@ -31,10 +32,21 @@ func (f *fakeCmd) Write(cmd uint32, req, resp []byte) error {
 	return f.err
 }
 func (f *fakeCmd) Fd() int { return 42 }
-func (f *fakeCmd) Mmap(off int64, length, prot int) ([]byte, error) {
-	return nil, unix.ENODEV // rxe maps its rings itself
+func (f *fakeCmd) Mmap(what string, off int64, length, prot int) ([]byte, error) {
+	if f.rings == nil {
+		return nil, unix.ENODEV
+	}
+	if prot != unix.PROT_READ|unix.PROT_WRITE {
+		f.rings.t.Errorf("%s mapped with prot %#x, want read-write", what, prot)
+	}
+	return f.rings.mmap(uint64(off), length)
 }
-func (f *fakeCmd) Munmap([]byte) error { return nil }
+func (f *fakeCmd) Munmap([]byte) error {
+	if f.rings != nil {
+		f.rings.unmaps++
+	}
+	return nil
+}
 
 // fakeCtxCmd answers GET_CONTEXT for NewContext.
 type fakeCtxCmd struct {
@@ -72,10 +84,7 @@ func newRingMem(t testing.TB, slots int, log2Elem uint32) *umem.Mem {
 	return m
 }
 
-func (k *fakeKernelRings) mmap(fd int, off uint64, size int) (*umem.Mem, error) {
-	if fd != 42 {
-		k.t.Errorf("mmap on fd %d, want the uverbs fd", fd)
-	}
+func (k *fakeKernelRings) mmap(off uint64, size int) ([]byte, error) {
 	mem, ok := k.rings[off]
 	if !ok || size != mem.Len() {
 		return nil, unix.EINVAL
@@ -84,10 +93,8 @@ func (k *fakeKernelRings) mmap(fd int, off uint64, size int) (*umem.Mem, error) 
 		return nil, unix.EINVAL // rxe: each queue can be mapped once
 	}
 	k.mapped[off] = true
-	return mem, nil
+	return mem.Bytes(), nil
 }
-
-func (k *fakeKernelRings) munmap(*umem.Mem) error { k.unmaps++; return nil }
 
 func newFakeRxe(t testing.TB) (*rxeContext, *fakeKernelRings) {
 	k := &fakeKernelRings{t: t, rings: map[uint64]*umem.Mem{}, mapped: map[uint64]bool{}}
@@ -96,7 +103,7 @@ func newFakeRxe(t testing.TB) (*rxeContext, *fakeKernelRings) {
 			m.Free()
 		}
 	})
-	return &rxeContext{mmap: k.mmap, munmap: k.munmap}, k
+	return &rxeContext{}, k
 }
 
 func mminfoBytes(off uint64, size int) []byte {
@@ -146,7 +153,7 @@ func newTestCQ(t testing.TB, slots int) (*cq, []byte, *fakeCmd, *fakeKernelRings
 	memMap := newRingMem(t, slots, 7)
 	mem := memMap.Bytes() // 128-byte CQEs, as rxe rounds struct rxe_cqe
 	k.rings[4096] = memMap
-	cmd := &fakeCmd{record: true}
+	cmd := &fakeCmd{record: true, rings: k}
 	pcq, err := ctx.NewCQ(cmd, uverbs.CQCore{Handle: 77, CQE: slots - 1}, mminfoBytes(4096, len(mem)))
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +252,7 @@ func TestCQArmAndClose(t *testing.T) {
 func TestNewCQErrors(t *testing.T) {
 	t.Parallel()
 	ctx, k := newFakeRxe(t)
-	cmd := &fakeCmd{}
+	cmd := &fakeCmd{rings: k}
 	if _, err := ctx.NewCQ(cmd, uverbs.CQCore{}, make([]byte, 8)); err == nil {
 		t.Error("short driver response accepted")
 	}
@@ -284,7 +291,7 @@ func newTestQP(t testing.TB, sqSlots, rqSlots int, sigAll bool) testQP {
 	rq := rqMap.Bytes() // 64 bytes: 40 + 1 SGE, rounded up
 	k.rings[1<<16] = rqMap
 	k.rings[2<<16] = sqMap
-	cmd := &fakeCmd{record: true}
+	cmd := &fakeCmd{record: true, rings: k}
 	resp := append(mminfoBytes(1<<16, len(rq)), mminfoBytes(2<<16, len(sq))...)
 	core := uverbs.QPCore{Handle: 9, QPN: 0x11, Type: uverbs.QPTypeRC, SigAll: sigAll,
 		Cap: uverbs.QPCap{MaxSendWR: uint32(sqSlots - 1), MaxRecvWR: uint32(rqSlots - 1), MaxSendSGE: 3, MaxRecvSGE: 1}}
@@ -501,7 +508,7 @@ func TestPostRecv(t *testing.T) {
 func TestNewQPRejects(t *testing.T) {
 	t.Parallel()
 	ctx, k := newFakeRxe(t)
-	cmd := &fakeCmd{}
+	cmd := &fakeCmd{rings: k}
 	if _, err := ctx.NewQP(cmd, uverbs.QPCore{Type: uverbs.QPTypeRC}, make([]byte, 16)); err == nil {
 		t.Error("short CREATE_QP response accepted")
 	}

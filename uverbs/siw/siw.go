@@ -73,9 +73,9 @@ func mapQueue(cmd uverbs.Commander, key uint64, size int, what string) ([]byte, 
 	if size <= 0 || size > 1<<30 || key > 1<<62 {
 		return nil, fmt.Errorf("siw: %s mapping of %d bytes at %#x out of range", what, size, key)
 	}
-	b, err := cmd.Mmap(int64(key), size, unix.PROT_READ|unix.PROT_WRITE)
+	b, err := cmd.Mmap("siw "+what, int64(key), size, unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
-		return nil, fmt.Errorf("siw: mmap %s (offset %#x, %d bytes): %w", what, key, size, err)
+		return nil, fmt.Errorf("siw: %w", err)
 	}
 	return b, nil
 }

@@ -27,7 +27,7 @@ func (f *fakeCmd) Write(cmd uint32, req, resp []byte) error {
 	return nil
 }
 
-func (f *fakeCmd) Mmap(off int64, length, prot int) ([]byte, error) {
+func (f *fakeCmd) Mmap(what string, off int64, length, prot int) ([]byte, error) {
 	if f.mapErr != nil {
 		return nil, f.mapErr
 	}
