@@ -12,8 +12,8 @@ import (
 // architecture Go supports, which is what the ring protocol needs.
 type ring struct {
 	mem   []byte // the mapping
-	mask  uint32    // slots - 1
-	shift uint32    // log2 of the slot stride
+	mask  uint32 // slots - 1
+	shift uint32 // log2 of the slot stride
 	prod  *uint32
 	cons  *uint32
 	// own is our private copy of the index we own (producer for SQ/RQ, consumer for CQ):
