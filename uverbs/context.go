@@ -326,68 +326,10 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 	if _, err := call(c.cmd, cmdQueryPort, &req, &r, nil, 0); err != nil {
 		return PortAttr{}, fmt.Errorf("uverbs: %s port %d: %w", c.dev.Name, port, err)
 	}
-	return PortAttr{
-		State:        PortState(r.State),
-		PhysState:    r.PhysState,
-		MaxMTU:       MTU(r.MaxMtu),
-		ActiveMTU:    MTU(r.ActiveMtu),
-		LinkLayer:    LinkLayer(r.LinkLayer),
-		GIDTableLen:  r.GidTblLen,
-		PKeyTableLen: r.PkeyTblLen,
-		CapFlags:     r.PortCapFlags,
-		MaxMsgSize:   r.MaxMsgSz,
-		LID:          r.Lid,
-		SMLID:        r.SmLid,
-		LMC:          r.Lmc,
-		SMSL:         r.SmSl,
-		ActiveWidth:  r.ActiveWidth,
-		ActiveSpeed:  r.ActiveSpeed,
-		GRHRequired:  r.Flags&1 != 0,
-	}, nil
+	a := portAttrFromWire(&r)
+	a.GRHRequired = r.Flags&1 != 0 // IB_UVERBS_QPF_GRH_REQUIRED
+	return a, nil
 }
 
-// deviceAttrFromWire converts QUERY_DEVICE's answer; the GUIDs are __be64.
-func deviceAttrFromWire(r *queryDeviceResp) DeviceAttr {
-	return DeviceAttr{
-		FWVer:                 r.FWVer,
-		NodeGUID:              binary.BigEndian.Uint64(r.NodeGUID[:]),
-		SysImageGUID:          binary.BigEndian.Uint64(r.SysImageGUID[:]),
-		MaxMRSize:             r.MaxMRSize,
-		PageSizeCap:           r.PageSizeCap,
-		VendorID:              r.VendorID,
-		VendorPartID:          r.VendorPartID,
-		HWVer:                 r.HWVer,
-		MaxQP:                 r.MaxQP,
-		MaxQPWR:               r.MaxQPWR,
-		DeviceCapFlags:        r.DeviceCapFlags,
-		MaxSGE:                r.MaxSGE,
-		MaxSGERd:              r.MaxSGERd,
-		MaxCQ:                 r.MaxCQ,
-		MaxCQE:                r.MaxCQE,
-		MaxMR:                 r.MaxMR,
-		MaxPD:                 r.MaxPD,
-		MaxQPRdAtom:           r.MaxQPRdAtom,
-		MaxEERdAtom:           r.MaxEERdAtom,
-		MaxResRdAtom:          r.MaxResRdAtom,
-		MaxQPInitRdAtom:       r.MaxQPInitRdAtom,
-		MaxEEInitRdAtom:       r.MaxEEInitRdAtom,
-		AtomicCap:             r.AtomicCap,
-		MaxEE:                 r.MaxEE,
-		MaxRDD:                r.MaxRDD,
-		MaxMW:                 r.MaxMW,
-		MaxRawIPv6QP:          r.MaxRawIPv6QP,
-		MaxRawEthyQP:          r.MaxRawEthyQP,
-		MaxMcastGrp:           r.MaxMcastGrp,
-		MaxMcastQPAttach:      r.MaxMcastQPAttach,
-		MaxTotalMcastQPAttach: r.MaxTotalMcastQPAttach,
-		MaxAH:                 r.MaxAH,
-		MaxFMR:                r.MaxFMR,
-		MaxMapPerFMR:          r.MaxMapPerFMR,
-		MaxSRQ:                r.MaxSRQ,
-		MaxSRQWR:              r.MaxSRQWR,
-		MaxSRQSGE:             r.MaxSRQSGE,
-		MaxPKeys:              r.MaxPKeys,
-		LocalCAAckDelay:       r.LocalCAAckDelay,
-		PhysPortCnt:           r.PhysPortCnt,
-	}
-}
+// be64 reads a __be64 (the GUIDs of QUERY_DEVICE's answer).
+func be64(b [8]byte) uint64 { return binary.BigEndian.Uint64(b[:]) }

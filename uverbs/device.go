@@ -28,13 +28,6 @@ type Device struct {
 	sysfs string // sysfs of the Host the device was found on; "": this machine's
 }
 
-// enum rdma_driver_id (rdma/ib_user_ioctl_verbs.h) → kernel driver name.
-var driverNames = map[uint32]string{
-	1: "mlx5", 2: "mlx4", 3: "cxgb3", 4: "cxgb4", 5: "mthca", 6: "bnxt_re", 7: "ocrdma",
-	8: "nes", 9: "irdma", 10: "vmw_pvrdma", 11: "qedr", 12: "hns", 13: "usnic", 14: "rxe",
-	15: "hfi1", 16: "qib", 17: "efa", 18: "siw", 19: "erdma", 20: "mana",
-}
-
 // Devices lists the RDMA devices of h with a uverbs character device, ordered by uverbs
 // name. It asks RDMA netlink first (which also yields the driver id) and falls back to
 // sysfs. A machine without RDMA support yields an empty list and no error.

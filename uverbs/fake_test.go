@@ -198,7 +198,7 @@ func (q *fakeProvCQ) Poll(wc []WC) (int, error) {
 	return n, nil
 }
 func (q *fakeProvCQ) Arm(solicited bool) error {
-	q.arm = ReqNotifyCQ{CqHandle: q.core.Handle}
+	q.arm = ReqNotifyCQ{CQHandle: q.core.Handle}
 	if solicited {
 		q.arm.SolicitedOnly = 1
 	}

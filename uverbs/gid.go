@@ -14,7 +14,7 @@ import (
 )
 
 // maxGIDEntries bounds one QUERY_GID_TABLE: the attribute length is a u16.
-const maxGIDEntries = 0xffff / sizeofGIDEntry
+const maxGIDEntries = 0xffff / sizeofGidEntry
 
 // GIDTable returns the valid GID entries of all ports. It uses the QUERY_GID_TABLE ioctl and
 // falls back to sysfs on kernels without it.
@@ -60,16 +60,16 @@ func buildGIDTableIoctl(base uint64, n int, driverID uint32) queryGIDTable {
 	return queryGIDTable{
 		Hdr: ioctlHdr{
 			Length:   sizeofIoctlHdr + gidTableAttrs*sizeofIoctlAttr,
-			ObjectId: uverbsObjectDevice,
-			MethodId: uverbsMethodQueryGIDTable,
+			ObjectID: uverbsObjectDevice,
+			MethodID: uverbsMethodQueryGIDTable,
 			NumAttrs: gidTableAttrs,
-			DriverId: driverID,
+			DriverID: driverID,
 		},
 		Attrs: [gidTableAttrs]ioctlAttr{
-			{AttrId: attrGIDTableEntrySize, Len: 8, Flags: uverbsAttrFMandatory, Data: sizeofGIDEntry},
-			{AttrId: attrGIDTableFlags, Len: 4, Data: 0},
-			{AttrId: attrGIDTableRespEntries, Len: uint16(sizeofGIDEntry * n), Flags: uverbsAttrFMandatory, Data: base + sizeofQueryGIDTable},
-			{AttrId: attrGIDTableRespNumEntries, Len: 8, Flags: uverbsAttrFMandatory, Data: base + offsetofGIDTableNumEntries},
+			{AttrID: attrGIDTableEntrySize, Len: 8, Flags: uverbsAttrFMandatory, Data: sizeofGidEntry},
+			{AttrID: attrGIDTableFlags, Len: 4, Data: 0},
+			{AttrID: attrGIDTableRespEntries, Len: uint16(sizeofGidEntry * n), Flags: uverbsAttrFMandatory, Data: base + sizeofQueryGIDTable},
+			{AttrID: attrGIDTableRespNumEntries, Len: 8, Flags: uverbsAttrFMandatory, Data: base + offsetofGIDTableNumEntries},
 		},
 	}
 }
@@ -77,7 +77,7 @@ func buildGIDTableIoctl(base uint64, n int, driverID uint32) queryGIDTable {
 // queryGIDTableIoctl runs UVERBS_METHOD_QUERY_GID_TABLE. Command, attributes, count and
 // entries live in one temporary mapping (umem): the kernel gets their addresses as integers.
 func (c *Context) queryGIDTableIoctl(n int) ([]GIDEntry, error) {
-	mem, err := umem.Anon(sizeofQueryGIDTable + sizeofGIDEntry*n)
+	mem, err := umem.Anon(sizeofQueryGIDTable + sizeofGidEntry*n)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: GID query buffer: %w", err)
 	}
@@ -107,14 +107,14 @@ func (c *Context) queryGIDTableIoctl(n int) ([]GIDEntry, error) {
 // parseGIDEntries decodes the QUERY_GID_TABLE answer: count entries of struct
 // ib_uverbs_gid_entry.
 func parseGIDEntries(count uint64, entries []byte) ([]GIDEntry, error) {
-	if count > uint64(len(entries)/sizeofGIDEntry) {
+	if count > uint64(len(entries)/sizeofGidEntry) {
 		return nil, fmt.Errorf("uverbs: QUERY_GID_TABLE: %d entries do not fit %d bytes", count, len(entries))
 	}
 	out := make([]GIDEntry, 0, count)
 	for i := range int(count) {
 		var e gidEntry
-		wire.Decode(&e, entries[sizeofGIDEntry*i:sizeofGIDEntry*(i+1)])
-		out = append(out, GIDEntry{GID: e.Gid, Index: e.GidIndex, Port: e.PortNum, Type: GIDType(e.GidType), IfIndex: e.NetdevIfindex})
+		wire.Decode(&e, entries[sizeofGidEntry*i:sizeofGidEntry*(i+1)])
+		out = append(out, GIDEntry{GID: e.GID, Index: e.GIDIndex, Port: e.PortNum, Type: GIDType(e.GIDType), IfIndex: e.NetdevIfindex})
 	}
 	return out, nil
 }

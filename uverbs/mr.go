@@ -66,9 +66,9 @@ func (c *Context) AllocPD() (*PD, error) {
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
-	pd := &PD{ctx: c, handle: resp.PdHandle}
+	pd := &PD{ctx: c, handle: resp.PDHandle}
 	if hooks != nil {
-		if err := hooks.PDAllocated(resp.PdHandle, drv); err != nil {
+		if err := hooks.PDAllocated(resp.PDHandle, drv); err != nil {
 			pd.Dealloc()
 			return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 		}
@@ -87,7 +87,7 @@ func (pd *PD) Dealloc() error {
 		pd.dead = true
 		return nil
 	}
-	req := deallocPDReq{PdHandle: pd.handle}
+	req := deallocPDReq{PDHandle: pd.handle}
 	if _, err := call(pd.ctx.cmd, cmdDeallocPD, &req, &noResp{}, nil, 0); err != nil {
 		return fmt.Errorf("uverbs: %s: %w", pd.ctx.dev.Name, err)
 	}
@@ -123,7 +123,7 @@ func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
 		Start:       b.Addr(),
 		Length:      uint64(b.Len()),
 		HcaVa:       b.Addr(),
-		PdHandle:    pd.handle,
+		PDHandle:    pd.handle,
 		AccessFlags: uint32(access),
 	}
 	var resp regMRResp
@@ -131,9 +131,9 @@ func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
 	if err != nil {
 		return nil, regMRError(c.dev.Name, b.Len(), err, c.memlock)
 	}
-	mr := &MR{pd: pd, handle: resp.MrHandle, LKey: resp.Lkey, RKey: resp.Rkey, Addr: b.Addr(), Len: b.Len()}
+	mr := &MR{pd: pd, handle: resp.MRHandle, LKey: resp.Lkey, RKey: resp.Rkey, Addr: b.Addr(), Len: b.Len()}
 	if hooks != nil {
-		if err := hooks.MRRegistered(resp.MrHandle, drv); err != nil {
+		if err := hooks.MRRegistered(resp.MRHandle, drv); err != nil {
 			mr.Dereg()
 			return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 		}
@@ -187,7 +187,7 @@ func (mr *MR) Dereg() error {
 		mr.dead = true
 		return nil
 	}
-	req := deregMRReq{MrHandle: mr.handle}
+	req := deregMRReq{MRHandle: mr.handle}
 	if _, err := call(c.cmd, cmdDeregMR, &req, &noResp{}, nil, 0); err != nil {
 		return fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}

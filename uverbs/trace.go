@@ -73,13 +73,13 @@ func (c *cmdPath) traceWrite(cmd uint32, req []byte, err error) {
 		name += " (send doorbell)"
 		var r PostSendReq
 		wire.Decode(&r, req)
-		rf = []trace.Field{trace.F("qp_handle", r.QpHandle), trace.F("wr_count", r.WrCount), trace.F("wqe_size", r.WqeSize)}
+		rf = []trace.Field{trace.F("qp_handle", r.QPHandle), trace.F("wr_count", r.WRCount), trace.F("wqe_size", r.WQESize)}
 	case CmdReqNotifyCQ:
 		c.tr.Count(trace.Arm)
 		name += " (arm CQ)"
 		var r ReqNotifyCQ
 		wire.Decode(&r, req)
-		rf = []trace.Field{trace.F("cq_handle", r.CqHandle), trace.F("solicited_only", r.SolicitedOnly)}
+		rf = []trace.Field{trace.F("cq_handle", r.CQHandle), trace.F("solicited_only", r.SolicitedOnly)}
 	default:
 		rf = []trace.Field{trace.F("bytes", len(req))}
 	}
@@ -89,18 +89,13 @@ func (c *cmdPath) traceWrite(cmd uint32, req []byte, err error) {
 // modifyFields are the attributes a MODIFY_QP sets: those its mask selects.
 func modifyFields(m *modifyQPReq) []trace.Field {
 	mask := QPAttrMask(m.AttrMask)
-	fs := []trace.Field{trace.F("qp_handle", m.QpHandle), trace.F("attr_mask", maskNames(mask))}
+	fs := []trace.Field{trace.F("qp_handle", m.QPHandle), trace.F("attr_mask", maskNames(mask))}
 	return append(fs, qpAttrFields(qpAttrFromModify(m), mask)...)
 }
 
 func qpAttrFromModify(m *modifyQPReq) *QPAttr {
-	return &QPAttr{
-		State: QPState(m.QpState), PathMTU: MTU(m.PathMtu), QKey: m.Qkey, RQPSN: m.RqPsn, SQPSN: m.SqPsn,
-		DestQPNum: m.DestQpNum, AccessFlags: AccessFlags(m.QpAccessFlags), AH: ahFromDest(&m.Dest),
-		PKeyIndex: m.PkeyIndex, MaxRdAtomic: m.MaxRdAtomic, MaxDestRdAtomic: m.MaxDestRdAtomic,
-		MinRNRTimer: m.MinRnrTimer, PortNum: m.PortNum, Timeout: m.Timeout, RetryCnt: m.RetryCnt,
-		RNRRetry: m.RnrRetry,
-	}
+	a := attrFromModify(m)
+	return &a
 }
 
 // qpAttrFields are the attributes of a QP transition that matter for a connection.

@@ -62,7 +62,7 @@ func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverb
 	req := allocUcontextReq{
 		TotalNumBfregs:      uint32(total),
 		NumLowLatencyBfregs: uint32(low),
-		MaxCqeVersion:       cqeVersionMax,
+		MaxCQEVersion:       cqeVersionMax,
 		LibCaps:             libCap4KUAR,
 	}
 	drv, err := cc.GetContext(wire.Bytes(&req), allocUcontextRespLen)
@@ -104,8 +104,8 @@ func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, a
 	if r.TotBfregs == 0 {
 		return nil, errors.New("mlx5: the kernel gave the context no static UARs (dynamic UARs only), which gorping does not support")
 	}
-	if r.CqeVersion != 1 {
-		return nil, fmt.Errorf("mlx5: the device uses CQE version %d; gorping needs version 1 (user index in the CQE)", r.CqeVersion)
+	if r.CQEVersion != 1 {
+		return nil, fmt.Errorf("mlx5: the device uses CQE version %d; gorping needs version 1 (user index in the CQE)", r.CQEVersion)
 	}
 	nupp := int(r.NumUarsPerPage)
 	if nupp == 0 {
@@ -121,8 +121,8 @@ func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, a
 	c := &context{
 		dev: dev, cmd: cmd, resp: *r, vendor: attr.VendorID, part: attr.VendorPartID,
 		lim: devLimits{
-			maxSQDescSz: int(r.MaxSqDescSz), maxRQDescSz: int(r.MaxRqDescSz),
-			maxSendWQEBB: int(r.MaxSendWqebb), maxRecvWR: int(r.MaxRecvWr),
+			maxSQDescSz: int(r.MaxSQDescSz), maxRQDescSz: int(r.MaxRQDescSz),
+			maxSendWQEBB: int(r.MaxSendWqebb), maxRecvWR: int(r.MaxRecvWR),
 		},
 		pageSize: pageSize, nupp: nupp, lowLat: lowLat, bfregs: map[int]*bfreg{},
 		dbrs: dbrAllocator{pageSize: pageSize, slot: max(int(r.CacheLineSize), 64)},
@@ -179,7 +179,7 @@ func (c *context) Describe() string {
 	}
 	return fmt.Sprintf("mlx5 %s: vendor %#x part %d, %d static UAR pages of %d bytes (%d UARs each), %d bfregs (%d low-latency), %s, cqe_version %d, max_sq_desc %d, max_rq_desc %d, max_send_wqebb %d, max_recv_wr %d, %s",
 		c.dev.Name, c.vendor, c.part, len(c.uars), c.pageSize, c.nupp, c.resp.TotBfregs, c.lowLat, bf,
-		c.resp.CqeVersion, c.lim.maxSQDescSz, c.lim.maxRQDescSz, c.lim.maxSendWQEBB, c.lim.maxRecvWR, ts)
+		c.resp.CQEVersion, c.lim.maxSQDescSz, c.lim.maxRQDescSz, c.lim.maxSendWQEBB, c.lim.maxRecvWR, ts)
 }
 
 // bfreg returns the bfreg with gross index idx as CREATE_QP reported it.

@@ -85,8 +85,8 @@ func (kernelRxe) CreateQP(k *providertest.Kernel, qp *providertest.QP, in, out [
 	q := &kqp{}
 	var r createQPResp
 	sqSlots, rqSlots := pow2(int(qp.Cap.MaxSendWR)+1), pow2(int(qp.Cap.MaxRecvWR)+1)
-	q.sq, r.SqMi = newKring(k, sqSlots, sendWQESize+sgeSize*int(max(qp.Cap.MaxSendSGE, 1)))
-	q.rq, r.RqMi = newKring(k, rqSlots, recvWQESize+sgeSize*int(max(qp.Cap.MaxRecvSGE, 1)))
+	q.sq, r.SQMi = newKring(k, sqSlots, sendWQESize+sgeSize*int(max(qp.Cap.MaxSendSGE, 1)))
+	q.rq, r.RQMi = newKring(k, rqSlots, recvWQESize+sgeSize*int(max(qp.Cap.MaxRecvSGE, 1)))
 	qp.Cap.MaxSendWR, qp.Cap.MaxRecvWR = uint32(sqSlots-1), uint32(rqSlots-1)
 	qp.Driver = q
 	copy(out, wire.Bytes(&r))
@@ -108,9 +108,9 @@ func (kernelRxe) NextSend(qp *providertest.QP) (providertest.SendWR, bool) {
 	}
 	defer done()
 	w := (*sendWQE)(p)
-	wr := providertest.SendWR{SendWR: uverbs.SendWR{ID: w.Wr.WrID, Opcode: uverbs.WROpcode(w.Wr.Opcode),
-		Flags: uverbs.SendFlags(w.Wr.SendFlags), Imm: w.Wr.Ex, RemoteAddr: w.Iova, RKey: w.Wr.Rkey,
-		SGE: sges(unsafe.Add(p, sendWQESize), w.Dma.NumSge)}}
+	wr := providertest.SendWR{SendWR: uverbs.SendWR{ID: w.WR.WRID, Opcode: uverbs.WROpcode(w.WR.Opcode),
+		Flags: uverbs.SendFlags(w.WR.SendFlags), Imm: w.WR.Ex, RemoteAddr: w.Iova, RKey: w.WR.WR.Rkey,
+		SGE: sges(unsafe.Add(p, sendWQESize), w.Dma.NumSGE)}}
 	wr.Signaled = wr.Flags&uverbs.SendSignaled != 0
 	return wr, true
 }
@@ -122,7 +122,7 @@ func (kernelRxe) NextRecv(qp *providertest.QP) (uverbs.RecvWR, bool) {
 	}
 	defer done()
 	w := (*recvWQE)(p)
-	return uverbs.RecvWR{ID: w.WrID, SGE: sges(unsafe.Add(p, recvWQESize), w.Dma.NumSge)}, true
+	return uverbs.RecvWR{ID: w.WRID, SGE: sges(unsafe.Add(p, recvWQESize), w.Dma.NumSGE)}, true
 }
 
 func (kernelRxe) Complete(cq *providertest.CQ, wc uverbs.WC) bool {
@@ -131,8 +131,8 @@ func (kernelRxe) Complete(cq *providertest.CQ, wc uverbs.WC) bool {
 	if (prod+1)&r.mask == atomic.LoadUint32(&r.h.ConsumerIndex) {
 		return false
 	}
-	*(*cqe)(r.slot(prod)) = cqe{WrID: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), ByteLen: wc.ByteLen,
-		ImmData: wc.Imm, QpNum: wc.QPNum, SrcQp: wc.SrcQP, WcFlags: uint32(wc.Flags), PortNum: 1}
+	*(*cqe)(r.slot(prod)) = cqe{WRID: wc.WRID, Status: uint32(wc.Status), Opcode: uint32(wc.Opcode), ByteLen: wc.ByteLen,
+		Ex: wc.Imm, QPNum: wc.QPNum, SrcQP: wc.SrcQP, WcFlags: uint32(wc.Flags), PortNum: 1}
 	atomic.StoreUint32(&r.h.ProducerIndex, (prod+1)&r.mask)
 	return true
 }

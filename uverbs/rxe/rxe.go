@@ -78,8 +78,8 @@ func (c *rxeContext) NewCQ(cmd uverbs.Commander, core uverbs.CQCore, resp []byte
 		return nil, err
 	}
 	cq := &cq{ctx: c, cmd: cmd, ring: rg}
-	cq.arm[0] = uverbs.ReqNotifyCQ{CqHandle: core.Handle, SolicitedOnly: 0}
-	cq.arm[1] = uverbs.ReqNotifyCQ{CqHandle: core.Handle, SolicitedOnly: 1}
+	cq.arm[0] = uverbs.ReqNotifyCQ{CQHandle: core.Handle, SolicitedOnly: 0}
+	cq.arm[1] = uverbs.ReqNotifyCQ{CQHandle: core.Handle, SolicitedOnly: 1}
 	return cq, nil
 }
 
@@ -96,13 +96,13 @@ func (c *rxeContext) NewQP(cmd uverbs.Commander, core uverbs.QPCore, resp []byte
 	}
 	var r createQPResp
 	wire.Decode(&r, resp)
-	sq, err := c.mapRing(cmd, r.SqMi, sendWQESize+sgeSize*int(core.Cap.MaxSendSGE), "send queue")
+	sq, err := c.mapRing(cmd, r.SQMi, sendWQESize+sgeSize*int(core.Cap.MaxSendSGE), "send queue")
 	if err != nil {
 		return nil, err
 	}
 	var rq *ring
-	if r.RqMi.Size != 0 { // no RQ with an SRQ
-		rq, err = c.mapRing(cmd, r.RqMi, recvWQESize+sgeSize*int(core.Cap.MaxRecvSGE), "receive queue")
+	if r.RQMi.Size != 0 { // no RQ with an SRQ
+		rq, err = c.mapRing(cmd, r.RQMi, recvWQESize+sgeSize*int(core.Cap.MaxRecvSGE), "receive queue")
 		if err != nil {
 			cmd.Munmap(sq.mem)
 			return nil, err
@@ -122,7 +122,7 @@ func (c *rxeContext) NewQP(cmd uverbs.Commander, core uverbs.QPCore, resp []byte
 	if rq != nil {
 		qp.maxRecvSGE = min(qp.maxRecvSGE, (rq.elemSize()-recvWQESize)/sgeSize)
 	}
-	qp.db = uverbs.PostSendReq{QpHandle: core.Handle, WqeSize: doorbellWQE}
+	qp.db = uverbs.PostSendReq{QPHandle: core.Handle, WQESize: doorbellWQE}
 	return qp, nil
 }
 
@@ -148,19 +148,19 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 	for i := uint32(0); i < n; i++ {
 		e := (*cqe)(r.slot(r.own + i))
 		wc[i] = uverbs.WC{
-			WRID:         e.WrID,
+			WRID:         e.WRID,
 			Status:       uverbs.WCStatus(e.Status),
 			Opcode:       uverbs.WCOpcode(e.Opcode),
 			VendorErr:    e.VendorErr,
 			ByteLen:      e.ByteLen,
-			Imm:          e.ImmData,
-			QPNum:        e.QpNum,
-			SrcQP:        e.SrcQp,
+			Imm:          e.Ex,
+			QPNum:        e.QPNum,
+			SrcQP:        e.SrcQP,
 			Flags:        uverbs.WCFlags(e.WcFlags),
 			PKeyIndex:    e.PkeyIndex,
-			SLID:         e.Slid,
-			SL:           e.Sl,
-			DLIDPathBits: e.DlidPathBits,
+			SLID:         e.SLID,
+			SL:           e.SL,
+			DLIDPathBits: e.DLIDPathBits,
 			PortNum:      e.PortNum,
 		}
 	}
@@ -290,18 +290,17 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	// Assigning the whole header also clears the fields the kernel used as scratch space
 	// the last time it owned this slot.
 	*(*sendWQE)(p) = sendWQE{
-		Wr: sendWR{
-			WrID:       wr.ID,
-			Opcode:     uint32(wr.Opcode),
-			SendFlags:  flags,
-			Ex:         imm,
-			RemoteAddr: raddr,
-			Rkey:       rkey,
+		WR: sendWR{
+			WRID:      wr.ID,
+			Opcode:    uint32(wr.Opcode),
+			SendFlags: flags,
+			Ex:        imm,
+			WR:        rdmaWR{RemoteAddr: raddr, Rkey: rkey},
 		},
 		// The kernel takes the RETH virtual address from iova, not from wr.rdma, and
 		// advances it as it segments the message.
 		Iova: raddr,
-		Dma:  dmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGE))},
+		Dma:  dmaInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGE))},
 	}
 	putSGEs(unsafe.Add(p, sendWQESize), wr.SGE)
 	r.publish()
@@ -345,8 +344,8 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 	}
 	p := r.produceSlot()
 	*(*recvWQE)(p) = recvWQE{
-		WrID: wr.ID,
-		Dma:  dmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGE))},
+		WRID: wr.ID,
+		Dma:  dmaInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGE))},
 	}
 	putSGEs(unsafe.Add(p, recvWQESize), wr.SGE)
 	r.publish()

@@ -63,7 +63,7 @@ func (kernelSiw) CreateCQ(k *providertest.Kernel, cq *providertest.CQ, in, out [
 	num := pow2(cq.CQE)
 	off, mem := k.Export(int(num)*cqeSize + cqCtrlSize)
 	cq.Driver = &kqueue{mem: mem, num: num, size: cqeSize}
-	copy(out, wire.Bytes(&createCQResp{CqID: cq.Handle, NumCqe: num, CqKey: uint64(off)}))
+	copy(out, wire.Bytes(&createCQResp{CQID: cq.Handle, NumCQE: num, CQKey: uint64(off)}))
 	return int(num), nil
 }
 
@@ -77,7 +77,7 @@ func (kernelSiw) CreateQP(k *providertest.Kernel, qp *providertest.QP, in, out [
 	sqOff, sq := k.Export(int(nsq) * sqeSize)
 	rqOff, rq := k.Export(int(nrq) * rqeSize)
 	qp.Driver = &kqp{sq: kqueue{mem: sq, num: nsq, size: sqeSize}, rq: kqueue{mem: rq, num: nrq, size: rqeSize}}
-	copy(out, wire.Bytes(&createQPResp{QpID: qp.QPN, NumSqe: nsq, NumRqe: nrq, SqKey: uint64(sqOff), RqKey: uint64(rqOff)}))
+	copy(out, wire.Bytes(&createQPResp{QPID: qp.QPN, NumSqe: nsq, NumRqe: nrq, SQKey: uint64(sqOff), RQKey: uint64(rqOff)}))
 	return nil
 }
 
@@ -101,7 +101,7 @@ func (kernelSiw) NextSend(qp *providertest.QP) (providertest.SendWR, bool) {
 	e := (*sqe)(q.at(q.next))
 	op, n := uint8(w>>24), min(uint8(w>>16), maxSGE)
 	wr := providertest.SendWR{SendWR: uverbs.SendWR{ID: e.ID, Opcode: wrOpcode[op], RemoteAddr: e.Raddr, RKey: e.Rkey,
-		SGE: sges(e.Sge[:n])}, Signaled: w&wqeSignalled != 0}
+		SGE: sges(e.SGE[:n])}, Signaled: w&wqeSignalled != 0}
 	if op == opSendRemoteInv {
 		wr.Imm = e.Rkey
 	}
@@ -117,7 +117,7 @@ func (kernelSiw) NextRecv(qp *providertest.QP) (uverbs.RecvWR, bool) {
 		return uverbs.RecvWR{}, false
 	}
 	e := (*rqe)(q.at(q.next))
-	wr := uverbs.RecvWR{ID: e.ID, SGE: sges(e.Sge[:min(uint8(w>>16), maxSGE)])}
+	wr := uverbs.RecvWR{ID: e.ID, SGE: sges(e.SGE[:min(uint8(w>>16), maxSGE)])}
 	atomic.StoreUint32(q.word(q.next), 0)
 	q.next++
 	return wr, true
@@ -143,11 +143,11 @@ func (kernelSiw) Complete(cq *providertest.CQ, wc uverbs.WC) bool {
 		return false // the provider has not handed the slot back
 	}
 	e := (*cqe)(q.at(q.next))
-	e.ID, e.Bytes, e.QpID, e.Inval = wc.WRID, wc.ByteLen, uint64(wc.QPNum), 0
+	e.ID, e.Bytes, e.QPID, e.ImmData = wc.WRID, wc.ByteLen, uint64(wc.QPNum), 0
 	flags := uint32(wqeValid)
 	if wc.Flags&uverbs.WCFlagWithInv != 0 {
-		flags |= cqeRemInval
-		e.Inval = uint64(wc.Imm)
+		flags |= wqeRemInval
+		e.ImmData = uint64(wc.Imm)
 	}
 	atomic.StoreUint32(word, flags|uint32(cqeOpcode[wc.Opcode])<<8|uint32(siwStatus(wc.Status))<<16)
 	q.next++

@@ -63,7 +63,7 @@ func (pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (
 		return nil, err
 	}
 	q := &cq{cmd: cmd, ring: ring}
-	q.arm = uverbs.ReqNotifyCQ{CqHandle: core.Handle}
+	q.arm = uverbs.ReqNotifyCQ{CQHandle: core.Handle}
 	return q, nil
 }
 
@@ -136,7 +136,7 @@ func (pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) 
 		return nil, err
 	}
 	core.Cap.MaxSendSGE, core.Cap.MaxRecvSGE = min(core.Cap.MaxSendSGE, MaxSGE), min(core.Cap.MaxRecvSGE, MaxSGE)
-	return &qp{cmd: cmd, sq: sq, rq: rq, sigAll: core.SigAll, db: uverbs.PostSendReq{QpHandle: core.Handle, WqeSize: 56}}, nil
+	return &qp{cmd: cmd, sq: sq, rq: rq, sigAll: core.SigAll, db: uverbs.PostSendReq{QPHandle: core.Handle, WQESize: 56}}, nil
 }
 
 var errTooManySGE = fmt.Errorf("skel: more than %d SGEs: %w", MaxSGE, unix.EINVAL)
