@@ -833,8 +833,8 @@ func qpAttrFromWire(w *qpAttr) QPAttr {
 		SQPSN:            w.SQPSN,
 		DestQPNum:        w.DestQPNum,
 		AccessFlags:      AccessFlags(w.QPAccessFlags),
-		AH:               ahFromWire(w.AHAttr),
-		AltAH:            ahFromWire(w.AltAHAttr),
+		AH:               ahFromWire(&w.AHAttr),
+		AltAH:            ahFromWire(&w.AltAHAttr),
 		MaxSendWR:        w.MaxSendWR,
 		MaxRecvWR:        w.MaxRecvWR,
 		MaxSendSGE:       w.MaxSendSGE,
@@ -869,8 +869,8 @@ func qpAttrToWire(a *QPAttr) qpAttr {
 		SQPSN:            a.SQPSN,
 		DestQPNum:        a.DestQPNum,
 		QPAccessFlags:    uint32(a.AccessFlags),
-		AHAttr:           ahToWire(a.AH),
-		AltAHAttr:        ahToWire(a.AltAH),
+		AHAttr:           ahToWire(&a.AH),
+		AltAHAttr:        ahToWire(&a.AltAH),
 		MaxSendWR:        a.MaxSendWR,
 		MaxRecvWR:        a.MaxRecvWR,
 		MaxSendSGE:       a.MaxSendSGE,
@@ -956,5 +956,53 @@ func portAttrFromWire(w *queryPortResp) PortAttr {
 		ActiveSpeed:  w.ActiveSpeed,
 		PhysState:    w.PhysState,
 		LinkLayer:    LinkLayer(w.LinkLayer),
+	}
+}
+
+// grhFromWire converts globalRoute (the wire struct) to GlobalRoute.
+func grhFromWire(w *globalRoute) GlobalRoute {
+	return GlobalRoute{
+		DGID:         [16]byte(w.DGID),
+		FlowLabel:    w.FlowLabel,
+		SGIDIndex:    w.SGIDIndex,
+		HopLimit:     w.HopLimit,
+		TrafficClass: w.TrafficClass,
+	}
+}
+
+// grhToWire converts GlobalRoute to globalRoute (the wire struct).
+func grhToWire(a *GlobalRoute) globalRoute {
+	return globalRoute{
+		DGID:         [16]uint8(a.DGID),
+		FlowLabel:    a.FlowLabel,
+		SGIDIndex:    a.SGIDIndex,
+		HopLimit:     a.HopLimit,
+		TrafficClass: a.TrafficClass,
+	}
+}
+
+// ahFromWire converts ahAttr (the wire struct) to AHAttr.
+func ahFromWire(w *ahAttr) AHAttr {
+	return AHAttr{
+		GRH:         grhFromWire(&w.GRH),
+		DLID:        w.DLID,
+		SL:          w.SL,
+		SrcPathBits: w.SrcPathBits,
+		StaticRate:  w.StaticRate,
+		IsGlobal:    w.IsGlobal,
+		PortNum:     w.PortNum,
+	}
+}
+
+// ahToWire converts AHAttr to ahAttr (the wire struct).
+func ahToWire(a *AHAttr) ahAttr {
+	return ahAttr{
+		GRH:         grhToWire(&a.GRH),
+		DLID:        a.DLID,
+		SL:          a.SL,
+		SrcPathBits: a.SrcPathBits,
+		StaticRate:  a.StaticRate,
+		IsGlobal:    a.IsGlobal,
+		PortNum:     a.PortNum,
 	}
 }

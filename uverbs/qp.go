@@ -270,25 +270,3 @@ func EncodeQPAttr(a *QPAttr) []byte {
 	w := qpAttrToWire(a)
 	return append([]byte(nil), wire.Bytes(&w)...)
 }
-
-func ahFromWire(w ahAttr) AHAttr {
-	return AHAttr{
-		GRH: GlobalRoute{
-			DGID: w.GRH.DGID, FlowLabel: w.GRH.FlowLabel, SGIDIndex: w.GRH.SGIDIndex,
-			HopLimit: w.GRH.HopLimit, TrafficClass: w.GRH.TrafficClass,
-		},
-		DLID: w.DLID, SL: w.SL, SrcPathBits: w.SrcPathBits, StaticRate: w.StaticRate,
-		IsGlobal: w.IsGlobal, PortNum: w.PortNum,
-	}
-}
-
-func ahToWire(a AHAttr) ahAttr {
-	return ahAttr{
-		GRH: globalRoute{
-			DGID: a.GRH.DGID, FlowLabel: a.GRH.FlowLabel, SGIDIndex: a.GRH.SGIDIndex,
-			HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass,
-		},
-		DLID: a.DLID, SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate,
-		IsGlobal: a.IsGlobal, PortNum: a.PortNum,
-	}
-}

@@ -649,6 +649,17 @@ func (g *gen) emitConv(c *convSpec, dir string) error {
 	for m := range c.fields {
 		members = append(members, m)
 	}
+	// A generated conversion takes a pointer; a hand-written one a value.
+	generated := map[string]bool{}
+	for _, o := range g.sp.convs {
+		generated[o.fn] = true
+	}
+	arg := func(fn, x string) string {
+		if generated[fn] {
+			return fn + "(&" + x + ")"
+		}
+		return fn + "(" + x + ")"
+	}
 	var b strings.Builder
 	if okFrom {
 		fmt.Fprintf(&b, "// %s converts %s (the wire struct) to %s.\nfunc %s(w *%s) %s {\n\treturn %s{\n", c.fn, c.from, c.to, c.fn, c.from, c.to, c.to)
@@ -667,13 +678,13 @@ func (g *gen) emitConv(c *convSpec, dir string) error {
 		}
 		switch {
 		case okFrom && f.toPub != "":
-			fmt.Fprintf(&b, "\t\t%s: %s(w.%s),\n", f.name, f.toPub, wf.name)
+			fmt.Fprintf(&b, "\t\t%s: %s,\n", f.name, arg(f.toPub, "w."+wf.name))
 		case okFrom && pt == wf.typ:
 			fmt.Fprintf(&b, "\t\t%s: w.%s,\n", f.name, wf.name)
 		case okFrom:
 			fmt.Fprintf(&b, "\t\t%s: %s(w.%s),\n", f.name, pt, wf.name)
 		case f.toWire != "":
-			fmt.Fprintf(&b, "\t\t%s: %s(a.%s),\n", wf.name, f.toWire, f.name)
+			fmt.Fprintf(&b, "\t\t%s: %s,\n", wf.name, arg(f.toWire, "a."+f.name))
 		case pt == wf.typ:
 			fmt.Fprintf(&b, "\t\t%s: a.%s,\n", wf.name, f.name)
 		default:
