@@ -67,10 +67,9 @@ func runMain(m *testing.M) int {
 		Timeouts: vm.DefaultTimeouts(target.Arch), Pcap: os.Getenv("FABRIC_PCAP"),
 		Forwards: []int{meshPort},
 	}
+	o.Out = os.Stdout
 	if console != nil {
-		o.Out = console
-	} else {
-		o.Out = &progressOnly{w: os.Stdout}
+		o.Console = console
 	}
 	start := time.Now()
 	cl, err = vm.StartCluster(ctx, o)
@@ -116,22 +115,4 @@ func moduleRoot() (string, error) {
 		return "", fmt.Errorf("not inside the gorping module")
 	}
 	return filepath.Dir(mod), nil
-}
-
-// progressOnly passes the test bed's own progress lines and drops the guests'
-// console lines (kept per host for failure reports).
-type progressOnly struct{ w *os.File }
-
-func (p *progressOnly) Write(b []byte) (int, error) {
-	for _, l := range strings.SplitAfter(string(b), "\n") {
-		if l == "" {
-			continue
-		}
-		// Console lines carry the host name in their prefix: "[bookworm/amd64 h1] ".
-		if i := strings.Index(l, "] "); i > 0 && strings.Contains(l[:i], " h") {
-			continue
-		}
-		p.w.WriteString(l)
-	}
-	return len(b), nil
 }

@@ -159,6 +159,11 @@ func TestMesh(t *testing.T) {
 			t.Errorf("h1 reconnected to h2 during the edit: connections %v -> %v", conns, now)
 		}
 		prom.WaitFor(t, time.Minute, `resets(gorping_probes_total`+keep+`[1m])`, count(0))
+		// And back: the target's series come again.
+		call(t, 30*time.Second, func(ctx context.Context) error {
+			return h1.Agent.WriteFile(ctx, "/root/targets", []byte(meshTargets), 0o644)
+		})
+		prom.WaitFor(t, time.Minute, `gorping_target_up{host="h1", target="10.0.3.3:7300"}`, count(1))
 	})
 
 	t.Run("Probe", func(t *testing.T) {

@@ -131,3 +131,25 @@ func TestCrossLoss(t *testing.T) {
 		})
 	}
 }
+
+// TestCrossNetemMix: jitter, reordering, duplication and corruption on both
+// hosts' egress at once; RC delivers every ping in order and intact, and a
+// corrupted packet is dropped by the receiver's ICRC check and retransmitted.
+func TestCrossNetemMix(t *testing.T) {
+	h1, h2 := host(t, 1), host(t, 2)
+	for _, h := range []*vm.Host{h1, h2} {
+		netem(t, h, "delay", "5ms", "2ms", "reorder", "10%", "50%", "duplicate", "2%", "corrupt", "1%")
+	}
+	for _, server := range []impl{gorpingImpl, stockImpl} {
+		t.Run(server.name+"Server", func(t *testing.T) {
+			port := freshPort()
+			srv := start(t, h2, server.bin, "-s", "-a", h2.IPv4, "-p", strconv.Itoa(port), "-v")
+			waitListening(t, srv, addrPort(h2.IPv4, port), time.Minute)
+			r := pingJSON(t, h1, h2.IPv4, port, 30, "-v")
+			t.Logf("30 pings: min %v, median %v, max %v", r.min(), r.median(), time.Duration(r.sum.RTT.Max))
+			st := srv.wait(t, time.Minute)
+			checkExit(t, server.name+" server", server, st)
+			sameText(t, server.name+" server stdout", st.Stdout, pingLines("server ping data: ", 30, 64))
+		})
+	}
+}

@@ -54,7 +54,12 @@ type portJSON struct {
 	Netdev     string `json:"netdev"`
 	NetdevMTU  int    `json:"netdev_mtu"`
 	MTUWarning string `json:"mtu_warning"`
-	GIDs       []struct {
+	// Link-down count, CM message totals and the flap warning (devices.go).
+	LinkDowned  *uint64 `json:"link_downed"`
+	CMSent      *uint64 `json:"cm_sent"`
+	CMReceived  *uint64 `json:"cm_received"`
+	LinkWarning string  `json:"link_warning"`
+	GIDs        []struct {
 		Index  int    `json:"index"`
 		GID    string `json:"gid"`
 		Type   string `json:"type"`
@@ -272,6 +277,14 @@ func TestDevicesMatchRdmaTool(t *testing.T) {
 			}
 			if m := mtus[p.Port]; p.ActiveMTU != m[0] || p.MaxMTU != m[1] || p.MTUError != "" || p.MTUWarning != "" {
 				t.Errorf("port %d: active_mtu %d max_mtu %d (%q, %q); ibv_devinfo %v", p.Port, p.ActiveMTU, p.MaxMTU, p.MTUError, p.MTUWarning, m)
+			}
+			// link_downed and the CM totals are sysfs's own counters; the guest's
+			// link never went down, so there is no flap warning.
+			if p.LinkDowned == nil || strconv.FormatUint(*p.LinkDowned, 10) != sysfs(t, pdir+"hw_counters/link_downed") || p.LinkWarning != "" {
+				t.Errorf("port %d: link_downed %v, warning %q; sysfs %s", p.Port, p.LinkDowned, p.LinkWarning, sysfs(t, pdir+"hw_counters/link_downed"))
+			}
+			if p.CMSent == nil || p.CMReceived == nil {
+				t.Errorf("port %d: no CM message totals", p.Port)
 			}
 			want := sysfsGIDTable(t, d.Name, p.Port)
 			got := map[int]string{}

@@ -236,7 +236,7 @@ func TestTraceMTUMismatch(t *testing.T) {
 		mustHave(t, side.who, s, "gorping: path: MTU: path 4096, port active 4096, netdev 9000")
 		mustHave(t, side.who, s, "gorping: path: MTU now: path 4096, port active 1024, netdev 1400")
 		w := mustHave(t, side.who, s, "gorping: warning: ")
-		for _, want := range []string{"path MTU 4096 exceeds the port's active MTU 1024", netdev + "'s MTU 1400", "will be dropped"} {
+		for _, want := range []string{"path MTU 4096 exceeds the port's active MTU 1024", netdev + "'s MTU 1400", "will not get through"} {
 			if !strings.Contains(w, want) {
 				t.Errorf("%s: warning %q lacks %q", side.who, w, want)
 			}

@@ -59,7 +59,10 @@ type ClusterOptions struct {
 	Pcap     string      // capture every frame the switch forwards into this file
 	Extra    []GuestFile // more files in every guest
 	Keep     bool        // keep the work directory
-	Out      io.Writer   // progress and consoles, prefixed "[suite/arch hN] "
+	Out      io.Writer   // progress, prefixed "[suite/arch] "
+	// Console receives the guests' consoles, prefixed "[suite/arch hN] " (nil:
+	// none; each host keeps its last lines for failure reports anyway).
+	Console io.Writer
 }
 
 // Cluster is a running multi-host test bed.
@@ -262,8 +265,10 @@ func (c *Cluster) netArgs(h *Host) []string {
 	return []string{
 		// A link speed, as a NIC has (virtio reports none, and rxe then warns
 		// on every port query).
-		"-netdev", data, "-device", "virtio-net-pci,netdev=data,mac=" + h.MAC + ",speed=25000,duplex=full",
-		"-netdev", mgmt, "-device", fmt.Sprintf("virtio-net-pci,netdev=mgmt,mac=%s%02x", ClusterMgmtMAC, h.N),
+		// romfile=: no iPXE option ROM (nothing boots from the network; under
+		// TCG it only costs boot time).
+		"-netdev", data, "-device", "virtio-net-pci,netdev=data,romfile=,mac=" + h.MAC + ",speed=25000,duplex=full",
+		"-netdev", mgmt, "-device", fmt.Sprintf("virtio-net-pci,netdev=mgmt,romfile=,mac=%s%02x", ClusterMgmtMAC, h.N),
 	}
 }
 
@@ -281,7 +286,7 @@ func (h *Host) Boot(ctx context.Context) error {
 		Net: c.netArgs(h), Cmdline: "gorping.host=" + strconv.Itoa(h.N)}
 	pfx := "[" + c.Target.String() + " " + h.Name + "] "
 	start := time.Now()
-	g, err := q.Start(c.ctx, &prefixWriter{w: c.opts.Out, prefix: pfx + "qemu: "})
+	g, err := q.Start(c.ctx, &prefixWriter{w: c.opts.Out, prefix: pfx + "qemu: "}) // QEMU's own errors always show
 	if err != nil {
 		h.mu.Unlock()
 		return fmt.Errorf("%s: %w", h.Name, err)
@@ -351,8 +356,8 @@ func (h *Host) follow(g *Guest, exited chan struct{}, pfx string, ready chan<- e
 	}
 	defer report(errors.New("QEMU exited before the guest was ready"))
 	for line := range g.Lines {
-		if h.c.opts.Out != nil {
-			fmt.Fprintf(h.c.opts.Out, "%s%s\n", pfx, line)
+		if h.c.opts.Console != nil {
+			fmt.Fprintf(h.c.opts.Console, "%s%s\n", pfx, line)
 		}
 		h.mu.Lock()
 		h.console = append(h.console, line)

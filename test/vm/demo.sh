@@ -33,7 +33,9 @@ served
 gx h2 tc qdisc del dev eth0 root
 
 step "a partition: h1 loses all it sends in the middle of an endless run; gorping gives up after --timeout 5 (default: the RC retry budget, 19.3 s here) and says why"
-serve --timeout 5
+# The server waits longer (10 s): h2's packets still reach h1, so a server that
+# gave up first would disconnect the client before it could explain anything.
+serve --timeout 10
 gx -bg cli h1 gorping -c -a $S -i 0.2 --stats --timeout 5 || fail "cannot start the client"
 gx -timeout 60s -until "seq=4" -wait cli || fail "no pings"
 gx h1 tc qdisc add dev eth0 root netem loss 100% || fail "netem"

@@ -19,6 +19,7 @@ type clusterFlags struct {
 	hosts, cpus     int
 	net, pcap       string
 	hold, noInstall bool
+	console         bool
 	script          string // the script file; run on the host with bash
 	target          vm.Target
 	timeout         time.Duration
@@ -54,8 +55,12 @@ func runCluster(f clusterFlags) int {
 		return vm.ExitInfra
 	}
 	start := time.Now()
-	c, err := vm.StartCluster(ctx, vm.ClusterOptions{Target: f.target, Hosts: f.hosts, CPUs: f.cpus, Net: f.net, Pcap: f.pcap,
-		ModuleRoot: root, CacheRoot: cache, Timeouts: vm.DefaultTimeouts(f.target.Arch), Out: os.Stdout})
+	o := vm.ClusterOptions{Target: f.target, Hosts: f.hosts, CPUs: f.cpus, Net: f.net, Pcap: f.pcap,
+		ModuleRoot: root, CacheRoot: cache, Timeouts: vm.DefaultTimeouts(f.target.Arch), Out: os.Stdout}
+	if f.console {
+		o.Console = os.Stdout
+	}
+	c, err := vm.StartCluster(ctx, o)
 	if err != nil {
 		fmt.Printf("guestrun: multi-host test bed failed: %v\n", err)
 		return vm.ExitInfra
@@ -99,6 +104,15 @@ func runCluster(f clusterFlags) int {
 	if f.hold {
 		fmt.Printf("guestrun: holding the cluster; in another shell:\n  export GORPING_CLUSTER=%s PATH=%s:$PATH\n  gx h1 ip -br addr\nCtrl-C ends it.\n", info, c.Work())
 		<-ctx.Done()
+	}
+	if code != 0 && !f.console {
+		for _, h := range c.Hosts {
+			lines := h.Console()
+			fmt.Printf("--- console of %s (last lines; -console shows it all) ---\n", h.Name)
+			for _, l := range lines[max(0, len(lines)-30):] {
+				fmt.Println("  " + l)
+			}
+		}
 	}
 	for _, h := range c.Hosts {
 		if p := h.Panics(); len(p) > 0 {

@@ -63,6 +63,7 @@ func run() int {
 		cpus      = flag.Int("cpus", 1, "with -hosts: vCPUs per guest")
 		hold      = flag.Bool("hold", false, "with -hosts: keep the cluster up (after -script, if any) until Ctrl-C")
 		pcap      = flag.String("pcap", "", "with -hosts: write every frame the switch forwards to this pcap file")
+		console   = flag.Bool("console", false, "with -hosts: echo the guests' consoles (else shown only when the script fails)")
 	)
 	var files []vm.GuestFile
 	flag.Func("add", "add a host file to the guest as HOST:GUEST (absolute guest path; repeatable), e.g. a .deb to install", func(v string) error {
@@ -106,7 +107,7 @@ func run() int {
 	}
 
 	if *hosts > 0 {
-		return runCluster(clusterFlags{hosts: *hosts, net: *netKind, cpus: *cpus, hold: *hold, pcap: *pcap, script: *script,
+		return runCluster(clusterFlags{hosts: *hosts, net: *netKind, cpus: *cpus, hold: *hold, pcap: *pcap, script: *script, console: *console,
 			target: vm.Target{Suite: *suite, Arch: *arch}, noInstall: *noInstall, timeout: *timeout})
 	}
 	targetList := []vm.Target{{Suite: *suite, Arch: *arch}}
