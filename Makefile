@@ -92,9 +92,22 @@ unit-arm64:
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 $(ARM64_PKGS)
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 -run 'MLX5|Rxe' ./rping
 
-# Compares every Go ABI mirror with the C uapi headers (gcc, test-only).
-abicheck:
+# Compares every Go ABI mirror with the C uapi headers (gcc, test-only), after checking
+# that the generated mirrors are what the headers give (generate-check).
+abicheck: generate-check
 	$(GO) test -count=1 -tags abicheck -run 'ABI|Layout' ./...
+
+# The ABI mirrors (abi_gen.go next to each abi.spec) are generated from the uapi headers by
+# internal/cmd/abigen (gcc -g, the layout read from DWARF; development tooling, never in
+# the product). make generate rewrites them; generate-check fails if one is not current.
+ABI_SPECS := $(sort $(wildcard */abi.spec */*/abi.spec))
+.PHONY: generate generate-check
+generate:
+	$(GO) build -o bin/abigen ./internal/cmd/abigen
+	@for s in $(ABI_SPECS); do echo "abigen $$s"; bin/abigen -spec $$s || exit 1; done
+generate-check:
+	$(GO) build -o bin/abigen ./internal/cmd/abigen
+	@for s in $(ABI_SPECS); do bin/abigen -check $$s || exit 1; done
 
 clean:
 	rm -rf bin

@@ -163,7 +163,8 @@ func TestCompletionFish(t *testing.T) {
 
 // `completion` follows the subcommand rule and says what it wants.
 func TestCompletionCommand(t *testing.T) {
-	hostenvtest.NoRDMA(t)
+	t.Parallel()
+	bin := buildBinary(t)
 	for _, tc := range []struct {
 		args   []string
 		status int
@@ -177,7 +178,7 @@ func TestCompletionCommand(t *testing.T) {
 		{[]string{"completion", "tcsh"}, 22, wantUsage, ""},
 		{[]string{"completion", "bash", "-s"}, 19, "", "No RDMA devices were detected\n"},
 	} {
-		st, out, errOut := runCLI(false, tc.args...)
+		st, out, errOut := runNoRDMA(t, bin, tc.args...)
 		if st != tc.status || out != tc.stdout || errOut != tc.stderr {
 			t.Errorf("%q: exit %d stdout %q stderr %q, want %d %q %q", tc.args, st, out, errOut, tc.status, tc.stdout, tc.stderr)
 		}

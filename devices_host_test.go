@@ -5,18 +5,17 @@ package main
 import (
 	"encoding/json"
 	"testing"
-
-	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 )
 
 // On this RDMA-less host `gorping devices` says so, as rping would, in both forms.
 func TestDevicesWithoutRDMA(t *testing.T) {
-	hostenvtest.NoRDMA(t)
-	st, out, errOut := runCLI(false, "devices", "-v")
+	t.Parallel()
+	bin := buildBinary(t)
+	st, out, errOut := runNoRDMA(t, bin, "devices", "-v")
 	if st != 19 || out != "" || errOut != "No RDMA devices were detected\n" {
 		t.Errorf("devices -v: exit %d stdout %q stderr %q", st, out, errOut)
 	}
-	st, out, errOut = runCLI(false, "devices", "--json")
+	st, out, errOut = runNoRDMA(t, bin, "devices", "--json")
 	var doc devicesDoc
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Devices == nil || len(doc.Devices) != 0 {
 		t.Errorf("devices --json: %q does not parse to an empty device list: %v", out, err)

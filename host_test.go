@@ -29,16 +29,26 @@ func noRDMAEnv(t *testing.T, dir string, fakeDevice bool) []string {
 	return hostenvtest.BinaryEnv(e)
 }
 
+// runNoRDMA runs bin (buildBinary) as runCLI runs the command in-process, on a host
+// without RDMA of its own (passed in through its environment: the machine's devices do
+// not matter, and nothing process-wide changes).
+func runNoRDMA(t *testing.T, bin string, args ...string) (status int, stdout, stderr string) {
+	t.Helper()
+	env := append(withoutPosixlyCorrect(os.Environ()), noRDMAEnv(t, t.TempDir(), false)...)
+	return execute(t, bin, env, args...)
+}
+
 func TestNoDevicesRun(t *testing.T) {
-	hostenvtest.NoRDMA(t)
+	t.Parallel()
+	bin := buildBinary(t)
 	for _, args := range [][]string{{"-s"}, {"-c", "-a", "127.0.0.1", "-C", "1"}, {"-s", "-P", "-a", "::0"}} {
-		st, out, errOut := runCLI(false, args...)
+		st, out, errOut := runNoRDMA(t, bin, args...)
 		if st != 19 || out != "" || errOut != "No RDMA devices were detected\n" {
 			t.Errorf("%q: exit %d stdout %q stderr %q, want 19 and the no-device line", args, st, out, errOut)
 		}
 	}
 	// Debug lines of option parsing come first, as in rping.
-	st, out, errOut := runCLI(false, "-d", "-s", "-S", "100")
+	st, out, errOut := runNoRDMA(t, bin, "-d", "-s", "-S", "100")
 	if st != 19 || out != "server\nsize 100\n" || errOut != "No RDMA devices were detected\n" {
 		t.Errorf("-d -s -S 100: exit %d stdout %q stderr %q", st, out, errOut)
 	}

@@ -11,6 +11,7 @@ import (
 // TestABILayout compares every Go mirror in abi.go with rdma/rdma_user_cm.h
 // (and the ib_user_verbs.h / ib_user_sa.h structs it uses) through gcc.
 func TestABILayout(t *testing.T) {
+	t.Parallel()
 	abicheck.Check(t, []string{"rdma/rdma_user_cm.h"},
 		abicheck.Struct{C: "struct rdma_ucm_cmd_hdr", Go: cmdHdr{}},
 		abicheck.Struct{C: "struct rdma_ucm_create_id", Go: createID{}},
@@ -39,6 +40,7 @@ func TestABILayout(t *testing.T) {
 }
 
 func TestABIConstants(t *testing.T) {
+	t.Parallel()
 	abicheck.CheckConsts(t, []string{"rdma/rdma_user_cm.h", "linux/socket.h", "linux/in.h", "linux/in6.h"},
 		abicheck.Const{C: "RDMA_USER_CM_ABI_VERSION", Go: abiVersion},
 		abicheck.Const{C: "RDMA_MAX_PRIVATE_DATA", Go: maxPrivateData},

@@ -60,6 +60,7 @@ var (
 
 // Golden bytes of every command body, offsets as in rdma/rdma_user_cm.h.
 func TestCommandBodies(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	id := mustID(t, ch)
 	h := id.handle
@@ -165,6 +166,7 @@ func TestCommandBodies(t *testing.T) {
 // frame is what the real device writes: header, body with the response
 // pointer patched in, response buffer inside the (mmap'd) slot.
 func TestFrame(t *testing.T) {
+	t.Parallel()
 	a, err := newArena()
 	if err != nil {
 		t.Fatal(err)
@@ -221,6 +223,7 @@ func TestFrame(t *testing.T) {
 }
 
 func TestArenaFreeWaitsForSlots(t *testing.T) {
+	t.Parallel()
 	a, err := newArena()
 	if err != nil {
 		t.Fatal(err)
@@ -252,6 +255,7 @@ func TestArenaFreeWaitsForSlots(t *testing.T) {
 }
 
 func TestEventDecode(t *testing.T) {
+	t.Parallel()
 	b := make(golden, 336).u64(0, 0xDEADBEEF01).u32(8, 42).u32(12, 4).u32(16, 0xFFFFFFED).
 		u32(20, 0x123456).u8(20+264, 3).raw(28, 'a', 'b', 'c').u8(20+265, 1).u8(20+266, 2).
 		u8(20+267, 5).u8(20+268, 1).u8(20+269, 6).u8(20+270, 7).u8(20+271, 1)
@@ -272,6 +276,7 @@ func TestEventDecode(t *testing.T) {
 }
 
 func TestQueryAddrDecode(t *testing.T) {
+	t.Parallel()
 	b := make(golden, 280).raw(0, 0x50, 0x54, 0x00, 0xff, 0xfe, 0x96, 0xb7, 0x07).u8(8, 1).
 		raw(10, 0xff, 0xfe).u16(12, 16).u16(14, 28).sin(16, 7174, ip4...).
 		sin6(144, 9, 5, ip6...).u32(272, 3)
@@ -290,6 +295,7 @@ func TestQueryAddrDecode(t *testing.T) {
 }
 
 func TestSockaddr(t *testing.T) {
+	t.Parallel()
 	var buf [sockaddrSize]byte
 	for _, tc := range []struct {
 		in   netip.AddrPort
@@ -320,6 +326,7 @@ func TestSockaddr(t *testing.T) {
 }
 
 func TestEventTypeString(t *testing.T) {
+	t.Parallel()
 	for typ, want := range map[EventType]string{
 		EventAddrResolved:    "RDMA_CM_EVENT_ADDR_RESOLVED",
 		EventConnectResponse: "RDMA_CM_EVENT_CONNECT_RESPONSE",
@@ -373,6 +380,7 @@ func FuzzDecodeQueryAddr(f *testing.F) {
 }
 
 func TestMatchDevice(t *testing.T) {
+	t.Parallel()
 	devs := []uverbs.Device{
 		{Name: "siw0", Index: 1, NodeGUID: 0x505400fffe96b707},
 		{Name: "rxe0", Index: 2, NodeGUID: 0x505400fffe96b707},

@@ -30,7 +30,7 @@ const (
 
 // Everything a command writes must fit its half of the slot, every response
 // the other half.
-var _ = [1]struct{}{}[(8+sizeofAccept)/slotResp]
+var _ = [1]struct{}{}[(8+sizeofAcceptCmd)/slotResp]
 var _ = [1]struct{}{}[(8+maxPathRecs*sizeofPathRecData)/(slotSize-slotResp)]
 var _ = [1]struct{}{}[sizeofEventResp/(slotSize-slotResp)]
 

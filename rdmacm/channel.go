@@ -17,6 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/gorping/gorping/internal/trace"
+	"github.com/gorping/gorping/uverbs"
 )
 
 // ErrClosed is returned (wrapped) by operations on a destroyed ID or a closed
@@ -26,8 +27,9 @@ var ErrClosed = errors.New("rdmacm: closed")
 // Channel is an rdma_cm event channel: one open file of /dev/infiniband/rdma_cm
 // and the goroutine reading its events.
 type Channel struct {
-	dev cmdDevice
-	tr  *trace.Tracer // --trace; nil: none
+	dev  cmdDevice
+	tr   *trace.Tracer // --trace; nil: none
+	host uverbs.Host   // where the node is and ID.Device looks for devices
 
 	mu      sync.Mutex
 	ids     map[uint64]*ID // by uid, including children not yet accepted
@@ -42,28 +44,40 @@ type Channel struct {
 	removedOnce sync.Once
 }
 
-// Open opens /dev/infiniband/rdma_cm (after checking that sysfs, if it says,
-// reports ABI version 4) and starts the event reader.
+// Open opens the host's rdma_cm node (/dev/infiniband/rdma_cm; WithHost names another
+// host), after checking that sysfs, if it says, reports ABI version 4, and starts the
+// event reader.
 func Open(opts ...Option) (*Channel, error) {
-	dev, err := openDevice()
+	ch := configure(opts)
+	dev, err := openDevice(ch.host.Env())
 	if err != nil {
 		return nil, err
 	}
-	return newChannel(dev, opts...), nil
+	ch.start(dev)
+	return ch, nil
 }
 
 func newChannel(dev cmdDevice, opts ...Option) *Channel {
-	ch := &Channel{dev: dev, ids: make(map[uint64]*ID), readerDone: make(chan struct{}),
-		removed: make(chan struct{})}
+	ch := configure(opts)
+	ch.start(dev)
+	return ch
+}
+
+func configure(opts []Option) *Channel {
+	ch := &Channel{ids: make(map[uint64]*ID), readerDone: make(chan struct{}), removed: make(chan struct{})}
 	for _, o := range opts {
 		o(ch)
 	}
+	return ch
+}
+
+func (ch *Channel) start(dev cmdDevice) {
+	ch.dev = dev
 	if ch.tr != nil {
-		ch.tr.Emit("rdmacm", "open", []trace.Field{trace.F("path", devPath())}, nil, nil)
+		ch.tr.Emit("rdmacm", "open", []trace.Field{trace.F("path", ch.host.Env().DevPath(devName))}, nil, nil)
 		ch.dev = tracedDevice{cmdDevice: dev, tr: ch.tr}
 	}
 	go ch.readLoop()
-	return ch
 }
 
 // Close destroys every ID still alive on the channel (the kernel would do so

@@ -33,6 +33,7 @@ func syncReader(t *testing.T, f *fakeDev, spare *ID) {
 }
 
 func TestDispatchByUID(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	a, b, spare := mustID(t, ch), mustID(t, ch), mustID(t, ch)
 	f.queue(b.uid, b.handle, EventAddrResolved, 0, nil)
@@ -64,6 +65,7 @@ func TestDispatchByUID(t *testing.T) {
 }
 
 func TestConnectRequestAndAccept(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	l := mustID(t, ch)
 	if err := l.Listen(3); err != nil {
@@ -98,6 +100,7 @@ func TestConnectRequestAndAccept(t *testing.T) {
 
 // The CONNECT_RESPONSE hidden steps of librdmacm for an ID that owns its QP.
 func TestConnectResponseHiddenSteps(t *testing.T) {
+	t.Parallel()
 	for _, ib := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ib=%v", ib), func(t *testing.T) {
 			ch, f := newTestChannel(t)
@@ -145,6 +148,7 @@ func TestConnectResponseHiddenSteps(t *testing.T) {
 }
 
 func TestConnectResponseFailure(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	f.attrs = cmAttrs()
 	id, spare := mustID(t, ch), mustID(t, ch)
@@ -173,6 +177,7 @@ func TestConnectResponseFailure(t *testing.T) {
 }
 
 func TestConnectResponseAcceptFails(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	f.attrs = cmAttrs()
 	id := mustID(t, ch)
@@ -193,6 +198,7 @@ func TestConnectResponseAcceptFails(t *testing.T) {
 
 // -q mode: no QP attached, the kernel's CONNECT_RESPONSE reaches the app.
 func TestConnectResponseWithoutQP(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	id := mustID(t, ch)
 	f.log.take()
@@ -219,6 +225,7 @@ func TestConnectResponseWithoutQP(t *testing.T) {
 }
 
 func TestAcceptHiddenSteps(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	f.attrs = cmAttrs()
 	l := mustID(t, ch)
@@ -267,6 +274,7 @@ func TestAcceptHiddenSteps(t *testing.T) {
 }
 
 func TestRejectedAndDisconnectMoveQPToErr(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	f.attrs = cmAttrs()
 	id := mustID(t, ch)
@@ -297,6 +305,7 @@ func TestRejectedAndDisconnectMoveQPToErr(t *testing.T) {
 // Destroy returns only after the events the kernel reported for the ID have
 // passed the reader (librdmacm's events_completed == events_reported).
 func TestDestroyWaitsForReportedEvents(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	id := mustID(t, ch)
 	f.gate = make(chan struct{})
@@ -352,6 +361,7 @@ func TestDestroyWaitsForReportedEvents(t *testing.T) {
 }
 
 func TestCloseDestroysEverything(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	a, l, spare := mustID(t, ch), mustID(t, ch), mustID(t, ch)
 	f.queue(l.uid, 500, EventConnectRequest, 0, nil)
@@ -408,6 +418,7 @@ func TestCloseDestroysEverything(t *testing.T) {
 
 // The reader never waits for a consumer: thousands of events queue up.
 func TestQueueDoesNotBlockReader(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	busy, spare := mustID(t, ch), mustID(t, ch)
 	const n = 5000
@@ -429,6 +440,7 @@ func TestQueueDoesNotBlockReader(t *testing.T) {
 }
 
 func TestEventContextAndReaderError(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	id := mustID(t, ch)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
@@ -454,6 +466,7 @@ func TestEventContextAndReaderError(t *testing.T) {
 }
 
 func TestConnectNeedsLimitsForDeviceMaximum(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	id := mustID(t, ch)
 	if err := id.Connect(ConnParam{ResponderResources: MaxRDAtomic, InitiatorDepth: 1}); !errors.Is(err, unix.EINVAL) {

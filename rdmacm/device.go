@@ -31,14 +31,16 @@ type cmdDevice interface {
 	close() error
 }
 
-// devPath is the rdma_cm node (/dev/infiniband/rdma_cm on a real host; the
-// environment is internal/hostenv's).
-func devPath() string { return hostenv.DevPath("rdma_cm") }
+// devName is the rdma_cm node in the host's device directory
+// (/dev/infiniband/rdma_cm).
+const devName = "rdma_cm"
 
 // abiFiles are where sysfs tells the rdma_cm ABI version (newer kernels, then
 // older ones), in librdmacm's order after its netlink query; relative to the
 // sysfs mount.
-var abiFiles = []string{"class/misc/rdma_cm/abi_version", "class/infiniband_ucma/abi_version"}
+func abiFiles() []string {
+	return []string{"class/misc/rdma_cm/abi_version", "class/infiniband_ucma/abi_version"}
+}
 
 // fdDevice is the real rdma_cm character device. The fd is non-blocking and
 // registered with Go's netpoller: GET_EVENT parks in rc.Read until ucma's poll
@@ -52,11 +54,11 @@ type fdDevice struct {
 	arena *arena
 }
 
-func openDevice() (*fdDevice, error) {
-	if err := checkABI(); err != nil {
+func openDevice(env hostenv.Env) (*fdDevice, error) {
+	if err := checkABI(env, abiFiles()); err != nil {
 		return nil, err
 	}
-	devPath := devPath()
+	devPath := env.DevPath(devName)
 	fd, err := unix.Open(devPath, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		// A *fs.PathError, so callers can tell the node's own failure
@@ -87,11 +89,12 @@ func openDevice() (*fdDevice, error) {
 	return &fdDevice{f: f, rc: rc, arena: a}, nil
 }
 
-// checkABI accepts the device only if sysfs says ABI 4. Like librdmacm it
-// proceeds when sysfs has no version file (and would fail later on a mismatch).
-func checkABI() error {
-	for _, rel := range abiFiles {
-		p := hostenv.Sys(rel)
+// checkABI accepts the device only if the first of files (relative to env's
+// sysfs) that exists says ABI 4. Like librdmacm it proceeds when sysfs has no
+// version file (and would fail later on a mismatch).
+func checkABI(env hostenv.Env, files []string) error {
+	for _, rel := range files {
+		p := env.Sys(rel)
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue

@@ -107,7 +107,7 @@ func decodeEvent(b []byte) rawEvent {
 		handle: r.ID,
 		typ:    EventType(r.Event),
 		status: r.Status,
-		param:  decodeConnParam(&r.Conn),
+		param:  decodeConnParam(&r.Param),
 	}
 }
 
@@ -118,7 +118,7 @@ func decodeConnParam(c *connParam) ConnParam {
 		FlowControl:        c.FlowControl,
 		RetryCount:         c.RetryCount,
 		RNRRetryCount:      c.RnrRetryCount,
-		SRQ:                c.Srq != 0,
+		SRQ:                c.SRQ != 0,
 		QPNum:              c.QPNum,
 	}
 	if n := int(c.PrivateDataLen); n > 0 {

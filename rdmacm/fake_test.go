@@ -181,7 +181,7 @@ func (f *fakeDev) queue(uid uint64, handle uint32, typ EventType, status int32, 
 	var r eventResp
 	r.UID, r.ID, r.Event, r.Status = uid, handle, uint32(typ), status
 	if p != nil {
-		r.Conn = *p
+		r.Param = *p
 	}
 	f.events <- append([]byte(nil), bytesOf(&r)...)
 }

@@ -12,15 +12,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/uverbs"
 )
 
-// On a host without RDMA (installed, so the machine's own devices do not matter) Open
+// On a host without RDMA (passed in, so the machine's own devices do not matter) Open
 // fails with the errno rping reports ("failed to create RDMA CM event channel: No such
-// file or directory"), as a PathError naming the environment's node.
+// file or directory"), as a PathError naming the host's node.
 func TestOpenWithoutRDMA(t *testing.T) {
+	t.Parallel()
 	env := hostenv.NoRDMA(t.TempDir())
-	defer hostenv.Set(env)()
-	ch, err := Open()
+	ch, err := Open(WithHost(uverbs.NewHost(env)))
 	var pe *fs.PathError
 	if ch != nil || !errors.Is(err, unix.ENOENT) || !errors.As(err, &pe) || pe.Path != filepath.Join(env.Dev, "rdma_cm") {
 		t.Fatalf("Open() = %v, %v; want ENOENT on %s", ch, err, filepath.Join(env.Dev, "rdma_cm"))
@@ -29,6 +30,7 @@ func TestOpenWithoutRDMA(t *testing.T) {
 
 // A node that is not a character device is refused (ENODEV), not written to.
 func TestOpenNotACharDevice(t *testing.T) {
+	t.Parallel()
 	env := hostenv.NoRDMA(t.TempDir())
 	if err := os.MkdirAll(env.Dev, 0o755); err != nil {
 		t.Fatal(err)
@@ -36,23 +38,20 @@ func TestOpenNotACharDevice(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(env.Dev, "rdma_cm"), nil, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	defer hostenv.Set(env)()
-	if ch, err := Open(); ch != nil || !errors.Is(err, unix.ENODEV) {
+	if ch, err := Open(WithHost(uverbs.NewHost(env))); ch != nil || !errors.Is(err, unix.ENODEV) {
 		t.Fatalf("Open() = %v, %v; want ENODEV", ch, err)
 	}
 }
 
 func TestCheckABI(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	defer hostenv.Set(hostenv.NoRDMA(dir))()
-	saved := abiFiles
-	defer func() { abiFiles = saved }()
-	sys := filepath.Join(dir, "sys")
+	env := hostenv.NoRDMA(dir)
 	write := func(name, v string) string {
-		if err := os.MkdirAll(sys, 0o755); err != nil {
+		if err := os.MkdirAll(env.Sysfs, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(sys, name), []byte(v), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(env.Sysfs, name), []byte(v), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return name
@@ -67,8 +66,7 @@ func TestCheckABI(t *testing.T) {
 		{[]string{"missing", write("old4", "4\n")}, true}, // older kernels' path
 		{[]string{"missing"}, true},                       // nothing says: proceed
 	} {
-		abiFiles = tc.files
-		err := checkABI()
+		err := checkABI(env, tc.files)
 		if tc.ok && err != nil || !tc.ok && !errors.Is(err, unix.EPERM) {
 			t.Errorf("%v: got %v, want ok=%v (EPERM otherwise)", tc.files, err, tc.ok)
 		}
@@ -77,8 +75,12 @@ func TestCheckABI(t *testing.T) {
 
 // The real paths are where librdmacm looks.
 func TestDefaultPaths(t *testing.T) {
-	defer hostenv.Set(hostenv.Default())()
-	if devPath() != "/dev/infiniband/rdma_cm" || hostenv.Sys(abiFiles[0]) != "/sys/class/misc/rdma_cm/abi_version" {
-		t.Errorf("devPath %q, abi file %q", devPath(), hostenv.Sys(abiFiles[0]))
+	t.Parallel()
+	env := hostenv.Default()
+	if p := env.DevPath(devName); p != "/dev/infiniband/rdma_cm" {
+		t.Errorf("rdma_cm node %q", p)
+	}
+	if p := env.Sys(abiFiles()[0]); p != "/sys/class/misc/rdma_cm/abi_version" {
+		t.Errorf("ABI file %q", p)
 	}
 }

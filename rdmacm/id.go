@@ -414,10 +414,10 @@ func kernParam(p *ConnParam, qp cmQP, respRes, initDepth uint8) connParam {
 		Valid:              1,
 	}
 	if p.SRQ {
-		k.Srq = 1
+		k.SRQ = 1
 	}
 	if qp != nil {
-		k.QPNum, k.Srq = qp.qpNum(), 0
+		k.QPNum, k.SRQ = qp.qpNum(), 0
 	}
 	k.PrivateDataLen = uint8(copy(k.PrivateData[:], p.PrivateData))
 	return k

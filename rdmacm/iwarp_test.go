@@ -10,6 +10,7 @@ import (
 // iWARP: ESTABLISHED arrives directly (iw_cm moved the QP to RTS in the kernel), so the
 // reader leaves the QP alone; Disconnect moves it to SQD, not ERR.
 func TestIWARPEstablishedAndDisconnect(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	f.attrs = cmAttrs()
 	id := mustID(t, ch)
@@ -38,6 +39,7 @@ func TestIWARPEstablishedAndDisconnect(t *testing.T) {
 
 // A rejected iWARP connection still flushes through ERR, as in librdmacm.
 func TestIWARPRejectedMovesQPToErr(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	f.attrs = cmAttrs()
 	id := mustID(t, ch)

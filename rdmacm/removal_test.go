@@ -21,6 +21,7 @@ func removedYet(ch *Channel) bool {
 // ID like any event, and the channel still tears down every ID (the kernel
 // has destroyed their cm_ids; commands on them fail) without waiting forever.
 func TestDeviceRemoval(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	l, conn, spare := mustID(t, ch), mustID(t, ch), mustID(t, ch)
 	qp := &fakeQP{log: f.log, num: 0x42}
@@ -80,6 +81,7 @@ func TestDeviceRemoval(t *testing.T) {
 // A removal for an ID this channel no longer knows still says the device is
 // going away.
 func TestDeviceRemovalUnknownUID(t *testing.T) {
+	t.Parallel()
 	ch, f := newTestChannel(t)
 	spare := mustID(t, ch)
 	f.queue(12345, 9, EventDeviceRemoval, 0, nil)

@@ -17,6 +17,10 @@ type Option func(*Channel)
 // the steps librdmacm hides (QP transitions, the RTU), which run on the reader goroutine.
 func WithTracer(t *trace.Tracer) Option { return func(ch *Channel) { ch.tr = t } }
 
+// WithHost opens h's rdma_cm node and makes ID.Device look for the verbs device on h
+// (tests: a host they describe). Without it the channel is this machine's.
+func WithHost(h uverbs.Host) Option { return func(ch *Channel) { ch.host = h } }
+
 // cmdTrace says how to decode one command for the trace: its name and the ABI structs of
 // its body and response (nil: none).
 type cmdTrace struct {

@@ -13,6 +13,7 @@ import (
 // Commands are decoded from the ABI structs (socket addresses as addresses), and events
 // the reader fetches are records too; the text stays one record per line.
 func TestTraceCommandsAndEvents(t *testing.T) {
+	t.Parallel()
 	f := newFakeDev(t)
 	var b lockedBuf
 	ch := newChannel(f, WithTracer(trace.New(&b, false)))

@@ -44,7 +44,7 @@ func (id *ID) InitQPAttr(state uverbs.QPState) (*uverbs.QPAttr, uverbs.QPAttrMas
 }
 
 // Device returns the verbs device the ID is bound to: QUERY(ADDR)'s node GUID
-// and ib_device index matched against uverbs.Devices() (librdmacm's
+// and ib_device index matched against the channel host's devices (librdmacm's
 // ucma_get_device). ENODEV if no device is bound yet (before address
 // resolution, or listening on a wildcard) or none matches.
 func (id *ID) Device() (uverbs.Device, error) {
@@ -55,7 +55,7 @@ func (id *ID) Device() (uverbs.Device, error) {
 	if info.NodeGUID == 0 {
 		return uverbs.Device{}, fmt.Errorf("rdmacm: id is not bound to an RDMA device: %w", unix.ENODEV)
 	}
-	devs, err := uverbs.Devices()
+	devs, err := id.ch.host.Devices()
 	if err != nil {
 		return uverbs.Device{}, fmt.Errorf("rdmacm: list verbs devices: %w", err)
 	}

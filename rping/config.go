@@ -60,6 +60,9 @@ type Config struct {
 	// spin, with Poll, runs on every empty poll of the CQ (cqWait.spin); nil in the
 	// product, which never yields. Host tests yield to the device model's engine.
 	spin func()
+	// host is where the devices, the rdma_cm node and the hints' netlink are: the zero
+	// Host is this machine; tests pass one they describe.
+	host uverbs.Host
 }
 
 // NoTimeout as Config.Timeout never gives up on a stalled connection (--timeout 0).

@@ -82,24 +82,28 @@ type netView struct {
 	addrs       func(netdev string) []netip.Addr
 }
 
-var hostNet = netView{
-	route: lookupRoute,
-	ifName: func(index int) string {
-		if ifi, err := net.InterfaceByIndex(index); err == nil {
-			return ifi.Name
-		}
-		return fmt.Sprintf("interface %d", index)
-	},
-	owner:       addrOwner,
-	rdmaDevs:    rdmaDevsOn,
-	ibPort:      hasIBPort,
-	rdmaNetdevs: rdmaNetdevs,
-	addrs:       netdevAddrs,
+// hostNet is the hints' view of host h: its devices and its routing table (h's
+// netlink); addresses and interface names are the process's own network namespace.
+func hostNet(h uverbs.Host) netView {
+	return netView{
+		route: func(dst, src netip.Addr) (route, error) { return lookupRoute(h.Env().Netlink, dst, src) },
+		ifName: func(index int) string {
+			if ifi, err := net.InterfaceByIndex(index); err == nil {
+				return ifi.Name
+			}
+			return fmt.Sprintf("interface %d", index)
+		},
+		owner:       addrOwner,
+		rdmaDevs:    func(netdev string) []string { return rdmaDevsOn(h, netdev) },
+		ibPort:      func() bool { return hasIBPort(h) },
+		rdmaNetdevs: func() []string { return rdmaNetdevs(h) },
+		addrs:       netdevAddrs,
+	}
 }
 
 // rdmaNetdevs lists the netdevs of every RDMA device's ports.
-func rdmaNetdevs() []string {
-	devs, _ := uverbs.Devices()
+func rdmaNetdevs(h uverbs.Host) []string {
+	devs, _ := h.Devices()
 	var nds []string
 	for _, d := range devs {
 		for _, nd := range d.Netdevs() {
@@ -156,8 +160,8 @@ func (v netView) unreachableHint(dst netip.Addr) string {
 }
 
 // rdmaDevsOn names the RDMA devices uverbs discovers on netdev.
-func rdmaDevsOn(netdev string) []string {
-	devs, _ := uverbs.Devices()
+func rdmaDevsOn(h uverbs.Host, netdev string) []string {
+	devs, _ := h.Devices()
 	var names []string
 	for _, d := range devs {
 		if slices.Contains(d.Netdevs(), netdev) {
@@ -169,8 +173,8 @@ func rdmaDevsOn(netdev string) []string {
 
 // hasIBPort reports whether some RDMA port has InfiniBand link layer (over
 // which rdma_cm can loop back to a 127.0.0.1 listener).
-func hasIBPort() bool {
-	devs, _ := uverbs.Devices()
+func hasIBPort(h uverbs.Host) bool {
+	devs, _ := h.Devices()
 	for _, d := range devs {
 		if slices.Contains(d.LinkLayers(), uverbs.LinkLayerInfiniBand) {
 			return true

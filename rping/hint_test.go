@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
+	"github.com/gorping/gorping/internal/netlink"
 	"github.com/gorping/gorping/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -201,7 +202,9 @@ func TestNoDeviceHint(t *testing.T) {
 // The hints ask uverbs' discovery (here of an injected host with rxe0 on d0),
 // not sysfs of their own.
 func TestHostNetUsesDiscovery(t *testing.T) {
+	t.Parallel()
 	env := hostenvtest.NoRDMA(t)
+	hostNet := hostNet(uverbs.NewHost(env))
 	if got := hostNet.rdmaDevs("d0"); got != nil {
 		t.Errorf("no devices: rdmaDevs(d0) = %q", got)
 	}
@@ -233,7 +236,7 @@ func TestLookupRoute(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no lo: %v", err)
 	}
-	r, err := lookupRoute(netip.MustParseAddr("127.0.0.1"), netip.Addr{})
+	r, err := lookupRoute(netlink.Dial, netip.MustParseAddr("127.0.0.1"), netip.Addr{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func DialProbe(ctx context.Context, cfg ProbeConfig) (*Prober, error) {
 	if log == nil {
 		log = io.Discard
 	}
-	n, err := countDevices()
+	n, err := countDevices(uverbs.Host{})
 	if err != nil {
 		return nil, &ProbeError{ReasonNoDevice, err}
 	}

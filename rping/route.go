@@ -6,7 +6,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gorping/gorping/internal/hostenv"
 	"github.com/gorping/gorping/internal/netlink"
 )
 
@@ -19,12 +18,12 @@ type route struct {
 
 const routeSeq = 1
 
-// lookupRoute asks the kernel (rtnetlink RTM_GETROUTE) how it would route a
+// lookupRoute asks the kernel (rtnetlink RTM_GETROUTE, on a socket from dial) how it would route a
 // packet to dst, from src if src is valid. Only error paths use it, to say why
 // rdma_cm found no RDMA device.
-func lookupRoute(dst, src netip.Addr) (route, error) {
+func lookupRoute(dial netlink.Dialer, dst, src netip.Addr) (route, error) {
 	dst, src = dst.Unmap(), src.Unmap()
-	c, err := hostenv.Get().Netlink(unix.NETLINK_ROUTE)
+	c, err := dial(unix.NETLINK_ROUTE)
 	if err != nil {
 		return route{}, fmt.Errorf("route to %s: %w", dst, err)
 	}

@@ -25,10 +25,9 @@ const (
 	listenBacklog  = 3
 )
 
-// countDevices reports how many RDMA devices with a uverbs node exist; a
-// variable so tests can pretend either way.
-var countDevices = func() (int, error) {
-	devs, err := uverbs.Devices()
+// countDevices reports how many RDMA devices with a uverbs node h has.
+func countDevices(h uverbs.Host) (int, error) {
+	devs, err := h.Devices()
 	return len(devs), err
 }
 
@@ -68,7 +67,7 @@ func runRDMA(ctx context.Context, cfg Config) int {
 	out := &printer{stdout: cfg.Stdout, stderr: cfg.Stderr, debug: cfg.Debug}
 	// rping's first step after option parsing: the event channel, which
 	// librdmacm refuses (ENODEV) when no verbs device exists.
-	n, err := countDevices()
+	n, err := countDevices(cfg.host)
 	if err != nil {
 		perror(out.stderr, "failed to create RDMA CM event channel", err)
 		return statusOf(errnoOf(err))
@@ -77,7 +76,7 @@ func runRDMA(ctx context.Context, cfg Config) int {
 		out.errorf("No RDMA devices were detected\n")
 		return exitNoDevice
 	}
-	cm, err := rdmacm.Open(rdmacm.WithTracer(cfg.tr))
+	cm, err := rdmacm.Open(rdmacm.WithTracer(cfg.tr), rdmacm.WithHost(cfg.host))
 	if err != nil {
 		perror(out.stderr, "failed to create RDMA CM event channel", err)
 		out.hint(cmOpenHint(err))
@@ -188,9 +187,9 @@ func resolve(ctx context.Context, cfg *Config, out *printer, id cmID) int {
 		perror(out.stderr, "rdma_resolve_addr", err)
 		switch {
 		case errors.Is(err, unix.ENODEV):
-			out.hint(hostNet.noDeviceHint(cfg.Addr, cfg.SrcAddr))
+			out.hint(hostNet(cfg.host).noDeviceHint(cfg.Addr, cfg.SrcAddr))
 		case errors.Is(err, unix.ENETUNREACH):
-			out.hint(hostNet.unreachableHint(cfg.Addr))
+			out.hint(hostNet(cfg.host).unreachableHint(cfg.Addr))
 		}
 		return destroy(exitFailure)
 	}
@@ -222,7 +221,7 @@ type resolution struct {
 func (r *resolution) errorHint(ev rdmacm.Event) {
 	switch {
 	case ev.Type == rdmacm.EventAddrError && ev.Status == -int32(unix.ENODEV):
-		r.out.hint(hostNet.noDeviceHint(r.cfg.Addr, r.cfg.SrcAddr))
+		r.out.hint(hostNet(r.cfg.host).noDeviceHint(r.cfg.Addr, r.cfg.SrcAddr))
 	case (ev.Type == rdmacm.EventAddrError || ev.Type == rdmacm.EventRouteError) && ev.Status == -int32(unix.ETIMEDOUT):
 		r.out.hint(fmt.Sprintf("gorping: %s did not answer ARP or neighbour discovery within %s: it is down, its link is down, or it is not on this network",
 			r.cfg.Addr, secs(resolveTimeout)))
@@ -245,7 +244,7 @@ func (r *resolution) step(ev rdmacm.Event) cmStep {
 		if err := r.id.ResolveRoute(resolveTimeout); err != nil {
 			perror(r.out.stderr, "rdma_resolve_route", err)
 			if errors.Is(err, unix.ENODEV) {
-				r.out.hint(hostNet.noDeviceHint(r.cfg.Addr, r.cfg.SrcAddr))
+				r.out.hint(hostNet(r.cfg.host).noDeviceHint(r.cfg.Addr, r.cfg.SrcAddr))
 			}
 			r.state = StateError
 			return cmEnd
@@ -462,7 +461,7 @@ func runServer(ctx context.Context, cfg *Config, out *printer, listener *rdmacm.
 	if err := listener.Bind(netip.AddrPortFrom(cfg.Addr, cfg.Port)); err != nil {
 		perror(out.stderr, "rdma_bind_addr", err)
 		if errors.Is(err, unix.ENODEV) {
-			out.hint(hostNet.noDeviceHint(netip.Addr{}, cfg.Addr))
+			out.hint(hostNet(cfg.host).noDeviceHint(netip.Addr{}, cfg.Addr))
 		}
 		return exitFailure
 	}
@@ -534,7 +533,7 @@ func probeDevice(id cmID, cfg *Config) string {
 // address without a device; only InfiniBand loopback reaches such a listener
 // (rping then listens in vain on RoCE and iWARP).
 func boundDevice(listener *rdmacm.ID, cfg *Config) string {
-	addr := cfg.Addr
+	addr, net := cfg.Addr, hostNet(cfg.host)
 	if addr.IsUnspecified() {
 		return ""
 	}
@@ -543,10 +542,10 @@ func boundDevice(listener *rdmacm.ID, cfg *Config) string {
 		return "" // the first connection will tell
 	}
 	if ai.NodeGUID == 0 {
-		if hostNet.ibPort() {
+		if net.ibPort() {
 			return ""
 		}
-		return hostNet.noDeviceHint(netip.Addr{}, addr)
+		return net.noDeviceHint(netip.Addr{}, addr)
 	}
 	return probeDevice(listener, cfg)
 }

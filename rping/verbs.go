@@ -11,9 +11,7 @@ import (
 	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/rdmacm"
 	"github.com/gorping/gorping/uverbs"
-	_ "github.com/gorping/gorping/uverbs/mlx5" // the providers gorping ships
-	_ "github.com/gorping/gorping/uverbs/rxe"
-	_ "github.com/gorping/gorping/uverbs/siw"
+	_ "github.com/gorping/gorping/uverbs/providers" // the providers gorping ships
 )
 
 // Per-connection verbs sizes, as rping's (§3.6 of the spec).

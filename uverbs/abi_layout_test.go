@@ -17,6 +17,7 @@ var headers = []string{
 }
 
 func TestABILayout(t *testing.T) {
+	t.Parallel()
 	abicheck.Check(t, headers,
 		abicheck.Struct{C: "struct ib_uverbs_cmd_hdr", Go: cmdHdr{}},
 		abicheck.Struct{C: "struct ib_uverbs_get_context", Go: getContextReq{}},
@@ -65,6 +66,7 @@ func TestABILayout(t *testing.T) {
 }
 
 func TestABIConstants(t *testing.T) {
+	t.Parallel()
 	abicheck.CheckConsts(t, headers,
 		abicheck.Const{C: "IB_USER_VERBS_CMD_GET_CONTEXT", Go: cmdGetContext},
 		abicheck.Const{C: "IB_USER_VERBS_CMD_QUERY_DEVICE", Go: cmdQueryDevice},
@@ -94,9 +96,9 @@ func TestABIConstants(t *testing.T) {
 		abicheck.Const{C: "UVERBS_ATTR_F_MANDATORY", Go: uverbsAttrFMandatory},
 		abicheck.Const{C: "UVERBS_ATTR_F_VALID_OUTPUT", Go: uverbsAttrFValidOutput},
 		abicheck.Const{C: "IB_UVERBS_GID_TYPE_ROCE_V2", Go: int64(GIDTypeRoCEv2)},
-		abicheck.Const{C: "RDMA_DRIVER_MLX5", Go: driverIDMLX5},
-		abicheck.Const{C: "RDMA_DRIVER_RXE", Go: driverIDRXE},
-		abicheck.Const{C: "RDMA_DRIVER_SIW", Go: driverIDSIW},
+		abicheck.Const{C: "RDMA_DRIVER_MLX5", Go: 1},
+		abicheck.Const{C: "RDMA_DRIVER_RXE", Go: 14},
+		abicheck.Const{C: "RDMA_DRIVER_SIW", Go: 18},
 		abicheck.Const{C: "RDMA_DRIVER_ERDMA", Go: 19},
 		abicheck.Const{C: "IB_UVERBS_ACCESS_LOCAL_WRITE", Go: int64(AccessLocalWrite)},
 		abicheck.Const{C: "IB_UVERBS_ACCESS_REMOTE_WRITE", Go: int64(AccessRemoteWrite)},

@@ -44,8 +44,9 @@ func cmdName(cmd uint32) string {
 }
 
 // cmdPath is a context's command channel: the uverbs fd plus the arena. Every command of
-// the core goes through call, every provider command through Write; both end in
-// execLocked, the one place a uverbs write() is laid out.
+// the core goes through call, every provider command through Write, the ioctls through
+// ioctlCmd; all of them run under mu and check that the fd is still open, so none can
+// reach a closed (or reused) fd number while Context.Close runs.
 type cmdPath struct {
 	mu     sync.Mutex
 	fd     int
@@ -55,16 +56,26 @@ type cmdPath struct {
 	fdClosed bool
 	// write issues one command; unix.Write in production, a fake kernel in tests.
 	write func(fd int, p []byte) (int, error)
-	// dataWrite issues the data path's commands (doorbell, arm): rawWrite in
-	// production, write in tests.
+	// dataWrite issues the commands the provider listed in ProviderInfo.RawCommands
+	// (raw: bits by command number): rawWrite in production, write in tests.
 	dataWrite func(fd int, p []byte) (int, error)
-	// backend, if set, replaces the device file entirely (OpenBackend).
+	raw       uint64
+	// ioctl issues one ioctl; unix.Syscall in production.
+	ioctl func(fd int, req uint, arg uintptr) error
+	// backend, if set, replaces the device file entirely (WithBackend).
 	backend Backend
 	// tr receives a record per command and mapping (--trace); nil: none.
 	tr *trace.Tracer
 }
 
 func sysWrite(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
+
+func sysIoctl(fd int, req uint, arg uintptr) error {
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), arg); errno != 0 {
+		return errno
+	}
+	return nil
+}
 
 // rawWrite is write(2) without telling the Go scheduler. The data path's
 // commands never sleep in the kernel, but rxe's doorbell runs the whole send
@@ -73,6 +84,7 @@ func sysWrite(fd int, p []byte) (int, error) { return unix.Write(fd, p) }
 // thread: with one P that is a thread wake-up, a scheduler pass and a thread
 // park for every doorbell (docs/architecture.md has the measurement).
 // Only for commands that cannot block: nothing else runs on the P meanwhile.
+// A provider opts in per command (ProviderInfo.RawCommands).
 func rawWrite(fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -84,22 +96,33 @@ func rawWrite(fd int, p []byte) (int, error) {
 	return int(n), nil
 }
 
-// dataPathCmd reports whether cmd is one of the data path's commands, which
-// go through dataWrite.
-func dataPathCmd(cmd uint32) bool {
-	return cmd == cmdPostSend || cmd == cmdReqNotifyCQ
-}
+// rawAllowed are the commands a provider may list in RawCommands: the data path's.
+const rawAllowed = 1<<cmdPostSend | 1<<cmdReqNotifyCQ
 
-func newCmdPath(fd int, write func(int, []byte) (int, error)) (*cmdPath, error) {
+func newCmdPath(fd int, info ProviderInfo, o options) (*cmdPath, error) {
 	arena, err := umem.Anon(arenaSize)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: command arena: %w", err)
 	}
-	dataWrite := write
-	if write == nil {
-		write, dataWrite = sysWrite, rawWrite
+	c := &cmdPath{fd: fd, arena: arena, write: sysWrite, dataWrite: rawWrite, ioctl: sysIoctl, backend: o.backend, tr: o.tracer}
+	for _, cmd := range info.RawCommands {
+		if cmd < 64 {
+			c.raw |= 1 << cmd & rawAllowed
+		}
 	}
-	return &cmdPath{fd: fd, arena: arena, write: write, dataWrite: dataWrite}, nil
+	switch {
+	case o.backend != nil:
+		b := o.backend
+		c.write = func(_ int, q []byte) (int, error) { return b.Write(q) }
+		c.dataWrite = c.write
+		c.ioctl = func(int, uint, uintptr) error { return unix.ENOTTY }
+	case o.write != nil:
+		c.write, c.dataWrite = o.write, o.write
+	}
+	if o.ioctl != nil {
+		c.ioctl = o.ioctl
+	}
+	return c, nil
 }
 
 // close releases the arena; the fd belongs to the caller.
@@ -230,7 +253,7 @@ func (c *cmdPath) execLocked(cmd uint32, core, udIn []byte, respLen int) ([]byte
 		clear(resp)
 	}
 	write := c.write
-	if dataPathCmd(cmd) {
+	if cmd < 64 && c.raw&(1<<cmd) != 0 {
 		write = c.dataWrite
 	}
 	w, err := write(c.fd, a[:n])
@@ -245,6 +268,24 @@ func (c *cmdPath) execLocked(cmd uint32, core, udIn []byte, respLen int) ([]byte
 		return nil, fmt.Errorf("uverbs %s: short write (%d of %d bytes)", cmdName(cmd), w, n)
 	}
 	return resp, nil
+}
+
+// ioctlCmd runs one RDMA_VERBS_IOCTL whose buffer is at arg (umem: the kernel
+// dereferences it), named name in errors.
+func (c *cmdPath) ioctlCmd(name string, arg uintptr) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.fdClosed {
+		return ErrClosed
+	}
+	if err := c.ioctl(c.fd, rdmaVerbsIoctl, arg); err != nil {
+		var errno unix.Errno
+		if errors.As(err, &errno) {
+			return &CmdError{Cmd: name, Errno: errno}
+		}
+		return fmt.Errorf("uverbs %s: %w", name, err)
+	}
+	return nil
 }
 
 // Write implements Commander.
@@ -266,21 +307,24 @@ func (c *cmdPath) Fd() int { return c.fd }
 
 // Mmap implements Commander: a shared mapping of the device file, made under the command
 // lock so it cannot race with Context.Close closing the fd.
-func (c *cmdPath) Mmap(off int64, length, prot int) ([]byte, error) {
+func (c *cmdPath) Mmap(what string, off int64, length, prot int) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.fdClosed {
 		return nil, ErrClosed
 	}
+	var b []byte
+	var err error
 	if c.backend != nil {
-		return c.backend.Mmap(off, length, prot)
+		b, err = c.backend.Mmap(off, length, prot)
+	} else {
+		b, err = unix.Mmap(c.fd, off, length, prot, unix.MAP_SHARED)
 	}
-	b, err := unix.Mmap(c.fd, off, length, prot, unix.MAP_SHARED)
 	if c.tr != nil {
-		c.traceMmap("device page (provider)", uint64(off), length, err)
+		c.traceMmap(what, uint64(off), length, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: mmap %d bytes at offset %#x: %w", length, off, err)
+		return nil, fmt.Errorf("uverbs: mmap %s (%d bytes at offset %#x): %w", what, length, off, err)
 	}
 	return b, nil
 }

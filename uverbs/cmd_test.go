@@ -24,6 +24,7 @@ func checkBytes(t *testing.T, what string, got, want []byte) {
 }
 
 func TestGoldenControlCommands(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	ctx := e.ctx
 	ra := respAddr(ctx)
@@ -179,6 +180,7 @@ func TestGoldenControlCommands(t *testing.T) {
 }
 
 func TestQueryDeviceAndPort(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	resp := make([]byte, 176)
 	binary.LittleEndian.PutUint64(resp[0:], 0x0102)
@@ -228,6 +230,7 @@ func TestQueryDeviceAndPort(t *testing.T) {
 }
 
 func TestCmdErrors(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	e.k.on(cmdAllocPD, func(req []byte) ([]byte, error) { return nil, unix.EMFILE })
 	_, err := e.ctx.AllocPD()
@@ -248,15 +251,14 @@ func TestCmdErrors(t *testing.T) {
 }
 
 func TestRegMRMemlockError(t *testing.T) {
-	e := newTestEnv(t)
+	t.Parallel()
+	limit := unix.Rlimit{Cur: 65536, Max: 65536}
+	e := newTestEnv(t, withMemlock(func() (unix.Rlimit, error) { return limit, nil }))
 	pd, err := e.ctx.AllocPD()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.k.on(cmdRegMR, func(req []byte) ([]byte, error) { return nil, unix.ENOMEM })
-	old := getrlimitMemlock
-	defer func() { getrlimitMemlock = old }()
-	getrlimitMemlock = func() (unix.Rlimit, error) { return unix.Rlimit{Cur: 65536, Max: 65536}, nil }
 	buf, err := NewBuffer(1 << 20)
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +277,7 @@ func TestRegMRMemlockError(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, s)
 		}
 	}
-	getrlimitMemlock = func() (unix.Rlimit, error) { return unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}, nil }
+	limit = unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
 	_, err = pd.RegMR(buf, AccessLocalWrite)
 	if !strings.Contains(err.Error(), "unlimited") {
 		t.Errorf("error %q should say the limit is unlimited", err)
@@ -288,6 +290,7 @@ func TestRegMRMemlockError(t *testing.T) {
 }
 
 func TestOpenErrors(t *testing.T) {
+	t.Parallel()
 	err := openError("/dev/infiniband/uverbs0", unix.EACCES)
 	if !errors.Is(err, unix.EACCES) {
 		t.Errorf("errno lost: %v", err)
@@ -301,27 +304,29 @@ func TestOpenErrors(t *testing.T) {
 		t.Errorf("ENOENT error %q should hint at ib_uverbs", err)
 	}
 
-	_, err = Open(Device{Name: "mlx4_0", Driver: "mlx4", DriverID: 2, Path: "/nonexistent"})
+	reg := shippedLike(t)
+	_, err = reg.lookup(Device{Name: "mlx4_0", Driver: "mlx4", DriverID: 2, Path: "/nonexistent"}, nil)
 	var ue *UnsupportedDriverError
 	if !errors.As(err, &ue) {
 		t.Fatalf("Open(mlx4) err = %v, want *UnsupportedDriverError", err)
 	}
-	for _, s := range []string{"mlx4_0", "mlx4", "fake"} {
+	for _, s := range []string{"mlx4_0", "mlx4", "supported: fake, mlx5, rxe, siw"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error %q does not mention %q", err, s)
 		}
 	}
-	_, err = Open(Device{Name: "fake9", DriverID: fakeDriverID, ABI: 7, Path: "/nonexistent"})
+	_, err = reg.lookup(Device{Name: "fake9", DriverID: fakeDriverID, ABI: 7, Path: "/nonexistent"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "ABI") {
 		t.Errorf("ABI mismatch err = %v", err)
 	}
-	_, err = Open(Device{Name: "fake9", Driver: "fake", ABI: 1, Path: "/nonexistent/uverbs9"})
+	_, err = Open(Device{Name: "fake9", Driver: "fake", ABI: 1, Path: "/nonexistent/uverbs9"}, WithProvider(fakeProvider{}))
 	if !errors.Is(err, unix.ENOENT) {
 		t.Errorf("Open of missing node err = %v, want ENOENT", err)
 	}
 }
 
 func TestBuffer(t *testing.T) {
+	t.Parallel()
 	b, err := NewBuffer(100)
 	if err != nil {
 		t.Fatal(err)
@@ -345,6 +350,7 @@ func TestBuffer(t *testing.T) {
 }
 
 func TestCloseReleasesEverything(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	pd, _ := e.ctx.AllocPD()
 	cq, err := e.ctx.CreateCQ(4, nil, 0)
@@ -378,6 +384,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 }
 
 func TestStrings(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		WCWRFlushErr.String():      "WR_FLUSH_ERR",
 		WCSuccess.String():         "SUCCESS",
@@ -400,6 +407,7 @@ func TestStrings(t *testing.T) {
 }
 
 func TestRegMRZeroBuffer(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	pd, err := e.ctx.AllocPD()
 	if err != nil {

@@ -14,7 +14,8 @@ import (
 // Context is an open uverbs device with its kernel ucontext.
 type Context struct {
 	dev            Device
-	provider       Provider
+	info           ProviderInfo // the provider's Info, read once
+	memlock        func() (unix.Rlimit, error)
 	prov           ProviderContext
 	cmd            *cmdPath
 	async          *eventFile
@@ -30,19 +31,23 @@ type Context struct {
 	qps        map[uint64]*QP
 }
 
-// Open opens dev's uverbs node and creates its context through the registered provider.
-// Every Open makes a new kernel context; OpenShared shares one.
+// Open opens dev's uverbs node and creates its context through the registered provider
+// (or the one WithProvider names). Every Open makes a new kernel context; OpenShared
+// shares one. WithBackend replaces the device node.
 func Open(dev Device, opts ...Option) (*Context, error) {
 	o := applyOptions(opts)
-	p, err := providerFor(dev)
+	p, err := providers.lookup(dev, o.provider)
 	if err != nil {
 		return nil, err
+	}
+	if o.backend != nil {
+		return openContext(dev, p, -1, o)
 	}
 	fd, err := unix.Open(dev.Path, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, openError(dev.Path, err)
 	}
-	c, err := openContext(dev, p, fd, nil, nil, o.tracer)
+	c, err := openContext(dev, p, fd, o)
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
@@ -50,39 +55,19 @@ func Open(dev Device, opts ...Option) (*Context, error) {
 	return c, nil
 }
 
-func providerFor(dev Device) (Provider, error) {
-	p := findProvider(dev)
-	if p == nil {
-		return nil, &UnsupportedDriverError{Device: dev.Name, Driver: dev.Driver, DriverID: dev.DriverID, Supported: supportedDrivers()}
-	}
-	if min, max := p.ABIRange(); dev.ABI < min || dev.ABI > max {
-		return nil, fmt.Errorf("uverbs: device %s: driver ABI version %d is not supported by the %s provider (supported %d..%d)", dev.Name, dev.ABI, p.Driver(), min, max)
-	}
-	return p, nil
-}
-
 // Backend stands in for a device file (tests, device models): every command write and
-// every mapping of the context goes to it instead of the kernel. The fds its GET_CONTEXT
-// and CREATE_COMP_CHANNEL answers carry must be real (e.g. pipes); the context owns them.
+// every mapping of the context goes to it instead of the kernel; ioctls fail with ENOTTY,
+// as on a kernel without the ioctl interface. The fds its GET_CONTEXT and
+// CREATE_COMP_CHANNEL answers carry must be real (e.g. pipes); the context owns them.
 type Backend interface {
 	Write(p []byte) (int, error)
 	Mmap(off int64, length, prot int) ([]byte, error)
 	Munmap(b []byte) error
 }
 
-// OpenBackend creates a context on dev whose device file is b. A backend that also has
-// an Fd() int method names a file the provider maps by itself, as rxe maps its rings
-// from the uverbs fd (the rxe model: its memfd); the backend keeps owning it.
-func OpenBackend(dev Device, b Backend) (*Context, error) {
-	p, err := providerFor(dev)
-	if err != nil {
-		return nil, err
-	}
-	fd := -1
-	if f, ok := b.(interface{ Fd() int }); ok {
-		fd = f.Fd()
-	}
-	return openContext(dev, p, fd, func(_ int, q []byte) (int, error) { return b.Write(q) }, b, nil)
+// OpenBackend creates a context on dev whose device file is b (Open with WithBackend).
+func OpenBackend(dev Device, b Backend, opts ...Option) (*Context, error) {
+	return Open(dev, append(opts, WithBackend(b))...)
 }
 
 // shared holds the contexts OpenShared hands out, one per device node.
@@ -91,10 +76,10 @@ var shared struct {
 	ctxs map[string]*Context
 }
 
-// OpenShared returns the process's context for dev, opening it on first use. Each call
-// must be matched by one Close; the kernel context goes away with the last. A -P server
-// uses it so that all its connections share one context (on mlx5 that is one set of UAR
-// pages and bfregs rather than one per client).
+// OpenShared returns the process's context for dev, opening it (Open, with opts) on first
+// use. Each call must be matched by one Close; the kernel context goes away with the last.
+// A -P server uses it so that all its connections share one context (on mlx5 that is one
+// set of UAR pages and bfregs rather than one per client).
 func OpenShared(dev Device, opts ...Option) (*Context, error) {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
@@ -107,7 +92,7 @@ func OpenShared(dev Device, opts ...Option) (*Context, error) {
 		}
 		c.mu.Unlock()
 	}
-	c, err := openShared(dev, opts...)
+	c, err := Open(dev, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -118,9 +103,6 @@ func OpenShared(dev Device, opts ...Option) (*Context, error) {
 	shared.ctxs[dev.Path] = c
 	return c, nil
 }
-
-// openShared opens the context OpenShared shares; tests replace it.
-var openShared = Open
 
 // ctxCommander is the ContextCommander NewContext gets.
 type ctxCommander struct {
@@ -165,16 +147,14 @@ func openError(path string, err error) error {
 	return fmt.Errorf("uverbs: open %s: %w", path, err)
 }
 
-// openContext creates the context on an open fd. write is the command syscall (nil:
-// write(2)); backend, if set, also takes the mappings. On error the caller closes fd.
-func openContext(dev Device, p Provider, fd int, write func(int, []byte) (int, error), backend Backend, tr *trace.Tracer) (*Context, error) {
-	cmd, err := newCmdPath(fd, write)
+// openContext creates the context on fd (-1 with a backend). On error the caller closes
+// fd.
+func openContext(dev Device, p Provider, fd int, o options) (*Context, error) {
+	cmd, err := newCmdPath(fd, p.Info(), o)
 	if err != nil {
 		return nil, err
 	}
-	cmd.backend = backend
-	if tr != nil {
-		cmd.tr = tr
+	if tr := o.tracer; tr != nil {
 		tr.Emit("uverbs", "open", []trace.Field{trace.F("device", dev.Name), trace.F("path", dev.Path),
 			trace.F("driver", dev.Driver), trace.F("abi", dev.ABI)}, nil, nil)
 		tr.Emit("mmap", "anonymous command arena (the kernel writes responses there)", []trace.Field{trace.F("length", arenaSize)}, nil, nil)
@@ -192,7 +172,7 @@ func openContext(dev Device, p Provider, fd int, write func(int, []byte) (int, e
 			unix.Close(int(resp.AsyncFD))
 		}
 		cmd.close()
-		return nil, fmt.Errorf("uverbs: device %s: %s provider: %w", dev.Name, p.Driver(), err)
+		return nil, fmt.Errorf("uverbs: device %s: %s provider: %w", dev.Name, p.Info().Driver, err)
 	}
 	async, err := newEventFile(int(resp.AsyncFD), "uverbs async events")
 	if err != nil {
@@ -202,7 +182,8 @@ func openContext(dev Device, p Provider, fd int, write func(int, []byte) (int, e
 	}
 	return &Context{
 		dev:            dev,
-		provider:       p,
+		info:           p.Info(),
+		memlock:        o.memlock,
 		prov:           prov,
 		cmd:            cmd,
 		async:          async,
@@ -345,68 +326,10 @@ func (c *Context) QueryPort(port uint8) (PortAttr, error) {
 	if _, err := call(c.cmd, cmdQueryPort, &req, &r, nil, 0); err != nil {
 		return PortAttr{}, fmt.Errorf("uverbs: %s port %d: %w", c.dev.Name, port, err)
 	}
-	return PortAttr{
-		State:        PortState(r.State),
-		PhysState:    r.PhysState,
-		MaxMTU:       MTU(r.MaxMtu),
-		ActiveMTU:    MTU(r.ActiveMtu),
-		LinkLayer:    LinkLayer(r.LinkLayer),
-		GIDTableLen:  r.GidTblLen,
-		PKeyTableLen: r.PkeyTblLen,
-		CapFlags:     r.PortCapFlags,
-		MaxMsgSize:   r.MaxMsgSz,
-		LID:          r.Lid,
-		SMLID:        r.SmLid,
-		LMC:          r.Lmc,
-		SMSL:         r.SmSl,
-		ActiveWidth:  r.ActiveWidth,
-		ActiveSpeed:  r.ActiveSpeed,
-		GRHRequired:  r.Flags&1 != 0,
-	}, nil
+	a := portAttrFromWire(&r)
+	a.GRHRequired = r.Flags&1 != 0 // IB_UVERBS_QPF_GRH_REQUIRED
+	return a, nil
 }
 
-// deviceAttrFromWire converts QUERY_DEVICE's answer; the GUIDs are __be64.
-func deviceAttrFromWire(r *queryDeviceResp) DeviceAttr {
-	return DeviceAttr{
-		FWVer:                 r.FWVer,
-		NodeGUID:              binary.BigEndian.Uint64(r.NodeGUID[:]),
-		SysImageGUID:          binary.BigEndian.Uint64(r.SysImageGUID[:]),
-		MaxMRSize:             r.MaxMRSize,
-		PageSizeCap:           r.PageSizeCap,
-		VendorID:              r.VendorID,
-		VendorPartID:          r.VendorPartID,
-		HWVer:                 r.HWVer,
-		MaxQP:                 r.MaxQP,
-		MaxQPWR:               r.MaxQPWR,
-		DeviceCapFlags:        r.DeviceCapFlags,
-		MaxSGE:                r.MaxSGE,
-		MaxSGERd:              r.MaxSGERd,
-		MaxCQ:                 r.MaxCQ,
-		MaxCQE:                r.MaxCQE,
-		MaxMR:                 r.MaxMR,
-		MaxPD:                 r.MaxPD,
-		MaxQPRdAtom:           r.MaxQPRdAtom,
-		MaxEERdAtom:           r.MaxEERdAtom,
-		MaxResRdAtom:          r.MaxResRdAtom,
-		MaxQPInitRdAtom:       r.MaxQPInitRdAtom,
-		MaxEEInitRdAtom:       r.MaxEEInitRdAtom,
-		AtomicCap:             r.AtomicCap,
-		MaxEE:                 r.MaxEE,
-		MaxRDD:                r.MaxRDD,
-		MaxMW:                 r.MaxMW,
-		MaxRawIPv6QP:          r.MaxRawIPv6QP,
-		MaxRawEthyQP:          r.MaxRawEthyQP,
-		MaxMcastGrp:           r.MaxMcastGrp,
-		MaxMcastQPAttach:      r.MaxMcastQPAttach,
-		MaxTotalMcastQPAttach: r.MaxTotalMcastQPAttach,
-		MaxAH:                 r.MaxAH,
-		MaxFMR:                r.MaxFMR,
-		MaxMapPerFMR:          r.MaxMapPerFMR,
-		MaxSRQ:                r.MaxSRQ,
-		MaxSRQWR:              r.MaxSRQWR,
-		MaxSRQSGE:             r.MaxSRQSGE,
-		MaxPKeys:              r.MaxPKeys,
-		LocalCAAckDelay:       r.LocalCAAckDelay,
-		PhysPortCnt:           r.PhysPortCnt,
-	}
-}
+// be64 reads a __be64 (the GUIDs of QUERY_DEVICE's answer).
+func be64(b [8]byte) uint64 { return binary.BigEndian.Uint64(b[:]) }

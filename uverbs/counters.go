@@ -37,14 +37,10 @@ func (d CounterDelta) Delta() uint64 {
 	return d.After
 }
 
-// ReadCounters snapshots the counters of ibdev's port: ports/<port>/counters/,
+// readCounters snapshots the counters of ibdev's port: ports/<port>/counters/,
 // ports/<port>/hw_counters/, the connection manager's message counts of the port
 // (ports/<port>/cm_tx_msgs/, cm_rx_msgs/, cm_tx_retries/, cm_rx_duplicates/) and the
 // device-wide hw_counters/.
-func ReadCounters(ibdev string, port int) (CounterSnapshot, error) {
-	return readCounters(infoSysfs(), ibdev, port)
-}
-
 func readCounters(root, ibdev string, port int) (CounterSnapshot, error) {
 	base := filepath.Join(root, "class", "infiniband", ibdev)
 	if _, err := os.Stat(base); err != nil {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestCountersSnapshotAndDiff(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	d := "class/infiniband/rxe0/"
 	writeTree(t, root, map[string]string{
@@ -71,6 +72,7 @@ func TestCountersSnapshotAndDiff(t *testing.T) {
 }
 
 func TestCountersMissing(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	if _, err := readCounters(root, "rxe0", 1); err == nil {
 		t.Error("missing device: no error")

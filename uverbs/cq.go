@@ -26,7 +26,7 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 	if _, err := call(c.cmd, cmdCreateCompChannel, &req, &resp, nil, 0); err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
-	ev, err := newEventFile(int(resp.Fd), "uverbs completion channel")
+	ev, err := newEventFile(int(resp.FD), "uverbs completion channel")
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +44,7 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 	var d compEventDesc
 	wire.Decode(&d, b[:])
 	ch.ctx.mu.Lock()
-	cq := ch.ctx.cqs[d.CqHandle]
+	cq := ch.ctx.cqs[d.CQHandle]
 	ch.ctx.mu.Unlock()
 	if ch.ctx.cmd.tr != nil && cq != nil {
 		ch.traceWait(cq, nil)
@@ -52,7 +52,7 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 	if cq == nil {
 		// The kernel drops queued events of a CQ when destroying it, so this means a
 		// channel shared with another context.
-		return nil, fmt.Errorf("uverbs: completion event for unknown CQ cookie %d", d.CqHandle)
+		return nil, fmt.Errorf("uverbs: completion event for unknown CQ cookie %d", d.CQHandle)
 	}
 	cq.evRead.Add(1)
 	if o, ok := cq.prov.(CompEventObserver); ok {
@@ -122,11 +122,11 @@ func (c *Context) createCQ(cqe int, ch *CompChannel, vector int, flags CQFlags) 
 	creq := CQRequest{CQE: cqe, Vector: vector, Flags: flags}
 	pending, err := c.prov.PrepareCQ(&creq)
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 	}
 	in, outLen := pending.Udata()
 	cq := &CQ{ctx: c, cookie: c.cookie(), ackCh: make(chan struct{}, 1), flags: flags}
-	req := createCQReq{UserHandle: cq.cookie, Cqe: uint32(creq.CQE), CompVector: uint32(creq.Vector), CompChannel: -1}
+	req := createCQReq{UserHandle: cq.cookie, CQE: uint32(creq.CQE), CompVector: uint32(creq.Vector), CompChannel: -1}
 	var resp createCQResp
 	var drv []byte
 	create := func(chFd int) (err error) {
@@ -135,11 +135,11 @@ func (c *Context) createCQ(cqe int, ch *CompChannel, vector int, flags CQFlags) 
 			drv, err = call(c.cmd, cmdCreateCQ, &req, &resp, in, outLen)
 			return err
 		}
-		xreq := exCreateCQReq{UserHandle: req.UserHandle, Cqe: req.Cqe, CompVector: req.CompVector,
+		xreq := exCreateCQReq{UserHandle: req.UserHandle, CQE: req.CQE, CompVector: req.CompVector,
 			CompChannel: req.CompChannel, Flags: uint32(flags)}
 		var xresp exCreateCQResp
 		drv, err = callEx(c.cmd, cmdCreateCQ, &xreq, &xresp, in, outLen)
-		resp = createCQResp{CqHandle: xresp.CqHandle, Cqe: xresp.Cqe}
+		resp = xresp.Base
 		return err
 	}
 	if ch == nil {
@@ -157,12 +157,12 @@ func (c *Context) createCQ(cqe int, ch *CompChannel, vector int, flags CQFlags) 
 		pending.Abort()
 		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
-	cq.handle = resp.CqHandle
-	cq.cqe = int(resp.Cqe)
+	cq.handle = resp.CQHandle
+	cq.cqe = int(resp.CQE)
 	cq.prov, err = pending.Commit(c.cmd, CQCore{Handle: cq.handle, CQE: cq.cqe}, drv)
 	if err != nil {
 		c.destroyCQCmd(cq.handle) // best effort: the CQ is unusable without its provider
-		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 	}
 	if err := track(c, func() map[uint64]*CQ { return c.cqs }, cq.cookie, cq, cq.prov.Close); err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func (c *Context) createCQ(cqe int, ch *CompChannel, vector int, flags CQFlags) 
 }
 
 func (c *Context) destroyCQCmd(handle uint32) (destroyCQResp, error) {
-	req := destroyCQReq{CqHandle: handle}
+	req := destroyCQReq{CQHandle: handle}
 	var resp destroyCQResp
 	_, err := call(c.cmd, cmdDestroyCQ, &req, &resp, nil, 0)
 	return resp, err

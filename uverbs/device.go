@@ -24,35 +24,21 @@ type Device struct {
 	Driver   string // "rxe", "siw", "mlx5", ... ("" if unknown)
 	DriverID uint32 // enum rdma_driver_id (rxe 14, siw 18, mlx5 1), 0 if unknown
 	ABI      int    // driver uverbs ABI version (sysfs abi_version)
+
+	sysfs string // sysfs of the Host the device was found on; "": this machine's
 }
 
-// enum rdma_driver_id (rdma/ib_user_ioctl_verbs.h) → kernel driver name.
-var driverNames = map[uint32]string{
-	1: "mlx5", 2: "mlx4", 3: "cxgb3", 4: "cxgb4", 5: "mthca", 6: "bnxt_re", 7: "ocrdma",
-	8: "nes", 9: "irdma", 10: "vmw_pvrdma", 11: "qedr", 12: "hns", 13: "usnic", 14: "rxe",
-	15: "hfi1", 16: "qib", 17: "efa", 18: "siw", 19: "erdma", 20: "mana",
-}
-
-// Well-known driver ids used for sysfs inference.
-const (
-	driverIDMLX5 = 1
-	driverIDRXE  = 14
-	driverIDSIW  = 18
-)
-
-// Devices lists the RDMA devices with a uverbs character device, ordered by uverbs name.
-// It asks RDMA netlink first (which also yields the driver id) and falls back to sysfs.
-// A machine without RDMA support yields an empty list and no error.
-//
-// Where it looks (sysfs, the device directory, netlink) is internal/hostenv's environment.
-func Devices() ([]Device, error) {
-	sysfsRoot := hostenv.Get().Sysfs
-	devs, nlErr := netlinkDevices()
+// Devices lists the RDMA devices of h with a uverbs character device, ordered by uverbs
+// name. It asks RDMA netlink first (which also yields the driver id) and falls back to
+// sysfs. A machine without RDMA support yields an empty list and no error.
+func (h Host) Devices() ([]Device, error) {
+	env := h.Env()
+	devs, nlErr := netlinkDevices(env)
 	if nlErr == nil {
 		// Netlink knows no driver name for ids we have no table entry for; sysfs may.
 		for i := range devs {
 			if devs[i].Driver == "" {
-				drv, id := sysfsDriver(sysfsRoot, devs[i].Name)
+				drv, id := sysfsDriver(h.registry(), env.Sysfs, devs[i].Name)
 				devs[i].Driver = drv
 				if devs[i].DriverID == 0 {
 					devs[i].DriverID = id
@@ -62,7 +48,7 @@ func Devices() ([]Device, error) {
 		sortDevices(devs)
 		return devs, nil
 	}
-	devs, err := sysfsDevices(sysfsRoot)
+	devs, err := sysfsDevices(h.registry(), env)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: device discovery: netlink: %v; sysfs: %w", nlErr, err)
 	}
@@ -87,8 +73,9 @@ func uverbsNum(s string) int {
 	return n
 }
 
-// sysfsDevices scans <root>/class/infiniband_verbs/uverbs*.
-func sysfsDevices(root string) ([]Device, error) {
+// sysfsDevices scans <sysfs>/class/infiniband_verbs/uverbs*.
+func sysfsDevices(reg *registry, env hostenv.Env) ([]Device, error) {
+	root := env.Sysfs
 	dir := filepath.Join(root, "class", "infiniband_verbs")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -107,39 +94,44 @@ func sysfsDevices(root string) ([]Device, error) {
 		if err != nil || ibdev == "" {
 			continue // device going away; skip it rather than fail the whole scan
 		}
-		d := Device{Name: ibdev, Index: -1, Uverbs: name, Path: hostenv.DevPath(name)}
+		d := Device{Name: ibdev, Index: -1, Uverbs: name, Path: env.DevPath(name), sysfs: root}
 		if s, err := readSysfs(filepath.Join(dir, name, "abi_version")); err == nil {
 			d.ABI, _ = strconv.Atoi(s)
 		}
 		if s, err := readSysfs(filepath.Join(root, "class", "infiniband", ibdev, "node_guid")); err == nil {
 			d.NodeGUID, _ = parseGUID(s)
 		}
-		d.Driver, d.DriverID = sysfsDriver(root, ibdev)
+		d.Driver, d.DriverID = sysfsDriver(reg, root, ibdev)
 		devs = append(devs, d)
 	}
 	sortDevices(devs)
 	return devs, nil
 }
 
-// sysfsDriver infers the driver of an ib device from sysfs: the parent bus
-// device's driver (mlx5_core → mlx5), rxe's `parent` attribute, siw's RNIC node type without
-// a parent bus device.
-func sysfsDriver(root, ibdev string) (string, uint32) {
+// sysfsDriver infers the driver of an ib device from sysfs, by reg's providers'
+// SysfsMatch: the bus device's driver (mlx5_core), else a software device's `parent`
+// attribute (rxe), else a software device's node type (siw). A bus driver no provider
+// claims is reported by its own name, with no id.
+func sysfsDriver(reg *registry, root, ibdev string) (string, uint32) {
 	base := filepath.Join(root, "class", "infiniband", ibdev)
 	if link, err := os.Readlink(filepath.Join(base, "device", "driver")); err == nil {
-		drv := filepath.Base(link)
-		if drv == "mlx5_core" {
-			return "mlx5", driverIDMLX5
+		bus := filepath.Base(link)
+		if info, ok := reg.sysfs(bus, false, TransportUnknown); ok {
+			return info.Driver, info.DriverID
 		}
-		return drv, 0
+		return bus, 0
 	}
 	if _, err := os.Stat(filepath.Join(base, "parent")); err == nil {
-		return "rxe", driverIDRXE
-	}
-	if nt, err := readSysfs(filepath.Join(base, "node_type")); err == nil {
-		if _, err := os.Lstat(filepath.Join(base, "device")); strings.HasPrefix(nt, "4") && err != nil {
-			return "siw", driverIDSIW
+		if info, ok := reg.sysfs("", true, TransportUnknown); ok {
+			return info.Driver, info.DriverID
 		}
+		return "", 0
+	}
+	if _, err := os.Lstat(filepath.Join(base, "device")); err == nil {
+		return "", 0 // a bus device without a driver bound
+	}
+	if info, ok := reg.sysfs("", false, nodeTransport(base)); ok {
+		return info.Driver, info.DriverID
 	}
 	return "", 0
 }
@@ -148,7 +140,7 @@ func sysfsDriver(root, ibdev string) (string, uint32) {
 // (so also for drivers gorping has no provider for): a soft device's parent (rxe), a NIC's
 // own netdevs, and the netdevs in its ports' GID tables (siw).
 func (d Device) Netdevs() []string {
-	base := hostenv.Sys("class", "infiniband", d.Name)
+	base := filepath.Join(d.sysfsRoot(), "class", "infiniband", d.Name)
 	var nds []string
 	add := func(nd string) {
 		if nd != "" && !slices.Contains(nds, nd) {
@@ -174,7 +166,7 @@ func (d Device) Netdevs() []string {
 
 // LinkLayers returns the link layer of each of d's ports, from sysfs.
 func (d Device) LinkLayers() []LinkLayer {
-	files, _ := filepath.Glob(hostenv.Sys("class", "infiniband", d.Name, "ports", "*", "link_layer"))
+	files, _ := filepath.Glob(filepath.Join(d.sysfsRoot(), "class", "infiniband", d.Name, "ports", "*", "link_layer"))
 	var lls []LinkLayer
 	for _, f := range files {
 		s, err := readSysfs(f)

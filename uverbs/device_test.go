@@ -35,6 +35,7 @@ func writeTree(t *testing.T, root string, files map[string]string) {
 }
 
 func TestSysfsDevices(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{
 		"class/infiniband_verbs/abi_version":          "6\n",
@@ -59,28 +60,31 @@ func TestSysfsDevices(t *testing.T) {
 		"class/infiniband/odd0/node_type":             "1: CA\n",
 		"class/infiniband_verbs/uverbs4/abi_version":  "1\n", // no ibdev: skipped
 	})
-	got, err := sysfsDevices(root)
+	reg := shippedLike(t)
+	env := hostenv.Env{Sysfs: root, Dev: "/dev/infiniband"}
+	got, err := sysfsDevices(reg, env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []Device{
-		{Name: "rxe0", Index: -1, Uverbs: "uverbs0", Path: "/dev/infiniband/uverbs0", NodeGUID: 0x505400fffe96b707, Driver: "rxe", DriverID: 14, ABI: 2},
-		{Name: "siw0", Index: -1, Uverbs: "uverbs2", Path: "/dev/infiniband/uverbs2", NodeGUID: 0x0250b6fffe000001, Driver: "siw", DriverID: 18, ABI: 1},
-		{Name: "odd0", Index: -1, Uverbs: "uverbs3", Path: "/dev/infiniband/uverbs3"},
-		{Name: "mlx5_0", Index: -1, Uverbs: "uverbs10", Path: "/dev/infiniband/uverbs10", NodeGUID: 0x0c42a10300651234, Driver: "mlx5", DriverID: 1, ABI: 1},
+		{Name: "rxe0", Index: -1, Uverbs: "uverbs0", Path: "/dev/infiniband/uverbs0", NodeGUID: 0x505400fffe96b707, Driver: "rxe", DriverID: 14, ABI: 2, sysfs: root},
+		{Name: "siw0", Index: -1, Uverbs: "uverbs2", Path: "/dev/infiniband/uverbs2", NodeGUID: 0x0250b6fffe000001, Driver: "siw", DriverID: 18, ABI: 1, sysfs: root},
+		{Name: "odd0", Index: -1, Uverbs: "uverbs3", Path: "/dev/infiniband/uverbs3", sysfs: root},
+		{Name: "mlx5_0", Index: -1, Uverbs: "uverbs10", Path: "/dev/infiniband/uverbs10", NodeGUID: 0x0c42a10300651234, Driver: "mlx5", DriverID: 1, ABI: 1, sysfs: root},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("sysfsDevices =\n%+v\nwant\n%+v", got, want)
 	}
 
 	// No infiniband_verbs class at all: no devices, no error.
-	got, err = sysfsDevices(t.TempDir())
+	got, err = sysfsDevices(reg, hostenv.Env{Sysfs: t.TempDir()})
 	if err != nil || got == nil || len(got) != 0 {
 		t.Errorf("empty sysfs: %v, %v; want an empty non-nil list", got, err)
 	}
 }
 
 func TestParseGUID(t *testing.T) {
+	t.Parallel()
 	for s, want := range map[string]uint64{
 		"5054:00ff:fe96:b707":   0x505400fffe96b707,
 		"0000:0000:0000:0001\n": 1,
@@ -103,6 +107,7 @@ func u32b(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
 func u64b(v uint64) []byte { return binary.NativeEndian.AppendUint64(nil, v) }
 
 func TestNetlinkParsing(t *testing.T) {
+	t.Parallel()
 	// A dump datagram: two devices then DONE, as the kernel sends them.
 	dev0 := append(nlAttrBytes(nldevAttrDevIndex, u32b(3)), nlAttrBytes(nldevAttrDevName, []byte("rxe0\x00"))...)
 	dev0 = append(dev0, nlAttrBytes(0 /* PAD */, nil)...)
@@ -165,12 +170,14 @@ func TestNetlinkParsing(t *testing.T) {
 }
 
 func TestNetlinkRequests(t *testing.T) {
+	t.Parallel()
 	checkBytes(t, "dump", dumpRequest(1), le(uint32(16), uint16(5<<10+1), uint16(unix.NLM_F_REQUEST|unix.NLM_F_DUMP), uint32(1), uint32(0)))
 	checkBytes(t, "chardev", chardevRequest(7, 3), le(uint32(16+8+12), uint16(5<<10+15), uint16(unix.NLM_F_REQUEST), uint32(7), uint32(0),
 		uint16(8), uint16(1), uint32(3), uint16(11), uint16(69), []byte("uverbs\x00"), uint8(0)))
 }
 
 func TestSysfsGIDs(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	p := "class/infiniband/rxe0/ports/1/"
 	writeTree(t, root, map[string]string{
@@ -184,7 +191,6 @@ func TestSysfsGIDs(t *testing.T) {
 		"class/net/d0/ifindex":     "5\n",
 		"class/infiniband/x/.keep": "",
 	})
-	defer hostenv.Set(hostenv.Env{Sysfs: root, Dev: "/dev/infiniband"})()
 	got, err := sysfsGIDs(root, "rxe0", 1, 1024, LinkLayerEthernet)
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +205,7 @@ func TestSysfsGIDs(t *testing.T) {
 }
 
 func TestParseGIDEntries(t *testing.T) {
+	t.Parallel()
 	gid := [16]byte{0xfe, 0x80, 15: 1}
 	ent := le(gid[:], uint32(0), uint32(1), uint32(2), uint32(5))
 	got, err := parseGIDEntries(1, append(ent, zeros(32)...))
@@ -213,6 +220,7 @@ func TestParseGIDEntries(t *testing.T) {
 
 // QUERY_GID_TABLE on rxe for N entries, byte by byte.
 func TestGIDTableIoctlGolden(t *testing.T) {
+	t.Parallel()
 	const n, base = 4, 0x7f0000001000
 	q := buildGIDTableIoctl(base, n, 14)
 	mem := wire.Bytes(&q)
@@ -227,6 +235,7 @@ func TestGIDTableIoctlGolden(t *testing.T) {
 // Netdevs and LinkLayers read sysfs of the environment: rxe0 on d0 (parent file), mlx5_0
 // on eth0 (device/net), siw0 known only by its GID table, ib0 with an InfiniBand port.
 func TestDeviceNetdevs(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	writeTree(t, root, map[string]string{
 		"class/infiniband/rxe0/parent":                       "d0\n",
@@ -239,16 +248,15 @@ func TestDeviceNetdevs(t *testing.T) {
 		"class/infiniband/ib0/ports/1/link_layer":            "InfiniBand\n",
 		"class/infiniband/ib0/ports/2/link_layer":            "Ethernet\n",
 	})
-	defer hostenv.Set(hostenv.Env{Sysfs: root, Dev: "/dev/infiniband"})()
 	for dev, want := range map[string][]string{"rxe0": {"d0"}, "mlx5_0": {"eth0"}, "siw0": {"eth1"}, "ib0": nil, "gone": nil} {
-		if got := (Device{Name: dev}).Netdevs(); !slices.Equal(got, want) {
+		if got := (Device{Name: dev, sysfs: root}).Netdevs(); !slices.Equal(got, want) {
 			t.Errorf("%s.Netdevs() = %q, want %q", dev, got, want)
 		}
 	}
-	if got := (Device{Name: "ib0"}).LinkLayers(); !slices.Equal(got, []LinkLayer{LinkLayerInfiniBand, LinkLayerEthernet}) {
+	if got := (Device{Name: "ib0", sysfs: root}).LinkLayers(); !slices.Equal(got, []LinkLayer{LinkLayerInfiniBand, LinkLayerEthernet}) {
 		t.Errorf("ib0.LinkLayers() = %v", got)
 	}
-	if got := (Device{Name: "gone"}).LinkLayers(); got != nil {
+	if got := (Device{Name: "gone", sysfs: root}).LinkLayers(); got != nil {
 		t.Errorf("missing device: %v", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 )
 
 func TestWCStatusCause(t *testing.T) {
+	t.Parallel()
 	for s, words := range map[WCStatus][]string{
 		WCRetryExcErr:    {"RETRY_EXC_ERR (12)", "route", "RoCE v1 vs v2", "MTU", "PFC"},
 		WCRemAccessErr:   {"REM_ACCESS_ERR (10)", "rkey", "length"},
@@ -37,6 +38,7 @@ func TestWCStatusCause(t *testing.T) {
 }
 
 func TestCheckMTU(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		f     MTUFacts

@@ -49,6 +49,7 @@ func TestEventReadAllocatesNothing(t *testing.T) {
 // Cancelling the context wakes a blocked read; a later read with a fresh context
 // still gets the next event (the past deadline the cancellation left is cleared).
 func TestEventReadCancelThenReuse(t *testing.T) {
+	t.Parallel()
 	e, w := newPipeEvents(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -75,6 +76,7 @@ func TestEventReadCancelThenReuse(t *testing.T) {
 
 // Close wakes a blocked read with ErrClosed.
 func TestEventReadClose(t *testing.T) {
+	t.Parallel()
 	e, _ := newPipeEvents(t)
 	done := make(chan error, 1)
 	go func() { _, err := e.read(context.Background(), 8); done <- err }()
@@ -103,6 +105,7 @@ func TestEventReadClose(t *testing.T) {
 // event watcher hung this way in a guest run: each connection reads with a new
 // context, cancelled at teardown, racing the previous one's hook.)
 func TestEventReadCancelRacesStaleDeadline(t *testing.T) {
+	t.Parallel()
 	e, _ := newPipeEvents(t)
 	for i := 0; i < 3000; i++ {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -27,6 +27,7 @@ type waitResult struct {
 }
 
 func TestCompChannelWaitAckDestroy(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	ch, err := e.ctx.CreateCompChannel()
 	if err != nil {
@@ -64,6 +65,7 @@ func TestCompChannelWaitAckDestroy(t *testing.T) {
 
 // An event read concurrently with Destroy is counted by the kernel: Destroy waits for its Ack.
 func TestDestroyWaitsForRacingAck(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	cq, err := e.ctx.CreateCQ(8, nil, 0)
 	if err != nil {
@@ -101,6 +103,7 @@ func TestDestroyWaitsForRacingAck(t *testing.T) {
 }
 
 func TestWaitCancelAndClose(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	ch, err := e.ctx.CreateCompChannel()
 	if err != nil {
@@ -165,6 +168,7 @@ func TestWaitCancelAndClose(t *testing.T) {
 }
 
 func TestAsyncEvent(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	pd, _ := e.ctx.AllocPD()
 	cq, _ := e.ctx.CreateCQ(8, nil, 0)

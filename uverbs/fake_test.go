@@ -2,12 +2,14 @@ package uverbs
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
 	"testing"
 	"unsafe"
 
+	"github.com/gorping/gorping/internal/hostenv"
 	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
@@ -119,9 +121,10 @@ type fakeProvider struct{}
 
 const fakeDriverID = 99
 
-func (fakeProvider) Driver() string       { return "fake" }
-func (fakeProvider) DriverID() uint32     { return fakeDriverID }
-func (fakeProvider) ABIRange() (int, int) { return 1, 1 }
+func (fakeProvider) Info() ProviderInfo {
+	return ProviderInfo{Driver: "fake", DriverID: fakeDriverID, ABIMin: 1, ABIMax: 1, Transport: TransportIB,
+		RawCommands: []uint32{CmdReqNotifyCQ}}
+}
 func (fakeProvider) NewContext(dev Device, cc ContextCommander) (ProviderContext, error) {
 	resp, err := cc.GetContext([]byte{1, 2, 3, 4}, 8)
 	if err != nil {
@@ -137,6 +140,7 @@ type fakeProvCtx struct {
 	ctxResp []byte
 	closed  bool
 	qps     []*fakeProvQP
+	onClose func() // if set, Close runs it first (after the core closed the fd)
 }
 
 func (p *fakeProvCtx) PrepareCQ(req *CQRequest) (PendingCQ, error) { return fakePendingCQ{p}, nil }
@@ -169,7 +173,13 @@ func (p *fakeProvCtx) NewQP(cmd Commander, core QPCore, resp []byte) (ProviderQP
 	p.qps = append(p.qps, q)
 	return q, nil
 }
-func (p *fakeProvCtx) Close() error { p.closed = true; return nil }
+func (p *fakeProvCtx) Close() error {
+	if p.onClose != nil {
+		p.onClose()
+	}
+	p.closed = true
+	return nil
+}
 
 type fakeProvCQ struct {
 	cmd      Commander
@@ -188,7 +198,7 @@ func (q *fakeProvCQ) Poll(wc []WC) (int, error) {
 	return n, nil
 }
 func (q *fakeProvCQ) Arm(solicited bool) error {
-	q.arm = ReqNotifyCQ{CqHandle: q.core.Handle}
+	q.arm = ReqNotifyCQ{CQHandle: q.core.Handle}
 	if solicited {
 		q.arm.SolicitedOnly = 1
 	}
@@ -210,7 +220,46 @@ func (q *fakeProvQP) PostRecv(wr *RecvWR) error { q.recvs++; return nil }
 func (q *fakeProvQP) Close() error              { q.closed = true; return nil }
 func (q *fakeProvQP) SetState(s QPState) error  { q.states = append(q.states, s); return nil }
 
-func init() { Register(fakeProvider{}) }
+// stubProvider is a provider known only by its Info: what discovery's sysfs rules and
+// the registry read.
+type stubProvider ProviderInfo
+
+func (p stubProvider) Info() ProviderInfo { return ProviderInfo(p) }
+func (p stubProvider) NewContext(Device, ContextCommander) (ProviderContext, error) {
+	return nil, errors.New("stub provider")
+}
+
+// shippedLike is a registry with providers that describe themselves as rxe, siw and mlx5
+// do (uverbs' own tests cannot import them), and the fake provider.
+func shippedLike(t testing.TB) *registry {
+	t.Helper()
+	r := &registry{}
+	for _, p := range []Provider{
+		stubProvider{Driver: "rxe", DriverID: 14, ABIMin: 2, ABIMax: 2, Transport: TransportIB, Sysfs: SysfsMatch{SoftParent: true}},
+		stubProvider{Driver: "siw", DriverID: 18, ABIMin: 1, ABIMax: 1, Transport: TransportIWARP, Sysfs: SysfsMatch{SoftNode: true}},
+		stubProvider{Driver: "mlx5", DriverID: 1, ABIMin: 1, ABIMax: 1, Transport: TransportIB, Sysfs: SysfsMatch{BusDrivers: []string{"mlx5_core"}}},
+		fakeProvider{},
+	} {
+		if err := r.add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// testHost is the host env with the shippedLike providers.
+func testHost(t testing.TB, env hostenv.Env) Host {
+	h := NewHost(env)
+	h.reg = shippedLike(t)
+	return h
+}
+
+// kernelOptions open a context on a fake kernel's write (the fd is real: /dev/null).
+func kernelOptions(k *fakeKernel, opts ...Option) options {
+	o := applyOptions(opts)
+	o.write = k.write
+	return o
+}
 
 // testEnv is a context on a fake kernel. Event fds are pipes the test writes events into.
 type testEnv struct {
@@ -248,7 +297,7 @@ func dupFd(t testing.TB, f *os.File) uint32 {
 	return uint32(nfd)
 }
 
-func newTestEnv(t testing.TB) *testEnv {
+func newTestEnv(t testing.TB, opts ...Option) *testEnv {
 	t.Helper()
 	e := &testEnv{k: newFakeKernel(t), nextHandle: 100}
 	asyncR, asyncW := pipe(t)
@@ -283,7 +332,7 @@ func newTestEnv(t testing.TB) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, err := openContext(fakeDev, fakeProvider{}, devnull, e.k.write, nil, nil)
+	ctx, err := openContext(fakeDev, fakeProvider{}, devnull, kernelOptions(e.k, opts...))
 	if err != nil {
 		unix.Close(devnull)
 		t.Fatal(err)

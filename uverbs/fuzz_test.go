@@ -54,8 +54,8 @@ func FuzzResponses(f *testing.F) {
 		var q queryQPResp
 		wire.Decode(&q, b)
 		a := qpAttrFromQuery(&q)
-		r := modifyReq(1, a, QPAttrState)
-		if r.Dest.Dgid != q.Dest.Dgid || r.QpState != q.QpState {
+		r := modifyReq(1, &a, QPAttrState)
+		if r.Dest.DGID != q.Dest.DGID || r.QPState != q.QPState {
 			t.Fatal("query→modify lost the address vector or state")
 		}
 		var cq createCQResp

@@ -8,14 +8,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gorping/gorping/internal/hostenv"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
 // maxGIDEntries bounds one QUERY_GID_TABLE: the attribute length is a u16.
-const maxGIDEntries = 0xffff / sizeofGIDEntry
+const maxGIDEntries = 0xffff / sizeofGidEntry
 
 // GIDTable returns the valid GID entries of all ports. It uses the QUERY_GID_TABLE ioctl and
 // falls back to sysfs on kernels without it.
@@ -46,7 +45,7 @@ func (c *Context) GIDTable() ([]GIDEntry, error) {
 		if err != nil {
 			return nil, err
 		}
-		ents, err := sysfsGIDs(hostenv.Get().Sysfs, c.dev.Name, p, int(pa.GIDTableLen), pa.LinkLayer)
+		ents, err := sysfsGIDs(c.dev.sysfsRoot(), c.dev.Name, p, int(pa.GIDTableLen), pa.LinkLayer)
 		if err != nil {
 			return nil, fmt.Errorf("uverbs: %s GID table: ioctl: %v; sysfs: %w", c.dev.Name, ioErr, err)
 		}
@@ -61,16 +60,16 @@ func buildGIDTableIoctl(base uint64, n int, driverID uint32) queryGIDTable {
 	return queryGIDTable{
 		Hdr: ioctlHdr{
 			Length:   sizeofIoctlHdr + gidTableAttrs*sizeofIoctlAttr,
-			ObjectId: uverbsObjectDevice,
-			MethodId: uverbsMethodQueryGIDTable,
+			ObjectID: uverbsObjectDevice,
+			MethodID: uverbsMethodQueryGIDTable,
 			NumAttrs: gidTableAttrs,
-			DriverId: driverID,
+			DriverID: driverID,
 		},
 		Attrs: [gidTableAttrs]ioctlAttr{
-			{AttrId: attrGIDTableEntrySize, Len: 8, Flags: uverbsAttrFMandatory, Data: sizeofGIDEntry},
-			{AttrId: attrGIDTableFlags, Len: 4, Data: 0},
-			{AttrId: attrGIDTableRespEntries, Len: uint16(sizeofGIDEntry * n), Flags: uverbsAttrFMandatory, Data: base + sizeofQueryGIDTable},
-			{AttrId: attrGIDTableRespNumEntries, Len: 8, Flags: uverbsAttrFMandatory, Data: base + offsetofGIDTableNumEntries},
+			{AttrID: attrGIDTableEntrySize, Len: 8, Flags: uverbsAttrFMandatory, Data: sizeofGidEntry},
+			{AttrID: attrGIDTableFlags, Len: 4, Data: 0},
+			{AttrID: attrGIDTableRespEntries, Len: uint16(sizeofGidEntry * n), Flags: uverbsAttrFMandatory, Data: base + sizeofQueryGIDTable},
+			{AttrID: attrGIDTableRespNumEntries, Len: 8, Flags: uverbsAttrFMandatory, Data: base + offsetofGIDTableNumEntries},
 		},
 	}
 }
@@ -78,7 +77,7 @@ func buildGIDTableIoctl(base uint64, n int, driverID uint32) queryGIDTable {
 // queryGIDTableIoctl runs UVERBS_METHOD_QUERY_GID_TABLE. Command, attributes, count and
 // entries live in one temporary mapping (umem): the kernel gets their addresses as integers.
 func (c *Context) queryGIDTableIoctl(n int) ([]GIDEntry, error) {
-	mem, err := umem.Anon(sizeofQueryGIDTable + sizeofGIDEntry*n)
+	mem, err := umem.Anon(sizeofQueryGIDTable + sizeofGidEntry*n)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: GID query buffer: %w", err)
 	}
@@ -86,28 +85,21 @@ func (c *Context) queryGIDTableIoctl(n int) ([]GIDEntry, error) {
 	// The ioctl header must carry the device's driver id or the kernel says EINVAL.
 	driverID := c.dev.DriverID
 	if driverID == 0 {
-		driverID = c.provider.DriverID()
+		driverID = c.info.DriverID
 	}
 	q := buildGIDTableIoctl(mem.Addr(), n, driverID)
 	b := mem.Bytes()
 	copy(b, wire.Bytes(&q))
 
-	c.cmd.mu.Lock()
-	if c.cmd.closed {
-		c.cmd.mu.Unlock()
-		return nil, ErrClosed
-	}
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(c.cmd.fd), rdmaVerbsIoctl, uintptr(mem.Addr()))
-	c.cmd.mu.Unlock()
-	if errno != 0 {
+	if err := c.cmd.ioctlCmd("QUERY_GID_TABLE", uintptr(mem.Addr())); err != nil {
 		if c.cmd.tr != nil {
-			c.traceGIDIoctl(n, 0, errno)
+			c.traceGIDIoctl(n, 0, err)
 		}
-		return nil, &CmdError{Cmd: "QUERY_GID_TABLE", Errno: errno}
+		return nil, err
 	}
 	wire.Decode(&q, b)
 	if c.cmd.tr != nil {
-		c.traceGIDIoctl(n, q.NumEntries, 0)
+		c.traceGIDIoctl(n, q.NumEntries, nil)
 	}
 	return parseGIDEntries(q.NumEntries, b[sizeofQueryGIDTable:])
 }
@@ -115,14 +107,14 @@ func (c *Context) queryGIDTableIoctl(n int) ([]GIDEntry, error) {
 // parseGIDEntries decodes the QUERY_GID_TABLE answer: count entries of struct
 // ib_uverbs_gid_entry.
 func parseGIDEntries(count uint64, entries []byte) ([]GIDEntry, error) {
-	if count > uint64(len(entries)/sizeofGIDEntry) {
+	if count > uint64(len(entries)/sizeofGidEntry) {
 		return nil, fmt.Errorf("uverbs: QUERY_GID_TABLE: %d entries do not fit %d bytes", count, len(entries))
 	}
 	out := make([]GIDEntry, 0, count)
 	for i := range int(count) {
 		var e gidEntry
-		wire.Decode(&e, entries[sizeofGIDEntry*i:sizeofGIDEntry*(i+1)])
-		out = append(out, GIDEntry{GID: e.Gid, Index: e.GidIndex, Port: e.PortNum, Type: GIDType(e.GidType), IfIndex: e.NetdevIfindex})
+		wire.Decode(&e, entries[sizeofGidEntry*i:sizeofGidEntry*(i+1)])
+		out = append(out, GIDEntry{GID: e.GID, Index: e.GIDIndex, Port: e.PortNum, Type: GIDType(e.GIDType), IfIndex: e.NetdevIfindex})
 	}
 	return out, nil
 }
@@ -157,7 +149,7 @@ func sysfsGIDs(root, dev string, port, n int, ll LinkLayer) ([]GIDEntry, error) 
 				e.Type = GIDTypeRoCEv2
 			}
 			if nd, err := readSysfs(filepath.Join(pdir, "gid_attrs", "ndevs", strconv.Itoa(i))); err == nil && nd != "" {
-				if ifi, err := netInterfaceIndex(nd); err == nil {
+				if ifi, err := netInterfaceIndex(root, nd); err == nil {
 					e.IfIndex = uint32(ifi)
 				}
 			}
@@ -188,8 +180,8 @@ func parseGID(s string) ([16]byte, error) {
 }
 
 // netInterfaceIndex reads a netdev's ifindex from sysfs (avoids importing net).
-func netInterfaceIndex(name string) (int, error) {
-	s, err := readSysfs(hostenv.Sys("class", "net", name, "ifindex"))
+func netInterfaceIndex(root, name string) (int, error) {
+	s, err := readSysfs(filepath.Join(root, "class", "net", name, "ifindex"))
 	if err != nil {
 		return 0, err
 	}

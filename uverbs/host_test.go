@@ -14,11 +14,11 @@ import (
 	"github.com/gorping/gorping/internal/netlink"
 )
 
-// A host without RDMA (installed, not assumed: the machine may have devices): discovery
+// A host without RDMA (passed in, not assumed: the machine may have devices): discovery
 // reports no devices and no error.
 func TestDevicesOnHostWithoutRDMA(t *testing.T) {
-	defer hostenv.Set(hostenv.NoRDMA(t.TempDir()))()
-	devs, err := Devices()
+	t.Parallel()
+	devs, err := NewHost(hostenv.NoRDMA(t.TempDir())).Devices()
 	if err != nil {
 		t.Fatalf("Devices: %v", err)
 	}
@@ -30,6 +30,7 @@ func TestDevicesOnHostWithoutRDMA(t *testing.T) {
 // The environment is what discovery reads: a fake sysfs with one rxe device is seen (by
 // the sysfs fallback, RDMA netlink being refused), with its node under the fake /dev.
 func TestDevicesFromInjectedSysfs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	env := hostenv.NoRDMA(dir)
 	writeTree(t, env.Sysfs, map[string]string{
@@ -39,13 +40,12 @@ func TestDevicesFromInjectedSysfs(t *testing.T) {
 		"class/infiniband/rxe7/node_guid":            "5054:00ff:fe96:b707\n",
 		"class/infiniband/rxe7/parent":               "d0\n",
 	})
-	defer hostenv.Set(env)()
-	devs, err := Devices()
+	devs, err := testHost(t, env).Devices()
 	if err != nil {
 		t.Fatalf("Devices: %v", err)
 	}
 	want := []Device{{Name: "rxe7", Index: -1, Uverbs: "uverbs3", Path: filepath.Join(dir, "dev", "uverbs3"),
-		NodeGUID: 0x505400fffe96b707, Driver: "rxe", DriverID: 14, ABI: 2}}
+		NodeGUID: 0x505400fffe96b707, Driver: "rxe", DriverID: 14, ABI: 2, sysfs: env.Sysfs}}
 	if !reflect.DeepEqual(devs, want) {
 		t.Fatalf("Devices =\n%+v\nwant\n%+v", devs, want)
 	}
@@ -91,6 +91,7 @@ func (f *fakeNL) Close() error { f.closed = true; return nil }
 // Discovery asks RDMA netlink through the environment's dialer first, and the node path
 // comes from the environment's device directory.
 func TestDevicesUseInjectedNetlink(t *testing.T) {
+	t.Parallel()
 	var protos []int
 	nl := &fakeNL{}
 	env := hostenv.NoRDMA(t.TempDir())
@@ -98,12 +99,11 @@ func TestDevicesUseInjectedNetlink(t *testing.T) {
 		protos = append(protos, p)
 		return nl, nil
 	}
-	defer hostenv.Set(env)()
-	devs, err := Devices()
+	devs, err := NewHost(env).Devices()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Device{{Name: "rxe9", Index: 5, Uverbs: "uverbs4", Path: filepath.Join(env.Dev, "uverbs4"), Driver: "rxe", DriverID: 14, ABI: 2}}
+	want := []Device{{Name: "rxe9", Index: 5, Uverbs: "uverbs4", Path: filepath.Join(env.Dev, "uverbs4"), Driver: "rxe", DriverID: 14, ABI: 2, sysfs: env.Sysfs}}
 	if !reflect.DeepEqual(devs, want) {
 		t.Errorf("Devices =\n%+v\nwant\n%+v", devs, want)
 	}

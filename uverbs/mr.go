@@ -66,11 +66,11 @@ func (c *Context) AllocPD() (*PD, error) {
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
-	pd := &PD{ctx: c, handle: resp.PdHandle}
+	pd := &PD{ctx: c, handle: resp.PDHandle}
 	if hooks != nil {
-		if err := hooks.PDAllocated(resp.PdHandle, drv); err != nil {
+		if err := hooks.PDAllocated(resp.PDHandle, drv); err != nil {
 			pd.Dealloc()
-			return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+			return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 		}
 	}
 	return pd, nil
@@ -87,7 +87,7 @@ func (pd *PD) Dealloc() error {
 		pd.dead = true
 		return nil
 	}
-	req := deallocPDReq{PdHandle: pd.handle}
+	req := deallocPDReq{PDHandle: pd.handle}
 	if _, err := call(pd.ctx.cmd, cmdDeallocPD, &req, &noResp{}, nil, 0); err != nil {
 		return fmt.Errorf("uverbs: %s: %w", pd.ctx.dev.Name, err)
 	}
@@ -107,13 +107,6 @@ type MR struct {
 	dead   bool
 }
 
-// getrlimitMemlock is unix.Getrlimit for RLIMIT_MEMLOCK; tests replace it.
-var getrlimitMemlock = func() (unix.Rlimit, error) {
-	var r unix.Rlimit
-	err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &r)
-	return r, err
-}
-
 // RegMR registers the whole buffer (REG_MR, I/O virtual address = its address).
 func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
 	if b == nil || b.Len() == 0 {
@@ -130,19 +123,19 @@ func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
 		Start:       b.Addr(),
 		Length:      uint64(b.Len()),
 		HcaVa:       b.Addr(),
-		PdHandle:    pd.handle,
+		PDHandle:    pd.handle,
 		AccessFlags: uint32(access),
 	}
 	var resp regMRResp
 	drv, err := call(c.cmd, cmdRegMR, &req, &resp, in, outLen)
 	if err != nil {
-		return nil, regMRError(c.dev.Name, b.Len(), err)
+		return nil, regMRError(c.dev.Name, b.Len(), err, c.memlock)
 	}
-	mr := &MR{pd: pd, handle: resp.MrHandle, LKey: resp.Lkey, RKey: resp.Rkey, Addr: b.Addr(), Len: b.Len()}
+	mr := &MR{pd: pd, handle: resp.MRHandle, LKey: resp.Lkey, RKey: resp.Rkey, Addr: b.Addr(), Len: b.Len()}
 	if hooks != nil {
-		if err := hooks.MRRegistered(resp.MrHandle, drv); err != nil {
+		if err := hooks.MRRegistered(resp.MRHandle, drv); err != nil {
 			mr.Dereg()
-			return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+			return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 		}
 	}
 	return mr, nil
@@ -150,11 +143,11 @@ func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
 
 // regMRError explains the usual cause of ENOMEM/EPERM: pinned pages are charged to
 // RLIMIT_MEMLOCK.
-func regMRError(dev string, size int, err error) error {
+func regMRError(dev string, size int, err error, memlock func() (unix.Rlimit, error)) error {
 	if !errors.Is(err, unix.ENOMEM) && !errors.Is(err, unix.EPERM) {
 		return fmt.Errorf("uverbs: %s: register %d bytes: %w", dev, size, err)
 	}
-	lim, lerr := getrlimitMemlock()
+	lim, lerr := memlock()
 	if lerr != nil {
 		return fmt.Errorf("uverbs: %s: register %d bytes: %w (pinned memory counts against RLIMIT_MEMLOCK; check `ulimit -l`)", dev, size, err)
 	}
@@ -194,7 +187,7 @@ func (mr *MR) Dereg() error {
 		mr.dead = true
 		return nil
 	}
-	req := deregMRReq{MrHandle: mr.handle}
+	req := deregMRReq{MRHandle: mr.handle}
 	if _, err := call(c.cmd, cmdDeregMR, &req, &noResp{}, nil, 0); err != nil {
 		return fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}

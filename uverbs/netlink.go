@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 
@@ -95,8 +94,7 @@ func dumpRequest(seq uint32) []byte {
 
 // netlinkDevices enumerates devices with RDMA_NLDEV_CMD_GET and asks each for its uverbs
 // chardev. Devices without one (ib_uverbs not loaded) are left out.
-func netlinkDevices() ([]Device, error) {
-	env := hostenv.Get()
+func netlinkDevices(env hostenv.Env) ([]Device, error) {
 	c, err := env.Netlink(unix.NETLINK_RDMA)
 	if err != nil {
 		return nil, err
@@ -152,11 +150,12 @@ dump:
 			Name:     nd.Name,
 			Index:    int(nd.Index),
 			Uverbs:   cd.Name,
-			Path:     filepath.Join(env.Dev, cd.Name),
+			Path:     env.DevPath(cd.Name),
 			NodeGUID: nd.NodeGUID,
 			Driver:   driverNames[cd.DriverID],
 			DriverID: cd.DriverID,
 			ABI:      int(cd.ABI),
+			sysfs:    env.Sysfs,
 		})
 	}
 	return devs, nil

@@ -10,18 +10,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/gorping/gorping/internal/hostenv"
 )
 
 // Read-only port facts from sysfs: what `gorping devices` shows without a uverbs context.
 // sysfs carries the same values RDMA netlink's port query returns (state, physical state)
 // plus what netlink lacks (link layer, rate, the GID table with types and netdevs). The
 // active MTU is not in sysfs; it needs QUERY_PORT on a context (Context.QueryPort).
-
-// infoSysfs is the sysfs root the read-only helpers here and in counters.go use; the one
-// place that names where sysfs is (tests point it at a fake tree).
-func infoSysfs() string { return hostenv.Get().Sysfs }
 
 // PhysState is a port's physical state (the number sysfs prints before the name).
 type PhysState uint8
@@ -81,12 +75,6 @@ type DeviceInfo struct {
 	NodeDesc     string
 }
 
-// ReadDeviceInfo reads the device-wide sysfs attributes of ibdev. Missing attributes are
-// left empty.
-func ReadDeviceInfo(ibdev string) DeviceInfo {
-	return readDeviceInfo(infoSysfs(), ibdev)
-}
-
 func readDeviceInfo(root, ibdev string) DeviceInfo {
 	base := filepath.Join(root, "class", "infiniband", ibdev)
 	var di DeviceInfo
@@ -99,12 +87,6 @@ func readDeviceInfo(root, ibdev string) DeviceInfo {
 		di.SysImageGUID, _ = parseGUID(s)
 	}
 	return di
-}
-
-// ReadPorts reads every port of ibdev from sysfs, in port order; with gids it also reads
-// the valid GID table entries.
-func ReadPorts(ibdev string, gids bool) ([]PortInfo, error) {
-	return readPorts(infoSysfs(), ibdev, gids)
 }
 
 func readPorts(root, ibdev string, gids bool) ([]PortInfo, error) {
@@ -238,11 +220,6 @@ func readPortGIDs(pdir string, ll LinkLayer, all bool) ([]PortGID, error) {
 	return out, nil
 }
 
-// NetdevMTU reads a network device's MTU from sysfs.
-func NetdevMTU(netdev string) (int, error) {
-	return netdevMTU(infoSysfs(), netdev)
-}
-
 func netdevMTU(root, netdev string) (int, error) {
 	if netdev == "" || strings.ContainsAny(netdev, "/\x00") || netdev == "." || netdev == ".." {
 		return 0, fmt.Errorf("uverbs: bad netdev name %q", netdev)
@@ -278,7 +255,7 @@ func readHex16(path string) uint16 {
 }
 
 // HasProvider reports whether a registered provider (one gorping ships) handles dev.
-func HasProvider(dev Device) bool { return findProvider(dev) != nil }
+func HasProvider(dev Device) bool { return providers.find(dev) != nil }
 
 // SupportedDrivers lists the drivers of the registered providers, sorted.
-func SupportedDrivers() []string { return supportedDrivers() }
+func SupportedDrivers() []string { return providers.drivers() }

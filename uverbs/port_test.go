@@ -44,6 +44,7 @@ func rxeTree(t *testing.T) string {
 }
 
 func TestReadPortsRxe(t *testing.T) {
+	t.Parallel()
 	root := rxeTree(t)
 	ports, err := readPorts(root, "rxe0", true)
 	if err != nil {
@@ -86,6 +87,7 @@ func TestReadPortsRxe(t *testing.T) {
 }
 
 func TestReadPortsInfiniBandAndMissing(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	p := "class/infiniband/mlx5_0/ports/"
 	writeTree(t, root, map[string]string{
@@ -124,6 +126,7 @@ func TestReadPortsInfiniBandAndMissing(t *testing.T) {
 }
 
 func TestGIDTypeNameAndPhysState(t *testing.T) {
+	t.Parallel()
 	for ty, want := range map[GIDType]string{0: "IB", 1: "RoCE v1", 2: "RoCE v2", 7: "GIDType(7)"} {
 		if got := GIDTypeName(ty); got != want {
 			t.Errorf("GIDTypeName(%d) = %q", ty, got)
@@ -141,6 +144,7 @@ func TestGIDTypeNameAndPhysState(t *testing.T) {
 }
 
 func TestReadPortsFollowsSymlinkedRoot(t *testing.T) {
+	t.Parallel()
 	// sysfs class entries are symlinks into /sys/devices; reading through one must work.
 	real := rxeTree(t)
 	root := t.TempDir()

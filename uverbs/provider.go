@@ -1,7 +1,9 @@
 package uverbs
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -9,20 +11,56 @@ import (
 
 // A Provider is the user-space half of one kernel RDMA driver: the driver-specific parts of
 // the create commands and the data path (rings, doorbells). Providers register themselves
-// with Register from an init function; uverbs never imports one.
+// with Register from an init function; uverbs never imports one, and the core knows of a
+// driver only what its provider's Info says. The providers gorping ships are imported in
+// one place (package uverbs/providers); docs/adding-a-provider.md is the checklist.
 //
 // Every hook that allocates can fail, and creates are two-phase: Prepare* sizes the queue,
 // allocates what the driver request points at and may adjust the core request; the core
 // then runs the command and calls Commit with the driver response (or Abort if the command
 // failed).
 type Provider interface {
-	Driver() string           // kernel driver name, e.g. "rxe"
-	DriverID() uint32         // enum rdma_driver_id, e.g. 14 for rxe
-	ABIRange() (min, max int) // accepted driver uverbs ABI versions (sysfs abi_version)
+	// Info describes the driver; the core reads it once per Register and per context.
+	Info() ProviderInfo
 	// NewContext creates the provider's side of a context on dev. It runs GET_CONTEXT
 	// itself through cc (and may retry it with another request); Open fails if none
 	// succeeded.
 	NewContext(dev Device, cc ContextCommander) (ProviderContext, error)
+}
+
+// ProviderInfo is what a provider says of itself.
+type ProviderInfo struct {
+	Driver   string // kernel driver name, as RDMA netlink names it: "rxe"
+	DriverID uint32 // enum rdma_driver_id: 14 (RDMA_DRIVER_RXE)
+	// ABIMin and ABIMax bound the driver uverbs ABI versions the provider speaks (sysfs
+	// abi_version, RDMA netlink's chardev ABI).
+	ABIMin, ABIMax int
+	// Transport is what the driver's devices run: TransportIB (InfiniBand, RoCE) or
+	// TransportIWARP. QP.Transport reports it.
+	Transport Transport
+	// Sysfs says how discovery recognizes the driver's devices when RDMA netlink cannot
+	// tell (kernels without it): the driver id is then unknown, the name comes from here.
+	Sysfs SysfsMatch
+	// RawCommands are the data-path commands the provider sends through Commander.Write
+	// that never sleep in its kernel driver (CmdPostSend as a doorbell, CmdReqNotifyCQ):
+	// the core writes them with a raw write(2) the Go scheduler does not see (see rawWrite
+	// in cmd.go). Every other command is an ordinary system call. Only CmdPostSend and
+	// CmdReqNotifyCQ may be listed.
+	RawCommands []uint32
+}
+
+// SysfsMatch is how a driver's devices look in sysfs (class/infiniband/<dev>). Discovery
+// tries the bus driver first, then the software-device rules.
+type SysfsMatch struct {
+	// BusDrivers are the kernel drivers of the device's bus device (device/driver), e.g.
+	// "mlx5_core" for mlx5.
+	BusDrivers []string
+	// SoftParent: a software device without a bus device whose `parent` attribute names
+	// its netdev (rxe).
+	SoftParent bool
+	// SoftNode: a software device without a bus device and without `parent`, recognized
+	// by its node type, which is that of Transport (siw: RNIC).
+	SoftNode bool
 }
 
 // A ProviderContext is a provider's per-context state.
@@ -94,8 +132,9 @@ type Commander interface {
 	// response is copied to resp afterwards. req is not modified. Write does not allocate
 	// unless it fails.
 	Write(cmd uint32, req, resp []byte) error
-	// Mmap maps length bytes of the device file at offset off (MAP_SHARED, prot as given).
-	Mmap(off int64, length, prot int) ([]byte, error)
+	// Mmap maps length bytes of the device file at offset off (MAP_SHARED, prot as given);
+	// what names the mapping in traces and errors ("rxe send queue ring").
+	Mmap(what string, off int64, length, prot int) ([]byte, error)
 	Munmap(b []byte) error
 	Fd() int
 }
@@ -168,51 +207,126 @@ type Describer interface {
 	Describe() string
 }
 
-var (
-	providersMu sync.RWMutex
-	providers   []Provider
-)
-
-// Register makes a provider available to Open. It panics on a duplicate driver id/name.
+// Register makes a provider available to Open. It panics on a duplicate driver id or
+// name, or on an Info that does not hold together (checkInfo): both are programming errors
+// found at the first start. Providers call it from init; nothing else does.
 func Register(p Provider) {
-	providersMu.Lock()
-	defer providersMu.Unlock()
-	for _, q := range providers {
-		if q.DriverID() == p.DriverID() || q.Driver() == p.Driver() {
-			panic(fmt.Sprintf("uverbs: provider %q registered twice", p.Driver()))
-		}
+	if err := providers.add(p); err != nil {
+		panic(err)
 	}
-	providers = append(providers, p)
 }
 
-// findProvider matches by driver id first, then by driver name (sysfs discovery without
+// providers are the registered providers.
+var providers registry
+
+// registry is a set of providers. The process has one (Register); tests build their own
+// and hand it to a Host.
+type registry struct {
+	mu   sync.RWMutex
+	list []registered
+}
+
+// registered is a provider with the Info it registered with.
+type registered struct {
+	p    Provider
+	info ProviderInfo
+}
+
+func (r *registry) add(p Provider) error {
+	info := p.Info()
+	if err := checkInfo(info); err != nil {
+		return fmt.Errorf("uverbs: provider %q: %w", info.Driver, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, q := range r.list {
+		if q.info.DriverID == info.DriverID || q.info.Driver == info.Driver {
+			return fmt.Errorf("uverbs: provider %q registered twice", info.Driver)
+		}
+	}
+	r.list = append(r.list, registered{p, info})
+	return nil
+}
+
+func checkInfo(info ProviderInfo) error {
+	switch {
+	case info.Driver == "" || info.DriverID == 0:
+		return errors.New("no driver name or id")
+	case info.ABIMin > info.ABIMax:
+		return fmt.Errorf("ABI range %d..%d is empty", info.ABIMin, info.ABIMax)
+	case info.Transport != TransportIB && info.Transport != TransportIWARP:
+		return fmt.Errorf("transport %v", info.Transport)
+	}
+	for _, c := range info.RawCommands {
+		if c >= 64 || rawAllowed&(1<<c) == 0 {
+			return fmt.Errorf("%s cannot be a raw command", cmdName(c))
+		}
+	}
+	return nil
+}
+
+// find matches by driver id first, then by driver name (sysfs discovery without
 // netlink yields only a name).
-func findProvider(dev Device) Provider {
-	providersMu.RLock()
-	defer providersMu.RUnlock()
+func (r *registry) find(dev Device) Provider {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	if dev.DriverID != 0 {
-		for _, p := range providers {
-			if p.DriverID() == dev.DriverID {
-				return p
+		for _, q := range r.list {
+			if q.info.DriverID == dev.DriverID {
+				return q.p
 			}
 		}
 	}
 	if dev.Driver != "" {
-		for _, p := range providers {
-			if p.Driver() == dev.Driver {
-				return p
+		for _, q := range r.list {
+			if q.info.Driver == dev.Driver {
+				return q.p
 			}
 		}
 	}
 	return nil
 }
 
-func supportedDrivers() []string {
-	providersMu.RLock()
-	defer providersMu.RUnlock()
+// lookup is the provider for dev: p if not nil (WithProvider), else the registered one.
+// It fails with *UnsupportedDriverError without one, and when dev's driver ABI version
+// is not the provider's.
+func (r *registry) lookup(dev Device, p Provider) (Provider, error) {
+	if p == nil {
+		p = r.find(dev)
+	}
+	if p == nil {
+		return nil, &UnsupportedDriverError{Device: dev.Name, Driver: dev.Driver, DriverID: dev.DriverID, Supported: r.drivers()}
+	}
+	if info := p.Info(); dev.ABI < info.ABIMin || dev.ABI > info.ABIMax {
+		return nil, fmt.Errorf("uverbs: device %s: driver ABI version %d is not supported by the %s provider (supported %d..%d)", dev.Name, dev.ABI, info.Driver, info.ABIMin, info.ABIMax)
+	}
+	return p, nil
+}
+
+// sysfs is the provider whose SysfsMatch fits a device sysfs shows with bus driver bus
+// ("" for a software device), a `parent` attribute or not, and transport t.
+func (r *registry) sysfs(bus string, parent bool, t Transport) (ProviderInfo, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, q := range r.list {
+		m := q.info.Sysfs
+		switch {
+		case bus != "" && slices.Contains(m.BusDrivers, bus),
+			bus == "" && parent && m.SoftParent,
+			bus == "" && !parent && m.SoftNode && t == q.info.Transport:
+			return q.info, true
+		}
+	}
+	return ProviderInfo{}, false
+}
+
+// drivers are the registered drivers' names, sorted.
+func (r *registry) drivers() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	var names []string
-	for _, p := range providers {
-		names = append(names, p.Driver())
+	for _, q := range r.list {
+		names = append(names, q.info.Driver)
 	}
 	sort.Strings(names)
 	return names

@@ -43,24 +43,24 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	qreq := QPRequest{Type: attr.Type, Cap: attr.Cap, SigAll: attr.SigAll, SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov}
 	pending, err := c.prov.PrepareQP(&qreq)
 	if err != nil {
-		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 	}
 	in, outLen := pending.Udata()
 	qp := &QP{ctx: c, pd: pd, cookie: c.cookie(), typ: attr.Type}
 	req := createQPReq{
 		UserHandle:    qp.cookie,
-		PdHandle:      pd.handle,
-		SendCqHandle:  attr.SendCQ.handle,
-		RecvCqHandle:  attr.RecvCQ.handle,
-		MaxSendWr:     qreq.Cap.MaxSendWR,
-		MaxRecvWr:     qreq.Cap.MaxRecvWR,
-		MaxSendSge:    qreq.Cap.MaxSendSGE,
-		MaxRecvSge:    qreq.Cap.MaxRecvSGE,
+		PDHandle:      pd.handle,
+		SendCQHandle:  attr.SendCQ.handle,
+		RecvCQHandle:  attr.RecvCQ.handle,
+		MaxSendWR:     qreq.Cap.MaxSendWR,
+		MaxRecvWR:     qreq.Cap.MaxRecvWR,
+		MaxSendSGE:    qreq.Cap.MaxSendSGE,
+		MaxRecvSGE:    qreq.Cap.MaxRecvSGE,
 		MaxInlineData: qreq.Cap.MaxInlineData,
-		QpType:        uint8(attr.Type),
+		QPType:        uint8(attr.Type),
 	}
 	if attr.SigAll {
-		req.SqSigAll = 1
+		req.SQSigAll = 1
 	}
 	var resp createQPResp
 	drv, err := call(c.cmd, cmdCreateQP, &req, &resp, in, outLen)
@@ -68,14 +68,14 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		pending.Abort()
 		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
-	qp.handle, qp.qpn = resp.QpHandle, resp.Qpn
+	qp.handle, qp.qpn = resp.QPHandle, resp.QPN
 	core := QPCore{
 		Handle: qp.handle, QPN: qp.qpn, Type: attr.Type, SigAll: attr.SigAll,
 		Cap: QPCap{
-			MaxSendWR:     resp.MaxSendWr,
-			MaxRecvWR:     resp.MaxRecvWr,
-			MaxSendSGE:    resp.MaxSendSge,
-			MaxRecvSGE:    resp.MaxRecvSge,
+			MaxSendWR:     resp.MaxSendWR,
+			MaxRecvWR:     resp.MaxRecvWR,
+			MaxSendSGE:    resp.MaxSendSGE,
+			MaxRecvSGE:    resp.MaxRecvSGE,
 			MaxInlineData: resp.MaxInlineData,
 		},
 		SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov,
@@ -83,7 +83,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	qp.prov, err = pending.Commit(c.cmd, &core, drv)
 	if err != nil {
 		c.destroyQPCmd(qp.handle) // best effort: unusable without its provider
-		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.provider.Driver(), err)
+		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
 	}
 	qp.cap = core.Cap
 	if err := track(c, func() map[uint64]*QP { return c.qps }, qp.cookie, qp, qp.prov.Close); err != nil {
@@ -93,7 +93,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 }
 
 func (c *Context) destroyQPCmd(handle uint32) (destroyQPResp, error) {
-	req := destroyQPReq{QpHandle: handle}
+	req := destroyQPReq{QPHandle: handle}
 	var resp destroyQPResp
 	_, err := call(c.cmd, cmdDestroyQP, &req, &resp, nil, 0)
 	return resp, err
@@ -134,15 +134,17 @@ func (qp *QP) PostRecv(wr *RecvWR) error {
 	return qp.prov.PostRecv(wr)
 }
 
-func destFromAH(ah *AHAttr) qpDest {
+// destFromAH and ahFromDest convert between the public address vector and MODIFY_QP's
+// and QUERY_QP's flat form of it (the generated conversions use them).
+func destFromAH(ah AHAttr) qpDest {
 	return qpDest{
-		Dgid:         ah.GRH.DGID,
+		DGID:         ah.GRH.DGID,
 		FlowLabel:    ah.GRH.FlowLabel,
-		Dlid:         ah.DLID,
-		SgidIndex:    ah.GRH.SGIDIndex,
+		DLID:         ah.DLID,
+		SGIDIndex:    ah.GRH.SGIDIndex,
 		HopLimit:     ah.GRH.HopLimit,
 		TrafficClass: ah.GRH.TrafficClass,
-		Sl:           ah.SL,
+		SL:           ah.SL,
 		SrcPathBits:  ah.SrcPathBits,
 		StaticRate:   ah.StaticRate,
 		IsGlobal:     ah.IsGlobal,
@@ -150,13 +152,13 @@ func destFromAH(ah *AHAttr) qpDest {
 	}
 }
 
-func ahFromDest(d *qpDest) AHAttr {
+func ahFromDest(d qpDest) AHAttr {
 	return AHAttr{
 		GRH: GlobalRoute{
-			DGID: d.Dgid, FlowLabel: d.FlowLabel, SGIDIndex: d.SgidIndex,
+			DGID: d.DGID, FlowLabel: d.FlowLabel, SGIDIndex: d.SGIDIndex,
 			HopLimit: d.HopLimit, TrafficClass: d.TrafficClass,
 		},
-		DLID: d.Dlid, SL: d.Sl, SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate,
+		DLID: d.DLID, SL: d.SL, SrcPathBits: d.SrcPathBits, StaticRate: d.StaticRate,
 		IsGlobal: d.IsGlobal, PortNum: d.PortNum,
 	}
 }
@@ -164,33 +166,9 @@ func ahFromDest(d *qpDest) AHAttr {
 // modifyReq converts attr to the MODIFY_QP body. Like libibverbs it copies every field and
 // lets mask tell the kernel which ones count.
 func modifyReq(handle uint32, attr *QPAttr, mask QPAttrMask) modifyQPReq {
-	return modifyQPReq{
-		Dest:             destFromAH(&attr.AH),
-		AltDest:          destFromAH(&attr.AltAH),
-		QpHandle:         handle,
-		AttrMask:         uint32(mask),
-		Qkey:             attr.QKey,
-		RqPsn:            attr.RQPSN,
-		SqPsn:            attr.SQPSN,
-		DestQpNum:        attr.DestQPNum,
-		QpAccessFlags:    uint32(attr.AccessFlags),
-		PkeyIndex:        attr.PKeyIndex,
-		AltPkeyIndex:     attr.AltPKeyIndex,
-		QpState:          uint8(attr.State),
-		CurQpState:       uint8(attr.CurState),
-		PathMtu:          uint8(attr.PathMTU),
-		PathMigState:     uint8(attr.PathMigState),
-		EnSqdAsyncNotify: attr.EnSQDAsyncNotify,
-		MaxRdAtomic:      attr.MaxRdAtomic,
-		MaxDestRdAtomic:  attr.MaxDestRdAtomic,
-		MinRnrTimer:      attr.MinRNRTimer,
-		PortNum:          attr.PortNum,
-		Timeout:          attr.Timeout,
-		RetryCnt:         attr.RetryCnt,
-		RnrRetry:         attr.RNRRetry,
-		AltPortNum:       attr.AltPortNum,
-		AltTimeout:       attr.AltTimeout,
-	}
+	r := modifyFromAttr(attr)
+	r.QPHandle, r.AttrMask = handle, uint32(mask)
+	return r
 }
 
 // Modify changes QP attributes (MODIFY_QP); mask selects the fields of attr that apply.
@@ -216,7 +194,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 		qp.state = attr.State
 		if o, ok := qp.prov.(QPStateObserver); ok {
 			if err := o.SetState(attr.State); err != nil {
-				return fmt.Errorf("uverbs: %s QP %d now %v: %s provider: %w", c.dev.Name, qp.qpn, attr.State, c.provider.Driver(), err)
+				return fmt.Errorf("uverbs: %s QP %d now %v: %s provider: %w", c.dev.Name, qp.qpn, attr.State, c.info.Driver, err)
 			}
 		}
 	}
@@ -231,45 +209,13 @@ func (qp *QP) Query(mask QPAttrMask) (*QPAttr, error) {
 		return nil, ErrClosed
 	}
 	c := qp.ctx
-	req := queryQPReq{QpHandle: qp.handle, AttrMask: uint32(mask)}
+	req := queryQPReq{QPHandle: qp.handle, AttrMask: uint32(mask)}
 	var r queryQPResp
 	if _, err := call(c.cmd, cmdQueryQP, &req, &r, nil, 0); err != nil {
 		return nil, fmt.Errorf("uverbs: %s QP %d: %w", c.dev.Name, qp.qpn, err)
 	}
-	return qpAttrFromQuery(&r), nil
-}
-
-func qpAttrFromQuery(r *queryQPResp) *QPAttr {
-	return &QPAttr{
-		State:           QPState(r.QpState),
-		CurState:        QPState(r.CurQpState),
-		PathMTU:         MTU(r.PathMtu),
-		PathMigState:    uint32(r.PathMigState),
-		QKey:            r.Qkey,
-		RQPSN:           r.RqPsn,
-		SQPSN:           r.SqPsn,
-		DestQPNum:       r.DestQpNum,
-		AccessFlags:     AccessFlags(r.QpAccessFlags),
-		AH:              ahFromDest(&r.Dest),
-		AltAH:           ahFromDest(&r.AltDest),
-		MaxSendWR:       r.MaxSendWr,
-		MaxRecvWR:       r.MaxRecvWr,
-		MaxSendSGE:      r.MaxSendSge,
-		MaxRecvSGE:      r.MaxRecvSge,
-		MaxInlineData:   r.MaxInlineData,
-		PKeyIndex:       r.PkeyIndex,
-		AltPKeyIndex:    r.AltPkeyIndex,
-		SQDraining:      r.SqDraining,
-		MaxRdAtomic:     r.MaxRdAtomic,
-		MaxDestRdAtomic: r.MaxDestRdAtomic,
-		MinRNRTimer:     r.MinRnrTimer,
-		PortNum:         r.PortNum,
-		Timeout:         r.Timeout,
-		RetryCnt:        r.RetryCnt,
-		RNRRetry:        r.RnrRetry,
-		AltPortNum:      r.AltPortNum,
-		AltTimeout:      r.AltTimeout,
-	}
+	a := qpAttrFromQuery(&r)
+	return &a, nil
 }
 
 // Destroy destroys the QP (DESTROY_QP). Async events are acknowledged when read, so there is
@@ -315,96 +261,12 @@ const QPAttrWireSize = sizeofQPAttr
 func DecodeQPAttr(b []byte) QPAttr {
 	var w qpAttr
 	wire.Decode(&w, b)
-	return QPAttr{
-		AttrMask:         QPAttrMask(w.AttrMask),
-		State:            QPState(w.State),
-		CurState:         QPState(w.CurState),
-		PathMTU:          MTU(w.PathMTU),
-		PathMigState:     w.PathMigState,
-		QKey:             w.QKey,
-		RQPSN:            w.RQPSN,
-		SQPSN:            w.SQPSN,
-		DestQPNum:        w.DestQPNum,
-		AccessFlags:      AccessFlags(w.AccessFlags),
-		AH:               ahFromWire(&w.AH),
-		AltAH:            ahFromWire(&w.AltAH),
-		MaxSendWR:        w.MaxSendWR,
-		MaxRecvWR:        w.MaxRecvWR,
-		MaxSendSGE:       w.MaxSendSGE,
-		MaxRecvSGE:       w.MaxRecvSGE,
-		MaxInlineData:    w.MaxInlineData,
-		PKeyIndex:        w.PKeyIndex,
-		AltPKeyIndex:     w.AltPKeyIndex,
-		EnSQDAsyncNotify: w.EnSQDAsyncNotify,
-		SQDraining:       w.SQDraining,
-		MaxRdAtomic:      w.MaxRdAtomic,
-		MaxDestRdAtomic:  w.MaxDestRdAtomic,
-		MinRNRTimer:      w.MinRNRTimer,
-		PortNum:          w.PortNum,
-		Timeout:          w.Timeout,
-		RetryCnt:         w.RetryCnt,
-		RNRRetry:         w.RNRRetry,
-		AltPortNum:       w.AltPortNum,
-		AltTimeout:       w.AltTimeout,
-	}
+	return qpAttrFromWire(&w)
 }
 
 // EncodeQPAttr is the inverse of DecodeQPAttr: a as struct ib_uverbs_qp_attr (what a fake
 // rdma_cm answers INIT_QP_ATTR with).
 func EncodeQPAttr(a *QPAttr) []byte {
-	w := qpAttr{
-		AttrMask:         uint32(a.AttrMask),
-		State:            uint32(a.State),
-		CurState:         uint32(a.CurState),
-		PathMTU:          uint32(a.PathMTU),
-		PathMigState:     a.PathMigState,
-		QKey:             a.QKey,
-		RQPSN:            a.RQPSN,
-		SQPSN:            a.SQPSN,
-		DestQPNum:        a.DestQPNum,
-		AccessFlags:      uint32(a.AccessFlags),
-		AH:               ahToWire(&a.AH),
-		AltAH:            ahToWire(&a.AltAH),
-		MaxSendWR:        a.MaxSendWR,
-		MaxRecvWR:        a.MaxRecvWR,
-		MaxSendSGE:       a.MaxSendSGE,
-		MaxRecvSGE:       a.MaxRecvSGE,
-		MaxInlineData:    a.MaxInlineData,
-		PKeyIndex:        a.PKeyIndex,
-		AltPKeyIndex:     a.AltPKeyIndex,
-		EnSQDAsyncNotify: a.EnSQDAsyncNotify,
-		SQDraining:       a.SQDraining,
-		MaxRdAtomic:      a.MaxRdAtomic,
-		MaxDestRdAtomic:  a.MaxDestRdAtomic,
-		MinRNRTimer:      a.MinRNRTimer,
-		PortNum:          a.PortNum,
-		Timeout:          a.Timeout,
-		RetryCnt:         a.RetryCnt,
-		RNRRetry:         a.RNRRetry,
-		AltPortNum:       a.AltPortNum,
-		AltTimeout:       a.AltTimeout,
-	}
+	w := qpAttrToWire(a)
 	return append([]byte(nil), wire.Bytes(&w)...)
-}
-
-func ahFromWire(w *ahAttr) AHAttr {
-	return AHAttr{
-		GRH: GlobalRoute{
-			DGID: w.GRH.DGID, FlowLabel: w.GRH.FlowLabel, SGIDIndex: w.GRH.SGIDIndex,
-			HopLimit: w.GRH.HopLimit, TrafficClass: w.GRH.TrafficClass,
-		},
-		DLID: w.DLID, SL: w.SL, SrcPathBits: w.SrcPathBits, StaticRate: w.StaticRate,
-		IsGlobal: w.IsGlobal, PortNum: w.PortNum,
-	}
-}
-
-func ahToWire(a *AHAttr) ahAttr {
-	return ahAttr{
-		GRH: globalRoute{
-			DGID: a.GRH.DGID, FlowLabel: a.GRH.FlowLabel, SGIDIndex: a.GRH.SGIDIndex,
-			HopLimit: a.GRH.HopLimit, TrafficClass: a.GRH.TrafficClass,
-		},
-		DLID: a.DLID, SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate,
-		IsGlobal: a.IsGlobal, PortNum: a.PortNum,
-	}
 }

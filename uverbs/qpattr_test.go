@@ -28,6 +28,7 @@ func fillDistinct(v reflect.Value, next *uint64) {
 }
 
 func TestQPAttrWire(t *testing.T) {
+	t.Parallel()
 	var a QPAttr
 	n := uint64(0)
 	fillDistinct(reflect.ValueOf(&a).Elem(), &n)
@@ -65,6 +66,7 @@ func TestQPAttrWire(t *testing.T) {
 }
 
 func TestDeviceAttrFromWire(t *testing.T) {
+	t.Parallel()
 	var w queryDeviceResp
 	n := uint64(0)
 	fillDistinct(reflect.ValueOf(&w).Elem(), &n)
@@ -73,8 +75,8 @@ func TestDeviceAttrFromWire(t *testing.T) {
 	if a.NodeGUID != 0x505400fffe96b707 {
 		t.Errorf("NodeGUID %#x, want the big-endian number", a.NodeGUID)
 	}
-	if a.FWVer != w.FWVer || a.MaxQPWR != w.MaxQPWR || a.MaxSRQSGE != w.MaxSRQSGE ||
-		a.MaxPKeys != w.MaxPKeys || a.PhysPortCnt != w.PhysPortCnt || a.LocalCAAckDelay != w.LocalCAAckDelay {
+	if a.FWVer != w.FwVer || a.MaxQPWR != w.MaxQPWR || a.MaxSRQSGE != w.MaxSRQSGE ||
+		a.MaxPKeys != w.MaxPkeys || a.PhysPortCnt != w.PhysPortCnt || a.LocalCAAckDelay != w.LocalCaAckDelay {
 		t.Errorf("fields lost: %+v from %+v", a, w)
 	}
 }

@@ -11,16 +11,14 @@ import (
 
 // udProvider is an mlx5-shaped test provider: it retries GET_CONTEXT, allocates the
 // memory its create requests point at, changes the core requests, reports its own QP
-// caps and takes the ALLOC_PD response.
-type udProvider struct{}
+// caps and takes the ALLOC_PD response. last is the context it made last.
+type udProvider struct{ last *udCtx }
 
 const udDriverID = 97
 
-func init() { Register(udProvider{}) }
-
-func (udProvider) Driver() string       { return "udfake" }
-func (udProvider) DriverID() uint32     { return udDriverID }
-func (udProvider) ABIRange() (int, int) { return 1, 1 }
+func (*udProvider) Info() ProviderInfo {
+	return ProviderInfo{Driver: "udfake", DriverID: udDriverID, ABIMin: 1, ABIMax: 1, Transport: TransportIB}
+}
 
 type udCtx struct {
 	dev      Device
@@ -33,11 +31,9 @@ type udCtx struct {
 	failPD   bool
 }
 
-var lastUD *udCtx
-
-func (udProvider) NewContext(dev Device, cc ContextCommander) (ProviderContext, error) {
+func (p *udProvider) NewContext(dev Device, cc ContextCommander) (ProviderContext, error) {
 	c := &udCtx{dev: dev, cmd: cc}
-	lastUD = c
+	p.last = c
 	// First a request the "kernel" refuses, then the one it takes.
 	for _, v := range []uint32{2, 1} {
 		c.gets++
@@ -122,6 +118,27 @@ func (c *udCtx) PDAllocated(handle uint32, resp []byte) error {
 
 func newUDEnv(t *testing.T) (*testEnv, *udCtx) {
 	t.Helper()
+	e := udKernel(t)
+	devnull, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &udProvider{}
+	ctx, err := openContext(udDev, p, devnull, kernelOptions(e.k))
+	if err != nil {
+		unix.Close(devnull)
+		t.Fatal(err)
+	}
+	e.ctx = ctx
+	t.Cleanup(func() { ctx.Close() })
+	return e, p.last
+}
+
+var udDev = Device{Name: "ud0", Path: "/dev/null", Driver: "udfake", DriverID: udDriverID, ABI: 1}
+
+// udKernel is a fake kernel that answers udProvider's contexts.
+func udKernel(t *testing.T) *testEnv {
+	t.Helper()
 	e := &testEnv{k: newFakeKernel(t), nextHandle: 100}
 	asyncR, asyncW := pipe(t)
 	t.Cleanup(func() { asyncR.Close(); asyncW.Close() })
@@ -136,22 +153,11 @@ func newUDEnv(t *testing.T) (*testEnv, *udCtx) {
 	e.k.on(cmdDeallocPD, func(req []byte) ([]byte, error) { return nil, nil })
 	e.k.on(cmdDestroyCQ, func(req []byte) ([]byte, error) { return le(uint32(0), uint32(0)), nil })
 	e.k.on(cmdDestroyQP, func(req []byte) ([]byte, error) { return le(uint32(0)), nil })
-	devnull, err := unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dev := Device{Name: "ud0", Path: "/dev/null", Driver: "udfake", DriverID: udDriverID, ABI: 1}
-	ctx, err := openContext(dev, udProvider{}, devnull, e.k.write, nil, nil)
-	if err != nil {
-		unix.Close(devnull)
-		t.Fatal(err)
-	}
-	e.ctx = ctx
-	t.Cleanup(func() { ctx.Close() })
-	return e, lastUD
+	return e
 }
 
 func TestSeamProviderRunsGetContext(t *testing.T) {
+	t.Parallel()
 	e, ud := newUDEnv(t)
 	if ud.gets != 2 || ud.dev.Name != "ud0" || ud.dev.Driver != "udfake" {
 		t.Errorf("provider made %d GET_CONTEXTs on %+v, want 2 on ud0", ud.gets, ud.dev)
@@ -162,6 +168,7 @@ func TestSeamProviderRunsGetContext(t *testing.T) {
 }
 
 func TestSeamCQPrepareCommitAbort(t *testing.T) {
+	t.Parallel()
 	e, ud := newUDEnv(t)
 	var sentCQE uint32
 	var sentAddr uint64
@@ -196,6 +203,7 @@ func TestSeamCQPrepareCommitAbort(t *testing.T) {
 }
 
 func TestSeamQPCapsAndPD(t *testing.T) {
+	t.Parallel()
 	e, ud := newUDEnv(t)
 	e.k.on(cmdCreateCQ, func(req []byte) ([]byte, error) { return le(uint32(7), uint32(15), zeros(8)), nil })
 	var sentInline uint32
@@ -231,11 +239,12 @@ func TestSeamQPCapsAndPD(t *testing.T) {
 }
 
 func TestSeamMmapAfterClose(t *testing.T) {
+	t.Parallel()
 	e, ud := newUDEnv(t)
 	if err := e.ctx.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ud.cmd.Mmap(0, 4096, unix.PROT_WRITE); !errors.Is(err, ErrClosed) {
+	if _, err := ud.cmd.Mmap("test page", 0, 4096, unix.PROT_WRITE); !errors.Is(err, ErrClosed) {
 		t.Errorf("Mmap after Close: %v, want ErrClosed", err)
 	}
 	if err := ud.cmd.Write(cmdAllocPD, zeros(8), zeros(8)); !errors.Is(err, ErrClosed) {
@@ -243,22 +252,34 @@ func TestSeamMmapAfterClose(t *testing.T) {
 	}
 }
 
+// kernelBackend is a fake kernel as a Backend (WithBackend): no fd behind it.
+type kernelBackend struct{ k *fakeKernel }
+
+func (b kernelBackend) Write(p []byte) (int, error)          { return b.k.write(-1, p) }
+func (b kernelBackend) Mmap(int64, int, int) ([]byte, error) { return nil, unix.ENODEV }
+func (b kernelBackend) Munmap([]byte) error                  { return nil }
+
 func TestOpenSharedRefcounts(t *testing.T) {
-	opened := 0
-	var envs []*testEnv
-	defer func(f func(Device, ...Option) (*Context, error)) { openShared = f }(openShared)
-	openShared = func(Device, ...Option) (*Context, error) {
-		opened++
-		e, _ := newUDEnv(t)
-		envs = append(envs, e)
-		return e.ctx, nil
-	}
-	dev := Device{Name: "ud0", Path: "/dev/infiniband/ud-test"}
-	a, err := OpenShared(dev)
+	t.Parallel()
+	e := udKernel(t)
+	opened := 0 // successful GET_CONTEXTs
+	getContext := e.k.handlers[cmdGetContext]
+	e.k.on(cmdGetContext, func(req []byte) ([]byte, error) {
+		resp, err := getContext(req)
+		if err == nil {
+			opened++
+		}
+		return resp, err
+	})
+	open := func() Option { return WithBackend(kernelBackend{e.k}) }
+	// A path of this test's own: the shared table is the process's.
+	dev := udDev
+	dev.Path = "/dev/infiniband/ud-test-" + t.Name()
+	a, err := OpenShared(dev, WithProvider(&udProvider{}), open())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenShared(dev)
+	b, err := OpenShared(dev, WithProvider(&udProvider{}), open())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +295,7 @@ func TestOpenSharedRefcounts(t *testing.T) {
 	if err := b.Close(); err != nil || !b.isClosed() {
 		t.Fatalf("last Close: %v, closed %v", err, b.isClosed())
 	}
-	c, err := OpenShared(dev)
+	c, err := OpenShared(dev, WithProvider(&udProvider{}), open())
 	if err != nil || c == a || opened != 2 {
 		t.Fatalf("OpenShared after the last Close: %v, same %v, opened %d", err, c == a, opened)
 	}

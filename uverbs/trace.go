@@ -8,41 +8,11 @@ import (
 
 	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/internal/wire"
-	"golang.org/x/sys/unix"
 )
-
-// Option configures Open and OpenShared.
-type Option func(*options)
-
-type options struct {
-	tracer *trace.Tracer
-}
-
-// WithTracer makes every command, mmap, QP transition and data-path step of the context
-// a trace record (--trace). A nil tracer traces nothing and costs nothing.
-func WithTracer(t *trace.Tracer) Option { return func(o *options) { o.tracer = t } }
-
-func applyOptions(opts []Option) options {
-	var o options
-	for _, f := range opts {
-		if f != nil {
-			f(&o)
-		}
-	}
-	return o
-}
 
 // Tracing: the core's commands are traced in call and Write (cmd.go), which every command
 // passes; the data path in QP.PostSend/PostRecv, CQ.Poll and CompChannel.Wait; mappings in
-// cmdPath.Mmap and, for providers that map with their own code, TraceMmap.
-
-// TraceMmap records a mapping a provider made of the context's device file (what it is,
-// the mmap offset and length) on cmd's tracer, if it has one.
-func TraceMmap(cmd Commander, what string, off uint64, length int, err error) {
-	if p, ok := cmd.(*cmdPath); ok && p.tr != nil {
-		p.traceMmap(what, off, length, err)
-	}
-}
+// cmdPath.Mmap, which every provider mapping passes.
 
 func (c *cmdPath) traceMmap(what string, off uint64, length int, err error) {
 	c.tr.Count(trace.Syscall)
@@ -103,13 +73,13 @@ func (c *cmdPath) traceWrite(cmd uint32, req []byte, err error) {
 		name += " (send doorbell)"
 		var r PostSendReq
 		wire.Decode(&r, req)
-		rf = []trace.Field{trace.F("qp_handle", r.QpHandle), trace.F("wr_count", r.WrCount), trace.F("wqe_size", r.WqeSize)}
+		rf = []trace.Field{trace.F("qp_handle", r.QPHandle), trace.F("wr_count", r.WRCount), trace.F("wqe_size", r.WQESize)}
 	case CmdReqNotifyCQ:
 		c.tr.Count(trace.Arm)
 		name += " (arm CQ)"
 		var r ReqNotifyCQ
 		wire.Decode(&r, req)
-		rf = []trace.Field{trace.F("cq_handle", r.CqHandle), trace.F("solicited_only", r.SolicitedOnly)}
+		rf = []trace.Field{trace.F("cq_handle", r.CQHandle), trace.F("solicited_only", r.SolicitedOnly)}
 	default:
 		rf = []trace.Field{trace.F("bytes", len(req))}
 	}
@@ -119,18 +89,13 @@ func (c *cmdPath) traceWrite(cmd uint32, req []byte, err error) {
 // modifyFields are the attributes a MODIFY_QP sets: those its mask selects.
 func modifyFields(m *modifyQPReq) []trace.Field {
 	mask := QPAttrMask(m.AttrMask)
-	fs := []trace.Field{trace.F("qp_handle", m.QpHandle), trace.F("attr_mask", maskNames(mask))}
+	fs := []trace.Field{trace.F("qp_handle", m.QPHandle), trace.F("attr_mask", maskNames(mask))}
 	return append(fs, qpAttrFields(qpAttrFromModify(m), mask)...)
 }
 
 func qpAttrFromModify(m *modifyQPReq) *QPAttr {
-	return &QPAttr{
-		State: QPState(m.QpState), PathMTU: MTU(m.PathMtu), QKey: m.Qkey, RQPSN: m.RqPsn, SQPSN: m.SqPsn,
-		DestQPNum: m.DestQpNum, AccessFlags: AccessFlags(m.QpAccessFlags), AH: ahFromDest(&m.Dest),
-		PKeyIndex: m.PkeyIndex, MaxRdAtomic: m.MaxRdAtomic, MaxDestRdAtomic: m.MaxDestRdAtomic,
-		MinRNRTimer: m.MinRnrTimer, PortNum: m.PortNum, Timeout: m.Timeout, RetryCnt: m.RetryCnt,
-		RNRRetry: m.RnrRetry,
-	}
+	a := attrFromModify(m)
+	return &a
 }
 
 // qpAttrFields are the attributes of a QP transition that matter for a connection.
@@ -298,12 +263,9 @@ func (qp *QP) traceModify(from QPState, attr *QPAttr, mask QPAttrMask, err error
 	qp.ctx.cmd.tr.Emit("qp", name, fs, nil, err)
 }
 
-func (c *Context) traceGIDIoctl(n int, got uint64, errno unix.Errno) {
-	var err error
+func (c *Context) traceGIDIoctl(n int, got uint64, err error) {
 	var resp []trace.Field
-	if errno != 0 {
-		err = errno
-	} else {
+	if err == nil {
 		resp = []trace.Field{trace.F("num_entries", got)}
 	}
 	c.cmd.tr.Count(trace.Syscall)

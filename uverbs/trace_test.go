@@ -35,6 +35,7 @@ func find(recs []map[string]any, kind, name string) map[string]any {
 // Every command of the core is a record with its request and response decoded from the
 // ABI structs; MODIFY_QP shows the attributes its mask selects and the state walk.
 func TestTraceCommands(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	var b bytes.Buffer
 	tr := trace.New(&b, true)
@@ -129,6 +130,7 @@ func TestTraceCommands(t *testing.T) {
 
 // A context without a tracer traces nothing and its data path allocates nothing.
 func TestNoTracerNoRecords(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t)
 	if e.ctx.cmd.tr != nil {
 		t.Fatal("a context opened without WithTracer has a tracer")
@@ -139,6 +141,7 @@ func TestNoTracerNoRecords(t *testing.T) {
 }
 
 func TestMaskAndAccessNames(t *testing.T) {
+	t.Parallel()
 	if got := maskNames(QPAttrState | QPAttrDestQPN | 1<<25); got != "STATE|DEST_QPN|0x2000000" {
 		t.Errorf("maskNames = %q", got)
 	}

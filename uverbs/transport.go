@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gorping/gorping/internal/hostenv"
+	"path/filepath"
 )
 
 // Transport is how a device carries RDMA (enum ibv_transport_type). It decides the
@@ -43,7 +43,12 @@ func TransportOfNodeType(nodeType int) Transport {
 
 // Transport reads d's node type from sysfs ("4: RNIC"); TransportUnknown if it cannot.
 func (d Device) Transport() Transport {
-	s, err := readSysfs(hostenv.Sys("class", "infiniband", d.Name, "node_type"))
+	return nodeTransport(filepath.Join(d.sysfsRoot(), "class", "infiniband", d.Name))
+}
+
+// nodeTransport is the transport of the node_type file in a device's sysfs directory.
+func nodeTransport(base string) Transport {
+	s, err := readSysfs(filepath.Join(base, "node_type"))
 	if err != nil {
 		return TransportUnknown
 	}
@@ -55,5 +60,5 @@ func (d Device) Transport() Transport {
 	return TransportOfNodeType(n)
 }
 
-// Transport is the transport of the device qp was created on.
-func (qp *QP) Transport() Transport { return qp.ctx.dev.Transport() }
+// Transport is the transport of the device qp was created on, as its provider says.
+func (qp *QP) Transport() Transport { return qp.ctx.info.Transport }

@@ -1,13 +1,13 @@
-// Package hostenv says where gorping meets the kernel's RDMA interfaces on this host: the
-// sysfs mount, the directory of the RDMA character devices and the netlink sockets. The
-// product reads Get; host tests install the environment they describe (no RDMA, a fake
-// device) with Set, so they see it whatever the machine has.
+// Package hostenv says where gorping meets the kernel's RDMA interfaces on a host: the
+// sysfs mount, the directory of the RDMA character devices and the netlink sockets. An Env
+// is a plain value that is handed to whoever looks (uverbs.Host, rdmacm.WithHost): the
+// product uses Default, host tests build the host they describe (NoRDMA, a fake device)
+// and pass it in, so they see it whatever the machine has and can run in parallel.
 package hostenv
 
 import (
 	"fmt"
 	"path/filepath"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -21,44 +21,19 @@ type Env struct {
 	Netlink netlink.Dialer // opens netlink sockets
 }
 
-// Default is the machine's own environment.
+// Default is the machine's own environment (in a binary built with the gorping_hostenv
+// tag, the one its GORPING_HOSTENV_* variables describe).
 func Default() Env {
-	return Env{Sysfs: "/sys", Dev: "/dev/infiniband", Netlink: netlink.Dial}
+	return fromBuild(Env{Sysfs: "/sys", Dev: "/dev/infiniband", Netlink: netlink.Dial})
 }
 
-var (
-	mu  sync.RWMutex
-	cur = Default()
-)
-
-// Get returns the current environment.
-func Get() Env {
-	mu.RLock()
-	defer mu.RUnlock()
-	return cur
+// Sys is the path of sysfs file or directory rel ("class/infiniband") in e.
+func (e Env) Sys(rel ...string) string {
+	return filepath.Join(append([]string{e.Sysfs}, rel...)...)
 }
 
-// Set installs e (tests) and returns a function that restores the previous environment.
-func Set(e Env) (restore func()) {
-	mu.Lock()
-	defer mu.Unlock()
-	prev := cur
-	cur = e
-	return func() {
-		mu.Lock()
-		cur = prev
-		mu.Unlock()
-	}
-}
-
-// Sys is the path of sysfs file or directory rel ("class/infiniband") in the current
-// environment.
-func Sys(rel ...string) string {
-	return filepath.Join(append([]string{Get().Sysfs}, rel...)...)
-}
-
-// DevPath is the path of RDMA character device name ("rdma_cm", "uverbs0").
-func DevPath(name string) string { return filepath.Join(Get().Dev, name) }
+// DevPath is the path of RDMA character device name ("rdma_cm", "uverbs0") in e.
+func (e Env) DevPath(name string) string { return filepath.Join(e.Dev, name) }
 
 // NoRDMA is a host without RDMA below dir: empty sysfs and device directories, and RDMA
 // netlink refused as by a kernel without it (EPROTONOSUPPORT). Other netlink protocols

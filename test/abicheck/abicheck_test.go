@@ -42,6 +42,7 @@ func needCC(t *testing.T) {
 }
 
 func TestSnakeCase(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"CqHandle": "cq_handle", "MaxSendWR": "max_send_wr", "QPNum": "qp_num",
 		"Response": "response", "Pad1": "pad1", "SrcAddr": "src_addr", "DGID": "dgid",
@@ -53,6 +54,7 @@ func TestSnakeCase(t *testing.T) {
 }
 
 func TestMatchingLayoutPasses(t *testing.T) {
+	t.Parallel()
 	needCC(t)
 	ms, err := Compare([]string{"rdma/ib_user_verbs.h"}, []Struct{
 		{C: "struct ib_uverbs_cmd_hdr", Go: cmdHdr{}},
@@ -68,6 +70,7 @@ func TestMatchingLayoutPasses(t *testing.T) {
 
 // The check exists to catch these two mistakes; prove that it does.
 func TestMovedAndResizedFieldsFail(t *testing.T) {
+	t.Parallel()
 	needCC(t)
 	ms, err := Compare([]string{"rdma/ib_user_verbs.h"}, []Struct{
 		{C: "struct ib_uverbs_cmd_hdr", Go: cmdHdrMoved{}},
@@ -95,6 +98,7 @@ func TestMovedAndResizedFieldsFail(t *testing.T) {
 }
 
 func TestUnknownMemberIsAnError(t *testing.T) {
+	t.Parallel()
 	needCC(t)
 	type bogus struct{ NoSuchMember uint32 }
 	_, err := Compare([]string{"rdma/ib_user_verbs.h"}, []Struct{{C: "struct ib_uverbs_cmd_hdr", Go: bogus{}}}, nil)

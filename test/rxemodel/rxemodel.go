@@ -1,7 +1,7 @@
 // Package rxemodel is a test-only model of Soft-RoCE (the rdma_rxe kernel driver) in
 // process: it answers the uverbs commands the rxe provider sends, shares the send,
 // receive and completion queue rings with it through a memfd that the provider maps as
-// it maps the uverbs fd, and executes the send queue on the POST_SEND doorbell, inline as
+// it maps the uverbs fd (the backend's Mmap), and executes the send queue on the POST_SEND doorbell, inline as
 // rxe does (SEND into the peer's receive queue, RDMA WRITE and READ against the peer's
 // memory regions), writing CQEs (struct ib_uverbs_wc) into the CQ rings and completion
 // events to the channels of armed CQs. Formats are written out here from rdma_user_rxe.h
@@ -244,13 +244,13 @@ type backend struct {
 	pipes map[int]*os.File
 }
 
-// Fd is the file the provider maps its rings from.
-func (b *backend) Fd() int { return int(b.nic.memfd.Fd()) }
+// Mmap maps the rings the provider asks for (by the offsets CREATE_CQ and CREATE_QP
+// answered) from the model's memfd, shared with the model's own mapping.
+func (b *backend) Mmap(off int64, length, prot int) ([]byte, error) {
+	return unix.Mmap(int(b.nic.memfd.Fd()), off, length, prot, unix.MAP_SHARED)
+}
 
-// Mmap: the rxe provider maps through Fd, never through the core.
-func (b *backend) Mmap(off int64, length, prot int) ([]byte, error) { return nil, unix.ENODEV }
-
-func (b *backend) Munmap([]byte) error { return nil }
+func (b *backend) Munmap(m []byte) error { return unix.Munmap(m) }
 
 func (b *backend) Write(p []byte) (int, error) {
 	cmd, req, outLen, err := kcmd.Decode(p)

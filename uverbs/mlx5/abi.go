@@ -1,11 +1,11 @@
 package mlx5
 
-// Go mirrors of the mlx5 driver parts of the uverbs commands (rdma/mlx5-abi.h) and the
-// offsets of the hardware formats user space reads and writes (infiniband/mlx5dv.h, which
-// describes the device's WQE and CQE layout). The udata structs are host-endian like every
-// uverbs command; WQEs, CQEs and doorbell records are big-endian and handled as bytes at the
-// offsets below. abi_layout_test.go (build tag abicheck) compares all of it with gcc's view
-// of the C headers.
+// The mlx5 driver parts of the uverbs commands (rdma/mlx5-abi.h) are generated into
+// abi_gen.go (abi.spec, make generate). Here: the offsets of the hardware formats user space
+// reads and writes (infiniband/mlx5dv.h, which describes the device's WQE and CQE layout),
+// which are big-endian and handled as bytes at these offsets, and the driver's macros.
+// abi_layout_test.go (build tag abicheck) compares all of it with gcc's view of the
+// headers.
 
 const (
 	mlx5DriverID = 1 // RDMA_DRIVER_MLX5
@@ -13,107 +13,15 @@ const (
 	mlx5ABI      = 1 // the only driver ABI version libmlx5 accepts (sysfs abi_version)
 )
 
-// mirrors struct mlx5_ib_alloc_ucontext_req_v2 (rdma/mlx5-abi.h)
-type allocUcontextReq struct {
-	TotalNumBfregs      uint32
-	NumLowLatencyBfregs uint32
-	Flags               uint32 // MLX5_IB_ALLOC_UCTX_DEVX: never set, no DEVX
-	CompMask            uint32
-	MaxCqeVersion       uint8
-	Reserved0           uint8
-	Reserved1           uint16
-	Reserved2           uint32
-	LibCaps             uint64
-}
-
-// mirrors struct mlx5_ib_alloc_ucontext_resp (rdma/mlx5-abi.h)
-type allocUcontextResp struct {
-	QpTabSize          uint32
-	BfRegSize          uint32
-	TotBfregs          uint32
-	CacheLineSize      uint32
-	MaxSqDescSz        uint16
-	MaxRqDescSz        uint16
-	MaxSendWqebb       uint32
-	MaxRecvWr          uint32
-	MaxSrqRecvWr       uint32
-	NumPorts           uint16
-	FlowActionFlags    uint16
-	CompMask           uint32
-	ResponseLength     uint32
-	CqeVersion         uint8
-	CmdsSuppUhw        uint8
-	EthMinInline       uint8
-	ClockInfoVersions  uint8
-	HcaCoreClockOffset uint64
-	LogUarSize         uint32
-	NumUarsPerPage     uint32
-	NumDynBfregs       uint32
-	DumpFillMkey       uint32
-}
-
-// mirrors struct mlx5_ib_alloc_pd_resp (rdma/mlx5-abi.h)
-type allocPDResp struct {
-	Pdn uint32
-}
-
-// mirrors struct mlx5_ib_create_cq (rdma/mlx5-abi.h)
-type createCQReq struct {
-	BufAddr          uint64
-	DbAddr           uint64
-	CqeSize          uint32
-	CqeCompEn        uint8
-	CqeCompResFormat uint8
-	Flags            uint16
-	UarPageIndex     uint16
-	Reserved0        uint16
-	Reserved1        uint32
-}
-
-// mirrors struct mlx5_ib_create_cq_resp (rdma/mlx5-abi.h)
-type createCQResp struct {
-	Cqn      uint32
-	Reserved uint32
-}
-
-// mirrors struct mlx5_ib_create_qp (rdma/mlx5-abi.h)
-type createQPReq struct {
-	BufAddr    uint64
-	DbAddr     uint64
-	SqWqeCount uint32
-	RqWqeCount uint32
-	RqWqeShift uint32
-	Flags      uint32
-	Uidx       uint32
-	BfregIndex uint32
-	SqBufAddr  uint64 `abi:"sq_buf_addr"`
-	EceOptions uint32
-	DciStreams uint16 `abi:"dci_streams"`
-	Reserved   uint16
-}
-
-// mirrors struct mlx5_ib_create_qp_resp (rdma/mlx5-abi.h)
-type createQPResp struct {
-	BfregIndex uint32
-	EceOptions uint32
-	CompMask   uint32
-	Tirn       uint32
-	Tisn       uint32
-	Rqn        uint32
-	Sqn        uint32
-	Reserved1  uint32
-	TirIcmAddr uint64
-}
-
 // Sizes of the udata, checked against the C structs.
 const (
-	allocUcontextReqLen  = 32
-	allocUcontextRespLen = 72
-	allocPDRespLen       = 4
-	createCQReqLen       = 32
-	createCQRespLen      = 8
-	createQPReqLen       = 56
-	createQPRespLen      = 40
+	allocUcontextReqLen  = sizeofAllocUcontextReq
+	allocUcontextRespLen = sizeofAllocUcontextResp
+	allocPDRespLen       = sizeofAllocPDResp
+	createCQReqLen       = sizeofCreateCQReq
+	createCQRespLen      = sizeofCreateCQResp
+	createQPReqLen       = sizeofCreateQPReq
+	createQPRespLen      = sizeofCreateQPResp
 )
 
 // GET_CONTEXT request values (enum mlx5_lib_caps).
@@ -138,20 +46,6 @@ const (
 	createCQFlagRealTimeTS = 1 << 2 // MLX5_IB_CREATE_CQ_FLAGS_REAL_TIME_TS: never set (see clock.go)
 	cqeTimestamp           = 48     // struct mlx5_cqe64: __be64 timestamp
 )
-
-// mirrors struct mlx5_ib_clock_info (rdma/mlx5-abi.h): the kernel's conversion from the
-// device's free-running cycle counter to nanoseconds, under a sequence count.
-type clockInfo struct {
-	Sign           uint32
-	Resv           uint32
-	Nsec           uint64
-	Cycles         uint64
-	Frac           uint64
-	Mult           uint32
-	Shift          uint32
-	Mask           uint64
-	OverflowPeriod uint64
-}
 
 // UAR layout: each 4 KiB UAR has its BlueFlame registers from 0x800, two per UAR usable by
 // user space; the CQ arm doorbell is at 0x20 of the context's first UAR.

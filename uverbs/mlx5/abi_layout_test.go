@@ -9,6 +9,7 @@ import (
 )
 
 func TestABILayout(t *testing.T) {
+	t.Parallel()
 	abicheck.Check(t, []string{"rdma/mlx5-abi.h"},
 		abicheck.Struct{C: "struct mlx5_ib_alloc_ucontext_req_v2", Go: allocUcontextReq{}},
 		abicheck.Struct{C: "struct mlx5_ib_alloc_ucontext_resp", Go: allocUcontextResp{}},

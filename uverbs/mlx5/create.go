@@ -33,7 +33,7 @@ func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
 	}
 	req.CQE = ncqe - 1
 	p := &pendingCQ{c: c, mem: mem, db: db, ncqe: ncqe, ts: ts}
-	p.req = createCQReq{BufAddr: mem.Addr(), DbAddr: db.addr(), CqeSize: cqeSize}
+	p.req = createCQReq{BufAddr: mem.Addr(), DbAddr: db.addr(), CQESize: cqeSize}
 	return p, nil
 }
 
@@ -153,7 +153,7 @@ func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
 	p.uidx = c.table.add(nil)
 	p.req = createQPReq{
 		BufAddr: mem.Addr(), DbAddr: db.addr(),
-		SqWqeCount: uint32(g.sqWQECnt), RqWqeCount: uint32(g.rqWQECnt), RqWqeShift: uint32(g.rqWQEShift),
+		SQWQECount: uint32(g.sqWQECnt), RQWQECount: uint32(g.rqWQECnt), RQWQEShift: uint32(g.rqWQEShift),
 		Uidx: p.uidx,
 	}
 	return p, nil

@@ -47,9 +47,14 @@ var pageSize = unix.Getpagesize
 
 type provider struct{}
 
-func (provider) Driver() string       { return mlx5Driver }
-func (provider) DriverID() uint32     { return mlx5DriverID }
-func (provider) ABIRange() (int, int) { return mlx5ABI, mlx5ABI }
+func (provider) Info() uverbs.ProviderInfo {
+	return uverbs.ProviderInfo{
+		Driver: mlx5Driver, DriverID: mlx5DriverID, ABIMin: mlx5ABI, ABIMax: mlx5ABI,
+		Transport: uverbs.TransportIB,
+		Sysfs:     uverbs.SysfsMatch{BusDrivers: []string{"mlx5_core"}},
+		// None: doorbells and the CQ arm are stores to the UAR page, not commands.
+	}
+}
 
 func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
 	ps := pageSize()
@@ -57,7 +62,7 @@ func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverb
 	req := allocUcontextReq{
 		TotalNumBfregs:      uint32(total),
 		NumLowLatencyBfregs: uint32(low),
-		MaxCqeVersion:       cqeVersionMax,
+		MaxCQEVersion:       cqeVersionMax,
 		LibCaps:             libCap4KUAR,
 	}
 	drv, err := cc.GetContext(wire.Bytes(&req), allocUcontextRespLen)
@@ -99,8 +104,8 @@ func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, a
 	if r.TotBfregs == 0 {
 		return nil, errors.New("mlx5: the kernel gave the context no static UARs (dynamic UARs only), which gorping does not support")
 	}
-	if r.CqeVersion != 1 {
-		return nil, fmt.Errorf("mlx5: the device uses CQE version %d; gorping needs version 1 (user index in the CQE)", r.CqeVersion)
+	if r.CQEVersion != 1 {
+		return nil, fmt.Errorf("mlx5: the device uses CQE version %d; gorping needs version 1 (user index in the CQE)", r.CQEVersion)
 	}
 	nupp := int(r.NumUarsPerPage)
 	if nupp == 0 {
@@ -116,8 +121,8 @@ func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, a
 	c := &context{
 		dev: dev, cmd: cmd, resp: *r, vendor: attr.VendorID, part: attr.VendorPartID,
 		lim: devLimits{
-			maxSQDescSz: int(r.MaxSqDescSz), maxRQDescSz: int(r.MaxRqDescSz),
-			maxSendWQEBB: int(r.MaxSendWqebb), maxRecvWR: int(r.MaxRecvWr),
+			maxSQDescSz: int(r.MaxSQDescSz), maxRQDescSz: int(r.MaxRQDescSz),
+			maxSendWQEBB: int(r.MaxSendWqebb), maxRecvWR: int(r.MaxRecvWR),
 		},
 		pageSize: pageSize, nupp: nupp, lowLat: lowLat, bfregs: map[int]*bfreg{},
 		dbrs: dbrAllocator{pageSize: pageSize, slot: max(int(r.CacheLineSize), 64)},
@@ -125,7 +130,7 @@ func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, a
 	// Map every static UAR page now, as libmlx5 does: bfregs are handed out by CREATE_QP and
 	// the CQ arm doorbell lives in the first page.
 	for i := 0; i < nsys; i++ {
-		b, err := cmd.Mmap(uarMmapOffset(mmapRegularPage, i, pageSize), pageSize, unix.PROT_WRITE)
+		b, err := cmd.Mmap("mlx5 UAR page", uarMmapOffset(mmapRegularPage, i, pageSize), pageSize, unix.PROT_WRITE)
 		if err != nil {
 			c.unmapUARs()
 			return nil, fmt.Errorf("mlx5: map UAR page %d of %d: %w", i, nsys, err)
@@ -135,7 +140,7 @@ func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, a
 	// The clock_info page converts completion timestamps; libmlx5 maps it here too. A
 	// kernel without it (or refusing it) leaves the context without timestamps.
 	if r.ClockInfoVersions&(1<<clockInfoV1) != 0 {
-		if b, err := cmd.Mmap(uarMmapOffset(mmapClockInfo, clockInfoV1, pageSize), pageSize, unix.PROT_READ); err == nil {
+		if b, err := cmd.Mmap("mlx5 clock_info page", uarMmapOffset(mmapClockInfo, clockInfoV1, pageSize), pageSize, unix.PROT_READ); err == nil {
 			c.clock = &clockPage{b: b, ci: (*clockInfo)(unsafe.Pointer(&b[0]))}
 		}
 	}
@@ -174,7 +179,7 @@ func (c *context) Describe() string {
 	}
 	return fmt.Sprintf("mlx5 %s: vendor %#x part %d, %d static UAR pages of %d bytes (%d UARs each), %d bfregs (%d low-latency), %s, cqe_version %d, max_sq_desc %d, max_rq_desc %d, max_send_wqebb %d, max_recv_wr %d, %s",
 		c.dev.Name, c.vendor, c.part, len(c.uars), c.pageSize, c.nupp, c.resp.TotBfregs, c.lowLat, bf,
-		c.resp.CqeVersion, c.lim.maxSQDescSz, c.lim.maxRQDescSz, c.lim.maxSendWQEBB, c.lim.maxRecvWR, ts)
+		c.resp.CQEVersion, c.lim.maxSQDescSz, c.lim.maxRQDescSz, c.lim.maxSendWQEBB, c.lim.maxRecvWR, ts)
 }
 
 // bfreg returns the bfreg with gross index idx as CREATE_QP reported it.

@@ -27,7 +27,7 @@ func FuzzRing(f *testing.F) {
 		binary.LittleEndian.PutUint32(mem[ringProdOff:], prod)
 		binary.LittleEndian.PutUint32(mem[ringConsOff:], cons)
 		copy(mem[ringDataOff:], cqe)
-		r, err := newRing(m, cqeMinSize)
+		r, err := newRing(m.Bytes(), cqeMinSize)
 		if err != nil {
 			return
 		}

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/gorping/gorping/internal/umem"
 )
 
 // ring is one mmap'd rxe queue (struct rxe_queue_buf followed by the slots). Each side
@@ -13,10 +11,9 @@ import (
 // are accessed with sync/atomic, whose loads are acquire and stores release on every
 // architecture Go supports, which is what the ring protocol needs.
 type ring struct {
-	m     *umem.Mem // the mapping, for unmapping
-	mem   []byte    // m.Bytes()
-	mask  uint32    // slots - 1
-	shift uint32    // log2 of the slot stride
+	mem   []byte // the mapping
+	mask  uint32 // slots - 1
+	shift uint32 // log2 of the slot stride
 	prod  *uint32
 	cons  *uint32
 	// own is our private copy of the index we own (producer for SQ/RQ, consumer for CQ):
@@ -26,8 +23,7 @@ type ring struct {
 
 // newRing validates the kernel-written header of a mapped queue: the stride must be at
 // least minElem bytes and all slots must lie inside the mapping.
-func newRing(m *umem.Mem, minElem int) (*ring, error) {
-	mem := m.Bytes()
+func newRing(mem []byte, minElem int) (*ring, error) {
 	if len(mem) < ringDataOff {
 		return nil, fmt.Errorf("rxe: queue mapping of %d bytes is smaller than its header", len(mem))
 	}
@@ -42,7 +38,7 @@ func newRing(m *umem.Mem, minElem int) (*ring, error) {
 	if need := uint64(ringDataOff) + uint64(mask+1)<<shift; need > uint64(len(mem)) {
 		return nil, fmt.Errorf("rxe: queue of %d slots of %d bytes needs %d bytes, mapping has %d", mask+1, 1<<shift, need, len(mem))
 	}
-	r := &ring{m: m, mem: mem, mask: mask, shift: shift, prod: &h.ProducerIndex, cons: &h.ConsumerIndex}
+	r := &ring{mem: mem, mask: mask, shift: shift, prod: &h.ProducerIndex, cons: &h.ConsumerIndex}
 	return r, nil
 }
 

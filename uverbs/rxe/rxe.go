@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
 	"golang.org/x/sys/unix"
@@ -21,24 +20,28 @@ func init() { uverbs.Register(provider{}) }
 
 type provider struct{}
 
-func (provider) Driver() string       { return rxeDriver }
-func (provider) DriverID() uint32     { return rxeDriverID }
-func (provider) ABIRange() (int, int) { return rxeABIMin, rxeABIMax }
+func (provider) Info() uverbs.ProviderInfo {
+	return uverbs.ProviderInfo{
+		Driver: rxeDriver, DriverID: rxeDriverID, ABIMin: rxeABIMin, ABIMax: rxeABIMax,
+		Transport: uverbs.TransportIB,
+		Sysfs:     uverbs.SysfsMatch{SoftParent: true},
+		// The send doorbell and the CQ arm: rxe's doorbell runs the whole send inline
+		// (WQE to packet, loopback, the peer's receive), but never sleeps.
+		RawCommands: []uint32{uverbs.CmdPostSend, uverbs.CmdReqNotifyCQ},
+	}
+}
 
 // NewContext runs GET_CONTEXT (rxe has no driver data either way).
 func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
 	if _, err := cc.GetContext(nil, 0); err != nil {
 		return nil, err
 	}
-	return &rxeContext{mmap: umem.MapShared, munmap: (*umem.Mem).Free}, nil
+	return &rxeContext{}, nil
 }
 
-// rxeContext holds the ring mapping functions; tests substitute fakes for them. Rings are
-// umem mappings like every other memory the kernel shares with gorping.
-type rxeContext struct {
-	mmap   func(fd int, off uint64, size int) (*umem.Mem, error)
-	munmap func(*umem.Mem) error
-}
+// rxeContext is an rxe context: rxe keeps no per-context state (the kernel allocates the
+// rings, which are mapped through the context's Commander).
+type rxeContext struct{}
 
 func (c *rxeContext) Close() error { return nil }
 
@@ -49,14 +52,16 @@ func (c *rxeContext) mapRing(cmd uverbs.Commander, mi mminfo, minElem int, what 
 	if mi.Size < ringDataOff || mi.Size > 1<<31 {
 		return nil, fmt.Errorf("rxe: %s mmap size %d out of range", what, mi.Size)
 	}
-	mem, err := c.mmap(cmd.Fd(), mi.Offset, int(mi.Size))
-	uverbs.TraceMmap(cmd, "rxe "+what+" ring", mi.Offset, int(mi.Size), err)
+	if mi.Offset > 1<<62 {
+		return nil, fmt.Errorf("rxe: %s mmap offset %#x out of range", what, mi.Offset)
+	}
+	mem, err := cmd.Mmap("rxe "+what+" ring", int64(mi.Offset), int(mi.Size), unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
-		return nil, fmt.Errorf("rxe: mmap %s (offset %#x, %d bytes): %w", what, mi.Offset, mi.Size, err)
+		return nil, fmt.Errorf("rxe: %w", err)
 	}
 	r, err := newRing(mem, minElem)
 	if err != nil {
-		c.munmap(mem)
+		cmd.Munmap(mem)
 		return nil, fmt.Errorf("rxe: %s: %w", what, err)
 	}
 	return r, nil
@@ -73,8 +78,8 @@ func (c *rxeContext) NewCQ(cmd uverbs.Commander, core uverbs.CQCore, resp []byte
 		return nil, err
 	}
 	cq := &cq{ctx: c, cmd: cmd, ring: rg}
-	cq.arm[0] = uverbs.ReqNotifyCQ{CqHandle: core.Handle, SolicitedOnly: 0}
-	cq.arm[1] = uverbs.ReqNotifyCQ{CqHandle: core.Handle, SolicitedOnly: 1}
+	cq.arm[0] = uverbs.ReqNotifyCQ{CQHandle: core.Handle, SolicitedOnly: 0}
+	cq.arm[1] = uverbs.ReqNotifyCQ{CQHandle: core.Handle, SolicitedOnly: 1}
 	return cq, nil
 }
 
@@ -91,15 +96,15 @@ func (c *rxeContext) NewQP(cmd uverbs.Commander, core uverbs.QPCore, resp []byte
 	}
 	var r createQPResp
 	wire.Decode(&r, resp)
-	sq, err := c.mapRing(cmd, r.SqMi, sendWQESize+sgeSize*int(core.Cap.MaxSendSGE), "send queue")
+	sq, err := c.mapRing(cmd, r.SQMi, sendWQESize+sgeSize*int(core.Cap.MaxSendSGE), "send queue")
 	if err != nil {
 		return nil, err
 	}
 	var rq *ring
-	if r.RqMi.Size != 0 { // no RQ with an SRQ
-		rq, err = c.mapRing(cmd, r.RqMi, recvWQESize+sgeSize*int(core.Cap.MaxRecvSGE), "receive queue")
+	if r.RQMi.Size != 0 { // no RQ with an SRQ
+		rq, err = c.mapRing(cmd, r.RQMi, recvWQESize+sgeSize*int(core.Cap.MaxRecvSGE), "receive queue")
 		if err != nil {
-			c.munmap(sq.m)
+			cmd.Munmap(sq.mem)
 			return nil, err
 		}
 	}
@@ -117,7 +122,7 @@ func (c *rxeContext) NewQP(cmd uverbs.Commander, core uverbs.QPCore, resp []byte
 	if rq != nil {
 		qp.maxRecvSGE = min(qp.maxRecvSGE, (rq.elemSize()-recvWQESize)/sgeSize)
 	}
-	qp.db = uverbs.PostSendReq{QpHandle: core.Handle, WqeSize: doorbellWQE}
+	qp.db = uverbs.PostSendReq{QPHandle: core.Handle, WQESize: doorbellWQE}
 	return qp, nil
 }
 
@@ -143,19 +148,19 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 	for i := uint32(0); i < n; i++ {
 		e := (*cqe)(r.slot(r.own + i))
 		wc[i] = uverbs.WC{
-			WRID:         e.WrID,
+			WRID:         e.WRID,
 			Status:       uverbs.WCStatus(e.Status),
 			Opcode:       uverbs.WCOpcode(e.Opcode),
 			VendorErr:    e.VendorErr,
 			ByteLen:      e.ByteLen,
-			Imm:          e.ImmData,
-			QPNum:        e.QpNum,
-			SrcQP:        e.SrcQp,
+			Imm:          e.Ex,
+			QPNum:        e.QPNum,
+			SrcQP:        e.SrcQP,
 			Flags:        uverbs.WCFlags(e.WcFlags),
 			PKeyIndex:    e.PkeyIndex,
-			SLID:         e.Slid,
-			SL:           e.Sl,
-			DLIDPathBits: e.DlidPathBits,
+			SLID:         e.SLID,
+			SL:           e.SL,
+			DLIDPathBits: e.DLIDPathBits,
 			PortNum:      e.PortNum,
 		}
 	}
@@ -185,7 +190,7 @@ func (q *cq) Close() error {
 	if q.ring == nil {
 		return nil
 	}
-	err := q.ctx.munmap(q.ring.m)
+	err := q.cmd.Munmap(q.ring.mem)
 	q.ring = nil
 	if err != nil {
 		return fmt.Errorf("rxe: munmap completion queue: %w", err)
@@ -285,18 +290,17 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	// Assigning the whole header also clears the fields the kernel used as scratch space
 	// the last time it owned this slot.
 	*(*sendWQE)(p) = sendWQE{
-		Wr: sendWR{
-			WrID:       wr.ID,
-			Opcode:     uint32(wr.Opcode),
-			SendFlags:  flags,
-			Ex:         imm,
-			RemoteAddr: raddr,
-			Rkey:       rkey,
+		WR: sendWR{
+			WRID:      wr.ID,
+			Opcode:    uint32(wr.Opcode),
+			SendFlags: flags,
+			Ex:        imm,
+			WR:        rdmaWR{RemoteAddr: raddr, Rkey: rkey},
 		},
 		// The kernel takes the RETH virtual address from iova, not from wr.rdma, and
 		// advances it as it segments the message.
 		Iova: raddr,
-		Dma:  dmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGE))},
+		Dma:  dmaInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGE))},
 	}
 	putSGEs(unsafe.Add(p, sendWQESize), wr.SGE)
 	r.publish()
@@ -340,8 +344,8 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 	}
 	p := r.produceSlot()
 	*(*recvWQE)(p) = recvWQE{
-		WrID: wr.ID,
-		Dma:  dmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGE))},
+		WRID: wr.ID,
+		Dma:  dmaInfo{Length: length, Resid: length, NumSGE: uint32(len(wr.SGE))},
 	}
 	putSGEs(unsafe.Add(p, recvWQESize), wr.SGE)
 	r.publish()
@@ -386,11 +390,11 @@ func (q *qp) Close() error {
 	defer q.rqMu.Unlock()
 	var errs []error
 	if q.sq != nil {
-		errs = append(errs, q.ctx.munmap(q.sq.m))
+		errs = append(errs, q.cmd.Munmap(q.sq.mem))
 		q.sq = nil
 	}
 	if q.rq != nil {
-		errs = append(errs, q.ctx.munmap(q.rq.m))
+		errs = append(errs, q.cmd.Munmap(q.rq.mem))
 		q.rq = nil
 	}
 	if err := errors.Join(errs...); err != nil {

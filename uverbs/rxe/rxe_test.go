@@ -15,6 +15,7 @@ import (
 
 // fakeCmd records provider commands instead of writing to a uverbs fd.
 type fakeCmd struct {
+	rings  *fakeKernelRings // serves Mmap; nil: ENODEV
 	record bool
 	cmds   []uint32
 	reqs   [][]byte
@@ -31,10 +32,21 @@ func (f *fakeCmd) Write(cmd uint32, req, resp []byte) error {
 	return f.err
 }
 func (f *fakeCmd) Fd() int { return 42 }
-func (f *fakeCmd) Mmap(off int64, length, prot int) ([]byte, error) {
-	return nil, unix.ENODEV // rxe maps its rings itself
+func (f *fakeCmd) Mmap(what string, off int64, length, prot int) ([]byte, error) {
+	if f.rings == nil {
+		return nil, unix.ENODEV
+	}
+	if prot != unix.PROT_READ|unix.PROT_WRITE {
+		f.rings.t.Errorf("%s mapped with prot %#x, want read-write", what, prot)
+	}
+	return f.rings.mmap(uint64(off), length)
 }
-func (f *fakeCmd) Munmap([]byte) error { return nil }
+func (f *fakeCmd) Munmap([]byte) error {
+	if f.rings != nil {
+		f.rings.unmaps++
+	}
+	return nil
+}
 
 // fakeCtxCmd answers GET_CONTEXT for NewContext.
 type fakeCtxCmd struct {
@@ -72,10 +84,7 @@ func newRingMem(t testing.TB, slots int, log2Elem uint32) *umem.Mem {
 	return m
 }
 
-func (k *fakeKernelRings) mmap(fd int, off uint64, size int) (*umem.Mem, error) {
-	if fd != 42 {
-		k.t.Errorf("mmap on fd %d, want the uverbs fd", fd)
-	}
+func (k *fakeKernelRings) mmap(off uint64, size int) ([]byte, error) {
 	mem, ok := k.rings[off]
 	if !ok || size != mem.Len() {
 		return nil, unix.EINVAL
@@ -84,10 +93,8 @@ func (k *fakeKernelRings) mmap(fd int, off uint64, size int) (*umem.Mem, error) 
 		return nil, unix.EINVAL // rxe: each queue can be mapped once
 	}
 	k.mapped[off] = true
-	return mem, nil
+	return mem.Bytes(), nil
 }
-
-func (k *fakeKernelRings) munmap(*umem.Mem) error { k.unmaps++; return nil }
 
 func newFakeRxe(t testing.TB) (*rxeContext, *fakeKernelRings) {
 	k := &fakeKernelRings{t: t, rings: map[uint64]*umem.Mem{}, mapped: map[uint64]bool{}}
@@ -96,7 +103,7 @@ func newFakeRxe(t testing.TB) (*rxeContext, *fakeKernelRings) {
 			m.Free()
 		}
 	})
-	return &rxeContext{mmap: k.mmap, munmap: k.munmap}, k
+	return &rxeContext{}, k
 }
 
 func mminfoBytes(off uint64, size int) []byte {
@@ -108,12 +115,14 @@ func mminfoBytes(off uint64, size int) []byte {
 func idx(mem []byte, off int) *uint32 { return (*uint32)(unsafe.Pointer(&mem[off])) }
 
 func TestProviderIdentity(t *testing.T) {
+	t.Parallel()
 	p := provider{}
-	if p.Driver() != "rxe" || p.DriverID() != 14 {
-		t.Errorf("identity %s/%d", p.Driver(), p.DriverID())
+	info := p.Info()
+	if info.Driver != "rxe" || info.DriverID != 14 || info.Transport != uverbs.TransportIB {
+		t.Errorf("identity %s/%d/%v", info.Driver, info.DriverID, info.Transport)
 	}
-	if lo, hi := p.ABIRange(); lo > 2 || hi < 2 {
-		t.Errorf("ABI range %d..%d must include rxe's 2", lo, hi)
+	if info.ABIMin > 2 || info.ABIMax < 2 {
+		t.Errorf("ABI range %d..%d must include rxe's 2", info.ABIMin, info.ABIMax)
 	}
 	cc := &fakeCtxCmd{}
 	pc, err := p.NewContext(uverbs.Device{Name: "rxe0", Driver: "rxe", DriverID: 14, ABI: 2}, cc)
@@ -144,7 +153,7 @@ func newTestCQ(t testing.TB, slots int) (*cq, []byte, *fakeCmd, *fakeKernelRings
 	memMap := newRingMem(t, slots, 7)
 	mem := memMap.Bytes() // 128-byte CQEs, as rxe rounds struct rxe_cqe
 	k.rings[4096] = memMap
-	cmd := &fakeCmd{record: true}
+	cmd := &fakeCmd{record: true, rings: k}
 	pcq, err := ctx.NewCQ(cmd, uverbs.CQCore{Handle: 77, CQE: slots - 1}, mminfoBytes(4096, len(mem)))
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +175,7 @@ func wcBytes(id uint64, status, opcode, byteLen, qpn, flags uint32, port uint8) 
 }
 
 func TestCQPoll(t *testing.T) {
+	t.Parallel()
 	q, mem, _, _ := newTestCQ(t, 4)
 	wc := make([]uverbs.WC, 8)
 	if n, err := q.Poll(wc); n != 0 || err != nil {
@@ -207,6 +217,7 @@ func TestCQPoll(t *testing.T) {
 }
 
 func TestCQArmAndClose(t *testing.T) {
+	t.Parallel()
 	q, _, cmd, k := newTestCQ(t, 4)
 	if err := q.Arm(false); err != nil {
 		t.Fatal(err)
@@ -239,8 +250,9 @@ func TestCQArmAndClose(t *testing.T) {
 }
 
 func TestNewCQErrors(t *testing.T) {
+	t.Parallel()
 	ctx, k := newFakeRxe(t)
-	cmd := &fakeCmd{}
+	cmd := &fakeCmd{rings: k}
 	if _, err := ctx.NewCQ(cmd, uverbs.CQCore{}, make([]byte, 8)); err == nil {
 		t.Error("short driver response accepted")
 	}
@@ -279,7 +291,7 @@ func newTestQP(t testing.TB, sqSlots, rqSlots int, sigAll bool) testQP {
 	rq := rqMap.Bytes() // 64 bytes: 40 + 1 SGE, rounded up
 	k.rings[1<<16] = rqMap
 	k.rings[2<<16] = sqMap
-	cmd := &fakeCmd{record: true}
+	cmd := &fakeCmd{record: true, rings: k}
 	resp := append(mminfoBytes(1<<16, len(rq)), mminfoBytes(2<<16, len(sq))...)
 	core := uverbs.QPCore{Handle: 9, QPN: 0x11, Type: uverbs.QPTypeRC, SigAll: sigAll,
 		Cap: uverbs.QPCap{MaxSendWR: uint32(sqSlots - 1), MaxRecvWR: uint32(rqSlots - 1), MaxSendSGE: 3, MaxRecvSGE: 1}}
@@ -291,6 +303,7 @@ func newTestQP(t testing.TB, sqSlots, rqSlots int, sigAll bool) testQP {
 }
 
 func TestPostSendWQE(t *testing.T) {
+	t.Parallel()
 	tq := newTestQP(t, 4, 4, false)
 	q := tq.qp
 	if q.maxSendSGE != 3 {
@@ -385,6 +398,7 @@ func TestPostSendWQE(t *testing.T) {
 }
 
 func TestSigAllAndValidation(t *testing.T) {
+	t.Parallel()
 	tq := newTestQP(t, 4, 4, true)
 	q := tq.qp
 	if err := q.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend}); err != nil {
@@ -410,6 +424,7 @@ func TestSigAllAndValidation(t *testing.T) {
 }
 
 func TestQueueFullAndWrap(t *testing.T) {
+	t.Parallel()
 	tq := newTestQP(t, 4, 4, false)
 	q := tq.qp
 	q.SetState(uverbs.QPSRTS)
@@ -444,6 +459,7 @@ func TestQueueFullAndWrap(t *testing.T) {
 }
 
 func TestPostRecv(t *testing.T) {
+	t.Parallel()
 	tq := newTestQP(t, 4, 4, false)
 	q := tq.qp
 	wr := &uverbs.RecvWR{ID: 0xabc, SGE: []uverbs.SGE{{Addr: 0xc000, Length: 16, LKey: 0x99}}}
@@ -490,8 +506,9 @@ func TestPostRecv(t *testing.T) {
 }
 
 func TestNewQPRejects(t *testing.T) {
+	t.Parallel()
 	ctx, k := newFakeRxe(t)
-	cmd := &fakeCmd{}
+	cmd := &fakeCmd{rings: k}
 	if _, err := ctx.NewQP(cmd, uverbs.QPCore{Type: uverbs.QPTypeRC}, make([]byte, 16)); err == nil {
 		t.Error("short CREATE_QP response accepted")
 	}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestABILayout(t *testing.T) {
+	t.Parallel()
 	abicheck.Check(t, []string{"rdma/siw-abi.h"},
 		abicheck.Struct{C: "struct siw_uresp_alloc_ctx", Go: allocCtxResp{}},
 		abicheck.Struct{C: "struct siw_uresp_create_cq", Go: createCQResp{}},

@@ -26,9 +26,16 @@ func init() { uverbs.Register(provider{}) }
 
 type provider struct{}
 
-func (provider) Driver() string       { return siwDriver }
-func (provider) DriverID() uint32     { return siwDriverID }
-func (provider) ABIRange() (int, int) { return siwABI, siwABI }
+func (provider) Info() uverbs.ProviderInfo {
+	return uverbs.ProviderInfo{
+		Driver: siwDriver, DriverID: siwDriverID, ABIMin: siwABI, ABIMax: siwABI,
+		Transport: uverbs.TransportIWARP,
+		Sysfs:     uverbs.SysfsMatch{SoftNode: true},
+		// None: siw's send doorbell pushes the queued work into the TCP socket inline,
+		// which takes the socket lock and may wait for it; the scheduler must see that.
+		// The CQ is armed in memory.
+	}
+}
 
 // NewContext runs GET_CONTEXT; siw answers with its device id and fails without room
 // for it.
@@ -66,9 +73,9 @@ func mapQueue(cmd uverbs.Commander, key uint64, size int, what string) ([]byte, 
 	if size <= 0 || size > 1<<30 || key > 1<<62 {
 		return nil, fmt.Errorf("siw: %s mapping of %d bytes at %#x out of range", what, size, key)
 	}
-	b, err := cmd.Mmap(int64(key), size, unix.PROT_READ|unix.PROT_WRITE)
+	b, err := cmd.Mmap("siw "+what, int64(key), size, unix.PROT_READ|unix.PROT_WRITE)
 	if err != nil {
-		return nil, fmt.Errorf("siw: mmap %s (offset %#x, %d bytes): %w", what, key, size, err)
+		return nil, fmt.Errorf("siw: %w", err)
 	}
 	return b, nil
 }
@@ -88,14 +95,14 @@ func (pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (
 	}
 	var r createCQResp
 	wire.Decode(&r, resp)
-	if r.NumCqe == 0 || r.NumCqe&(r.NumCqe-1) != 0 || r.NumCqe > 1<<22 {
-		return nil, fmt.Errorf("siw: CREATE_CQ granted %d CQEs, not a power of two", r.NumCqe)
+	if r.NumCQE == 0 || r.NumCQE&(r.NumCQE-1) != 0 || r.NumCQE > 1<<22 {
+		return nil, fmt.Errorf("siw: CREATE_CQ granted %d CQEs, not a power of two", r.NumCQE)
 	}
-	mem, err := mapQueue(cmd, r.CqKey, int(r.NumCqe)*cqeSize+cqCtrlSize, "completion queue")
+	mem, err := mapQueue(cmd, r.CQKey, int(r.NumCQE)*cqeSize+cqCtrlSize, "completion queue")
 	if err != nil {
 		return nil, err
 	}
-	return newCQ(cmd, mem, r.NumCqe), nil
+	return newCQ(cmd, mem, r.NumCQE), nil
 }
 
 // cq is a siw completion queue: the kernel writes a CQE into a slot whose flags are 0
@@ -127,8 +134,6 @@ var wcOpcode = [...]uverbs.WCOpcode{
 	opFetchAndAdd: uverbs.WCFetchAdd, opCompAndSwap: uverbs.WCCompSwap, opReceive: uverbs.WCRecv,
 }
 
-const cqeRemInval = 0x20 // SIW_WQE_REM_INVAL on a receive CQE
-
 // Poll copies up to len(wc) completions.
 func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 	q.mu.Lock()
@@ -153,10 +158,10 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 		if int(e.Opcode) < len(wcOpcode) {
 			op = wcOpcode[e.Opcode]
 		}
-		wc[n] = uverbs.WC{WRID: e.ID, Status: status, Opcode: op, ByteLen: e.Bytes, QPNum: uint32(e.QpID)}
-		if e.Flags&cqeRemInval != 0 {
+		wc[n] = uverbs.WC{WRID: e.ID, Status: status, Opcode: op, ByteLen: e.Bytes, QPNum: uint32(e.QPID)}
+		if e.Flags&wqeRemInval != 0 {
 			wc[n].Flags = uverbs.WCFlagWithInv
-			wc[n].Imm = uint32(e.Inval)
+			wc[n].Imm = uint32(e.ImmData)
 		}
 		// Release: the slot is the kernel's again only after we read it.
 		atomic.StoreUint32(word, 0)
@@ -234,13 +239,13 @@ func (p pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte
 	if r.NumSqe == 0 {
 		return nil, fmt.Errorf("siw: CREATE_QP granted no send queue")
 	}
-	sq, err := mapQueue(cmd, r.SqKey, int(r.NumSqe)*sqeSize, "send queue")
+	sq, err := mapQueue(cmd, r.SQKey, int(r.NumSqe)*sqeSize, "send queue")
 	if err != nil {
 		return nil, err
 	}
 	var rq []byte
 	if r.NumRqe != 0 { // none with an SRQ
-		if rq, err = mapQueue(cmd, r.RqKey, int(r.NumRqe)*rqeSize, "receive queue"); err != nil {
+		if rq, err = mapQueue(cmd, r.RQKey, int(r.NumRqe)*rqeSize, "receive queue"); err != nil {
 			cmd.Munmap(sq)
 			return nil, err
 		}
@@ -254,7 +259,7 @@ func (p pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte
 		sigAll:     core.SigAll,
 		maxSendSGE: min(int(core.Cap.MaxSendSGE), maxSGE),
 		maxRecvSGE: min(int(core.Cap.MaxRecvSGE), maxSGE),
-		db:         uverbs.PostSendReq{QpHandle: core.Handle, WqeSize: doorbellWQE},
+		db:         uverbs.PostSendReq{QPHandle: core.Handle, WQESize: doorbellWQE},
 	}
 	// What the queues really hold: the element counts are rounded up to powers of two.
 	core.Cap.MaxSendWR, core.Cap.MaxRecvWR = r.NumSqe, r.NumRqe
@@ -360,7 +365,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	e := (*sqe)(unsafe.Pointer(&q.sq[off]))
 	e.ID, e.Rkey, e.Raddr = wr.ID, rkey, raddr
 	for i := range wr.SGE {
-		e.Sge[i] = sge{Laddr: wr.SGE[i].Addr, Length: wr.SGE[i].Length, Lkey: wr.SGE[i].LKey}
+		e.SGE[i] = sge{Laddr: wr.SGE[i].Addr, Length: wr.SGE[i].Length, Lkey: wr.SGE[i].LKey}
 	}
 	// Release: flags (with num_sge and opcode, one 32-bit word) last, after the fields.
 	atomic.StoreUint32(word, flags|uint32(len(wr.SGE))<<16|uint32(op)<<24)
@@ -392,7 +397,7 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 	e := (*rqe)(unsafe.Pointer(&q.rq[off]))
 	e.ID = wr.ID
 	for i := range wr.SGE {
-		e.Sge[i] = sge{Laddr: wr.SGE[i].Addr, Length: wr.SGE[i].Length, Lkey: wr.SGE[i].LKey}
+		e.SGE[i] = sge{Laddr: wr.SGE[i].Addr, Length: wr.SGE[i].Length, Lkey: wr.SGE[i].LKey}
 	}
 	// The kernel takes an RQE only if its flags are exactly VALID.
 	atomic.StoreUint32(word, wqeValid|uint32(len(wr.SGE))<<16)

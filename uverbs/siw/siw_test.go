@@ -27,7 +27,7 @@ func (f *fakeCmd) Write(cmd uint32, req, resp []byte) error {
 	return nil
 }
 
-func (f *fakeCmd) Mmap(off int64, length, prot int) ([]byte, error) {
+func (f *fakeCmd) Mmap(what string, off int64, length, prot int) ([]byte, error) {
 	if f.mapErr != nil {
 		return nil, f.mapErr
 	}
@@ -95,6 +95,7 @@ func putCQE(mem []byte, slot int, id uint64, op uint8, status uint16, bytes uint
 }
 
 func TestCQPollAndArm(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	q, mem := newTestCQ(t, f, 4)
 	wc := make([]uverbs.WC, 8)
@@ -155,6 +156,7 @@ func TestCQPollAndArm(t *testing.T) {
 }
 
 func TestCQCommitRejects(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	for name, resp := range map[string][]byte{
 		"short":       make([]byte, 8),
@@ -189,6 +191,7 @@ func newTestQP(t *testing.T, f *fakeCmd, nsq, nrq uint32, sigAll bool) (*qp, []b
 }
 
 func TestPostSendEncoding(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	q, sq, _ := newTestQP(t, f, 2, 2, false)
 	if len(sq) != 2*sqeSize {
@@ -249,6 +252,7 @@ func TestPostSendEncoding(t *testing.T) {
 }
 
 func TestPostSendRejects(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	q, sq, _ := newTestQP(t, f, 4, 4, true)
 	sges := []uverbs.SGE{{Addr: 1, Length: 1, LKey: 1}, {Addr: 2, Length: 2, LKey: 2}, {Addr: 3, Length: 3, LKey: 3}}
@@ -273,6 +277,7 @@ func TestPostSendRejects(t *testing.T) {
 }
 
 func TestPostRecvEncoding(t *testing.T) {
+	t.Parallel()
 	f := newFake(t)
 	q, _, rq := newTestQP(t, f, 1, 2, false)
 	if len(rq) != 2*rqeSize {
@@ -309,6 +314,7 @@ func TestPostRecvEncoding(t *testing.T) {
 }
 
 func TestPrepareQPRejects(t *testing.T) {
+	t.Parallel()
 	ctx := &context{}
 	for name, req := range map[string]uverbs.QPRequest{
 		"UD":     {Type: uverbs.QPTypeUD, Cap: uverbs.QPCap{MaxSendWR: 1}},
@@ -329,6 +335,7 @@ func TestPrepareQPRejects(t *testing.T) {
 }
 
 func TestMRUdata(t *testing.T) {
+	t.Parallel()
 	c := &context{}
 	in, out := c.MRUdata(uverbs.AccessLocalWrite)
 	if len(in) != 8 || out != 8 {

@@ -1,5 +1,7 @@
 // Package hostenvtest builds host environments for tests (imported by tests only): a host
-// without RDMA, and the sysfs of a fake rxe device in it.
+// without RDMA, and the sysfs of a fake rxe device in it. Nothing here is installed
+// anywhere: a test passes the Env to what it tests (uverbs.NewHost, rdmacm.WithHost, or a
+// gorping binary through BinaryEnv).
 package hostenvtest
 
 import (
@@ -10,12 +12,10 @@ import (
 	"github.com/gorping/gorping/internal/hostenv"
 )
 
-// NoRDMA installs a host without RDMA for the rest of the test and returns it.
+// NoRDMA is a host without RDMA in a directory of the test's own.
 func NoRDMA(t testing.TB) hostenv.Env {
 	t.Helper()
-	e := hostenv.NoRDMA(t.TempDir())
-	t.Cleanup(hostenv.Set(e))
-	return e
+	return hostenv.NoRDMA(t.TempDir())
 }
 
 // AddRxe writes the sysfs of an rxe device ibdev with uverbs node uverbs (no /dev node) on

@@ -1,0 +1,10 @@
+// Package providers registers the providers gorping ships: importing it (rping does) makes
+// uverbs.Open find them. A new provider is one line here and a package of its own
+// (docs/adding-a-provider.md).
+package providers
+
+import (
+	_ "github.com/gorping/gorping/uverbs/mlx5"
+	_ "github.com/gorping/gorping/uverbs/rxe"
+	_ "github.com/gorping/gorping/uverbs/siw"
+)

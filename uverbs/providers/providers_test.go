@@ -1,0 +1,77 @@
+package providers_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/uverbs"
+	_ "github.com/gorping/gorping/uverbs/providers"
+)
+
+func TestShippedProviders(t *testing.T) {
+	t.Parallel()
+	if got := uverbs.SupportedDrivers(); !slices.Equal(got, []string{"mlx5", "rxe", "siw"}) {
+		t.Errorf("registered providers %q, want mlx5, rxe, siw", got)
+	}
+}
+
+// Without RDMA netlink, discovery names drivers by the providers' SysfsMatch: rxe by its
+// parent attribute, siw as a software RNIC, mlx5 by its bus driver; a bus driver no
+// provider claims keeps its own name and no id.
+func TestSysfsDriverNames(t *testing.T) {
+	t.Parallel()
+	env := hostenv.NoRDMA(t.TempDir())
+	write := func(rel, content string) {
+		p := filepath.Join(env.Sysfs, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := func(rel, target string) {
+		p := filepath.Join(env.Sysfs, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(env.Sysfs, target), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, dev := range []string{"rxe0", "siw0", "mlx5_0", "bnxt_re0"} {
+		uv := "class/infiniband_verbs/uverbs" + string(rune('0'+i))
+		write(uv+"/ibdev", dev+"\n")
+		write(uv+"/abi_version", "1\n")
+	}
+	write("class/infiniband/rxe0/parent", "eth0\n")
+	write("class/infiniband/rxe0/node_type", "1: CA\n")
+	write("class/infiniband/siw0/node_type", "4: RNIC\n")
+	write("class/infiniband/mlx5_0/node_type", "1: CA\n")
+	write("bus/pci/drivers/mlx5_core/.keep", "")
+	link("class/infiniband/mlx5_0/device/driver", "bus/pci/drivers/mlx5_core")
+	write("bus/pci/drivers/bnxt_en/.keep", "")
+	link("class/infiniband/bnxt_re0/device/driver", "bus/pci/drivers/bnxt_en")
+
+	devs, err := uverbs.NewHost(env).Devices()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]any{}
+	for _, d := range devs {
+		got[d.Name] = [2]any{d.Driver, d.DriverID}
+		if want := uverbs.HasProvider(d); want != (d.Name != "bnxt_re0") {
+			t.Errorf("%s: HasProvider %v", d.Name, want)
+		}
+	}
+	for name, want := range map[string][2]any{
+		"rxe0": {"rxe", uint32(14)}, "siw0": {"siw", uint32(18)}, "mlx5_0": {"mlx5", uint32(1)}, "bnxt_re0": {"bnxt_en", uint32(0)},
+	} {
+		if got[name] != want {
+			t.Errorf("%s: driver %v, want %v", name, got[name], want)
+		}
+	}
+}
