@@ -108,7 +108,7 @@ func normalEnd(t *testing.T, who string, s *side, always bool) {
 // test/rxemodel).
 type deviceModel interface {
 	Device(name string) uverbs.Device
-	Open(name string) (*uverbs.Context, error)
+	Open(name string, opts ...uverbs.Option) (*uverbs.Context, error)
 	Errors() []string          // what a device would have rejected
 	Live() (qps, cqs, mrs int) // objects not destroyed yet
 }

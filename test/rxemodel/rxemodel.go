@@ -149,8 +149,8 @@ func (n *NIC) Device(name string) uverbs.Device {
 }
 
 // Open opens a context on the model through the rxe provider.
-func (n *NIC) Open(name string) (*uverbs.Context, error) {
-	return uverbs.OpenBackend(n.Device(name), &backend{nic: n})
+func (n *NIC) Open(name string, opts ...uverbs.Option) (*uverbs.Context, error) {
+	return uverbs.OpenBackend(n.Device(name), &backend{nic: n}, opts...)
 }
 
 // Errors returns every violation the model saw.

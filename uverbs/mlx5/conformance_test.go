@@ -5,7 +5,7 @@ import (
 
 	"github.com/gorping/gorping/test/mlx5model" // the ConnectX model
 	"github.com/gorping/gorping/uverbs"
-	"github.com/gorping/gorping/uverbs/providertest"
+	"github.com/gorping/gorping/test/providertest"
 )
 
 // The conformance suite over the ConnectX model: the provider's doorbells, BlueFlame

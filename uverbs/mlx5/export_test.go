@@ -1,12 +1,10 @@
 package mlx5
 
-// SetPageSize makes the provider believe the kernel's pages are n bytes (oracle runs as
-// on 16/64 KiB-page kernels) until restore is called.
-func SetPageSize(n int) (restore func()) {
-	old := pageSize
-	pageSize = func() int { return n }
-	return func() { pageSize = old }
-}
+import "github.com/gorping/gorping/uverbs"
+
+// WithPageSize opens a context on a provider that believes the kernel's pages are n
+// bytes (oracle and model runs as on 16/64 KiB-page kernels); 0 is this kernel's.
+func WithPageSize(n int) uverbs.Option { return uverbs.WithProvider(provider{pageSize: n}) }
 
 // TsToNS is the provider's conversion of a completion timestamp with a clock_info
 // snapshot (the arithmetic of libmlx5's mlx5dv_ts_to_ns).

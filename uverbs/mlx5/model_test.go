@@ -40,11 +40,12 @@ const (
 	msgLen = 16
 )
 
-func newSide(t testing.TB, nic *mlx5model.NIC, cqDepth int, cap uverbs.QPCap) *side {
+// page is the kernel page size the provider sees (0: this kernel's).
+func newSide(t testing.TB, nic *mlx5model.NIC, page, cqDepth int, cap uverbs.QPCap) *side {
 	t.Helper()
 	s := &side{t: t, nic: nic, bufs: map[string]*uverbs.Buffer{}, mrs: map[string]*uverbs.MR{}}
 	var err error
-	if s.ctx, err = nic.Open("mlx5_0"); err != nil {
+	if s.ctx, err = nic.Open("mlx5_0", mlx5.WithPageSize(page)); err != nil {
 		t.Fatal(err)
 	}
 	if s.pd, err = s.ctx.AllocPD(); err != nil {
@@ -258,13 +259,10 @@ func TestModelPingPong(t *testing.T) {
 		// arm64 kernels with 64 KiB pages: 16 UARs per mapping, 32 bfregs.
 		{"events-blueflame-64k", 512, false, 64 << 10, 2000}} {
 		t.Run(c.name, func(t *testing.T) {
-			if c.page != 0 {
-				defer mlx5.SetPageSize(c.page)()
-			}
 			nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: c.bf, PageSize: c.page})
 			// Small rings so that 10,000 pings wrap every ring many times.
 			cap := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}
-			client, server := newSide(t, nic, 7, cap), newSide(t, nic, 7, cap)
+			client, server := newSide(t, nic, c.page, 7, cap), newSide(t, nic, c.page, 7, cap)
 			client.poll, server.poll = c.poll, c.poll
 			connect(t, client, server)
 			if got := client.qp.Cap(); got.MaxInlineData != 60 || got.MaxSendWR != 4 || got.MaxRecvWR != 4 {
@@ -310,7 +308,7 @@ func TestModelPingPong(t *testing.T) {
 func TestModelRemoteAccessError(t *testing.T) {
 	nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512})
 	cap := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}
-	a, b := newSide(t, nic, 7, cap), newSide(t, nic, 7, cap)
+	a, b := newSide(t, nic, 0, 7, cap), newSide(t, nic, 0, 7, cap)
 	defer a.close()
 	defer b.close()
 	connect(t, a, b)

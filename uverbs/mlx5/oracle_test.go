@@ -29,6 +29,7 @@ import (
 // goRun is gorping's side of one scenario.
 type goRun struct {
 	t    *testing.T
+	page int // the provider's kernel page size (0: this kernel's)
 	be   *mlx5oracle.Backend
 	ctx  *uverbs.Context
 	pd   *uverbs.PD
@@ -49,7 +50,8 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 	switch s.Kind {
 	case mlx5oracle.KOpen:
 		dev := uverbs.Device{Name: "mlx5_0", Uverbs: "uverbs0", Path: "/dev/infiniband/uverbs0", Driver: "mlx5", DriverID: 1, ABI: 1}
-		c, err := uverbs.OpenBackend(dev, g.be)
+		// The provider sees the kernel page size the fake kernel and libmlx5 see.
+		c, err := uverbs.OpenBackend(dev, g.be, mlx5.WithPageSize(g.page))
 		if err != nil {
 			return fail(err)
 		}
@@ -424,7 +426,6 @@ func TestOracleScenariosPageSizes(t *testing.T) {
 	for _, ps := range []int{16 << 10, 64 << 10} {
 		for _, sc := range mlx5oracle.PageScenarios(ps) {
 			t.Run(sc.Name, func(t *testing.T) {
-				defer mlx5.SetPageSize(ps)()
 				runOracle(t, sc)
 			})
 		}
@@ -435,7 +436,7 @@ func runOracle(t *testing.T, sc mlx5oracle.Scenario) {
 	{
 		{
 			rec := mlx5oracle.MustRun(t, sc)
-			g := &goRun{t: t, be: mlx5oracle.NewBackend(sc.Params), mrs: map[int]*uverbs.MR{},
+			g := &goRun{t: t, page: sc.Params.PageSize, be: mlx5oracle.NewBackend(sc.Params), mrs: map[int]*uverbs.MR{},
 				bufs: map[int]*uverbs.Buffer{}, cqs: map[int]*uverbs.CQ{}, qps: map[int]*uverbs.QP{}}
 			defer g.close()
 			var del deliberate

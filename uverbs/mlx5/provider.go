@@ -41,11 +41,10 @@ func reqBfregs(pageSize int) (total, lowLat int) {
 	return total, max(defLowLatBfregs, total-medBfregsMax)
 }
 
-// pageSize is the kernel's page size; a variable so that the oracle tests can run the
-// provider as on a 16 or 64 KiB-page kernel.
-var pageSize = unix.Getpagesize
-
-type provider struct{}
+// provider is the mlx5 provider. pageSize is the kernel's page size, 0 for this
+// kernel's; the oracle and model tests open contexts on a provider with another
+// (uverbs.WithProvider) to run as on 16 or 64 KiB-page kernels.
+type provider struct{ pageSize int }
 
 func (provider) Info() uverbs.ProviderInfo {
 	return uverbs.ProviderInfo{
@@ -56,8 +55,11 @@ func (provider) Info() uverbs.ProviderInfo {
 	}
 }
 
-func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
-	ps := pageSize()
+func (p provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
+	ps := p.pageSize
+	if ps == 0 {
+		ps = unix.Getpagesize()
+	}
 	total, low := reqBfregs(ps)
 	req := allocUcontextReq{
 		TotalNumBfregs:      uint32(total),

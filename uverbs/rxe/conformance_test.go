@@ -9,7 +9,7 @@ import (
 
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
-	"github.com/gorping/gorping/uverbs/providertest"
+	"github.com/gorping/gorping/test/providertest"
 )
 
 func TestConformance(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
-	"github.com/gorping/gorping/uverbs/providertest"
+	"github.com/gorping/gorping/test/providertest"
 )
 
 // The one line that gives a provider the conformance suite (with the kernel half below).
