@@ -3,6 +3,7 @@ package rping
 import (
 	"bytes"
 	"fmt"
+	"github.com/gorping/gorping/rdmacm"
 	"io/fs"
 	"net"
 	"net/netip"
@@ -266,5 +267,27 @@ func TestRouteRequestLayout(t *testing.T) {
 	req6 := routeRequest(netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("192.0.2.1"))
 	if len(req6) != 16+12+20 || req6[16] != unix.AF_INET6 || req6[17] != 128 || req6[18] != 0 {
 		t.Errorf("IPv6 request with an IPv4 source: % x", req6)
+	}
+}
+
+// A REJECTED event is rping's line; a stale-connection reject (after the device was
+// created anew) gets gorping's explanation too, other rejects do not.
+func TestCMErrorStaleConnection(t *testing.T) {
+	for _, tc := range []struct {
+		status int32
+		hint   bool
+	}{{rejStaleConn, true}, {28, false}, {-111, false}} {
+		var stderr bytes.Buffer
+		out := &printer{stdout: &bytes.Buffer{}, stderr: &stderr}
+		if !cmError(out, rdmacm.Event{Type: rdmacm.EventRejected, Status: tc.status}) {
+			t.Fatalf("status %d: REJECTED is no error event", tc.status)
+		}
+		want := fmt.Sprintf("cma event RDMA_CM_EVENT_REJECTED, error %d\n", tc.status)
+		if tc.hint {
+			want += staleConnHint + "\n"
+		}
+		if got := stderr.String(); got != want {
+			t.Errorf("status %d: stderr %q, want %q", tc.status, got, want)
+		}
 	}
 }

@@ -138,6 +138,13 @@ func quit(ctx context.Context, out *printer, err error) int {
 	return exitFailure
 }
 
+// rejStaleConn is the InfiniBand CM's reject reason "stale connection"
+// (IB_CM_REJ_STALE_CONN), which a REJECTED event carries as its status on
+// InfiniBand and RoCE.
+const rejStaleConn = 10
+
+const staleConnHint = "gorping: the server's host rejected the request as a stale connection: it still holds a connection from this host's QP number, one whose end it never saw (the device was created anew, or the host restarted, while connected); it disconnects that one now, so the next try connects"
+
 // cmError prints an error CM event as rping's CM thread does and reports
 // whether ev is one (rping then exits 255). A device removal also ends the
 // run (its context), so callers that find ctx done stay quiet.
@@ -147,6 +154,9 @@ func cmError(out *printer, ev rdmacm.Event) bool {
 		rdmacm.EventUnreachable, rdmacm.EventRejected:
 		out.cmErr, out.sawCMErr = ev, true
 		out.errorf("cma event %s, error %d\n", ev.Type, ev.Status)
+		if ev.Type == rdmacm.EventRejected && ev.Status == rejStaleConn {
+			out.hint(staleConnHint)
+		}
 		return true
 	case rdmacm.EventDeviceRemoval:
 		out.deviceRemoved()

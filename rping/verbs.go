@@ -352,6 +352,9 @@ func (c *verbsConn) close() {
 
 // free releases the verbs resources in rping's order: buffers, QP, CQ,
 // channel, PD, then the device context.
+// slowDestroy is how long a QP's destruction may take before gorping says it waits.
+const slowDestroy = 5 * time.Second
+
 func (c *verbsConn) free() {
 	if c.mrs[bufRecv] != nil {
 		c.out.debugf("rping_free_buffers called on cb %p\n", c)
@@ -368,7 +371,14 @@ func (c *verbsConn) free() {
 	}
 	var errs []error
 	if c.qp != nil {
+		// rxe's DESTROY_QP first drains the QP's send work, which a link that
+		// went down can hold up; a teardown that waits says so.
+		slow := time.AfterFunc(slowDestroy, func() {
+			c.out.hint(fmt.Sprintf("gorping: %s: the kernel has not destroyed the connection's QP after %s (the driver is still draining its send queue; a link that went down can hold it); waiting",
+				c.vctx.Device().Name, secs(slowDestroy)))
+		})
 		errs = append(errs, c.qp.Destroy())
+		slow.Stop()
 	}
 	if c.cq != nil {
 		errs = append(errs, c.cq.Destroy())

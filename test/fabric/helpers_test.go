@@ -76,6 +76,10 @@ func start(t testing.TB, h *vm.Host, args ...string) *rproc {
 			return
 		}
 		if t.Failed() && strings.Contains(args[0], "gorping") {
+			// Where each thread is in the kernel (a system call that does not
+			// return), then where each goroutine is.
+			k := start(t, h, "sh", "-c", fmt.Sprintf(`for d in /proc/%d/task/*; do echo "$d $(cat $d/wchan) $(cut -d' ' -f3 $d/stat)"; cat $d/stack; done`, p.pid)).wait(t, 30*time.Second)
+			t.Logf("%s still running at test end; its threads in the kernel:\n%s", p.name, k.Stdout)
 			p.signal(t, syscall.SIGQUIT)
 			st, _ = p.waitErr(5 * time.Second)
 			t.Logf("%s still running at test end; after SIGQUIT its stderr:\n%s", p.name, st.Stderr)

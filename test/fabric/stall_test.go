@@ -3,6 +3,7 @@
 package fabric
 
 import (
+	"fmt"
 	"math"
 	"regexp"
 	"strconv"
@@ -26,17 +27,25 @@ const boundSlack = 20 * time.Second
 // waitOutput waits until p printed want on stdout or stderr.
 func waitOutput(t testing.TB, p *rproc, want string, timeout time.Duration) {
 	t.Helper()
+	if err := printsWithin(t, p, want, timeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// printsWithin is waitOutput that returns what went wrong instead of failing.
+func printsWithin(t testing.TB, p *rproc, want string, timeout time.Duration) error {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		st := p.status(t)
 		if strings.Contains(st.Stdout, want) || strings.Contains(st.Stderr, want) {
-			return
+			return nil
 		}
 		if st.Done {
-			t.Fatalf("%s exited (status %d) before printing %q\nstdout:\n%s\nstderr:\n%s", p.name, st.Code, want, st.Stdout, st.Stderr)
+			return fmt.Errorf("%s exited (status %d) before printing %q\nstdout:\n%s\nstderr:\n%s", p.name, st.Code, want, lastLines(st.Stdout, 10), st.Stderr)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not print %q within %s\nstdout:\n%s\nstderr:\n%s", p.name, want, timeout, st.Stdout, st.Stderr)
+			return fmt.Errorf("%s did not print %q within %s\nstdout:\n%s\nstderr:\n%s", p.name, want, timeout, lastLines(st.Stdout, 10), st.Stderr)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -242,11 +251,16 @@ func TestCrossLinkFlap(t *testing.T) {
 	endsWithin(t, cli, flap, boundSlack, 255, "rxe0 port 1")
 	linkSet(t, h1, "up")
 	waitPort(t, h1, "ACTIVE", false)
-	// ...while stock rping, which reads no asynchronous events, rides the flap
-	// out: RC retransmission delivers its stalled ping once the link is back.
+	// ...while stock rping reads no asynchronous events: on 6.1 RC retransmission
+	// delivers its stalled ping once the link is back; on 6.12 its connection
+	// often stalls for good (rxe's send path, not rping). Either is recorded, for
+	// docs/multi-host.md; what is asserted here is gorping's behaviour.
 	pings := strings.Count(scli.status(t).Stdout, "ping data: ")
-	waitOutput(t, scli, "rdma-ping-"+strconv.Itoa(pings+3)+": ", time.Minute)
-	t.Logf("stock rping's client went on after the flap (ping %d and on)", pings)
+	if err := printsWithin(t, scli, "rdma-ping-"+strconv.Itoa(pings+3)+": ", 20*time.Second); err != nil {
+		t.Logf("stock rping's running client did not go on after the flap (kernel %s): %v", cl.Kernel, err)
+	} else {
+		t.Logf("stock rping's running client went on after the flap (kernel %s; ping %d and on)", cl.Kernel, pings)
+	}
 	dev := must(t, h1, gorping, "devices")
 	if !strings.Contains(dev, "link_downed") || !strings.Contains(dev, "rdma link delete rxe0") {
 		t.Errorf("gorping devices after a flap does not show it:\n%s", dev)
@@ -275,8 +289,32 @@ func TestCrossLinkFlap(t *testing.T) {
 		addr string
 		port int
 	}{{h2.IPv4, port}, {h2.IPv6, port6}} {
-		if r := run(t, h1, time.Minute, gorping, "-c", "-a", a.addr, "-p", strconv.Itoa(a.port), "-C", "3", "-V"); r.Code != 0 {
-			t.Errorf("after rxe0 was created anew, %s: exit %d\n%s", a.addr, r.Code, r.Stderr)
+		connectsAnew(t, h1, a.addr, a.port)
+	}
+}
+
+// connectsAnew checks that a client on h connects to addr:port, on an rxe0
+// created anew. The new device numbers its QPs from the start again, so a
+// request can reuse the QP number of a connection the peer still holds (one
+// whose disconnect was lost in the flap): the peer's connection manager then
+// rejects it as stale (REJECTED, error 10) and disconnects the old one. Such
+// rejections are retried until a minute has passed.
+func connectsAnew(t *testing.T, h *vm.Host, addr string, port int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for tries := 1; ; tries++ {
+		r := run(t, h, time.Minute, gorping, "-c", "-a", addr, "-p", strconv.Itoa(port), "-C", "3", "-V")
+		switch {
+		case r.Code == 0:
+			if tries > 1 {
+				t.Logf("%s: connected at try %d (the earlier ones were rejected as stale)", addr, tries)
+			}
+			return
+		case strings.Contains(r.Stderr, "RDMA_CM_EVENT_REJECTED, error 10") && time.Now().Before(deadline):
+			time.Sleep(time.Second) // the peer's disconnect of the stale connection
+		default:
+			t.Errorf("after rxe0 was created anew, %s: exit %d at try %d\n%s", addr, r.Code, tries, r.Stderr)
+			return
 		}
 	}
 }
