@@ -4,8 +4,8 @@ import (
 	"testing"
 
 	"github.com/gorping/gorping/test/mlx5model" // the ConnectX model
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/test/providertest"
+	"github.com/gorping/gorping/uverbs"
 )
 
 // The conformance suite over the ConnectX model: the provider's doorbells, BlueFlame

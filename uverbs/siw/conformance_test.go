@@ -8,8 +8,8 @@ import (
 	"unsafe"
 
 	"github.com/gorping/gorping/internal/wire"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/test/providertest"
+	"github.com/gorping/gorping/uverbs"
 )
 
 func TestConformance(t *testing.T) {

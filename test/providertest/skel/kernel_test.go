@@ -7,8 +7,8 @@ import (
 	"unsafe"
 
 	"github.com/gorping/gorping/internal/wire"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/test/providertest"
+	"github.com/gorping/gorping/uverbs"
 )
 
 // The one line that gives a provider the conformance suite (with the kernel half below).
