@@ -10,10 +10,18 @@ import (
 )
 
 // gidEnv is a context whose fake kernel answers QUERY_DEVICE (one port) and QUERY_PORT
-// (a 4-entry GID table); the GID ioctl goes to the context's real fd, /dev/null, which
-// answers ENOTTY (GIDTable then reads the sysfs of a device that has none: no entries).
+// (a 4-entry GID table). The GID ioctl fails with EBADF if the context's fd is closed,
+// else answers ENOTTY as a kernel without the ioctl interface does (GIDTable then reads
+// the sysfs of a device that has none: no entries). It is not sent to the fd itself
+// (/dev/null): qemu-user, which runs the arm64 tests, answers unknown ioctls ENOSYS.
 func gidEnv(t *testing.T) *testEnv {
 	e := newTestEnv(t)
+	e.ctx.cmd.ioctl = func(fd int, _ uint, _ uintptr) error {
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+			return err
+		}
+		return unix.ENOTTY
+	}
 	dev := make([]byte, sizeofQueryDeviceResp)
 	dev[171] = 1 // phys_port_cnt
 	e.k.on(cmdQueryDevice, func([]byte) ([]byte, error) { return dev, nil })
