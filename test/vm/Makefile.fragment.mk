@@ -54,7 +54,7 @@ guest-matrix: $(GUESTRUN)
 # partitions, power-offs and link flaps. The tests run on the host (test/fabric,
 # tag fabric) and drive the guests through their agents. FABRIC_CONSOLE=1 echoes
 # the guests' consoles, FABRIC_PCAP=file captures the wire.
-FABRIC_TARGETS ?= bookworm/amd64 trixie/amd64
+FABRIC_TARGETS ?= bookworm/amd64 trixie/amd64 bookworm/arm64
 FABRIC_TIMEOUT ?= 40m
 .PHONY: fabric
 fabric:
