@@ -91,11 +91,12 @@ type conn interface {
 	PostWrite(n int, raddr uint64, rkey uint32) error
 	// Next returns the next completion or connection event.
 	Next(ctx context.Context) (completion, error)
-	// Stall arms a one-shot watch: once d has passed without Next returning a
-	// completion, Next returns a compStall. 0 disarms it. A compStall may
+	// Stall arms a one-shot watch: once d has passed since from (when the
+	// wait began, a time the caller has read anyway) without a re-arm or a
+	// disarm, Next returns a compStall. d <= 0 disarms it. A compStall may
 	// still arrive shortly after a disarm or a completion: the core checks
 	// the time itself.
-	Stall(d time.Duration)
+	Stall(from time.Time, d time.Duration)
 	// PostKeepalive posts a signaled zero-length RDMA WRITE to (raddr, rkey),
 	// which completes as compKeepalive once the peer's host acknowledged it.
 	PostKeepalive(raddr uint64, rkey uint32) error

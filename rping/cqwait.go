@@ -3,6 +3,7 @@ package rping
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorping/gorping/uverbs"
@@ -53,9 +54,16 @@ type cqWait struct {
 	failed  bool // the completion path broke: every next reports compError
 	// firstErr is the status of the first failed completion (WCSuccess if
 	// none): converse reads it after the loop to explain the failure.
-	firstErr   uverbs.WCStatus
-	cmEvents   chan completion
-	stallTimer *time.Timer // Stall's watch; made on first use
+	firstErr uverbs.WCStatus
+	cmEvents chan completion
+	// The stall watch (stall). Arming it is on every wait of the ping loop, so
+	// it only stores a deadline; the timer is reset only when it would fire
+	// after that deadline, and on firing early it re-arms itself for the rest.
+	stallTimer *time.Timer  // made on first use; guarded by mu
+	stallAt    atomic.Int64 // the watch's deadline on stallClock (0: disarmed)
+	timerAt    atomic.Int64 // when stallTimer fires on stallClock (0: not pending)
+	stallClock time.Time    // the deadlines' zero
+	stopped    bool         // guarded by mu: stop ran, arm nothing more
 
 	mu         sync.Mutex      // guards the wait context, shared with deliverCM
 	waitParent context.Context // the ctx waitCtx derives from
@@ -66,7 +74,7 @@ type cqWait struct {
 // newCQWait returns the loop for cq and ch; armed says whether cq was armed
 // at setup (rping arms once before connecting).
 func newCQWait(cq cqPoller, ch compWaiter, out *printer, busy, armed bool) *cqWait {
-	return &cqWait{cq: cq, ch: ch, out: out, busy: busy, armed: armed, cmEvents: make(chan completion, 1)}
+	return &cqWait{cq: cq, ch: ch, out: out, busy: busy, armed: armed, cmEvents: make(chan completion, 1), stallClock: time.Now()}
 }
 
 // next returns the next completion or CM event. It returns ctx.Err() once ctx
@@ -138,22 +146,64 @@ func (w *cqWait) next(ctx context.Context) (completion, error) {
 	}
 }
 
-// stall arms (d > 0) or disarms the stall watch. When it runs out, a
-// compStall is parked like a CM event (unless one is parked already, which
-// wakes the loop anyway). The timer is made once per connection.
-func (w *cqWait) stall(d time.Duration) {
-	switch {
-	case d <= 0 && w.stallTimer != nil:
-		w.stallTimer.Stop()
-	case d <= 0:
-	case w.stallTimer == nil:
-		w.stallTimer = time.AfterFunc(d, w.stallFired)
-	default:
-		w.stallTimer.Reset(d)
+// stall arms (d > 0) or disarms the stall watch. When d passes without a
+// re-arm or disarm, a compStall is parked like a CM event (unless one is
+// parked already, which wakes the loop anyway). The common case, a re-arm with
+// the same d, is two atomic operations: no timer operation and no clock read
+// (from is the wait's start, which the ping loop reads anyway), which the loop
+// would otherwise pay on every wait.
+func (w *cqWait) stall(from time.Time, d time.Duration) {
+	if d <= 0 {
+		w.stallAt.Store(0)
+		return
 	}
+	at := int64(from.Sub(w.stallClock) + d)
+	w.stallAt.Store(at)
+	if t := w.timerAt.Load(); t != 0 && t <= at {
+		return // the timer fires in time, and re-arms itself if that is early
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	rem := max(time.Duration(at)-time.Since(w.stallClock), 0)
+	if w.stallTimer == nil {
+		w.stallTimer = time.AfterFunc(rem, w.stallFired)
+	} else {
+		w.stallTimer.Reset(rem)
+	}
+	w.timerAt.Store(at)
 }
 
+// stallFired runs when the timer fires: a deadline that has passed parks a
+// compStall; one still ahead (the watch was re-armed since) re-arms the timer.
+// It reads the deadline again after storing the timer's state, and stall
+// stores the deadline before reading that state, so a concurrent stall is
+// seen by one of the two.
 func (w *cqWait) stallFired() {
+	w.mu.Lock()
+	due := false
+	for !w.stopped {
+		at, now := w.stallAt.Load(), int64(time.Since(w.stallClock))
+		switch {
+		case at == 0:
+			w.timerAt.Store(0)
+		case now < at:
+			w.stallTimer.Reset(time.Duration(at - now))
+			w.timerAt.Store(at)
+		default:
+			w.timerAt.Store(0)
+			due = w.stallAt.CompareAndSwap(at, 0)
+		}
+		if due || w.stallAt.Load() == at {
+			break
+		}
+	}
+	w.mu.Unlock()
+	if !due {
+		return
+	}
 	select {
 	case w.cmEvents <- completion{kind: compStall}:
 	default:
@@ -220,10 +270,11 @@ func (w *cqWait) deliverCM(ctx context.Context, comp completion) bool {
 
 // stop releases the wait context and the stall watch.
 func (w *cqWait) stop() {
+	w.mu.Lock()
+	w.stopped = true
 	if w.stallTimer != nil {
 		w.stallTimer.Stop()
 	}
-	w.mu.Lock()
 	if w.waitCancel != nil {
 		w.waitCancel()
 	}

@@ -328,3 +328,94 @@ func TestCQWaitAllocatesNothing(t *testing.T) {
 		t.Errorf("next allocates %.1f times per completion", allocs)
 	}
 }
+
+// stallWithin waits up to limit for the stall watch's compStall and returns
+// when it came.
+func stallWithin(t *testing.T, w *cqWait, limit time.Duration) time.Time {
+	t.Helper()
+	select {
+	case c := <-w.cmEvents:
+		if c.kind != compStall {
+			t.Fatalf("parked %v, want compStall", c.kind)
+		}
+		return time.Now()
+	case <-time.After(limit):
+		t.Fatalf("no compStall within %s", limit)
+	}
+	return time.Time{}
+}
+
+// The stall watch, armed on every wait, fires only once its latest deadline has
+// passed: re-arms move it without timer operations, a shorter re-arm brings the
+// timer forward, a disarm cancels it.
+func TestStallWatch(t *testing.T) {
+	t.Parallel()
+	w := newCQWait(newFakeCQ(), nil, &printer{}, false, false)
+	defer w.stop()
+
+	// Re-armed every 2 ms with 100 ms: no compStall, unless this goroutine
+	// itself was held up for the whole 100 ms between two re-arms.
+	const d = 100 * time.Millisecond
+	var maxGap time.Duration
+	last := time.Now()
+	for end := last.Add(500 * time.Millisecond); time.Now().Before(end); {
+		w.stall(time.Now(), d)
+		now := time.Now()
+		maxGap, last = max(maxGap, now.Sub(last)), now
+		time.Sleep(2 * time.Millisecond)
+	}
+	select {
+	case <-w.cmEvents:
+		if maxGap < d {
+			t.Fatalf("compStall while re-armed (largest gap between re-arms %s < %s)", maxGap, d)
+		}
+		t.Logf("compStall after a %s gap between re-arms: the machine stalled, not the watch", maxGap)
+	default:
+	}
+
+	// Then left alone: it fires d after the last arm.
+	armed := time.Now()
+	w.stall(time.Now(), d)
+	if at := stallWithin(t, w, 10*time.Second); at.Sub(armed) < d {
+		t.Fatalf("compStall %s after the arm, before its %s", at.Sub(armed), d)
+	}
+
+	// A long watch, then a short one: the short deadline holds.
+	w.stall(time.Now(), time.Hour)
+	armed = time.Now()
+	w.stall(time.Now(), 50*time.Millisecond)
+	if at := stallWithin(t, w, 10*time.Second); at.Sub(armed) < 50*time.Millisecond {
+		t.Fatalf("compStall %s after the short arm", at.Sub(armed))
+	}
+
+	// Disarmed, a watch fires nothing: only the next arm's compStall comes, after
+	// that arm's deadline.
+	w.stall(time.Now(), 20*time.Millisecond)
+	w.stall(time.Time{}, 0)
+	time.Sleep(60 * time.Millisecond) // past the disarmed deadline
+	armed = time.Now()
+	w.stall(time.Now(), 50*time.Millisecond)
+	if at := stallWithin(t, w, 10*time.Second); at.Sub(armed) < 50*time.Millisecond {
+		t.Fatalf("compStall %s after the arm: the disarmed watch fired", at.Sub(armed))
+	}
+}
+
+// Arming the watch in the ping loop's steady state costs no allocation.
+func TestStallWatchAllocs(t *testing.T) {
+	w := newCQWait(newFakeCQ(), nil, &printer{}, false, false)
+	defer w.stop()
+	w.stall(time.Now(), time.Minute)
+	if n := testing.AllocsPerRun(1000, func() { w.stall(time.Now(), time.Minute); w.stall(time.Time{}, 0) }); n != 0 {
+		t.Fatalf("%v allocations per arm and disarm", n)
+	}
+}
+
+func BenchmarkStallWatch(b *testing.B) {
+	w := newCQWait(newFakeCQ(), nil, &printer{}, false, false)
+	defer w.stop()
+	from := time.Now()
+	for b.Loop() {
+		w.stall(from, time.Minute)
+		w.stall(time.Time{}, 0)
+	}
+}

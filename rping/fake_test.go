@@ -221,14 +221,14 @@ func (c *fakeConn) Next(ctx context.Context) (completion, error) {
 	}
 }
 
-func (c *fakeConn) Stall(d time.Duration) {
+func (c *fakeConn) Stall(from time.Time, d time.Duration) {
 	c.net.mu.Lock()
 	defer c.net.mu.Unlock()
 	if c.stallTimer != nil {
 		c.stallTimer.Stop()
 	}
 	if d > 0 {
-		c.stallTimer = time.AfterFunc(d, func() {
+		c.stallTimer = time.AfterFunc(max(d-time.Since(from), 0), func() {
 			select {
 			case c.cq <- completion{kind: compStall}:
 			default:

@@ -42,6 +42,7 @@ type pinger struct {
 	policy    stallPolicy
 	tick      time.Duration // half the bound: when a stalled wait posts a keepalive
 	waitStart time.Time     // when the current wait (or idle period) began
+	clock     time.Time     // waits are timed from it: now() reads only the monotonic clock
 	kaSent    time.Time     // the outstanding keepalive's post; zero if none
 	kaAcked   bool          // a keepalive was acknowledged during this wait
 	kaKeyed   bool          // the transport needs a valid rkey for a keepalive (iWARP)
@@ -68,6 +69,7 @@ func newPinger(c conn, cfg *Config, server bool) *pinger {
 		tr:       cfg.tr,
 		diag:     cfg.dg,
 		state:    StateConnected,
+		clock:    time.Now(),
 	}
 	if server {
 		// The server's go-ahead is its never-written send buffer: 16 zero bytes.
@@ -477,9 +479,9 @@ func (p *pinger) mismatch(want State) {
 // that makes no progress ends after the stall bound (stall.go).
 func (p *pinger) awaitWake(ctx context.Context) {
 	if p.tick > 0 {
-		p.waitStart, p.kaAcked = time.Now(), false
-		p.c.Stall(p.tick)
-		defer p.c.Stall(0)
+		p.waitStart, p.kaAcked = p.now(), false
+		p.c.Stall(p.waitStart, p.tick)
+		defer p.c.Stall(time.Time{}, 0)
 	}
 	for {
 		c, err := p.c.Next(ctx)
@@ -510,6 +512,10 @@ func (p *pinger) awaitWake(ctx context.Context) {
 	}
 }
 
+// now is the time for waits: time.Now costs two clock reads (wall and
+// monotonic), this one, and every wait of the ping loop reads it.
+func (p *pinger) now() time.Time { return p.clock.Add(time.Since(p.clock)) }
+
 // onStall handles the stall watch running out during a wait (every half
 // bound): it posts a keepalive, or ends the wait (true) with one line that
 // says what the wait was for and the likely cause.
@@ -517,7 +523,7 @@ func (p *pinger) onStall() (end bool) {
 	now := time.Now()
 	elapsed := now.Sub(p.waitStart)
 	if elapsed < p.tick*9/10 {
-		p.c.Stall(p.tick - elapsed) // a tick of an earlier wait
+		p.c.Stall(now, p.tick-elapsed) // a tick of an earlier wait
 		return false
 	}
 	// A server between pings waits as long as its client likes, as long as
@@ -531,7 +537,7 @@ func (p *pinger) onStall() (end bool) {
 		}
 		p.keepalive()
 		p.waitStart = now
-		p.c.Stall(p.tick)
+		p.c.Stall(now, p.tick)
 		return false
 	}
 	if elapsed >= p.policy.bound-p.tick/10 {
@@ -551,7 +557,7 @@ func (p *pinger) onStall() (end bool) {
 	if p.kaSent.IsZero() && !p.kaAcked {
 		p.keepalive()
 	}
-	p.c.Stall(p.policy.bound - elapsed)
+	p.c.Stall(now, p.policy.bound-elapsed)
 	return false
 }
 

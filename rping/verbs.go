@@ -424,7 +424,7 @@ func (c *verbsConn) postRDMA(op uverbs.WROpcode, n int, raddr uint64, rkey uint3
 
 func (c *verbsConn) Next(ctx context.Context) (completion, error) { return c.wait.next(ctx) }
 
-func (c *verbsConn) Stall(d time.Duration) { c.wait.stall(d) }
+func (c *verbsConn) Stall(from time.Time, d time.Duration) { c.wait.stall(from, d) }
 
 func (c *verbsConn) PostKeepalive(raddr uint64, rkey uint32) error {
 	c.kaWR.RemoteAddr, c.kaWR.RKey = raddr, rkey
