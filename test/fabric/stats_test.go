@@ -4,6 +4,7 @@ package fabric
 
 import (
 	"encoding/json"
+	"github.com/gorping/gorping/test/vm/agent"
 	"sort"
 	"strconv"
 	"strings"
@@ -126,10 +127,35 @@ func TestCrossLoss(t *testing.T) {
 			if lost == 0 {
 				t.Errorf("netem dropped nothing: the test tested no loss")
 			}
-			st := srv.wait(t, time.Minute)
-			checkExit(t, server.name+" server", server, st)
+			serverEndsAfterLossyRun(t, srv, server)
 		})
 	}
+}
+
+// serverEndsAfterLossyRun checks how a server ends once its client has, on a
+// link that loses or corrupts packets. The client's disconnect request crosses
+// that link too, and the client's connection manager stops retransmitting it
+// when the client destroys its ID at exit: when it is lost, stock rping's server
+// waits for ever for the next ping (recorded, then killed), and gorping's ends
+// after its bound, saying the client's host acknowledged nothing.
+// It returns the server's status once it has ended (Done false if not).
+func serverEndsAfterLossyRun(t *testing.T, srv *rproc, server impl) agent.Status {
+	t.Helper()
+	st, err := srv.waitErr(time.Minute)
+	if err != nil {
+		t.Fatalf("wait for %s: %v", srv.name, err)
+	}
+	switch {
+	case !st.Done && server.stock():
+		t.Logf("%s still waits a minute after its client ended: the client's disconnect request was lost, and stock rping waits for ever", srv.name)
+	case !st.Done:
+		t.Errorf("%s did not end within a minute of its client\nstderr:\n%s", srv.name, st.Stderr)
+	case !server.stock() && st.Code == 110 && strings.Contains(st.Stderr, "acknowledged nothing"):
+		t.Logf("%s: the client's disconnect request was lost; it ended after its bound:\n%s", srv.name, lastLines(st.Stderr, 2))
+	default:
+		checkExit(t, server.name+" server", server, st)
+	}
+	return st
 }
 
 // TestCrossNetemMix: jitter, reordering, duplication and corruption on both
@@ -147,9 +173,11 @@ func TestCrossNetemMix(t *testing.T) {
 			waitListening(t, srv, addrPort(h2.IPv4, port), time.Minute)
 			r := pingJSON(t, h1, h2.IPv4, port, 30, "-v")
 			t.Logf("30 pings: min %v, median %v, max %v", r.min(), r.median(), time.Duration(r.sum.RTT.Max))
-			st := srv.wait(t, time.Minute)
-			checkExit(t, server.name+" server", server, st)
-			sameText(t, server.name+" server stdout", st.Stdout, pingLines("server ping data: ", 30, 64))
+			// 1% of packets are corrupted, and dropped: the client's disconnect
+			// request may be one of them.
+			if st := serverEndsAfterLossyRun(t, srv, server); st.Done {
+				sameText(t, server.name+" server stdout", st.Stdout, pingLines("server ping data: ", 30, 64))
+			}
 		})
 	}
 }
