@@ -4,9 +4,13 @@
 //
 //	func TestConformance(t *testing.T) { providertest.Run(t, newDevice) }
 //
-// where newDevice gives a fresh Device: a Kernel with the provider's Driver (the kernel
-// half of its queues), or a device model (mlx5). docs/adding-a-provider.md has the
-// checklist. Test-only: nothing in the product imports it.
+// where newDevice gives a fresh Device, a device model (mlx5); or, for a provider whose
+// data path the kernel runs, with the kernel half of its queues (a Driver):
+//
+//	func TestConformance(t *testing.T) { providertest.RunKernel(t, dev, provider{}, kernel{}) }
+//
+// docs/adding-a-provider.md has the checklist. Test-only: nothing in the product
+// imports it.
 package providertest
 
 import (
@@ -30,6 +34,16 @@ type Device interface {
 // the one that provokes errors on purpose.
 type Checker interface {
 	Errors() []string
+}
+
+// RunKernel runs the conformance suite on a fresh fake kernel per test, with driver drv
+// (the kernel half of provider prov's queues) and dev as its device. Index and Path may
+// be left zero.
+func RunKernel(t *testing.T, dev uverbs.Device, prov uverbs.Provider, drv Driver) {
+	if dev.Path == "" {
+		dev.Index, dev.Path = -1, "/dev/infiniband/uverbs-fake"
+	}
+	Run(t, func(t *testing.T) Device { return NewKernel(t, dev, prov, drv) })
 }
 
 // Run runs the conformance suite; newDevice is called once per test for a fresh device.

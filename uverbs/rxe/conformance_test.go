@@ -14,10 +14,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	providertest.Run(t, func(t *testing.T) providertest.Device {
-		dev := uverbs.Device{Name: "rxe0", Index: -1, Path: "/dev/infiniband/uverbs-fake", Driver: rxeDriver, DriverID: rxeDriverID, ABI: 2}
-		return providertest.NewKernel(t, dev, provider{}, kernelRxe{})
-	})
+	providertest.RunKernel(t, uverbs.Device{Name: "rxe0", Driver: rxeDriver, DriverID: rxeDriverID, ABI: 2}, provider{}, kernelRxe{})
 }
 
 // kernelRxe is rdma_rxe's side of the queues in the fake kernel: rings of struct

@@ -14,10 +14,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	providertest.Run(t, func(t *testing.T) providertest.Device {
-		dev := uverbs.Device{Name: "siw0", Index: -1, Path: "/dev/infiniband/uverbs-fake", Driver: siwDriver, DriverID: siwDriverID, ABI: siwABI}
-		return providertest.NewKernel(t, dev, provider{}, kernelSiw{})
-	})
+	providertest.RunKernel(t, uverbs.Device{Name: "siw0", Driver: siwDriver, DriverID: siwDriverID, ABI: siwABI}, provider{}, kernelSiw{})
 }
 
 // kernelSiw is siw's side of the queues in the fake kernel: element arrays owned by

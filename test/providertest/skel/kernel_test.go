@@ -14,10 +14,7 @@ import (
 // The one line that gives a provider the conformance suite (with the kernel half below).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	providertest.Run(t, func(t *testing.T) providertest.Device {
-		dev := uverbs.Device{Name: "skel0", Index: -1, Path: "/dev/infiniband/uverbs-fake", Driver: Driver, DriverID: DriverID, ABI: 1}
-		return providertest.NewKernel(t, dev, Provider{}, kernel{})
-	})
+	providertest.RunKernel(t, uverbs.Device{Name: "skel0", Driver: Driver, DriverID: DriverID, ABI: 1}, Provider{}, kernel{})
 }
 
 // kernel is the made-up driver's side of the queues in the fake kernel.
