@@ -350,11 +350,11 @@ func (c *verbsConn) close() {
 	c.free()
 }
 
-// free releases the verbs resources in rping's order: buffers, QP, CQ,
-// channel, PD, then the device context.
 // slowDestroy is how long a QP's destruction may take before gorping says it waits.
 const slowDestroy = 5 * time.Second
 
+// free releases the verbs resources in rping's order: buffers, QP, CQ,
+// channel, PD, then the device context.
 func (c *verbsConn) free() {
 	if c.mrs[bufRecv] != nil {
 		c.out.debugf("rping_free_buffers called on cb %p\n", c)
