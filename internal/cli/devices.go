@@ -1,4 +1,4 @@
-package main
+package cli
 
 // `gorping devices`: the RDMA devices of this machine, like ibv_devinfo and `rdma link`.
 //
@@ -46,7 +46,8 @@ func isDevicesCommand(args []string) bool {
 
 // runDevices runs `gorping devices`; args are the words after "devices", already checked
 // by isDevicesCommand.
-func runDevices(args []string, stdout, stderr io.Writer) int {
+func runDevices(args []string, env Env) int {
+	stdout, stderr := env.Stdout, env.Stderr
 	verbose, asJSON := false, false
 	for _, a := range args {
 		switch a {

@@ -1,6 +1,6 @@
 //go:build !guest
 
-package main
+package cli
 
 import (
 	"go/ast"
@@ -20,7 +20,7 @@ import (
 // manPage renders docs/gorping.1.md as `make man` does.
 func manPage(t *testing.T) string {
 	t.Helper()
-	md, err := os.ReadFile("docs/gorping.1.md")
+	md, err := os.ReadFile("../../docs/gorping.1.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestEverySubcommandRegistered(t *testing.T) {
 	}
 	matcher := regexp.MustCompile(`^is[A-Z]\w*Command$`)
 	found := 0
-	for _, f := range pkgs["main"].Files {
+	for _, f := range pkgs["cli"].Files {
 		for _, d := range f.Decls {
 			fd, ok := d.(*ast.FuncDecl)
 			if !ok || fd.Recv != nil || !matcher.MatchString(fd.Name.Name) {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 // `gorping completion bash|zsh|fish`: shell completion scripts, generated from the option
 // tables (optstring and longOpts for rping's command line, subcommands for the rest), so a
@@ -35,7 +35,8 @@ func isCompletionCommand(args []string) bool {
 
 // runCompletion runs `gorping completion`; args are the words after "completion",
 // already checked by isCompletionCommand.
-func runCompletion(args []string, stdout, stderr io.Writer) int {
+func runCompletion(args []string, env Env) int {
+	stdout, stderr := env.Stdout, env.Stderr
 	if wantsHelp(args) {
 		io.WriteString(stdout, completionUsage)
 		return 0
@@ -55,7 +56,7 @@ func runCompletion(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if err := writeCompletion(stdout, args[0]); err != nil {
+	if err := writeCompletion(stdout, args[0], env.Version); err != nil {
 		fmt.Fprintf(stderr, "gorping completion: %v\n", err)
 		return 1
 	}
@@ -108,8 +109,8 @@ type compSub struct {
 	Args       []string
 }
 
-func newCompView() compView {
-	v := compView{Version: version()}
+func newCompView(version string) compView {
+	v := compView{Version: version}
 	for _, o := range rpingOptions() {
 		if !o.hidden {
 			v.Main = append(v.Main, o)
@@ -379,6 +380,6 @@ complete -c gorping -n {{fq $cond}} -a {{q (join .Args " ")}}
 `))
 
 // writeCompletion writes the completion script for shell.
-func writeCompletion(w io.Writer, shell string) error {
-	return compTmpl.ExecuteTemplate(w, shell, newCompView())
+func writeCompletion(w io.Writer, shell, version string) error {
+	return compTmpl.ExecuteTemplate(w, shell, newCompView(version))
 }

@@ -1,6 +1,6 @@
 //go:build !guest
 
-package main
+package cli
 
 import (
 	"os"

@@ -1,8 +1,7 @@
-package main
+package cli
 
 import (
 	"context"
-	"io"
 	"strings"
 
 	"github.com/gorping/gorping/mesh"
@@ -42,7 +41,7 @@ type subcommand struct {
 	args    []string // the other words it takes (completion: bash zsh fish addresses)
 	usage   string   // what -h/--help prints
 	match   func(args []string) bool
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+	run     func(ctx context.Context, args []string, env Env) int
 	// daemon: a signal ends the run as its normal end (mesh: SIGTERM), and
 	// schedule, if set, is its process-wide scheduler choice (main sets it).
 	daemon   bool
@@ -61,8 +60,8 @@ func init() {
 			args: completionArgs, usage: completionUsage, match: isCompletionCommand, run: plain(runCompletion)},
 		{name: "mesh", help: "ping mesh agent exporting to Prometheus", options: meshOptions(), usage: mesh.Usage,
 			match: isMeshCommand, daemon: true, schedule: mesh.Schedule,
-			run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-				return mesh.Main(ctx, args, version(), stdout, stderr)
+			run: func(ctx context.Context, args []string, env Env) int {
+				return mesh.Main(ctx, args, env.Version, env.Stdout, env.Stderr)
 			}},
 	}
 }
@@ -71,8 +70,8 @@ func init() {
 func isMeshCommand(args []string) bool { return mesh.IsCommand(args) }
 
 // plain adapts a subcommand that needs no context.
-func plain(f func(args []string, stdout, stderr io.Writer) int) func(context.Context, []string, io.Writer, io.Writer) int {
-	return func(_ context.Context, args []string, stdout, stderr io.Writer) int { return f(args, stdout, stderr) }
+func plain(f func(args []string, env Env) int) func(context.Context, []string, Env) int {
+	return func(_ context.Context, args []string, env Env) int { return f(args, env) }
 }
 
 // meshOptions are mesh's options as the table lists them (mesh parses its own).

@@ -1,6 +1,6 @@
 //go:build !guest
 
-package main
+package cli
 
 import (
 	"bytes"
@@ -64,7 +64,7 @@ func buildBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "rping")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	build := exec.Command(gobin, "build", "-tags", "gorping_hostenv", "-ldflags", "-X main.buildVersion=v9.9.9 -X main.buildCommit="+testCommit, "-o", bin, ".")
+	build := exec.Command(gobin, "build", "-tags", "gorping_hostenv", "-ldflags", "-X main.buildVersion=v9.9.9 -X main.buildCommit="+testCommit, "-o", bin, "github.com/gorping/gorping")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
