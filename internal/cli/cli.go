@@ -49,12 +49,21 @@ func Run(ctx context.Context, args []string, env Env) (status int, signalEndsRun
 		env.Version = "(devel)"
 	}
 	for _, sc := range subcommands {
-		if sc.match(args) {
-			if env.Schedule && sc.schedule != nil {
-				sc.schedule()
-			}
-			return sc.run(ctx, args[1:], env), sc.daemon
+		ours, w, errLine := sc.match(args)
+		switch {
+		case !ours:
+			continue
+		case w.has("help"):
+			io.WriteString(env.Stdout, sc.usage())
+			return 0, false
+		case errLine != "":
+			io.WriteString(env.Stderr, errLine)
+			return exitCommandUsage, false
 		}
+		if env.Schedule && sc.schedule != nil {
+			sc.schedule()
+		}
+		return sc.run(ctx, w, env), sc.daemon
 	}
 	stdout, stderr := env.Stdout, env.Stderr
 	app := &urfave.App{
@@ -62,7 +71,7 @@ func Run(ctx context.Context, args []string, env Env) (status int, signalEndsRun
 		Usage:                 "RDMA ping-pong test, compatible with rdma-core's rping",
 		Version:               env.Version,
 		Metadata:              map[string]any{"commit": env.Commit},
-		CustomAppHelpTemplate: usageText,
+		CustomAppHelpTemplate: rpingUsage,
 		// rping's own getopt rules parse the command line, not cli's flags.
 		SkipFlagParsing: true,
 		HideHelp:        true,
@@ -73,8 +82,12 @@ func Run(ctx context.Context, args []string, env Env) (status int, signalEndsRun
 		Action: func(c *urfave.Context) error {
 			cfg, act, st := parseArgs(ctx, c.Args().Slice(), env.Posix, stdout, stderr, resolveHost)
 			switch act {
-			case actUsage, actHelp:
+			case actUsage:
 				status = st
+				return urfave.ShowAppHelp(c)
+			case actHelp:
+				// rping's usage first, as it is (scripts read it), then gorping's.
+				c.App.CustomAppHelpTemplate = rpingUsage + gorpingHelp()
 				return urfave.ShowAppHelp(c)
 			case actVersion:
 				urfave.ShowVersion(c)
@@ -86,6 +99,9 @@ func Run(ctx context.Context, args []string, env Env) (status int, signalEndsRun
 					oneProcForEvents(cfg)
 				}
 				status = rping.Run(ctx, cfg)
+				if status == exitNoDevice && noDevices() {
+					fmt.Fprintln(stderr, noDevicesHint)
+				}
 			}
 			return nil
 		},

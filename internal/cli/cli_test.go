@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// wantUsage is stock rping's usage text, typed out independently of usageText.
+// wantUsage is stock rping's usage text, typed out independently of rpingLine.
 var wantUsage = strings.Join([]string{
 	"rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]",
 	"rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]",
@@ -25,6 +25,37 @@ var wantUsage = strings.Join([]string{
 	"\t-q\t\tuse self-created, self-modified QP",
 	"",
 }, "\n")
+
+// wantDevicesUsage is `gorping devices --help`, typed out.
+const wantDevicesUsage = `usage: gorping devices [-v] [--json]
+List the RDMA devices with a uverbs node: driver, node GUID, ports with state, physical
+state, link layer, active MTU, rate and netdev, and whether gorping has a provider for the
+driver.
+  -v, --verbose  also node type, firmware, system image GUID, LIDs and the GID tables
+      --json     one JSON document instead of text
+  -h, --help     print this usage
+`
+
+// wantHelp is --help: rping's usage, then gorping's own block.
+var wantHelp = wantUsage + `
+gorping's own options (not in rping):
+  -i, --interval SEC  client: start a ping every SEC (0.2, 200ms; 0: back to back)
+  -w, --deadline SEC  client: end the run after SEC (10, 1m)
+      --timeout SEC   give up after SEC without progress (0: wait for ever)
+      --poll          busy-poll the completion queue
+      --stats         round-trip time per ping and a summary
+      --json          JSON lines on stdout
+      --trace         trace kernel commands and data-path steps on stderr
+      --help          print this usage, then gorping's own options and commands
+      --version       print the version
+
+gorping's commands:
+  gorping devices [-v] [--json]               list the RDMA devices
+  gorping completion bash|zsh|fish|addresses  print a shell completion script
+  gorping mesh [options]                      ping mesh agent exporting to Prometheus
+
+Each command's --help lists its options; man gorping has everything.
+`
 
 func runCLI(posix bool, args ...string) (status int, stdout, stderr string) {
 	var o, e bytes.Buffer
@@ -49,20 +80,28 @@ func TestRunUsageAndExitCodes(t *testing.T) {
 		{[]string{"-d", "-s", "-Z"}, false, 22, "server\n" + wantUsage, ""},
 		{[]string{"-S", "1", "-S", "64", "-s"}, false, 22, "", "Invalid size 1 (valid range is 23 to 65536)\n"},
 		{[]string{"-C", "-3", "-c"}, false, 22, "", "Invalid count -3\n"},
-		{[]string{"--help"}, false, 0, wantUsage, ""},
-		{[]string{"-s", "--help"}, false, 0, wantUsage, ""},
+		{[]string{"--help"}, false, 0, wantHelp, ""},
+		{[]string{"-s", "--help"}, false, 0, wantHelp, ""},
 		{[]string{"help"}, false, 22, wantUsage, ""}, // a word, not cli's help command
-		// `devices` is a subcommand only as the first word followed by devices options
-		// alone (devices.go); everything else stays rping's.
-		{[]string{"devices", "-x"}, false, 22, wantUsage, ""},
-		{[]string{"devices", "-vx"}, false, 22, wantUsage, ""},
+		// `devices` is a subcommand only as the first word with no rping option after it
+		// (subcommand.go); a word it does not take is its usage error, exit 2.
+		{[]string{"devices", "-x"}, false, 2, "", "gorping devices: unknown option -x (gorping devices --help)\n"},
+		{[]string{"devices", "-vx"}, false, 2, "", "gorping devices: unknown option -vx (gorping devices --help)\n"},
+		{[]string{"devices", "foo"}, false, 2, "", "gorping devices: unexpected argument \"foo\" (gorping devices --help)\n"},
+		{[]string{"devices", "--json=1"}, false, 2, "", "gorping devices: option --json takes no value (gorping devices --help)\n"},
+		{[]string{"devices", "-x", "-h"}, false, 0, wantDevicesUsage, ""},
 		{[]string{"devices", "-d", "-s", "-p"}, false, 22, "server\n" + wantUsage, ""},
+		{[]string{"devices", "-x", "-s", "-p"}, false, 22, wantUsage, ""},
 		{[]string{"-v", "devices"}, false, 22, wantUsage, ""},
 		{[]string{"--", "devices"}, false, 22, wantUsage, ""},
 		{[]string{"devices", "--", "-v"}, false, 22, wantUsage, ""},
-		{[]string{"devices", "--help", "-s"}, false, 0, wantUsage, ""},
-		{[]string{"devices", "--help"}, false, 0, devicesUsage, ""},
-		{[]string{"devices", "-h"}, true, 0, devicesUsage, ""},
+		{[]string{"devices", "--help", "-s"}, false, 0, wantHelp, ""},
+		{[]string{"devices", "--help"}, false, 0, wantDevicesUsage, ""},
+		{[]string{"devices", "-h"}, true, 0, wantDevicesUsage, ""},
+		{[]string{"completion", "tcsh"}, false, 2, "", "gorping completion: \"tcsh\" is not one of bash, zsh, fish, addresses (gorping completion --help)\n"},
+		{[]string{"completion"}, false, 2, "", "gorping completion: name one of bash, zsh, fish, addresses (gorping completion --help)\n"},
+		{[]string{"mesh", "--bogus"}, false, 2, "", "gorping mesh: unknown option --bogus (gorping mesh --help)\n"},
+		{[]string{"mesh", "--interval"}, false, 2, "", "gorping mesh: option --interval needs a value (VALUE) (gorping mesh --help)\n"},
 	} {
 		st, out, errOut := runCLI(tc.posix, tc.args...)
 		if st != tc.status || out != tc.stdout || errOut != tc.stderr {

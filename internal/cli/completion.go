@@ -1,11 +1,12 @@
 package cli
 
 // `gorping completion bash|zsh|fish`: shell completion scripts, generated from the option
-// tables (optstring and longOpts for rping's command line, subcommands for the rest), so a
-// new option is completed without touching the scripts. `gorping completion addresses`
+// tables (rpingLine for rping's command line, subcommands for the rest), so a new option
+// is completed without touching the scripts. `gorping completion addresses`
 // lists what the scripts offer after -a and -I.
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -16,34 +17,31 @@ import (
 	"github.com/gorping/gorping/uverbs"
 )
 
-const completionUsage = `usage: gorping completion bash|zsh|fish
-       gorping completion addresses
-Print the completion script for bash, zsh or fish on stdout (gorping(1), SHELL COMPLETION,
-says where to put it). "addresses" prints the IPv4 and IPv6 addresses of the network
-devices of the local RDMA devices, one per line: what the scripts offer after -a and -I.
-	-h, --help	this text
-`
+// completionShells are the scripts `gorping completion` prints.
+var completionShells = []string{"bash", "zsh", "fish"}
 
-var (
-	completionOptions = []option{{short: 'h', long: "help", help: "print the usage"}}
-	completionArgs    = []string{"bash", "zsh", "fish", "addresses"}
-)
-
-func isCompletionCommand(args []string) bool {
-	return firstWordCommand(args, "completion", completionOptions, completionArgs)
+var completionCommand = &subcommand{
+	name:     "completion",
+	help:     "print a shell completion script",
+	synopsis: "completion bash|zsh|fish|addresses",
+	about: "Print the completion script for bash, zsh or fish on stdout (gorping(1), SHELL COMPLETION,\n" +
+		"says where to put it). \"addresses\" prints the IPv4 and IPv6 addresses of the network\n" +
+		"devices of the local RDMA devices, one per line: what the scripts offer after -a and -I.\n",
+	options: []option{helpOption},
+	args:    append(completionShells, "addresses"),
 }
 
-// runCompletion runs `gorping completion`; args are the words after "completion",
-// already checked by isCompletionCommand.
+func init() {
+	// Here, not in the literal: runCompletion's complaints name completionCommand.
+	completionCommand.run = func(_ context.Context, w words, env Env) int { return runCompletion(w.args, env) }
+}
+
+// runCompletion runs `gorping completion`; args are its words, each one of its arguments.
 func runCompletion(args []string, env Env) int {
 	stdout, stderr := env.Stdout, env.Stderr
-	if wantsHelp(args) {
-		io.WriteString(stdout, completionUsage)
-		return 0
-	}
 	if len(args) != 1 {
-		fmt.Fprintf(stderr, "gorping completion: name one of %s\n", strings.Join(completionArgs, ", "))
-		return exitUsage
+		fmt.Fprint(stderr, completionCommand.usageError("name one of %s", strings.Join(completionCommand.args, ", ")))
+		return exitCommandUsage
 	}
 	if args[0] == "addresses" {
 		addrs, err := rdmaAddresses()
@@ -133,9 +131,7 @@ func spellingsOf(opts []option, keep func(option) bool, sep string) string {
 	return strings.Join(s, sep)
 }
 
-func anyOpt(option) bool     { return true }
-func addrOpt(o option) bool  { return o.arg != "" && o.addr }
-func valueOpt(o option) bool { return o.arg != "" && !o.addr }
+func anyOpt(option) bool { return true }
 
 // Words are everything that may follow the subcommand's name.
 func (s compSub) Words() string {
@@ -144,18 +140,42 @@ func (s compSub) Words() string {
 func (s compSub) ValueOpts() string {
 	return spellingsOf(s.Options, func(o option) bool { return o.arg != "" }, " ")
 }
-func (s compSub) AddrCase() string  { return spellingsOf(s.Options, addrOpt, "|") }
-func (s compSub) ValueCase() string { return spellingsOf(s.Options, valueOpt, "|") }
+func (s compSub) BashValues() string { return bashValues(s.Options) }
 
-func (v compView) MainWords() string { return spellingsOf(v.Main, anyOpt, " ") }
-func (v compView) AddrCase() string  { return spellingsOf(v.Main, addrOpt, "|") }
-func (v compView) ValueCase() string { return spellingsOf(v.Main, valueOpt, "|") }
+func (v compView) MainWords() string  { return spellingsOf(v.Main, anyOpt, " ") }
+func (v compView) BashValues() string { return bashValues(v.Main) }
 func (v compView) SubNames() string {
 	var n []string
 	for _, s := range v.Subs {
 		n = append(n, s.Name)
 	}
 	return strings.Join(n, " ")
+}
+
+// bashValues is the bash case statement that completes the value after one of opts'
+// options (the previous word): addresses, file names, its words, or nothing to offer.
+func bashValues(opts []option) string {
+	var cases []string
+	for _, o := range opts {
+		if o.arg == "" || o.hidden {
+			continue
+		}
+		pat := strings.Join(o.spellings(), "|")
+		switch o.value {
+		case valueAddr:
+			cases = append(cases, pat+`) COMPREPLY=($(compgen -W "$(_gorping_addresses "${COMP_WORDS[0]}")" -- "$cur")); return ;;`)
+		case valueFile:
+			cases = append(cases, pat+`) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;`)
+		case valueWords:
+			cases = append(cases, pat+`) COMPREPLY=($(compgen -W `+shellQuote(strings.Join(o.words, " "))+` -- "$cur")); return ;;`)
+		default:
+			cases = append(cases, pat+") return ;;")
+		}
+	}
+	if len(cases) == 0 {
+		return ""
+	}
+	return "\n\t# the value of an option\n\tcase $prev in\n\t" + strings.Join(cases, "\n\t") + "\n\tesac"
 }
 
 // zshSpec is o as _arguments specs, one per spelling.
@@ -176,13 +196,20 @@ func zshSpec(o option) []string {
 			}
 		}
 		s += "[" + help + "]"
-		switch {
-		case o.addr:
-			s += ":" + o.arg + ":_gorping_addresses"
-		case o.arg != "":
-			s += ":" + o.arg + ": "
+		if o.arg != "" {
+			s += ":" + o.arg + ":"
+			switch o.value {
+			case valueAddr:
+				s += "_gorping_addresses"
+			case valueFile:
+				s += "_files"
+			case valueWords:
+				s += "(" + strings.Join(o.words, " ") + ")"
+			default:
+				s += " "
+			}
 		}
-		specs = append(specs, "'"+s+"'")
+		specs = append(specs, "'"+strings.ReplaceAll(s, "'", `'\''`)+"'")
 	}
 	return specs
 }
@@ -196,11 +223,17 @@ func fishLine(o option, cond string) string {
 	if o.long != "" {
 		s += " -l " + o.long
 	}
-	switch {
-	case o.addr:
-		s += " -x -a '(__gorping_addresses)'"
-	case o.arg != "":
-		s += " -x"
+	if o.arg != "" {
+		switch o.value {
+		case valueAddr:
+			s += " -x -a '(__gorping_addresses)'"
+		case valueFile:
+			s += " -r -F"
+		case valueWords:
+			s += " -x -a " + shellQuote(strings.Join(o.words, " "))
+		default:
+			s += " -x"
+		}
 	}
 	if o.help != "" {
 		s += " -d " + shellQuote(o.help)
@@ -237,15 +270,7 @@ func fishQuote(s string) string {
 var compTmpl = template.Must(template.New("").Funcs(template.FuncMap{
 	"zsh": zshSpec, "fish": fishLine, "fq": fishQuote, "only": onlyFunc, "q": shellQuote, "join": strings.Join,
 }).Parse(`
-{{define "bashprev"}}{{if or .AddrCase .ValueCase}}
-	# the value of an option: addresses, or nothing to offer
-	case $prev in
-{{- with .AddrCase}}
-	{{.}}) COMPREPLY=($(compgen -W "$(_gorping_addresses "${COMP_WORDS[0]}")" -- "$cur")); return ;;{{end}}
-{{- with .ValueCase}}
-	{{.}}) return ;;{{end}}
-	esac
-{{- end}}{{end}}
+{{define "bashprev"}}{{.BashValues}}{{end}}
 
 {{define "bash"}}# bash completion for gorping(1), printed by ` + "`gorping completion bash`" + ` ({{.Version}}).
 # Install it as /usr/share/bash-completion/completions/gorping, or: source <(gorping completion bash)

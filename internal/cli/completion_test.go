@@ -72,7 +72,7 @@ func TestCompletionBash(t *testing.T) {
 		return s
 	}
 	mainOpts := all(rpingOptions())
-	devOpts := all(devicesOptions)
+	devOpts := all(devicesCommand.options)
 	cases := []struct {
 		line string // the words; the last one is being completed
 		want []string
@@ -91,7 +91,7 @@ func TestCompletionBash(t *testing.T) {
 		{"gorping devices --json --v", []string{"--verbose"}},
 		{"gorping devices -s -", mainOpts}, // rping's command line now: the rule
 		{"gorping -v devices -", mainOpts},
-		{"gorping completion ''", append(all(completionOptions), completionArgs...)},
+		{"gorping completion ''", append(all(completionCommand.options), completionCommand.args...)},
 		{"gorping completion f", []string{"fish"}},
 	}
 	var script strings.Builder
@@ -171,12 +171,12 @@ func TestCompletionCommand(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{[]string{"completion", "--help"}, 0, completionUsage, ""},
-		{[]string{"completion"}, 22, "", "gorping completion: name one of bash, zsh, fish, addresses\n"},
-		{[]string{"completion", "bash", "zsh"}, 22, "", "gorping completion: name one of bash, zsh, fish, addresses\n"},
+		{[]string{"completion", "--help"}, 0, completionCommand.usage(), ""},
+		{[]string{"completion"}, 2, "", "gorping completion: name one of bash, zsh, fish, addresses (gorping completion --help)\n"},
+		{[]string{"completion", "bash", "zsh"}, 2, "", "gorping completion: name one of bash, zsh, fish, addresses (gorping completion --help)\n"},
 		{[]string{"completion", "addresses"}, 0, "", ""}, // no RDMA devices: no addresses
-		{[]string{"completion", "tcsh"}, 22, wantUsage, ""},
-		{[]string{"completion", "bash", "-s"}, 19, "", "No RDMA devices were detected\n"},
+		{[]string{"completion", "tcsh"}, 2, "", "gorping completion: \"tcsh\" is not one of bash, zsh, fish, addresses (gorping completion --help)\n"},
+		{[]string{"completion", "bash", "-s"}, 19, "", "No RDMA devices were detected\n" + noDevicesHint + "\n"},
 	} {
 		st, out, errOut := runNoRDMA(t, bin, tc.args...)
 		if st != tc.status || out != tc.stdout || errOut != tc.stderr {

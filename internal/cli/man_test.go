@@ -7,9 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"reflect"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -103,35 +101,43 @@ func manSection(roff, title string) (string, bool) {
 	return rest, true
 }
 
-// A subcommand the table does not know is missed by the man page check and the
-// completions: every is<Name>Command matcher in this package must be in subcommands.
+// A subcommand the table does not know is missed by Run, the man page and the
+// completions: every subcommand literal in this package must be in subcommands.
 func TestEverySubcommandRegistered(t *testing.T) {
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	registered := map[string]bool{}
-	for _, sc := range subcommands {
-		name := runtime.FuncForPC(reflect.ValueOf(sc.match).Pointer()).Name()
-		registered[name[strings.LastIndex(name, ".")+1:]] = true
-	}
-	matcher := regexp.MustCompile(`^is[A-Z]\w*Command$`)
-	found := 0
+	var names []string
 	for _, f := range pkgs["cli"].Files {
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Recv != nil || !matcher.MatchString(fd.Name.Name) {
-				continue
+		ast.Inspect(f, func(n ast.Node) bool {
+			cl, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
 			}
-			found++
-			if !registered[fd.Name.Name] {
-				t.Errorf("%s (%s) is not the match of an entry in subcommands (subcommand.go): register the subcommand there, so gorping(1)'s test and the completions know its options", fd.Name.Name, fset.Position(fd.Pos()))
+			if id, isID := cl.Type.(*ast.Ident); !isID || id.Name != "subcommand" {
+				return true
 			}
+			for _, e := range cl.Elts {
+				if kv, ok := e.(*ast.KeyValueExpr); ok && kv.Key.(*ast.Ident).Name == "name" {
+					names = append(names, strings.Trim(kv.Value.(*ast.BasicLit).Value, `"`))
+				}
+			}
+			return true
+		})
+	}
+	for _, n := range names {
+		found := false
+		for _, sc := range subcommands {
+			found = found || sc.name == n
+		}
+		if !found {
+			t.Errorf("subcommand %q is not in subcommands (subcommand.go): register it there, so Run, gorping(1) and the completions know it", n)
 		}
 	}
-	if found < len(subcommands) {
-		t.Errorf("found %d is*Command functions for %d subcommands", found, len(subcommands))
+	if len(names) != len(subcommands) {
+		t.Errorf("found %d subcommand literals (%q) for %d subcommands", len(names), names, len(subcommands))
 	}
 }
 

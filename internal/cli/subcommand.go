@@ -2,195 +2,184 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"strings"
-
-	"github.com/gorping/gorping/mesh"
 )
 
-// gorping's subcommands. Each takes the command line only when its name is the first word
-// and every later word is one of its own options or arguments (devices.go says why no
-// command line that runs rping changes meaning). The table is also what the man page
-// test and the shell completions read: a subcommand's options are listed once, here.
+// gorping's subcommands. rping ignores words that are not options (`rping devices -s` runs
+// a server), so a command line is a subcommand's only when its name is the first word and
+// no later word is one of rping's options that the subcommand does not have: then it is
+// a usage error for rping (no -s or -c) and no command line that runs rping changes
+// meaning. Within a subcommand's command line a word it does not take (`gorping devices
+// -x`, `gorping mesh --bogus`, a value missing at the end) is its usage error: one line
+// naming the word, exit 2. Every other command line, `devices -s` and `-v devices`
+// included, is rping's.
 
-// option is one command-line option as the completions and the man page test see it.
-type option struct {
-	short  byte   // the letter, 0 for a long-only option
-	long   string // the long name without "--", "" for a letter-only option
-	arg    string // the value's name ("addr", "sec"), "" for a flag
-	help   string // a few words for the completions (zsh, fish show them)
-	addr   bool   // the value is a local address: completions offer the RDMA netdevs' addresses
-	hidden bool   // left out of the completions (rping's -t vestige)
-}
-
-// spellings are the option's command-line forms: "-v", "--verbose".
-func (o option) spellings() []string {
-	var s []string
-	if o.short != 0 {
-		s = append(s, "-"+string(o.short))
-	}
-	if o.long != "" {
-		s = append(s, "--"+o.long)
-	}
-	return s
-}
+// exitCommandUsage is the status of a usage error of gorping's own subcommands (rping's
+// command line keeps rping's 22).
+const exitCommandUsage = 2
 
 type subcommand struct {
-	name    string
-	help    string   // a few words for the completions
-	options []option // its options, -h/--help included
-	args    []string // the other words it takes (completion: bash zsh fish addresses)
-	usage   string   // what -h/--help prints
-	match   func(args []string) bool
-	run     func(ctx context.Context, args []string, env Env) int
+	name      string
+	help      string   // a few words: completions, gorping --help's list of commands
+	synopsis  string   // the usage's first line, after "usage: "
+	about     string   // what the usage says after the synopsis
+	options   []option // its options, -h/--help included
+	args      []string // the other words it takes (completion: bash zsh fish addresses)
+	usageText string   // what --help prints, if not generated (mesh, until its options move here)
+	// run runs the subcommand with its parsed words (help already handled).
+	run func(ctx context.Context, w words, env Env) int
 	// daemon: a signal ends the run as its normal end (mesh: SIGTERM), and
-	// schedule, if set, is its process-wide scheduler choice (main sets it).
+	// schedule, if set, is its process-wide scheduler choice (Env.Schedule).
 	daemon   bool
 	schedule func()
 }
 
-// subcommands is every subcommand; runCmd tries them in order before rping's parser.
+// words are a subcommand's command line, parsed: every option given, by key (option.key)
+// with its values in order ("" for a flag), and the other words.
+type words struct {
+	opts map[string][]string
+	args []string
+	raw  []string // the words as given
+}
+
+func (w words) has(key string) bool { _, ok := w.opts[key]; return ok }
+
+// last is the last value given for key, or def.
+func (w words) last(key, def string) string {
+	if v := w.opts[key]; len(v) > 0 {
+		return v[len(v)-1]
+	}
+	return def
+}
+
+// subcommands is every subcommand; Run tries them in order before rping's parser.
 // (Set in init: the completion scripts are generated from this table.)
-var subcommands []subcommand
+var subcommands []*subcommand
 
 func init() {
-	subcommands = []subcommand{
-		{name: "devices", help: "list the RDMA devices", options: devicesOptions, usage: devicesUsage,
-			match: isDevicesCommand, run: plain(runDevices)},
-		{name: "completion", help: "print a shell completion script", options: completionOptions,
-			args: completionArgs, usage: completionUsage, match: isCompletionCommand, run: plain(runCompletion)},
-		{name: "mesh", help: "ping mesh agent exporting to Prometheus", options: meshOptions(), usage: mesh.Usage,
-			match: isMeshCommand, daemon: true, schedule: mesh.Schedule,
-			run: func(ctx context.Context, args []string, env Env) int {
-				return mesh.Main(ctx, args, env.Version, env.Stdout, env.Stderr)
-			}},
+	subcommands = []*subcommand{devicesCommand, completionCommand, meshCommand()}
+}
+
+// usage is what `gorping NAME --help` prints.
+func (sc *subcommand) usage() string {
+	if sc.usageText != "" {
+		return sc.usageText
 	}
+	return "usage: gorping " + sc.synopsis + "\n" + sc.about + usageList(sc.options)
 }
 
-// isMeshCommand is mesh's subcommand rule (mesh.IsCommand: the same as devices').
-func isMeshCommand(args []string) bool { return mesh.IsCommand(args) }
-
-// plain adapts a subcommand that needs no context.
-func plain(f func(args []string, env Env) int) func(context.Context, []string, Env) int {
-	return func(_ context.Context, args []string, env Env) int { return f(args, env) }
+// usageError is a subcommand's one-line complaint.
+func (sc *subcommand) usageError(format string, args ...any) string {
+	return fmt.Sprintf("gorping %s: %s (gorping %s --help)\n", sc.name, fmt.Sprintf(format, args...), sc.name)
 }
 
-// meshOptions are mesh's options as the table lists them (mesh parses its own).
-func meshOptions() []option {
-	var opts []option
-	for _, f := range mesh.Flags() {
-		o := option{long: f.Name, help: "see gorping mesh --help"}
-		if f.Name == "h" {
-			o = option{short: 'h', help: "usage"}
-		} else if f.Name == "help" {
-			o.help = "usage"
+// option finds the option a word spells: "-v", "--json", "--interval=1s" (value: "1s",
+// hasValue). nil if the word is none of them.
+func (sc *subcommand) option(word string) (o *option, value string, hasValue bool) {
+	name, value, hasValue := strings.Cut(word, "=")
+	if !strings.HasPrefix(name, "--") || !hasValue {
+		name, value, hasValue = word, "", false
+	}
+	for i := range sc.options {
+		for _, sp := range sc.options[i].spellings() {
+			if sp == name {
+				return &sc.options[i], value, hasValue
+			}
 		}
-		if f.Value {
-			o.arg = "value"
-		}
-		opts = append(opts, o)
 	}
-	return opts
+	return nil, "", false
 }
 
-// firstWordCommand is the subcommand rule: args[0] is name, and every later word is one
-// of opts' spellings (with the value after it, for an option that takes one) or one of
-// words.
-func firstWordCommand(args []string, name string, opts []option, words []string) bool {
-	if len(args) == 0 || args[0] != name {
-		return false
+// match applies the subcommand rule to args (rping's argv without the program name):
+// ours says the command line is this subcommand's, and then errLine is "" and w its
+// words, or errLine its usage error.
+func (sc *subcommand) match(args []string) (ours bool, w words, errLine string) {
+	if len(args) == 0 || args[0] != sc.name {
+		return false, words{}, ""
 	}
-next:
+	w = words{opts: map[string][]string{}, raw: args[1:]}
 	for i := 1; i < len(args); i++ {
-		for _, o := range opts {
-			for _, s := range o.spellings() {
-				if args[i] == s {
-					if o.arg != "" {
-						i++
-					}
-					continue next
-				}
+		a := args[i]
+		o, v, hasValue := sc.option(a)
+		switch {
+		case o == nil && isRpingOption(a):
+			return false, words{}, "" // rping's command line (`devices -s`)
+		case o == nil && errLine != "":
+		case o == nil && strings.HasPrefix(a, "-") && a != "-":
+			errLine = sc.usageError("unknown option %s", a)
+		case o == nil:
+			w.args = append(w.args, a)
+		case o.arg == "" && hasValue:
+			if errLine == "" {
+				errLine = sc.usageError("option --%s takes no value", o.long)
 			}
-		}
-		for _, w := range words {
-			if args[i] == w {
-				continue next
+		case o.arg == "":
+			w.opts[o.key()] = append(w.opts[o.key()], "")
+		case !hasValue && i+1 >= len(args):
+			if errLine == "" {
+				errLine = sc.usageError("option %s needs a value (%s)", a, strings.ToUpper(o.arg))
 			}
+		default:
+			if !hasValue {
+				i++
+				v = args[i]
+			}
+			w.opts[o.key()] = append(w.opts[o.key()], v)
 		}
+	}
+	if errLine == "" && !w.has("help") {
+		errLine = sc.checkArgs(w.args)
+	}
+	return true, w, errLine
+}
+
+// checkArgs complains about a word that is not one of the subcommand's arguments.
+func (sc *subcommand) checkArgs(args []string) string {
+	for _, a := range args {
+		known := false
+		for _, k := range sc.args {
+			known = known || a == k
+		}
+		if !known && len(sc.args) > 0 {
+			return sc.usageError("%q is not one of %s", a, strings.Join(sc.args, ", "))
+		}
+		if !known {
+			return sc.usageError("unexpected argument %q", a)
+		}
+	}
+	return ""
+}
+
+// isRpingOption reports whether a word is one of rping's command line's options as its
+// getopt reads the word alone: "--" (the end of the options), a long option or an
+// unambiguous prefix of one (--st), or letters of its option string up to the first that
+// takes a value (-vs, -C5, -a).
+func isRpingOption(word string) bool {
+	switch {
+	case word == "--":
+		return true
+	case strings.HasPrefix(word, "--"):
+		g := getopt{argv: []string{"x"}} // a value for an option that takes one
+		kind, _, _ := g.long(word[2:])
+		return kind != optBad
+	case len(word) < 2 || word[0] != '-':
 		return false
+	}
+	for i := 1; i < len(word); i++ {
+		j := strings.IndexByte(optstring, word[i])
+		if j < 0 || word[i] == ':' {
+			return false
+		}
+		if j+1 < len(optstring) && optstring[j+1] == ':' {
+			return true // the rest of the word, or the next one, is its value
+		}
 	}
 	return true
 }
 
-// wantsHelp reports whether a subcommand's words ask for its usage.
-func wantsHelp(args []string) bool {
-	for _, a := range args {
-		if a == "-h" || a == "--help" {
-			return true
-		}
-	}
-	return false
-}
+// helpOption is every subcommand's -h/--help.
+var helpOption = option{short: 'h', long: "help", help: "print this usage", man: "Print the usage and exit 0."}
 
-// argNames name the values of rping's and gorping's letter options (rping's usage
-// names some of them: "-S size").
-var argNames = map[byte]string{'a': "addr", 'I': "addr", 'p': "port", 'S': "size", 'C': "count", 't': "arg", 'i': "sec", 'w': "sec"}
-
-// longHelp describes gorping's own options (rping's are described by its usage text).
-var longHelp = map[string]string{
-	"help":     "print the usage",
-	"version":  "print the version",
-	"poll":     "busy-poll the completion queue",
-	"stats":    "round-trip time per ping and a summary",
-	"json":     "JSON lines on stdout",
-	"trace":    "trace kernel commands and data-path steps on stderr",
-	"interval": "seconds between the starts of pings",
-	"deadline": "end the run after this many seconds",
-}
-
-// rpingOptions are the options of the main command line, derived from the parser's own
-// tables (optstring, longOpts) and described by rping's usage text where it has them.
-func rpingOptions() []option {
-	usageHelp := map[byte]string{}
-	for _, l := range strings.Split(usageText, "\n") {
-		// "\t-S size \tping data size": the letter, then the text after the last TAB,
-		// up to its first full stop.
-		if len(l) < 3 || !strings.HasPrefix(l, "\t-") {
-			continue
-		}
-		f := strings.Split(l, "\t")
-		h, _, _ := strings.Cut(f[len(f)-1], ".")
-		usageHelp[l[2]] = strings.TrimSpace(h)
-	}
-	var opts []option
-	for i := 0; i < len(optstring); i++ {
-		c := optstring[i]
-		if c == ':' {
-			continue
-		}
-		o := option{short: c, help: usageHelp[c], addr: c == 'a' || c == 'I', hidden: c == 't'}
-		if i+1 < len(optstring) && optstring[i+1] == ':' {
-			o.arg = argNames[c]
-			if o.arg == "" {
-				o.arg = "value"
-			}
-		}
-		for _, l := range longOpts {
-			if l.kind == optShort && l.opt == c {
-				o.long = l.name
-				o.help = longHelp[l.name]
-			}
-		}
-		opts = append(opts, o)
-	}
-	for _, l := range longOpts {
-		if l.kind == optShort && l.opt >= 'A' {
-			continue // the long name of a letter, above
-		}
-		o := option{long: l.name, help: longHelp[l.name]}
-		if l.arg {
-			o.arg = "value"
-		}
-		opts = append(opts, o)
-	}
-	return opts
-}
+// rpingOptions are the options of rping's command line.
+func rpingOptions() []option { return rpingLine }

@@ -3,11 +3,12 @@ package cli
 import (
 	"context"
 	"io"
+	"math/rand/v2"
 	"testing"
 )
 
 // No command line made of a subcommand's words alone runs rping: the rule that lets the
-// subcommand take it (devices.go) holds for every entry of the table.
+// subcommand take it (subcommand.go) holds for every entry of the table.
 func TestSubcommandWordsNeverRunRping(t *testing.T) {
 	for _, sc := range subcommands {
 		var words []string
@@ -23,13 +24,49 @@ func TestSubcommandWordsNeverRunRping(t *testing.T) {
 			lines = append(lines, []string{sc.name, w})
 		}
 		for _, argv := range lines {
-			if !sc.match(argv) {
+			if ours, _, _ := sc.match(argv); !ours {
 				continue
 			}
 			if _, act, _ := parseArgs(context.Background(), argv, false, io.Discard, io.Discard, resolveHost); act == actRun {
 				t.Errorf("%q is subcommand %s, but rping would run it", argv, sc.name)
 			}
 		}
+	}
+}
+
+// No command line that rping would run is a subcommand's, whatever words follow the
+// name: random lines of subcommand words, rping's options and values, and junk.
+func TestRpingRunsStayRpings(t *testing.T) {
+	vocab := []string{"-s", "-c", "-v", "-d", "-vs", "-sv", "-S", "64", "-C", "3", "-a", "127.0.0.1", "-p", "-P",
+		"--", "-", "foo", "-x", "--st", "--stats", "--interval", "--interval=1", "1s", "--timeout", "5", "-h", "--help",
+		"--json", "--verbose", "-i", "0", "bash", "addresses", "--bogus", "--json=1", "-vx"}
+	for _, sc := range subcommands {
+		for _, o := range sc.options {
+			vocab = append(vocab, o.spellings()...)
+		}
+		vocab = append(vocab, sc.args...)
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	claimed := 0
+	for n := 0; n < 20000; n++ {
+		sc := subcommands[rnd.IntN(len(subcommands))]
+		argv := []string{sc.name}
+		for k := rnd.IntN(5); k > 0; k-- {
+			argv = append(argv, vocab[rnd.IntN(len(vocab))])
+		}
+		ours, _, _ := sc.match(argv)
+		if !ours {
+			continue
+		}
+		claimed++
+		for _, posix := range []bool{false, true} {
+			if _, act, _ := parseArgs(context.Background(), argv, posix, io.Discard, io.Discard, fakeResolve); act == actRun {
+				t.Errorf("%q (POSIXLY_CORRECT %v) is subcommand %s's, but rping would run it", argv, posix, sc.name)
+			}
+		}
+	}
+	if claimed < 1000 {
+		t.Errorf("only %d of 20000 lines were a subcommand's: the test tried too little", claimed)
 	}
 }
 
@@ -52,7 +89,7 @@ func TestRpingOptionsFromParser(t *testing.T) {
 	if o := got["-S"]; o.arg != "size" || o.help != "ping data size" {
 		t.Errorf("-S: %+v", o)
 	}
-	if !got["-a"].addr || !got["-I"].addr || got["-p"].addr || !got["-t"].hidden {
+	if got["-a"].value != valueAddr || got["-I"].value != valueAddr || got["-p"].value != valueAny || !got["-t"].hidden {
 		t.Errorf("-a %+v -I %+v -p %+v -t %+v", got["-a"], got["-I"], got["-p"], got["-t"])
 	}
 }
