@@ -20,7 +20,7 @@ func TestDevicesMatch(t *testing.T) {
 		"devices --verbose -h":       ok,
 		"devices --help":             ok,
 		"devices -x":                 bad,
-		"devices --verb":             bad, // no prefixes: a script's word means what it says
+		"devices --verb":             bad,   // no prefixes: a script's word means what it says
 		"devices --js":               rping, // rping's --json (gorping's option there)
 		"devices --json=1":           bad,
 		"devices x":                  bad,
