@@ -410,16 +410,16 @@ func (p *argParser) gorpingOption(c byte, arg string) bool {
 	cfg := &p.cfg
 	switch c {
 	case 'i':
-		if d, ok := p.seconds(arg, true, "interval", "seconds, 0 or more, e.g. 0.2"); ok {
+		if d, ok := p.seconds(arg, true, "interval", "seconds or a duration, 0 or more: 0.2, 200ms"); ok {
 			cfg.Interval = d
 		}
 	case 'w':
-		if d, ok := p.seconds(arg, false, "deadline", "seconds, more than 0, e.g. 10"); ok {
+		if d, ok := p.seconds(arg, false, "deadline", "seconds or a duration, more than 0: 10, 1m"); ok {
 			cfg.Deadline = d
 		}
 	case optTimeout:
 		// 0: wait for ever, as rping does; unset: the connection's RC retry budget.
-		if d, ok := p.seconds(arg, true, "timeout", "seconds, 0 or more, e.g. 5; 0 waits for ever"); ok && d == 0 {
+		if d, ok := p.seconds(arg, true, "timeout", "seconds or a duration, 0 or more: 5, 500ms; 0 waits for ever"); ok && d == 0 {
 			cfg.Timeout = rping.NoTimeout
 		} else if ok {
 			cfg.Timeout = d
@@ -461,19 +461,29 @@ func getAddr(ctx context.Context, host string, dst *netip.Addr, stdout io.Writer
 	return 0
 }
 
-// maxSeconds bounds -i and -w: far beyond any use, well within a Duration.
+// maxSeconds bounds the durations of gorping's options: far beyond any use, well
+// within a Duration.
 const maxSeconds = 1e7
 
-// seconds parses a decimal number of seconds ("0.2", "10", "1e-3") for -i and
-// -w; zero is allowed only if zeroOK.
+// seconds parses the value of an option that takes a time: a decimal number of seconds
+// ("0.2", "10", "1e-3": rping's habit, and what -i, -w and --timeout always took) or a
+// Go duration with its unit ("200ms", "1s", "1m30s": what mesh's options take too), so
+// both forms mean the same everywhere; zero is allowed only if zeroOK.
 func seconds(s string, zeroOK bool) (time.Duration, bool) {
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(v) || v < 0 || v > maxSeconds || (v == 0 && !zeroOK) {
+	var d time.Duration
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(v) || v < 0 || v > maxSeconds {
+			return 0, false
+		}
+		d = time.Duration(v * float64(time.Second))
+		if d == 0 && v > 0 {
+			return 0, false // below a nanosecond
+		}
+	} else if d, err = time.ParseDuration(s); err != nil || d < 0 || d > maxSeconds*time.Second {
 		return 0, false
 	}
-	d := time.Duration(v * float64(time.Second))
-	if d == 0 && v > 0 {
-		return 0, false // below a nanosecond
+	if d == 0 && !zeroOK {
+		return 0, false
 	}
 	return d, true
 }
