@@ -113,12 +113,16 @@ clean:
 	rm -rf bin
 
 # gorping(1), from docs/gorping.1.md (go-md2man), and the completion scripts, printed by
-# the host's own binary.
-.PHONY: man completions install uninstall package image release test-release guest-release
+# the host's own binary. The page's option lists come from internal/cli's option tables
+# (as the usage texts and the completions do): make man-update writes them into
+# docs/gorping.1.md after a change there (internal/mangen's test fails until then).
+.PHONY: man man-update completions install uninstall package image release test-release guest-release
 man: bin/gorping.1
 bin/gorping.1: FORCE
 	@mkdir -p bin
 	$(GO) run ./internal/mangen -version '$(VERSION)' -in docs/gorping.1.md -out $@
+man-update:
+	$(GO) run ./internal/mangen -update docs/gorping.1.md
 
 completions: bin/gorping-linux-$(HOSTARCH)
 	@mkdir -p bin/completion

@@ -101,7 +101,7 @@ func TestRunUsageAndExitCodes(t *testing.T) {
 		{[]string{"completion", "tcsh"}, false, 2, "", "gorping completion: \"tcsh\" is not one of bash, zsh, fish, addresses (gorping completion --help)\n"},
 		{[]string{"completion"}, false, 2, "", "gorping completion: name one of bash, zsh, fish, addresses (gorping completion --help)\n"},
 		{[]string{"mesh", "--bogus"}, false, 2, "", "gorping mesh: unknown option --bogus (gorping mesh --help)\n"},
-		{[]string{"mesh", "--interval"}, false, 2, "", "gorping mesh: option --interval needs a value (VALUE) (gorping mesh --help)\n"},
+		{[]string{"mesh", "--interval"}, false, 2, "", "gorping mesh: option --interval needs a value (DUR) (gorping mesh --help)\n"},
 	} {
 		st, out, errOut := runCLI(tc.posix, tc.args...)
 		if st != tc.status || out != tc.stdout || errOut != tc.stderr {

@@ -93,9 +93,22 @@ func TestCompletionBash(t *testing.T) {
 		{"gorping -v devices -", mainOpts},
 		{"gorping completion ''", append(all(completionCommand.options), completionCommand.args...)},
 		{"gorping completion f", []string{"fish"}},
+		{"gorping mesh --targets ''", []string{"targets.txt", "web.yml"}}, // file names
+		{"gorping mesh --interval 1s --web.config.file w", []string{"web.yml"}},
+		{"gorping mesh --log.level ''", []string{"debug", "info", "warn", "error"}},
+		{"gorping mesh --log.format j", []string{"json"}},
+		{"gorping mesh --log.", []string{"--log.format", "--log.level"}},
+		{"gorping mesh --source ''", []string{"127.0.0.1", "::1"}},
+		{"gorping mesh --interval ''", nil},
+	}
+	files := t.TempDir()
+	for _, f := range []string{"targets.txt", "web.yml"} {
+		if err := os.WriteFile(filepath.Join(files, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var script strings.Builder
-	script.WriteString("source <(gorping completion bash) || exit 1\n" +
+	script.WriteString("cd " + files + " || exit 1\nsource <(gorping completion bash) || exit 1\n" +
 		"c() { COMP_WORDS=(\"$@\"); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); COMPREPLY=(); _gorping; printf '%s\\n' \"${COMPREPLY[*]}\"; }\n" +
 		"complete -p gorping\n")
 	for _, c := range cases {
@@ -139,15 +152,25 @@ func TestCompletionFish(t *testing.T) {
 	fish := needShell(t, "fish")
 	env := completionEnv(t)
 	script := writeScript(t, env, fish, "fish", "gorping.fish")
+	files := t.TempDir()
+	for _, f := range []string{"targets.txt", "web.yml"} {
+		if err := os.WriteFile(filepath.Join(files, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for line, want := range map[string][]string{
-		"gorping --st":          {"--stats"},
-		"gorping de":            {"devices"},
-		"gorping -c -a ":        {"127.0.0.1", "::1"},
-		"gorping devices --":    {"--help", "--json", "--verbose"},
-		"gorping completion z":  {"zsh"},
-		"gorping devices -s --": {"--deadline", "--help", "--interval", "--json", "--poll", "--stats", "--timeout", "--trace", "--version"},
+		"gorping --st":                        {"--stats"},
+		"gorping de":                          {"devices"},
+		"gorping -c -a ":                      {"127.0.0.1", "::1"},
+		"gorping devices --":                  {"--help", "--json", "--verbose"},
+		"gorping completion z":                {"zsh"},
+		"gorping devices -s --":               {"--deadline", "--help", "--interval", "--json", "--poll", "--stats", "--timeout", "--trace", "--version"},
+		"gorping mesh --log.level ":           {"debug", "error", "info", "warn"},
+		"gorping mesh --port 1 --log.format ": {"json", "text"},
+		"gorping mesh --targets t":            {"targets.txt"},
+		"gorping mesh --web.config.file ":     {"targets.txt", "web.yml"},
 	} {
-		out := shellRun(t, env, fish, "--no-config", "-c", "source "+script+"; complete -C '"+line+"'")
+		out := shellRun(t, env, fish, "--no-config", "-c", "cd "+files+"; source "+script+"; complete -C '"+line+"'")
 		var got []string
 		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 			if w, _, _ := strings.Cut(l, "\t"); w != "" {

@@ -139,7 +139,9 @@ func usageList(opts []option) string {
 			if b.Len() > 0 {
 				b.WriteString("\n")
 			}
-			fmt.Fprintf(&b, "%s:\n", o.group)
+			if o.group != "" {
+				fmt.Fprintf(&b, "%s:\n", o.group)
+			}
 			group = o.group
 		}
 		fmt.Fprintf(tw, "  %s\t%s\n", o.usageForm(), o.help)

@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/gorping/gorping/mesh"
 )
 
 // No command line made of a subcommand's words alone runs rping: the rule that lets the
@@ -91,5 +94,23 @@ func TestRpingOptionsFromParser(t *testing.T) {
 	}
 	if got["-a"].value != valueAddr || got["-I"].value != valueAddr || got["-p"].value != valueAny || !got["-t"].hidden {
 		t.Errorf("-a %+v -I %+v -p %+v -t %+v", got["-a"], got["-I"], got["-p"], got["-t"])
+	}
+}
+
+// Until mesh's options are parsed here, package mesh's parser must know exactly the
+// options the table declares (and the table says which take a value as it does).
+func TestMeshTableMatchesParser(t *testing.T) {
+	table := map[string]bool{}
+	for _, o := range meshOptions {
+		table[o.long] = o.arg != ""
+	}
+	parser := map[string]bool{"help": false}
+	for _, f := range mesh.Flags() {
+		if f.Name != "h" {
+			parser[f.Name] = f.Value
+		}
+	}
+	if !maps.Equal(table, parser) {
+		t.Errorf("mesh options: the table has %v, package mesh's parser %v", table, parser)
 	}
 }
