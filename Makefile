@@ -2,7 +2,8 @@
 #
 #   make            static binaries for amd64 and arm64 in bin/
 #   make test       everything: gofmt/vet, unit tests with -race, the ABI layout
-#                   check, the release artifacts, the Soft-RoCE guest tier on the
+#                   check, the Kubernetes manifests against the real API types,
+#                   the release artifacts, the Soft-RoCE guest tier on the
 #                   whole matrix and on a 16 KiB-page arm64 kernel, and the
 #                   multi-host tier
 #   make install    [PREFIX=/usr/local] [DESTDIR=]: binary, gorping(1), completions
@@ -40,7 +41,7 @@ build: $(ARCHES:%=bin/gorping-linux-%)
 bin/gorping-linux-%: FORCE
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ .
 
-test: host-deps lint unit unit-arm64 abicheck test-release guest-matrix guest-16k guest-release fabric
+test: host-deps lint unit unit-arm64 abicheck test-deploy test-release guest-matrix guest-16k guest-release fabric
 
 # The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
 # host; the mlx5 oracle tests (test/mlx5oracle) build a C harness with gcc against
@@ -74,6 +75,7 @@ lint:
 	$(GO) vet $(TEST_TAGS) ./...
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) build -o /dev/null .
 	cd tools/release && $(GO) vet ./...
+	cd tools/deploycheck && $(GO) vet ./...
 
 unit:
 	$(GO) test -race -count=1 $(TEST_TAGS) ./...
@@ -178,6 +180,18 @@ release: package image
 test-release: release
 	cd tools/release && RELEASE_DIR=$(abspath $(RELEASE_DIR)) RELEASE_VERSION='$(VERSION)' RELEASE_COMMIT='$(COMMIT)' \
 		$(GO) test -count=1 ./...
+
+# The Kubernetes manifests, built by kustomize as kubectl apply -k builds them and decoded
+# strictly against Kubernetes' and the Prometheus Operator's Go types (tools/deploycheck, a
+# module of its own: those types stay out of gorping's go.mod); the Operator's PodMonitor and
+# PrometheusRule are generated from deploy/prometheus/gorping-rules.yml (make deploy-update
+# after a change there; the test fails until then). The Prometheus files themselves are
+# checked by promtool in make unit (deploy/deploy_test.go).
+.PHONY: test-deploy deploy-update
+test-deploy:
+	cd tools/deploycheck && $(GO) test -count=1 ./...
+deploy-update:
+	cd tools/deploycheck && $(GO) run . -root ../..
 
 FORCE:
 
