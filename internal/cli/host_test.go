@@ -203,10 +203,11 @@ func withoutPosixlyCorrect(env []string) []string {
 
 // TestSameAsRping runs Debian's rping (rdmacm-utils 44.0) and gorping side by
 // side on a host without RDMA: same stdout, stderr and exit status for every
-// command line, except the deliberate differences listed in gorping(1)'s
-// COMPATIBILITY: gorping's stderr may have its hint after rping's no-device line
-// (the only line it adds on these command lines), and command lines of gorping's
-// own subcommands are not compared here.
+// command line, except the deliberate differences (README's compatibility table,
+// gorping(1)'s SUBCOMMANDS): gorping's stderr may have its hint after rping's
+// no-device line (the only line it adds on these command lines), and command lines
+// of gorping's own subcommands (exit 2 where rping prints its usage) are not
+// compared here.
 //
 // On a host with RDMA, stock rping runs in a namespace that hides the devices
 // (hidingRDMA) and gorping gets an injected environment without them.
