@@ -12,6 +12,7 @@
 #                   --stats, a delay, a partition
 #   make fabric     the multi-host tier alone (FABRIC_TARGETS, RUN=regex)
 #   make trace-doc  the same with --trace: the run docs/one-ping.md is made from
+#   make learn-doc  the runs docs/learn.md quotes (trace, kernel stacks, pollers)
 #   make guest SUITE=bookworm ARCH=amd64 [PKGS=./test/guest] [RUN=regex]
 #                   one guest, while iterating
 
@@ -202,6 +203,13 @@ FORCE:
 .PHONY: trace-doc
 trace-doc: $(GUESTRUN)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/trace.sh $(GUEST_FLAGS); $(guest_skip_ok)
+
+# The runs docs/learn.md quotes, in one guest: devices -v, a --trace pair with the kernel's
+# function tracer on rxe_mmap and ib_uverbs_comp_handler, and 1-8 busy-polling clients at
+# once (test/vm/learn.sh).
+.PHONY: learn-doc
+learn-doc: $(GUESTRUN)
+	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/learn.sh $(GUEST_FLAGS); $(guest_skip_ok)
 
 # The .deb installed with dpkg on a bare Debian guest (SUITE/ARCH) and removed again, and
 # the image's binary run there; both as clients of stock rping (tools/release/guest.sh).
