@@ -8,6 +8,7 @@ package rping
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -325,7 +326,49 @@ rping_free_buffers called on cb X
 	if got := mask(cl.stdout.String(), "DISCONNECTED"); got != wantCl {
 		t.Errorf("client -d lines:\n%s\nwant\n%s", got, wantCl)
 	}
-	if got := mask(sv.stdout.String(), ""); got != wantSv {
-		t.Errorf("server -d lines:\n%s\nwant\n%s", got, wantSv)
+	checkServerDisconnect(t, mask(sv.stdout.String(), ""), wantSv)
+}
+
+// checkServerDisconnect compares the server's -d lines with want, where the
+// DISCONNECTED line may stand anywhere after the last "server rdma write complete":
+// the CM goroutine prints it (as rping's cm_thread does) as soon as the client, which
+// got the last go-ahead, disconnects, independently of the ping loop printing
+// "server posted go ahead" and the go-ahead's "send completion" (the order seen is
+// logged). Every other line, and the DISCONNECTED line's presence once and before
+// "destroy cm_id", is exact.
+func checkServerDisconnect(t *testing.T, got, want string) {
+	t.Helper()
+	const disc = "cma_event type RDMA_CM_EVENT_DISCONNECTED"
+	strip := func(s string) ([]string, int) {
+		var rest []string
+		at := -1
+		for _, l := range strings.Split(s, "\n") {
+			if strings.HasPrefix(l, disc) {
+				if at >= 0 {
+					t.Errorf("server printed DISCONNECTED twice:\n%s", s)
+				}
+				at = len(rest)
+				continue
+			}
+			rest = append(rest, l)
+		}
+		return rest, at
 	}
+	gotRest, gotAt := strip(got)
+	wantRest, _ := strip(want)
+	if !slices.Equal(gotRest, wantRest) || gotAt < 0 {
+		t.Fatalf("server -d lines:\n%s\nwant (DISCONNECTED anywhere after the last rdma write complete)\n%s", got, want)
+	}
+	lastWrite := slices.Index(gotRest, "server rdma write complete ")
+	for i := lastWrite + 1; i < len(gotRest); i++ {
+		if gotRest[i] == "server rdma write complete " {
+			lastWrite = i
+		}
+	}
+	destroy := slices.Index(gotRest, "destroy cm_id X")
+	if gotAt <= lastWrite || gotAt > destroy {
+		t.Fatalf("server's DISCONNECTED line at %d, want after the last rdma write complete (%d) and before destroy cm_id (%d):\n%s",
+			gotAt, lastWrite, destroy, got)
+	}
+	t.Logf("server's DISCONNECTED came after %q", gotRest[gotAt-1])
 }
