@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/gorping/gorping/mesh"
@@ -104,12 +105,20 @@ func TestMeshTableMatchesParser(t *testing.T) {
 	for _, o := range meshOptions {
 		table[o.long] = o.arg != ""
 	}
+	// mesh.Flags lists its parser's options; read through reflect, which takes both
+	// forms it has had ([]Flag{Name, Value}, map[name]takesValue).
 	parser := map[string]bool{"help": false}
-	for _, f := range mesh.Flags() {
-		if f.Name != "h" {
-			parser[f.Name] = f.Value
+	switch fl := reflect.ValueOf(mesh.Flags()); fl.Kind() {
+	case reflect.Slice:
+		for i := 0; i < fl.Len(); i++ {
+			parser[fl.Index(i).FieldByName("Name").String()] = fl.Index(i).FieldByName("Value").Bool()
+		}
+	case reflect.Map:
+		for _, k := range fl.MapKeys() {
+			parser[k.String()] = fl.MapIndex(k).Bool()
 		}
 	}
+	delete(parser, "h")
 	if !maps.Equal(table, parser) {
 		t.Errorf("mesh options: the table has %v, package mesh's parser %v", table, parser)
 	}
