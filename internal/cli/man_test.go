@@ -153,3 +153,62 @@ func TestManPageRenders(t *testing.T) {
 		}
 	}
 }
+
+// gorping(1)'s METRICS names every metric the mesh agent registers: each
+// prometheus.*Opts literal in package mesh with a Name (and the gorping_ prefix where
+// it has Namespace), read from the source so a new metric cannot be missed.
+func TestManPageNamesMeshMetrics(t *testing.T) {
+	roff := manPage(t)
+	sec, ok := strings.CutPrefix(roff[strings.Index(roff, "\n.SH METRICS\n")+1:], ".SH METRICS\n")
+	if !ok {
+		t.Fatal("gorping(1) has no METRICS section")
+	}
+	if i := strings.Index(sec, "\n.SH "); i >= 0 {
+		sec = sec[:i]
+	}
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, "../../mesh", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range pkgs["mesh"].Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			cl, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			sel, ok := cl.Type.(*ast.SelectorExpr)
+			if !ok || !strings.HasSuffix(sel.Sel.Name, "Opts") {
+				return true
+			}
+			name, prefix := "", ""
+			for _, e := range cl.Elts {
+				kv, ok := e.(*ast.KeyValueExpr)
+				if !ok {
+					continue
+				}
+				switch kv.Key.(*ast.Ident).Name {
+				case "Name":
+					if lit, ok := kv.Value.(*ast.BasicLit); ok {
+						name = strings.Trim(lit.Value, `"`)
+					}
+				case "Namespace":
+					prefix = "gorping_"
+				}
+			}
+			if name != "" {
+				names = append(names, prefix+name)
+			}
+			return true
+		})
+	}
+	if len(names) < 10 {
+		t.Fatalf("found %d metrics in package mesh: %q", len(names), names)
+	}
+	for _, n := range names {
+		if !bold(sec, strings.ReplaceAll(n, "_", `\_`)) && !bold(sec, n) {
+			t.Errorf("gorping(1), METRICS, does not name %s (write it in bold, **%s**)", n, n)
+		}
+	}
+}
