@@ -63,9 +63,6 @@ func init() {
 
 // usage is what `gorping NAME --help` prints.
 func (sc *subcommand) usage() string {
-	if sc.usageText != "" {
-		return sc.usageText
-	}
 	return "usage: gorping " + sc.synopsis + "\n" + sc.about + usageList(sc.options)
 }
 
