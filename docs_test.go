@@ -3,12 +3,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gorping/gorping/internal/cli"
 )
 
 // Every relative link of the README and docs/*.md resolves: the file exists, and a
@@ -105,4 +109,20 @@ func anchors(t *testing.T, path string) map[string]bool {
 		seen[a]++
 	}
 	return out
+}
+
+// The README's usage block is what gorping --help prints now.
+func TestReadmeShowsHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	st, _ := cli.Run(context.Background(), []string{"--help"}, cli.Env{Stdout: &out, Stderr: &errOut})
+	if st != 0 || out.Len() == 0 {
+		t.Fatalf("--help: exit %d, stderr %q", st, errOut.String())
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(readme, []byte("```\n"+out.String()+"```\n")) {
+		t.Errorf("README.md has no code block with gorping --help's output:\n%s", out.String())
+	}
 }
