@@ -55,6 +55,9 @@ func checkToken(what, s string, max int) error {
 	return nil
 }
 
+// maxMembers is MaxMembers, lowered by the tests.
+var maxMembers = MaxMembers
+
 // LineError is a members file line that does not parse.
 type LineError struct {
 	Line int
@@ -104,8 +107,8 @@ func ParseMembers(data []byte) ([]Member, []LineError) {
 			errs = append(errs, LineError{n, fmt.Errorf("host %q is already on line %d", m.Host, prev)})
 			continue
 		}
-		if len(ms) == MaxMembers {
-			errs = append(errs, LineError{n, fmt.Errorf("more than %d members", MaxMembers)})
+		if len(ms) == maxMembers {
+			errs = append(errs, LineError{n, fmt.Errorf("more than %d members", maxMembers)})
 			break
 		}
 		seen[m.Host] = n

@@ -12,13 +12,14 @@ import (
 
 // Plan is the pinglist of every member for a membership and a budget; Targets gives one
 // member's list for an epoch. Every agent builds the same Plan from the same membership,
-// in whatever order it learnt the members, so their lists fit together.
+// in whatever order it learnt the members, so their lists fit together. A Plan is safe
+// for concurrent use.
 type Plan struct {
 	budget int     // K: targets per agent, at most members-1
 	groups []group // by name
 	byHost map[string]ref
 	turn   uint64                   // epochs an agent keeps its block of inter-group slots (turnFor)
-	cum    []int64                  // cum[x] = sum of fill weights of groups 0..x-1, for x in 0..len(groups)
+	fill   int64                    // all groups' fill slots: the total fill weight
 	fills  []atomic.Pointer[[]pick] // each group's fill sequence, made when first needed
 }
 
@@ -28,7 +29,7 @@ type group struct {
 	start int      // index of hosts[0] among all members, in plan order
 	intra int      // group-mates each agent probes
 	inter int      // inter-group slots of each agent
-	fill  int64    // slots beyond one per other group (0 if the group cannot cover them)
+	fill  int64    // slots beyond one per other group (0 if short): also its weight as a fill target
 	hash  uint64   // FNV-1a of the name: fill tie-breaks that do not move when groups come and go
 }
 
@@ -97,9 +98,8 @@ func New(members []Member, maxPeers int) (*Plan, error) {
 	}
 	p.turn = turnFor(largest)
 	p.fills = make([]atomic.Pointer[[]pick], len(p.groups))
-	p.cum = make([]int64, len(p.groups)+1)
-	for i, g := range p.groups {
-		p.cum[i+1] = p.cum[i] + g.fill
+	for _, g := range p.groups {
+		p.fill += g.fill
 	}
 	return p, nil
 }
@@ -255,7 +255,7 @@ type pick struct{ off, layer int32 }
 // groups share equally.
 func (p *Plan) fillSequence(a, count int) []pick {
 	G := len(p.groups)
-	equal := p.cum[G]-p.groups[a].fill == 0
+	equal := p.fill == p.groups[a].fill
 	h := make(fillHeap, 0, G-1)
 	for off := 1; off < G; off++ {
 		b := (a + off) % G

@@ -9,53 +9,56 @@ import (
 )
 
 // The figures these tests log are docs/mesh.md's:
-// go test -run 'TestPlan' -v ./mesh/pinglist | grep figures
+// go test -run 'TestPlan|TestSteps' -v ./mesh/pinglist | grep figures
 
 const k64 = 64
 
-// TestPlan10000 is the shape: 10,000 agents in 500 groups of 20, 64 targets each
-// (19 group-mates, 45 in other groups).
-func TestPlan10000(t *testing.T) {
-	ms := uniform(500, 20)
-	p := mustPlan(t, ms, k64)
-	s := p.Summary()
-	if len(s.Short) != 0 || len(s.Sampled) != 0 {
-		t.Fatalf("summary %v: want every group covering and none sampled", s)
-	}
-	var prev edges
-	for _, epoch := range []uint64{0, 1, s.Turn - 1, s.Turn, 123457} {
-		e := allTargets(t, p, ms, epoch)
-		checkLists(t, p, ms, e)
-		if c, all := groupPairs(ms, e); c != all {
-			t.Fatalf("epoch %d: %d of %d ordered group pairs probed", epoch, c, all)
+// TestPlanUniform is the shape, 10,000 agents in 500 groups of 20, and 1,000 in
+// 50, with 64 targets each (19 group-mates, 45 in other groups).
+func TestPlanUniform(t *testing.T) {
+	for _, groups := range []int{50, 500} {
+		ms := uniform(groups, 20)
+		p := mustPlan(t, ms, k64)
+		s := p.Summary()
+		if len(s.Short) != 0 || len(s.Sampled) != 0 {
+			t.Fatalf("summary %v: want every group covering and none sampled", s)
 		}
-		in := inDegree(ms, e)
-		c, all := groupPairs(ms, e)
-		// 19 from the group, 499 coverage slots over 20 members (24 or 25), the rest
-		// fill: a host probed 8 times more or less than 64 means the spread broke.
-		if in.min < k64-8 || in.max > k64+8 {
-			t.Errorf("epoch %d: in-degree %v, want 64±8", epoch, in)
-		}
-		t.Logf("figures: 10000/500 epoch %d: group pairs %d of %d; in-degree %v", epoch, c, all, in)
-		if epoch == 1 {
-			n, total := changed(prev, e)
-			// A rotation moves every inter-group slot to the next member of its group
-			// and leaves group-mates alone: at most 45 of 64.
-			if n > len(ms)*45 {
-				t.Errorf("rotation 0->1 changed %d of %d targets, more than the 45 inter-group slots each", n, total)
+		name := fmt.Sprintf("%d/%d", len(ms), groups)
+		var prev edges
+		for _, epoch := range []uint64{0, 1, s.Turn - 1, s.Turn} {
+			e := allTargets(t, p, ms, epoch)
+			checkLists(t, p, ms, e)
+			c, all := groupPairs(ms, e)
+			if c != all {
+				t.Fatalf("%s epoch %d: %d of %d ordered group pairs probed", name, epoch, c, all)
 			}
-			for a := range e.of {
-				if !slices.Equal(intraOf(e, a), intraOf(prev, a)) {
-					t.Fatalf("rotation changed %s's group-mates", ms[a].Host)
+			in := inDegree(ms, e)
+			// 19 from the group, (G-1)/20 coverage slots each, the rest fill: a host
+			// probed 8 times more or less than 64 means the spread broke.
+			if in.min < k64-8 || in.max > k64+8 {
+				t.Errorf("%s epoch %d: in-degree %v, want 64±8", name, epoch, in)
+			}
+			t.Logf("figures: %s epoch %d: group pairs %d of %d; in-degree %v", name, epoch, c, all, in)
+			if epoch == 1 {
+				n, total := changed(prev, e)
+				// A rotation moves every inter-group slot to the next member of its group
+				// and leaves group-mates alone: at most 45 of 64.
+				if n > len(ms)*45 {
+					t.Errorf("%s: rotation 0->1 changed %d of %d targets, more than the 45 inter-group slots each", name, n, total)
 				}
+				for a := range e.of {
+					if !slices.Equal(intraOf(e, a), intraOf(prev, a)) {
+						t.Fatalf("%s: rotation changed %s's group-mates", name, ms[a].Host)
+					}
+				}
+				t.Logf("figures: %s churn per rotation: %d of %d targets (%.1f %%)", name, n, total, pct(n, total))
 			}
-			t.Logf("figures: 10000/500 churn per rotation: %d of %d targets (%.1f %%)", n, total, pct(n, total))
+			if epoch == s.Turn {
+				n, total := changed(prev, e)
+				t.Logf("figures: %s churn at a turn (epoch %d, blocks move on): %d of %d targets (%.1f %%)", name, epoch, n, total, pct(n, total))
+			}
+			prev = e
 		}
-		if epoch == s.Turn {
-			n, total := changed(prev, e)
-			t.Logf("figures: 10000/500 churn at a turn (epoch %d, holders move on): %d of %d targets (%.1f %%)", epoch, n, total, pct(n, total))
-		}
-		prev = e
 	}
 }
 
@@ -106,6 +109,7 @@ func TestPlanHostPairs(t *testing.T) {
 		ms     []Member
 		agents []string
 	}{
+		{"1000/50", uniform(50, 20), []string{"h0-0", "h17-3", "h25-19", "h49-11"}},
 		{"10000/500", uniform(500, 20), []string{"h0-0", "h17-3", "h250-19", "h499-11"}},
 		{"uneven", sized([]int{20, 1, 7, 33, 12, 2, 20, 40}), []string{"h0-0", "h1-0", "h5-1", "h7-39"}},
 	} {
