@@ -66,14 +66,15 @@ func Pair(local, peer Description, mode Mode) ([]Target, []Problem) {
 	if peer.Name == local.Name {
 		return nil, []Problem{{Peer: peer.Name, Reason: ReasonSelf, Detail: fmt.Sprintf("peer %q is this agent: not probed", peer.Name)}}
 	}
+	// Routable addresses only: two hosts may both use one link-local address.
 	mine := map[netip.Addr]Rail{}
 	for _, l := range local.Rails {
-		for _, p := range l.Addresses {
+		for _, p := range routable(l) {
 			mine[p.Addr()] = l
 		}
 	}
 	for _, r := range peer.Rails {
-		for _, p := range r.Addresses {
+		for _, p := range routable(r) {
 			if l, ok := mine[p.Addr()]; ok {
 				return nil, []Problem{{Peer: peer.Name, Reason: ReasonSelf, Detail: fmt.Sprintf(
 					"peer %q describes %s, an address of this host's %s port %d: its rails are this host's own NICs, not the fabric; not probed",

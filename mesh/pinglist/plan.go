@@ -388,7 +388,8 @@ func (s *idSet) add(id int) {
 type Summary struct {
 	Members, Groups int
 	MaxPeers        int      // the budget in effect (members-1 when there is none)
-	Short           []string // groups with fewer inter-group slots than other groups: their pairs are probed in turn, not every epoch (never, with no slot at all)
+	Short           []string // groups with fewer inter-group slots than other groups: their pairs are probed in turn, not every epoch
+	Closed          []string // groups whose budget goes to group-mates alone: they probe no other group (also Short)
 	Sampled         []string // groups larger than the budget: their agents probe a rotating sample of group-mates
 	Turn            uint64   // epochs an agent keeps its inter-group slots
 	PairEpochs      uint64   // from epoch 0 (or any multiple of it), every pair of hosts in different groups is probed within this many epochs (if the source's group has an inter-group slot)
@@ -410,6 +411,9 @@ func (p *Plan) Summary() Summary {
 	for _, g := range p.groups {
 		if int64(len(g.hosts))*int64(g.inter) < int64(len(p.groups)-1) {
 			s.Short = append(s.Short, g.name)
+			if g.inter == 0 {
+				s.Closed = append(s.Closed, g.name)
+			}
 		}
 		if g.intra < len(g.hosts)-1 {
 			s.Sampled = append(s.Sampled, g.name)
@@ -427,6 +431,9 @@ func (s Summary) String() string {
 		b += "every ordered pair of groups probed in every epoch"
 	} else {
 		b += fmt.Sprintf("%d groups have fewer inter-group slots than other groups (%s): their pairs are probed in turn", len(s.Short), list(s.Short))
+	}
+	if len(s.Closed) > 0 {
+		b += fmt.Sprintf("; %d groups spend the budget on group-mates and probe no other group (%s): raise --max-peers", len(s.Closed), list(s.Closed))
 	}
 	if len(s.Sampled) > 0 {
 		b += fmt.Sprintf("; %d groups larger than the budget are sampled (%s)", len(s.Sampled), list(s.Sampled))

@@ -323,6 +323,11 @@ func TestPlanBadInput(t *testing.T) {
 	if ts, _ := p.Targets("h0-0", 0); len(ts) != 3 {
 		t.Errorf("no budget: %v, want every other member", ts)
 	}
+	closed := mustPlan(t, sized([]int{5, 5, 2}), 4)
+	if s := closed.Summary(); len(s.Closed) != 2 || len(s.Short) != 2 ||
+		!strings.Contains(s.String(), "2 groups spend the budget on group-mates and probe no other group (g0, g1)") {
+		t.Errorf("groups of K+1: %v", s)
+	}
 	one := mustPlan(t, []Member{{"solo", ""}}, 5)
 	if ts, err := one.Targets("solo", 9); err != nil || len(ts) != 0 {
 		t.Errorf("a mesh of one: %v %v", ts, err)
