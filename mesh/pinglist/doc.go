@@ -5,11 +5,11 @@
 // (RunPlan).
 //
 // With a budget of K targets per agent, an agent of a group of n probes its n-1
-// group-mates when they fit (n-1 <= K) and gives the rest, r = min(K-n+1, hosts outside
-// its group), to other groups. A group larger than the budget keeps
-// r = min(ceil((G-1)/n), K/2) inter-group slots per agent (what it needs to reach the G-1
-// other groups) and samples K-r group-mates, a window that moves on by its length every
-// epoch.
+// group-mates when they leave room (n-1 < K) and gives the rest, r = min(K-n+1, hosts
+// outside its group), to other groups. A group that would fill the budget (n-1 >= K,
+// with other groups and K >= 2) keeps r = min(ceil((G-1)/n), K/2) inter-group slots per
+// agent (what it needs to reach the G-1 other groups) and samples K-r group-mates, a
+// window that moves on by its length every epoch.
 //
 // Guarantees, for a fixed membership (docs/mesh.md has the figures):
 //   - Budget: every list has min(K, members-1) targets, each once, never the agent.

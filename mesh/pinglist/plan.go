@@ -81,12 +81,13 @@ func New(members []Member, maxPeers int) (*Plan, error) {
 		start += len(hosts)
 		largest = max(largest, len(hosts))
 		size, outside := len(hosts), n-len(hosts)
-		if size-1 <= p.budget {
+		if size-1 < p.budget || size-1 == p.budget && (len(names) == 1 || p.budget < 2) {
 			g.intra = size - 1
 			g.inter = min(p.budget-g.intra, outside)
 		} else {
-			// More group-mates than budget: keep the inter-group slots the group needs to
-			// reach every other group (at most half the budget) and sample the group.
+			// As many group-mates as budget or more: keep the inter-group slots the group
+			// needs to reach every other group (at most half the budget) and sample the
+			// group, rather than leave it blind to the others.
 			need := int((others + int64(size) - 1) / int64(size))
 			g.inter = min(need, p.budget/2, outside)
 			g.intra = p.budget - g.inter

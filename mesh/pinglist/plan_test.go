@@ -323,10 +323,13 @@ func TestPlanBadInput(t *testing.T) {
 	if ts, _ := p.Targets("h0-0", 0); len(ts) != 3 {
 		t.Errorf("no budget: %v, want every other member", ts)
 	}
-	closed := mustPlan(t, sized([]int{5, 5, 2}), 4)
-	if s := closed.Summary(); len(s.Closed) != 2 || len(s.Short) != 2 ||
+	// Groups of K+1 are sampled, not blind to the others; with K = 1 nothing is left.
+	if s := mustPlan(t, sized([]int{5, 5, 2}), 4).Summary(); len(s.Closed) != 0 || len(s.Sampled) != 2 {
+		t.Errorf("groups of K+1: %v, want sampled", s)
+	}
+	if s := mustPlan(t, sized([]int{2, 2, 1}), 1).Summary(); len(s.Closed) != 2 ||
 		!strings.Contains(s.String(), "2 groups spend the budget on group-mates and probe no other group (g0, g1)") {
-		t.Errorf("groups of K+1: %v", s)
+		t.Errorf("K = 1: %v", s)
 	}
 	one := mustPlan(t, []Member{{"solo", ""}}, 5)
 	if ts, err := one.Targets("solo", 9); err != nil || len(ts) != 0 {
