@@ -24,7 +24,8 @@
 //   - Load: every agent's group-mates probe it n-1 times (exactly K-r when sampled); from
 //     other groups it gets its group's incoming coverage slots spread evenly (floor or
 //     ceil of the covering groups / n_B) plus fill slots in proportion to its group's
-//     spare capacity, so that hosts of equal groups are probed about K times each.
+//     spare capacity (n·r less the coverage it gets), so that hosts are probed about K
+//     times each whatever their group's size.
 //     A small group cannot do better than (covering groups)/n_B: every other group must
 //     probe it every epoch.
 package pinglist

@@ -19,7 +19,7 @@ type Plan struct {
 	groups []group // by name
 	byHost map[string]ref
 	turn   uint64                   // epochs an agent keeps its block of inter-group slots (turnFor)
-	fill   int64                    // all groups' fill slots: the total fill weight
+	want   int64                    // all groups' fill weights
 	fills  []atomic.Pointer[[]pick] // each group's fill sequence, made when first needed
 }
 
@@ -29,8 +29,9 @@ type group struct {
 	start int      // index of hosts[0] among all members, in plan order
 	intra int      // group-mates each agent probes
 	inter int      // inter-group slots of each agent
-	fill  int64    // slots beyond one per other group (0 if short): also its weight as a fill target
-	hash  uint64   // FNV-1a of the name: fill tie-breaks that do not move when groups come and go
+	fill  int64    // slots beyond one per other group (0 if short)
+	want  int64    // its weight as a fill target: spare capacity, times G-1 (weights)
+	hash  uint64   // FNV-1a of the name: fill offsets that do not move when groups come and go
 }
 
 type ref struct{ group, rank int }
@@ -99,10 +100,37 @@ func New(members []Member, maxPeers int) (*Plan, error) {
 	}
 	p.turn = turnFor(largest)
 	p.fills = make([]atomic.Pointer[[]pick], len(p.groups))
-	for _, g := range p.groups {
-		p.fill += g.fill
-	}
+	p.weights()
 	return p, nil
+}
+
+// weights sets each group's weight as a fill target: how far its slots, n·r (what it
+// should be probed from other groups, so that its hosts are probed about K times), exceed
+// the coverage slots it gets anyway (one from each covering group, and a share of the
+// short groups' slots, which spread over G-1 groups). Times G-1, to stay in integers.
+// Short groups get none: they are probed by every covering group already.
+func (p *Plan) weights() {
+	others := int64(len(p.groups) - 1)
+	var covering, shortSlots int64
+	for _, g := range p.groups {
+		if s := int64(len(g.hosts)) * int64(g.inter); s >= others {
+			covering++
+		} else {
+			shortSlots += s
+		}
+	}
+	for i := range p.groups {
+		g := &p.groups[i]
+		s := int64(len(g.hosts)) * int64(g.inter)
+		if s < others {
+			continue
+		}
+		got := (covering-1)*others + shortSlots
+		if w := s*others - got; w > 0 {
+			g.want = w
+			p.want += w
+		}
+	}
 }
 
 // turnFor is how many epochs an agent keeps its inter-group slots while their members
@@ -248,24 +276,27 @@ func (p *Plan) fillOf(a int) []pick {
 // slots to it come before.
 type pick struct{ off, layer int32 }
 
-// fillSequence is the first count fill slots of group a: the other groups in Sainte-Laguë
-// order over their fill weights (each next slot to the group with the largest
-// w/(2f+1), f its slots so far; ties by a hash of the two groups' names). Every prefix
-// is then a proportional share, and a longer sequence only adds slots at its end: a
-// group whose budget changes moves few of its slots. With no weight anywhere else the
-// groups share equally.
+// fillSequence is the first count fill slots of group a: the other groups in the order
+// of a divisor method over their fill weights (weights): each next slot goes to the
+// group with the largest w/(f+u), f its slots so far and u in (0, 1] a hash of the two
+// groups' names. Every prefix is then a share in proportion to the weights, and a longer
+// sequence only adds slots at its end: a group whose budget changes moves few of its
+// slots. The hash makes each source round differently: with one rounding for all (u the
+// same everywhere), a group whose share of each source's fill is under half a slot would
+// get none from any. With no weight anywhere else the groups share equally.
 func (p *Plan) fillSequence(a, count int) []pick {
 	G := len(p.groups)
-	equal := p.fill == p.groups[a].fill
+	equal := p.want == p.groups[a].want
 	h := make(fillHeap, 0, G-1)
 	for off := 1; off < G; off++ {
 		b := (a + off) % G
-		w := p.groups[b].fill
+		w := p.groups[b].want
 		if equal {
 			w = 1
 		}
 		if w > 0 {
-			h = append(h, fillEntry{w: w, key: mix(p.groups[a].hash, p.groups[b].hash), off: int32(off)})
+			u := mix(p.groups[a].hash, p.groups[b].hash)>>32 + 1 // 1..2^32: u·2^32
+			h = append(h, fillEntry{w: w, u: u, off: int32(off)})
 		}
 	}
 	h.init()
@@ -280,20 +311,20 @@ func (p *Plan) fillSequence(a, count int) []pick {
 
 type fillEntry struct {
 	w   int64  // fill weight
+	u   uint64 // the divisor's offset, times 2^32
 	f   int32  // slots so far
 	off int32  // offset after the source
-	key uint64 // tie-break
 }
 
-// before: e's next slot comes before o's: w_e/(2f_e+1) > w_o/(2f_o+1), compared as
-// 128-bit products.
+// before: e's next slot comes before o's: w_e/(f_e+u_e) > w_o/(f_o+u_o), compared as
+// 128-bit products (weights < 2^60, divisors < 2^64).
 func (e *fillEntry) before(o *fillEntry) bool {
-	h1, l1 := bits.Mul64(uint64(e.w), uint64(2*o.f+1))
-	h2, l2 := bits.Mul64(uint64(o.w), uint64(2*e.f+1))
+	h1, l1 := bits.Mul64(uint64(e.w), uint64(o.f)<<32+o.u)
+	h2, l2 := bits.Mul64(uint64(o.w), uint64(e.f)<<32+e.u)
 	if h1 != h2 || l1 != l2 {
 		return h1 > h2 || h1 == h2 && l1 > l2
 	}
-	return e.key < o.key || e.key == o.key && e.off < o.off
+	return e.off < o.off
 }
 
 type fillHeap []fillEntry
