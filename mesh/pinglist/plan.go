@@ -424,7 +424,7 @@ type Summary struct {
 	Closed          []string // groups whose budget goes to group-mates alone: they probe no other group (also Short)
 	Sampled         []string // groups larger than the budget: their agents probe a rotating sample of group-mates
 	Turn            uint64   // epochs an agent keeps its inter-group slots
-	PairEpochs      uint64   // from epoch 0 (or any multiple of it), every pair of hosts in different groups is probed within this many epochs (if the source's group has an inter-group slot)
+	PairEpochs      uint64   // from epoch 0 (and from every multiple of Turn, in a group that is not short), every pair of hosts in different groups is probed within this many epochs (if the source's group has an inter-group slot)
 }
 
 // rounds is how many epochs group g takes to probe every other group: 1, or more for a
