@@ -50,9 +50,10 @@ gorping's own options (not in rping):
       --version       print the version
 
 gorping's commands:
-  gorping devices [-v] [--json]               list the RDMA devices
-  gorping completion bash|zsh|fish|addresses  print a shell completion script
-  gorping mesh [options]                      ping mesh agent exporting to Prometheus
+  gorping completion  print a shell completion script
+  gorping devices     list the RDMA devices
+  gorping mesh        ping mesh agent exporting to Prometheus
+  gorping mesh plan   print the pinglist of a members file
 
 Each command's --help lists its options; man gorping has everything.
 `
@@ -102,6 +103,10 @@ func TestRunUsageAndExitCodes(t *testing.T) {
 		{[]string{"completion"}, false, 2, "", "gorping completion: name one of bash, zsh, fish, addresses (gorping completion --help)\n"},
 		{[]string{"mesh", "--bogus"}, false, 2, "", "gorping mesh: unknown option --bogus (gorping mesh --help)\n"},
 		{[]string{"mesh", "--interval"}, false, 2, "", "gorping mesh: option --interval needs a value (DUR) (gorping mesh --help)\n"},
+		{[]string{"mesh", "plan", "--self", "a"}, false, 2, "", "gorping mesh plan: --members FILE is required (gorping mesh plan --help)\n"},
+		{[]string{"mesh", "plan", "--members"}, false, 2, "", "gorping mesh plan: option --members needs a value (FILE) (gorping mesh plan --help)\n"},
+		{[]string{"mesh", "plan", "--bogus"}, false, 2, "", "gorping mesh plan: unknown option --bogus (gorping mesh plan --help)\n"},
+		{[]string{"mesh", "--port", "1", "plan"}, false, 2, "", "gorping mesh: unexpected argument \"plan\" (gorping mesh --help)\n"},
 	} {
 		st, out, errOut := runCLI(tc.posix, tc.args...)
 		if st != tc.status || out != tc.stdout || errOut != tc.stderr {

@@ -104,8 +104,13 @@ type compView struct {
 type compSub struct {
 	Name, Help string
 	Options    []option
-	Args       []string
+	Args       []string // its arguments, and the next word of a longer subcommand (mesh: plan)
+	N          int      // the words of its name
 }
+
+// First is the index of the first word after the name in a shell's array of words whose
+// index base holds the first word after "gorping".
+func (s compSub) First(base int) int { return base + s.N }
 
 func newCompView(version string) compView {
 	v := compView{Version: version}
@@ -115,7 +120,13 @@ func newCompView(version string) compView {
 		}
 	}
 	for _, s := range subcommands {
-		v.Subs = append(v.Subs, compSub{Name: s.name, Help: s.help, Options: s.options, Args: s.args})
+		cs := compSub{Name: s.name, Help: s.help, Options: s.options, Args: slices.Clone(s.args), N: len(s.nameWords())}
+		for _, l := range subcommands {
+			if next, ok := strings.CutPrefix(l.name, s.name+" "); ok {
+				cs.Args = append(cs.Args, strings.Fields(next)[0])
+			}
+		}
+		v.Subs = append(v.Subs, cs)
 	}
 	return v
 }
@@ -144,12 +155,29 @@ func (s compSub) BashValues() string { return bashValues(s.Options) }
 
 func (v compView) MainWords() string  { return spellingsOf(v.Main, anyOpt, " ") }
 func (v compView) BashValues() string { return bashValues(v.Main) }
-func (v compView) SubNames() string {
+
+// SubNames are the one-word subcommands (what follows "gorping").
+func (v compView) SubNames() string { return strings.Join(v.topNames(), " ") }
+
+func (v compView) topNames() []string {
 	var n []string
 	for _, s := range v.Subs {
-		n = append(n, s.Name)
+		if s.N == 1 {
+			n = append(n, s.Name)
+		}
 	}
-	return strings.Join(n, " ")
+	return n
+}
+
+// Top are the one-word subcommands.
+func (v compView) Top() []compSub {
+	var t []compSub
+	for _, s := range v.Subs {
+		if s.N == 1 {
+			t = append(t, s)
+		}
+	}
+	return t
 }
 
 // bashValues is the bash case statement that completes the value after one of opts'
@@ -241,15 +269,27 @@ func fishLine(o option, cond string) string {
 	return s
 }
 
-// onlyFunc is the subcommand rule as a bash or zsh function, over the shell's array of
-// words (words from index first on, up to the one being completed, index cword).
-func onlyFunc(words string, first int, cword string) string {
-	return fmt.Sprintf(`# _gorping_only WORDS VALUEOPTS: every word between the subcommand and the one being
+// ruleFuncs are the subcommand rule as bash or zsh functions over the shell's array of
+// words arr (the first word after "gorping" at index base; cword: the one being
+// completed; split: how the shell splits a parameter into words).
+func ruleFuncs(arr string, base int, cword, split string) string {
+	return fmt.Sprintf(`# _gorping_is NAME: the words after gorping are NAME's, and the word being completed
+# comes after them.
+_gorping_is() {
+	local w i=%[2]d
+	for w in %[4]s; do
+		[[ ${%[1]s[i]} == "$w" ]] || return 1
+		((i++))
+	done
+	((%[3]s >= i))
+}
+
+# _gorping_only WORDS VALUEOPTS FIRST: every word from index FIRST up to the one being
 # completed is one of WORDS, or the value after one of VALUEOPTS (the subcommand rule:
 # otherwise the command line is rping's).
 _gorping_only() {
 	local i
-	for ((i = %[2]d; i < %[3]s; i++)); do
+	for ((i = $3; i < %[3]s; i++)); do
 		if [[ " $2 " == *" ${%[1]s[i]} "* ]]; then
 			((i++))
 			continue
@@ -257,7 +297,7 @@ _gorping_only() {
 		[[ " $1 " == *" ${%[1]s[i]} "* ]] || return 1
 	done
 }
-`, words, first, cword)
+`, arr, base, cword, split)
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -268,7 +308,7 @@ func fishQuote(s string) string {
 }
 
 var compTmpl = template.Must(template.New("").Funcs(template.FuncMap{
-	"zsh": zshSpec, "fish": fishLine, "fq": fishQuote, "only": onlyFunc, "q": shellQuote, "join": strings.Join,
+	"zsh": zshSpec, "fish": fishLine, "fq": fishQuote, "rule": ruleFuncs, "q": shellQuote, "join": strings.Join,
 }).Parse(`
 {{define "bashprev"}}{{.BashValues}}{{end}}
 
@@ -279,23 +319,17 @@ _gorping_addresses() {
 	command "$1" completion addresses 2>/dev/null
 }
 
-{{only "COMP_WORDS" 2 "COMP_CWORD"}}
+{{rule "COMP_WORDS" 1 "COMP_CWORD" "$1"}}
 _gorping() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
 	COMPREPLY=()
-	if ((COMP_CWORD >= 2)); then
-		case ${COMP_WORDS[1]} in
 {{- range .Subs}}
-		{{.Name}})
-			if _gorping_only {{q .Words}} {{q .ValueOpts}}; then
-				{{- template "bashprev" .}}
-				COMPREPLY=($(compgen -W {{q .Words}} -- "$cur"))
-				return
-			fi
-			;;
-{{- end}}
-		esac
+	if _gorping_is {{q .Name}} && _gorping_only {{q .Words}} {{q .ValueOpts}} {{.First 1}}; then
+		{{- template "bashprev" .}}
+		COMPREPLY=($(compgen -W {{q .Words}} -- "$cur"))
+		return
 	fi
+{{- end}}
 	{{- template "bashprev" .}}
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W {{q .MainWords}} -- "$cur"))
@@ -316,25 +350,19 @@ _gorping_addresses() {
 	compadd -a addrs
 }
 
-{{only "words" 3 "CURRENT"}}
+{{rule "words" 2 "CURRENT" "${=1}"}}
 _gorping() {
-	if ((CURRENT > 2)); then
-		case ${words[2]} in
 {{- range .Subs}}
-		{{.Name}})
-			if _gorping_only {{q .Words}} {{q .ValueOpts}}; then
-				_arguments -S{{range .Options}}{{range zsh .}} \
-					{{.}}{{end}}{{end}}{{if .Args}} \
-					'*:argument:({{join .Args " "}})'{{end}}
-				return
-			fi
-			;;
-{{- end}}
-		esac
+	if _gorping_is {{q .Name}} && _gorping_only {{q .Words}} {{q .ValueOpts}} {{.First 2}}; then
+		_arguments -S{{range .Options}}{{range zsh .}} \
+			{{.}}{{end}}{{end}}{{if .Args}} \
+			'*:argument:({{join .Args " "}})'{{end}}
+		return
 	fi
+{{- end}}
 	if ((CURRENT == 2)) && [[ ${words[CURRENT]} != -* ]]; then
 		local -a subs
-		subs=({{range .Subs}}{{q (print .Name ":" .Help)}} {{end}})
+		subs=({{range .Top}}{{q (print .Name ":" .Help)}} {{end}})
 		_describe -t commands 'gorping subcommand' subs
 		return
 	fi
@@ -358,13 +386,14 @@ function __gorping_addresses
 end
 
 # __gorping_only NAME WORDS VALUEOPTS: the command line is subcommand NAME (the rule of
-# gorping(1): its name first, then only its own words).
+# gorping(1): its name's words first, then only its own words).
 function __gorping_only -a name words valueopts
 	set -l t (commandline -opc)
-	test (count $t) -ge 2; and test "$t[2]" = $name; or return 1
+	set -l k (math (count (string split ' ' -- $name)) + 1)
+	test (count $t) -ge $k; and test "$t[2..$k]" = "$name"; or return 1
 	set -l w (string split ' ' -- $words)
 	set -l v (string split ' ' -- $valueopts)
-	set -e t[1..2]
+	set -e t[1..$k]
 	set -l skip 0
 	for a in $t
 		if test $skip = 1
@@ -381,19 +410,19 @@ end
 
 function __gorping_rping
 {{- range .Subs}}
-	__gorping_only {{.Name}} {{q .Words}} {{q .ValueOpts}}; and return 1
+	__gorping_only {{q .Name}} {{q .Words}} {{q .ValueOpts}}; and return 1
 {{- end}}
 	return 0
 end
 
 complete -c gorping -f
-{{- range .Subs}}
+{{- range .Top}}
 complete -c gorping -n 'test (count (commandline -opc)) -eq 1' -a {{.Name}} -d {{q .Help}}
 {{- end}}
 {{- range .Main}}
 {{fish . "__gorping_rping"}}
 {{- end}}
-{{- range $s := .Subs}}{{$cond := print "__gorping_only " $s.Name " " (q $s.Words) " " (q $s.ValueOpts)}}
+{{- range $s := .Subs}}{{$cond := print "__gorping_only " (q $s.Name) " " (q $s.Words) " " (q $s.ValueOpts)}}
 {{- range .Options}}
 {{fish . $cond}}
 {{- end}}

@@ -100,6 +100,11 @@ func TestCompletionBash(t *testing.T) {
 		{"gorping mesh --log.", []string{"--log.format", "--log.level"}},
 		{"gorping mesh --source ''", []string{"127.0.0.1", "::1"}},
 		{"gorping mesh --interval ''", nil},
+		{"gorping mesh p", []string{"plan"}},
+		{"gorping mesh plan --m", []string{"--members", "--max-peers"}},
+		{"gorping mesh plan --all --members t", []string{"targets.txt"}},
+		{"gorping mesh plan --epoch ''", nil},
+		{"gorping mesh plan -s -", mainOpts}, // rping's command line now
 	}
 	files := t.TempDir()
 	for _, f := range []string{"targets.txt", "web.yml"} {

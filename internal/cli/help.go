@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gorping/gorping/uverbs"
@@ -33,10 +34,12 @@ func gorpingHelp() string {
 	b.WriteString("\ngorping's commands:\n")
 	w := 0
 	for _, sc := range subcommands {
-		w = max(w, len(sc.synopsis))
+		w = max(w, len(sc.name))
 	}
-	for _, sc := range subcommands {
-		fmt.Fprintf(&b, "  gorping %-*s  %s\n", w, sc.synopsis, sc.help)
+	cmds := slices.Clone(subcommands)
+	slices.SortStableFunc(cmds, func(a, b *subcommand) int { return strings.Compare(a.name, b.name) })
+	for _, sc := range cmds {
+		fmt.Fprintf(&b, "  gorping %-*s  %s\n", w, sc.name, sc.help)
 	}
 	b.WriteString("\nEach command's --help lists its options; man gorping has everything.\n")
 	return b.String()

@@ -245,7 +245,7 @@ func TestSameAsRping(t *testing.T) {
 		// Lines starting with "devices" that are not the devices subcommand (devices.go).
 		{"devices", "-s"}, {"devices", "-d", "-s"}, {"devices", "-v", "-d", "-c"}, {"devices", "-x", "-s"},
 		{"devices", "-vs"}, {"devices", "-v", "-S", "1"}, {"devices", "--", "-v"}, {"-d", "devices", "-s"},
-		{"mesh", "-s"}, {"mesh", "-S", "1", "-c"}, {"completion", "bash", "-d", "-s"}, {"mesh", "--st"},
+		{"mesh", "-s"}, {"mesh", "-S", "1", "-c"}, {"mesh", "plan", "-s"}, {"mesh", "plan", "--all", "-d", "-c"}, {"completion", "bash", "-d", "-s"}, {"mesh", "--st"},
 	}
 	hinted := 0
 	same := func(rs int, ro, re string, gs int, gout, gerr string) bool {

@@ -76,7 +76,7 @@ func TestManPageCoversOptions(t *testing.T) {
 		for _, o := range sc.options {
 			words = append(words, o.spellings()...)
 		}
-		st, out, _ := runCLI(false, sc.name, "--help")
+		st, out, _ := runCLI(false, append(sc.nameWords(), "--help")...)
 		if st != 0 || out == "" {
 			t.Errorf("gorping %s --help: exit %d, stdout %q", sc.name, st, out)
 		}

@@ -2,8 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/gorping/gorping/mesh"
+	"github.com/gorping/gorping/mesh/pinglist"
 )
 
 // meshCommand is `gorping mesh`, the agent (package mesh runs it).
@@ -86,4 +91,50 @@ var meshOptions = []option{
 		help: "debug, info, warn or error (default info)"},
 
 	helpOption,
+}
+
+// meshPlanCommand is `gorping mesh plan`: the pinglist an agent of a members file would
+// probe (package mesh/pinglist computes it).
+var meshPlanCommand = &subcommand{
+	name:     "mesh plan",
+	help:     "print the pinglist of a members file",
+	synopsis: "mesh plan --members FILE (--self HOST | --all) [--epoch N] [--max-peers K]",
+	about: "Print the targets a mesh agent of a members file probes in an epoch, one \"AGENT TARGET\"\n" +
+		"line each, and the plan's summary on stderr (docs/mesh.md, pinglists): a full mesh inside\n" +
+		"each group, a rotating sample of the other groups within the budget.\n\n",
+	options: []option{
+		{long: "members", arg: "file", value: valueFile, help: "one \"HOST GROUP\" line per agent, # comments",
+			man: "The members file: one **HOST GROUP** line per agent (a rack, a ToR, a rail), **#**\n" +
+				"starts a comment, a host on one line only. A bad line is refused with its number."},
+		{long: "self", arg: "host", help: "the targets of this agent (a host of the members file)"},
+		{long: "all", help: "the targets of every agent"},
+		{long: "epoch", arg: "n", help: "the epoch whose sample to print (default 0)"},
+		{long: "max-peers", arg: "k", help: "at most K targets per agent (default 0: no limit)"},
+		helpOption,
+	},
+}
+
+func init() {
+	meshPlanCommand.run = func(_ context.Context, w words, env Env) int {
+		o := pinglist.PlanOptions{Members: w.last("members", ""), Self: w.last("self", ""), All: w.has("all")}
+		var err error
+		if o.Epoch, err = strconv.ParseUint(w.last("epoch", "0"), 10, 64); err != nil {
+			fmt.Fprint(env.Stderr, meshPlanCommand.usageError("--epoch %q: want a number, 0 or more", w.last("epoch", "")))
+			return exitCommandUsage
+		}
+		if o.MaxPeers, err = strconv.Atoi(w.last("max-peers", "0")); err != nil {
+			fmt.Fprint(env.Stderr, meshPlanCommand.usageError("--max-peers %q: want a number, 0 or more", w.last("max-peers", "")))
+			return exitCommandUsage
+		}
+		err = pinglist.RunPlan(o, env.Stdout, env.Stderr)
+		switch {
+		case errors.Is(err, pinglist.ErrUsage):
+			fmt.Fprint(env.Stderr, meshPlanCommand.usageError("%s", strings.TrimPrefix(err.Error(), pinglist.ErrUsage.Error()+": ")))
+			return exitCommandUsage
+		case err != nil:
+			fmt.Fprintf(env.Stderr, "gorping mesh plan: %v\n", err)
+			return 1
+		}
+		return 0
+	}
 }

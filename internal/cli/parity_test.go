@@ -114,7 +114,7 @@ func bashOptions(t *testing.T, script, name string) []string {
 		}
 		words = m[1]
 	} else {
-		m := regexp.MustCompile(`(?s)\n\t\t` + regexp.QuoteMeta(name) + `\)\n\t\t\tif _gorping_only '([^']*)'`).FindStringSubmatch(script)
+		m := regexp.MustCompile(`\n\tif _gorping_is '` + regexp.QuoteMeta(name) + `' && _gorping_only '([^']*)'`).FindStringSubmatch(script)
 		if m == nil {
 			t.Fatalf("bash: no case for %s", name)
 		}
@@ -137,7 +137,7 @@ func zshOptions(t *testing.T, script, name string) []string {
 		_, part, _ = strings.Cut(script, "_arguments -s -S")
 		part, _, _ = strings.Cut(part, "\n}\n")
 	} else {
-		_, rest, ok := strings.Cut(script, "\n\t\t"+name+")\n")
+		_, rest, ok := strings.Cut(script, "\n\tif _gorping_is '"+name+"' && ")
 		if !ok {
 			t.Fatalf("zsh: no case for %s", name)
 		}
@@ -155,7 +155,7 @@ func zshOptions(t *testing.T, script, name string) []string {
 func fishOptions(script, name string) ([]string, map[string]string) {
 	cond := `"__gorping_rping"`
 	if name != "" {
-		cond = `"__gorping_only ` + name + ` `
+		cond = `"__gorping_only '` + name + `' `
 	}
 	var s []string
 	help := map[string]string{}

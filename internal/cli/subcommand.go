@@ -58,7 +58,8 @@ func (w words) last(key, def string) string {
 var subcommands []*subcommand
 
 func init() {
-	subcommands = []*subcommand{devicesCommand, completionCommand, meshCommand()}
+	// A longer name before its prefix: `mesh plan` is not mesh's argument "plan".
+	subcommands = []*subcommand{devicesCommand, completionCommand, meshPlanCommand, meshCommand()}
 }
 
 // usage is what `gorping NAME --help` prints.
@@ -88,15 +89,19 @@ func (sc *subcommand) option(word string) (o *option, value string, hasValue boo
 	return nil, "", false
 }
 
+// nameWords are the words of the subcommand's name.
+func (sc *subcommand) nameWords() []string { return strings.Fields(sc.name) }
+
 // match applies the subcommand rule to args (rping's argv without the program name):
 // ours says the command line is this subcommand's, and then errLine is "" and w its
 // words, or errLine its usage error.
 func (sc *subcommand) match(args []string) (ours bool, w words, errLine string) {
-	if len(args) == 0 || args[0] != sc.name {
+	n := len(sc.nameWords())
+	if len(args) < n || strings.Join(args[:n], " ") != sc.name {
 		return false, words{}, ""
 	}
-	w = words{opts: map[string][]string{}, raw: args[1:]}
-	for i := 1; i < len(args); i++ {
+	w = words{opts: map[string][]string{}, raw: args[n:]}
+	for i := n; i < len(args); i++ {
 		a := args[i]
 		o, v, hasValue := sc.option(a)
 		switch {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/gorping/gorping/mesh"
@@ -23,9 +24,10 @@ func TestSubcommandWordsNeverRunRping(t *testing.T) {
 			}
 		}
 		words = append(words, sc.args...)
-		lines := [][]string{{sc.name}, append([]string{sc.name}, words...)}
+		name := sc.nameWords()
+		lines := [][]string{name, append(slices.Clone(name), words...)}
 		for _, w := range words {
-			lines = append(lines, []string{sc.name, w})
+			lines = append(lines, append(slices.Clone(name), w))
 		}
 		for _, argv := range lines {
 			if ours, _, _ := sc.match(argv); !ours {
@@ -54,7 +56,7 @@ func TestRpingRunsStayRpings(t *testing.T) {
 	claimed := 0
 	for n := 0; n < 20000; n++ {
 		sc := subcommands[rnd.IntN(len(subcommands))]
-		argv := []string{sc.name}
+		argv := slices.Clone(sc.nameWords())
 		for k := rnd.IntN(5); k > 0; k-- {
 			argv = append(argv, vocab[rnd.IntN(len(vocab))])
 		}

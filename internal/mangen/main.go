@@ -63,7 +63,7 @@ func main() {
 }
 
 // block is one generated option list: its opening comment names the section.
-var block = regexp.MustCompile(`(?s)(<!-- options ([a-z]+) -->\n)(?:.*?\n)??(<!-- end options -->)`)
+var block = regexp.MustCompile(`(?s)(<!-- options ([a-z][a-z ]*) -->\n)(?:.*?\n)??(<!-- end options -->)`)
 
 // expand writes every block's option list from the option tables.
 func expand(md []byte) ([]byte, error) {

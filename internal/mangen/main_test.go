@@ -26,7 +26,7 @@ func TestManSourceCurrent(t *testing.T) {
 	}
 	// Every table has its block.
 	var names []string
-	for _, m := range regexp.MustCompile(`<!-- options ([a-z]+) -->`).FindAllSubmatch(md, -1) {
+	for _, m := range regexp.MustCompile(`<!-- options ([a-z][a-z ]*) -->`).FindAllSubmatch(md, -1) {
 		names = append(names, string(m[1]))
 	}
 	slices.Sort(names)
