@@ -100,7 +100,7 @@ step "the installed gorping as a client of stock rping"
 ping_stock_rping "installed /usr/bin/gorping" /usr/bin/gorping
 
 step "the agent as gorping-mesh.service starts it: /etc/default/gorping-mesh, /etc/gorping/targets"
-unit=/lib/systemd/system/gorping-mesh.service
+unit=/usr/lib/systemd/system/gorping-mesh.service
 for f in $unit /etc/default/gorping-mesh /etc/gorping/targets; do
 	grep -qx "$f" /tmp/files && [ -f "$f" ] || fail "$f not installed"
 done

@@ -15,17 +15,21 @@ import (
 	_ "github.com/goreleaser/nfpm/v2/rpm"
 )
 
-// Package formats, where each puts the zsh completion (Debian's vendor directory;
-// Fedora's packages use site-functions) and systemd units (bookworm's packages still use
-// /lib; Fedora's /usr/lib).
+// Package formats and where each puts the zsh completion (Debian's vendor directory;
+// Fedora's packages use site-functions).
 var formats = []struct {
-	name    string
-	zshDir  string
-	unitDir string
+	name   string
+	zshDir string
 }{
-	{"deb", "/usr/share/zsh/vendor-completions", "/lib/systemd/system"},
-	{"rpm", "/usr/share/zsh/site-functions", "/usr/lib/systemd/system"},
+	{"deb", "/usr/share/zsh/vendor-completions"},
+	{"rpm", "/usr/share/zsh/site-functions"},
 }
+
+// UnitDir is where both formats put the systemd unit: /usr/lib/systemd/system, lintian's
+// canonical place. Not /lib: on a merged-/usr system /lib is a symlink no package owns,
+// and removing a package that listed /lib made dpkg remove the symlink (the guest test
+// lost its dynamic loader that way).
+const UnitDir = "/usr/lib/systemd/system"
 
 // The agent's service: the unit, its options (a conffile) and its targets file (a
 // conffile the admin fills in), so `systemctl enable --now gorping-mesh` works as
@@ -88,7 +92,7 @@ func Packages(b Build) ([]string, error) {
 				{Source: filepath.Join(b.Completion, "gorping.bash"), Destination: "/usr/share/bash-completion/completions/gorping", FileInfo: mode(0o644, b)},
 				{Source: filepath.Join(b.Completion, "_gorping"), Destination: f.zshDir + "/_gorping", FileInfo: mode(0o644, b)},
 				{Source: filepath.Join(b.Completion, "gorping.fish"), Destination: "/usr/share/fish/vendor_completions.d/gorping.fish", FileInfo: mode(0o644, b)},
-				{Source: service["unit"], Destination: f.unitDir + "/" + MeshUnit, FileInfo: mode(0o644, b)},
+				{Source: service["unit"], Destination: UnitDir + "/" + MeshUnit, FileInfo: mode(0o644, b)},
 				// Configuration: kept on upgrade when the admin changed it (deb conffiles,
 				// rpm %config(noreplace)).
 				{Source: service["default"], Destination: MeshDefaults, Type: files.TypeConfigNoReplace, FileInfo: mode(0o644, b)},

@@ -307,7 +307,7 @@ func TestDeb(t *testing.T) {
 	dpkgDeb := need(t, "dpkg-deb", "dpkg")
 	dir, w := artifacts(t), want(t)
 	wantFiles := append(slices.Clone(packaged),
-		"/lib/systemd/system/gorping-mesh.service",
+		UnitDir+"/"+MeshUnit,
 		"/usr/share/doc/gorping/changelog.Debian.gz",
 		"/usr/share/doc/gorping/copyright",
 		"/usr/share/lintian/overrides/gorping",
@@ -349,7 +349,7 @@ func TestDeb(t *testing.T) {
 			root := t.TempDir()
 			run(t, dpkgDeb, "-x", deb, root)
 			checkTree(t, root, arch, "/usr/share/zsh/vendor-completions", w)
-			checkService(t, root, "/lib/systemd/system")
+			checkService(t, root, UnitDir)
 			// The configuration is the admin's: conffiles, kept on upgrade.
 			ctl := t.TempDir()
 			run(t, dpkgDeb, "-e", deb, ctl)
@@ -383,7 +383,7 @@ func TestRPM(t *testing.T) {
 	rpm2cpio := need(t, "rpm2cpio", "rpm2cpio")
 	cpio := need(t, "cpio", "cpio")
 	dir, w := artifacts(t), want(t)
-	wantFiles := append(slices.Clone(packaged), "/usr/lib/systemd/system/gorping-mesh.service",
+	wantFiles := append(slices.Clone(packaged), UnitDir+"/"+MeshUnit,
 		"/usr/share/licenses/gorping/LICENSE", "/usr/share/zsh/site-functions/_gorping")
 	sort.Strings(wantFiles)
 	for _, arch := range Arches {
@@ -409,7 +409,7 @@ func TestRPM(t *testing.T) {
 				t.Fatalf("rpm2cpio | cpio: %v\n%s", err, out)
 			}
 			checkTree(t, root, arch, "/usr/share/zsh/site-functions", w)
-			checkService(t, root, "/usr/lib/systemd/system")
+			checkService(t, root, UnitDir)
 			if cfg := strings.Fields(run(t, rpm, "-qpc", pkg)); !slices.Equal(cfg, []string{MeshDefaults, MeshTargets}) {
 				t.Errorf("rpm -qpc: %q, want %s and %s", cfg, MeshDefaults, MeshTargets)
 			}
