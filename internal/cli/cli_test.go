@@ -102,6 +102,7 @@ func TestRunUsageAndExitCodes(t *testing.T) {
 		{[]string{"completion", "tcsh"}, false, 2, "", "gorping completion: \"tcsh\" is not one of bash, zsh, fish, addresses (gorping completion --help)\n"},
 		{[]string{"completion"}, false, 2, "", "gorping completion: name one of bash, zsh, fish, addresses (gorping completion --help)\n"},
 		{[]string{"mesh", "--bogus"}, false, 2, "", "gorping mesh: unknown option --bogus (gorping mesh --help)\n"},
+		{[]string{"mesh", "--port", "1", "--nosuch.option=:10175"}, false, 2, "", "gorping mesh: unknown option --nosuch.option (gorping mesh --help)\n"},
 		{[]string{"mesh", "--interval"}, false, 2, "", "gorping mesh: option --interval needs a value (DUR) (gorping mesh --help)\n"},
 		{[]string{"mesh", "plan", "--self", "a"}, false, 2, "", "gorping mesh plan: --members FILE is required (gorping mesh plan --help)\n"},
 		{[]string{"mesh", "plan", "--members"}, false, 2, "", "gorping mesh plan: option --members needs a value (FILE) (gorping mesh plan --help)\n"},

@@ -109,7 +109,8 @@ func (sc *subcommand) match(args []string) (ours bool, w words, errLine string) 
 			return false, words{}, "" // rping's command line (`devices -s`)
 		case o == nil && errLine != "":
 		case o == nil && strings.HasPrefix(a, "-") && a != "-":
-			errLine = sc.usageError("unknown option %s", a)
+			name, _, _ := strings.Cut(a, "=")
+			errLine = sc.usageError("unknown option %s", name)
 		case o == nil:
 			w.args = append(w.args, a)
 		case o.arg == "" && hasValue:
