@@ -1,15 +1,13 @@
 //go:build !guest
 
-package main
+package cli
 
 import (
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
-	"reflect"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -20,7 +18,7 @@ import (
 // manPage renders docs/gorping.1.md as `make man` does.
 func manPage(t *testing.T) string {
 	t.Helper()
-	md, err := os.ReadFile("docs/gorping.1.md")
+	md, err := os.ReadFile("../../docs/gorping.1.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +76,7 @@ func TestManPageCoversOptions(t *testing.T) {
 		for _, o := range sc.options {
 			words = append(words, o.spellings()...)
 		}
-		st, out, _ := runCLI(false, sc.name, "--help")
+		st, out, _ := runCLI(false, append(sc.nameWords(), "--help")...)
 		if st != 0 || out == "" {
 			t.Errorf("gorping %s --help: exit %d, stdout %q", sc.name, st, out)
 		}
@@ -103,35 +101,43 @@ func manSection(roff, title string) (string, bool) {
 	return rest, true
 }
 
-// A subcommand the table does not know is missed by the man page check and the
-// completions: every is<Name>Command matcher in this package must be in subcommands.
+// A subcommand the table does not know is missed by Run, the man page and the
+// completions: every subcommand literal in this package must be in subcommands.
 func TestEverySubcommandRegistered(t *testing.T) {
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	registered := map[string]bool{}
-	for _, sc := range subcommands {
-		name := runtime.FuncForPC(reflect.ValueOf(sc.match).Pointer()).Name()
-		registered[name[strings.LastIndex(name, ".")+1:]] = true
+	var names []string
+	for _, f := range pkgs["cli"].Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			cl, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			if id, isID := cl.Type.(*ast.Ident); !isID || id.Name != "subcommand" {
+				return true
+			}
+			for _, e := range cl.Elts {
+				if kv, ok := e.(*ast.KeyValueExpr); ok && kv.Key.(*ast.Ident).Name == "name" {
+					names = append(names, strings.Trim(kv.Value.(*ast.BasicLit).Value, `"`))
+				}
+			}
+			return true
+		})
 	}
-	matcher := regexp.MustCompile(`^is[A-Z]\w*Command$`)
-	found := 0
-	for _, f := range pkgs["main"].Files {
-		for _, d := range f.Decls {
-			fd, ok := d.(*ast.FuncDecl)
-			if !ok || fd.Recv != nil || !matcher.MatchString(fd.Name.Name) {
-				continue
-			}
-			found++
-			if !registered[fd.Name.Name] {
-				t.Errorf("%s (%s) is not the match of an entry in subcommands (subcommand.go): register the subcommand there, so gorping(1)'s test and the completions know its options", fd.Name.Name, fset.Position(fd.Pos()))
-			}
+	for _, n := range names {
+		found := false
+		for _, sc := range subcommands {
+			found = found || sc.name == n
+		}
+		if !found {
+			t.Errorf("subcommand %q is not in subcommands (subcommand.go): register it there, so Run, gorping(1) and the completions know it", n)
 		}
 	}
-	if found < len(subcommands) {
-		t.Errorf("found %d is*Command functions for %d subcommands", found, len(subcommands))
+	if len(names) != len(subcommands) {
+		t.Errorf("found %d subcommand literals (%q) for %d subcommands", len(names), names, len(subcommands))
 	}
 }
 
@@ -144,6 +150,65 @@ func TestManPageRenders(t *testing.T) {
 	for _, sec := range []string{"NAME", "SYNOPSIS", "OPTIONS", "GORPING OPTIONS", "SUBCOMMANDS", "EXIT STATUS", "EXAMPLES", "SEE ALSO"} {
 		if !strings.Contains(roff, "\n.SH "+sec+"\n") {
 			t.Errorf("no section %s", sec)
+		}
+	}
+}
+
+// gorping(1)'s METRICS names every metric the mesh agent registers: each
+// prometheus.*Opts literal in package mesh with a Name (and the gorping_ prefix where
+// it has Namespace), read from the source so a new metric cannot be missed.
+func TestManPageNamesMeshMetrics(t *testing.T) {
+	roff := manPage(t)
+	sec, ok := strings.CutPrefix(roff[strings.Index(roff, "\n.SH METRICS\n")+1:], ".SH METRICS\n")
+	if !ok {
+		t.Fatal("gorping(1) has no METRICS section")
+	}
+	if i := strings.Index(sec, "\n.SH "); i >= 0 {
+		sec = sec[:i]
+	}
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, "../../mesh", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range pkgs["mesh"].Files {
+		ast.Inspect(f, func(n ast.Node) bool {
+			cl, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			sel, ok := cl.Type.(*ast.SelectorExpr)
+			if !ok || !strings.HasSuffix(sel.Sel.Name, "Opts") {
+				return true
+			}
+			name, prefix := "", ""
+			for _, e := range cl.Elts {
+				kv, ok := e.(*ast.KeyValueExpr)
+				if !ok {
+					continue
+				}
+				switch kv.Key.(*ast.Ident).Name {
+				case "Name":
+					if lit, ok := kv.Value.(*ast.BasicLit); ok {
+						name = strings.Trim(lit.Value, `"`)
+					}
+				case "Namespace":
+					prefix = "gorping_"
+				}
+			}
+			if name != "" {
+				names = append(names, prefix+name)
+			}
+			return true
+		})
+	}
+	if len(names) < 10 {
+		t.Fatalf("found %d metrics in package mesh: %q", len(names), names)
+	}
+	for _, n := range names {
+		if !bold(sec, strings.ReplaceAll(n, "_", `\_`)) && !bold(sec, n) {
+			t.Errorf("gorping(1), METRICS, does not name %s (write it in bold, **%s**)", n, n)
 		}
 	}
 }

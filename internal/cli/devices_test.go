@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -8,35 +8,52 @@ import (
 	"testing"
 )
 
-func TestIsDevicesCommand(t *testing.T) {
-	for argv, want := range map[string]bool{
-		"devices":                    true,
-		"devices -v":                 true,
-		"devices --json":             true,
-		"devices -v --json --json":   true,
-		"devices --verbose -h":       true,
-		"devices --help":             true,
-		"":                           false,
-		"device":                     false,
-		"Devices":                    false,
-		"devices -s":                 false,
-		"devices -v -s":              false,
-		"devices -vV":                false,
-		"devices -x":                 false,
-		"devices --js":               false,
-		"devices --json=1":           false,
-		"devices x":                  false,
-		"devices --":                 false,
-		"-s devices":                 false,
-		"-v devices":                 false,
-		"devices -c -a 192.0.2.1 -v": false,
+// The subcommand rule on devices' command lines: its own (ok), its usage errors, or
+// rping's.
+func TestDevicesMatch(t *testing.T) {
+	const ok, bad, rping = "ok", "usage error", "rping's"
+	for argv, want := range map[string]string{
+		"devices":                    ok,
+		"devices -v":                 ok,
+		"devices --json":             ok,
+		"devices -v --json --json":   ok,
+		"devices --verbose -h":       ok,
+		"devices --help":             ok,
+		"devices -x":                 bad,
+		"devices --verb":             bad,   // no prefixes: a script's word means what it says
+		"devices --js":               rping, // rping's --json (gorping's option there)
+		"devices --json=1":           bad,
+		"devices x":                  bad,
+		"devices -vx":                bad,
+		"devices -s":                 rping,
+		"devices -v -s":              rping,
+		"devices -vV":                rping,
+		"devices -x -s":              rping,
+		"devices --":                 rping,
+		"devices --st":               rping, // rping's --stats
+		"devices -c -a 192.0.2.1 -v": rping,
+		"":                           rping,
+		"device":                     rping,
+		"Devices":                    rping,
+		"-s devices":                 rping,
+		"-v devices":                 rping,
 	} {
 		var args []string
 		if argv != "" {
 			args = strings.Fields(argv)
 		}
-		if got := isDevicesCommand(args); got != want {
-			t.Errorf("isDevicesCommand(%q) = %v, want %v", argv, got, want)
+		ours, w, errLine := devicesCommand.match(args)
+		got := rping
+		switch {
+		case ours && errLine == "":
+			got = ok
+		case ours && w.has("help"):
+			got = ok
+		case ours:
+			got = bad
+		}
+		if got != want {
+			t.Errorf("%q: %s (error %q), want %s", argv, got, errLine, want)
 		}
 	}
 }

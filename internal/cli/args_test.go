@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -201,24 +201,33 @@ func TestParseArgs(t *testing.T) {
 			return c.Interval == 2*time.Second && c.Deadline == 1500*time.Millisecond
 		}},
 		{argv: "-c --int 0 --dead=7", act: actRun, check: func(c rping.Config) bool { return c.Interval == 0 && c.Deadline == 7*time.Second }},
+		// The same time forms as mesh's options: seconds, or a duration with its unit.
+		{argv: "-c -i 1s -w 1m30s --timeout 500ms", act: actRun, check: func(c rping.Config) bool {
+			return c.Interval == time.Second && c.Deadline == 90*time.Second && c.Timeout == 500*time.Millisecond
+		}},
+		{argv: "-c -i 200ms", act: actRun, check: func(c rping.Config) bool { return c.Interval == 200*time.Millisecond }},
+		{argv: "-c -i 0s --timeout 0s", act: actRun, check: func(c rping.Config) bool { return c.Interval == 0 && c.Timeout == rping.NoTimeout }},
+		{argv: "-c -w 0s", act: actExit, status: 22, stderr: "gorping: invalid deadline \"0s\" (seconds or a duration, more than 0: 10, 1m)\n"},
+		{argv: "-c -i -1s", act: actExit, status: 22, stderr: "gorping: invalid interval \"-1s\" (seconds or a duration, 0 or more: 0.2, 200ms)\n"},
+		{argv: "-c -i 1x", act: actExit, status: 22, stderr: "gorping: invalid interval \"1x\" (seconds or a duration, 0 or more: 0.2, 200ms)\n"},
 		{argv: "-c -i", act: actUsage, status: 22},
 		{argv: "-c --interval", act: actUsage, status: 22},
 		{argv: "-c --poll=1", act: actUsage, status: 22},
 		{argv: "-c --pol=", act: actUsage, status: 22},
 		{argv: "-c --=1", act: actUsage, status: 22},
-		{argv: "-c -i -1", act: actExit, status: 22, stderr: "gorping: invalid interval \"-1\" (seconds, 0 or more, e.g. 0.2)\n"},
-		{argv: "-c -i abc", act: actExit, status: 22, stderr: "gorping: invalid interval \"abc\" (seconds, 0 or more, e.g. 0.2)\n"},
-		{argv: "-c -i NaN", act: actExit, status: 22, stderr: "gorping: invalid interval \"NaN\" (seconds, 0 or more, e.g. 0.2)\n"},
-		{argv: "-c -w 0", act: actExit, status: 22, stderr: "gorping: invalid deadline \"0\" (seconds, more than 0, e.g. 10)\n"},
+		{argv: "-c -i -1", act: actExit, status: 22, stderr: "gorping: invalid interval \"-1\" (seconds or a duration, 0 or more: 0.2, 200ms)\n"},
+		{argv: "-c -i abc", act: actExit, status: 22, stderr: "gorping: invalid interval \"abc\" (seconds or a duration, 0 or more: 0.2, 200ms)\n"},
+		{argv: "-c -i NaN", act: actExit, status: 22, stderr: "gorping: invalid interval \"NaN\" (seconds or a duration, 0 or more: 0.2, 200ms)\n"},
+		{argv: "-c -w 0", act: actExit, status: 22, stderr: "gorping: invalid deadline \"0\" (seconds or a duration, more than 0: 10, 1m)\n"},
 		// --timeout: unset is the connection's RC budget (0), 0 is never.
 		{argv: "-c", act: actRun, check: func(c rping.Config) bool { return c.Timeout == 0 }},
 		{argv: "-c --timeout 2.5", act: actRun, check: func(c rping.Config) bool { return c.Timeout == 2500*time.Millisecond }},
 		{argv: "-s --time=0", act: actRun, check: func(c rping.Config) bool { return c.Timeout == rping.NoTimeout }},
-		{argv: "-c --timeout -1", act: actExit, status: 22, stderr: "gorping: invalid timeout \"-1\" (seconds, 0 or more, e.g. 5; 0 waits for ever)\n"},
+		{argv: "-c --timeout -1", act: actExit, status: 22, stderr: "gorping: invalid timeout \"-1\" (seconds or a duration, 0 or more: 5, 500ms; 0 waits for ever)\n"},
 		{argv: "-c --timeout", act: actUsage, status: 22},
-		{argv: "-c -w 1e300", act: actExit, status: 22, stderr: "gorping: invalid deadline \"1e300\" (seconds, more than 0, e.g. 10)\n"},
+		{argv: "-c -w 1e300", act: actExit, status: 22, stderr: "gorping: invalid deadline \"1e300\" (seconds or a duration, more than 0: 10, 1m)\n"},
 		// A later -a clears rping's own errors, never an invalid gorping option.
-		{argv: "-w x -a 127.0.0.1 -c", act: actExit, status: 22, stderr: "gorping: invalid deadline \"x\" (seconds, more than 0, e.g. 10)\n"},
+		{argv: "-w x -a 127.0.0.1 -c", act: actExit, status: 22, stderr: "gorping: invalid deadline \"x\" (seconds or a duration, more than 0: 10, 1m)\n"},
 	} {
 		var argv []string
 		if tc.argv != "" {

@@ -1,15 +1,10 @@
-package main
+package cli
 
 // `gorping devices`: the RDMA devices of this machine, like ibv_devinfo and `rdma link`.
-//
-// Compatibility rule: rping ignores words that are not options, so `rping devices -s` runs a
-// server and must keep doing so. `devices` is therefore a subcommand only when it is the
-// first argument and every later argument is one of the devices options below. Each such
-// command line is a usage error for rping (no -s or -c; -h, --json and --verbose are
-// unknown options; --help prints the usage), so no command line that runs rping changes
-// meaning. Every other command line, `devices -s` or `devices -x` included, is rping's.
+// (subcommand.go has the rule that keeps `rping devices -s` a server.)
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,46 +14,30 @@ import (
 	"github.com/gorping/gorping/uverbs"
 )
 
-const devicesUsage = `usage: gorping devices [-v] [--json]
-List the RDMA devices with a uverbs node: driver, node GUID, ports with state, physical
-state, link layer, active MTU, rate and netdev, and whether gorping has a provider for the
-driver.
-	-v, --verbose	also node type, firmware, system image GUID, LIDs and the GID tables
-	--json		one JSON document instead of text
-	-h, --help	this text
-`
+var devicesCommand = &subcommand{
+	name:     "devices",
+	help:     "list the RDMA devices",
+	synopsis: "devices [-v] [--json]",
+	about: "List the RDMA devices with a uverbs node: driver, node GUID, ports with state, physical\n" +
+		"state, link layer, active MTU, rate and netdev, and whether gorping has a provider for the\n" +
+		"driver.\n",
+	options: []option{
+		{short: 'v', long: "verbose", help: "also node type, firmware, system image GUID, LIDs and the GID tables",
+			man: "Also node type, firmware, system image GUID, LIDs (InfiniBand) and the GID table\n" +
+				"(index, GID, type IB / RoCE v1 / RoCE v2, netdev)."},
+		{long: "json", help: "one JSON document instead of text",
+			man: "The same as one JSON document (below; still printed when there are no devices)."},
+		helpOption,
+	},
+	run: func(_ context.Context, w words, env Env) int { return runDevices(w.has("verbose"), w.has("json"), env) },
+}
 
 // exitNoDevice is rping's status when it finds no RDMA device (ENODEV).
 const exitNoDevice = 19
 
-// devicesOptions are the words `devices` takes (subcommand.go's table).
-var devicesOptions = []option{
-	{short: 'v', long: "verbose", help: "also firmware, LIDs and the GID tables"},
-	{long: "json", help: "one JSON document instead of text"},
-	{short: 'h', long: "help", help: "print the usage"},
-}
-
-// isDevicesCommand applies the compatibility rule above to rping's argv (without the
-// program name).
-func isDevicesCommand(args []string) bool {
-	return firstWordCommand(args, "devices", devicesOptions, nil)
-}
-
-// runDevices runs `gorping devices`; args are the words after "devices", already checked
-// by isDevicesCommand.
-func runDevices(args []string, stdout, stderr io.Writer) int {
-	verbose, asJSON := false, false
-	for _, a := range args {
-		switch a {
-		case "-v", "--verbose":
-			verbose = true
-		case "--json":
-			asJSON = true
-		case "-h", "--help":
-			io.WriteString(stdout, devicesUsage)
-			return 0
-		}
-	}
+// runDevices runs `gorping devices`.
+func runDevices(verbose, asJSON bool, env Env) int {
+	stdout, stderr := env.Stdout, env.Stderr
 	doc, err := collectDevices(verbose)
 	if err != nil {
 		fmt.Fprintf(stderr, "gorping devices: %v\n", err)
@@ -76,6 +55,7 @@ func runDevices(args []string, stdout, stderr io.Writer) int {
 	}
 	if len(doc.Devices) == 0 {
 		fmt.Fprintln(stderr, "No RDMA devices were detected")
+		fmt.Fprintln(stderr, noDevicesHint)
 		return exitNoDevice
 	}
 	return 0

@@ -1,4 +1,4 @@
-package main
+package cli
 
 // getaddrinfo error codes (glibc <netdb.h>). rping's get_addr returns them as
 // its ret, so they become exit statuses 256+code (EAI_NONAME -2 → 254).

@@ -1,6 +1,6 @@
 //go:build !guest
 
-package main
+package cli
 
 import (
 	"os"
@@ -72,7 +72,7 @@ func TestCompletionBash(t *testing.T) {
 		return s
 	}
 	mainOpts := all(rpingOptions())
-	devOpts := all(devicesOptions)
+	devOpts := all(devicesCommand.options)
 	cases := []struct {
 		line string // the words; the last one is being completed
 		want []string
@@ -91,11 +91,29 @@ func TestCompletionBash(t *testing.T) {
 		{"gorping devices --json --v", []string{"--verbose"}},
 		{"gorping devices -s -", mainOpts}, // rping's command line now: the rule
 		{"gorping -v devices -", mainOpts},
-		{"gorping completion ''", append(all(completionOptions), completionArgs...)},
+		{"gorping completion ''", append(all(completionCommand.options), completionCommand.args...)},
 		{"gorping completion f", []string{"fish"}},
+		{"gorping mesh --targets ''", []string{"targets.txt", "web.yml"}}, // file names
+		{"gorping mesh --interval 1s --web.config.file w", []string{"web.yml"}},
+		{"gorping mesh --log.level ''", []string{"debug", "info", "warn", "error"}},
+		{"gorping mesh --log.format j", []string{"json"}},
+		{"gorping mesh --log.", []string{"--log.format", "--log.level"}},
+		{"gorping mesh --source ''", []string{"127.0.0.1", "::1"}},
+		{"gorping mesh --interval ''", nil},
+		{"gorping mesh p", []string{"plan"}},
+		{"gorping mesh plan --m", []string{"--members", "--max-peers"}},
+		{"gorping mesh plan --all --members t", []string{"targets.txt"}},
+		{"gorping mesh plan --epoch ''", nil},
+		{"gorping mesh plan -s -", mainOpts}, // rping's command line now
+	}
+	files := t.TempDir()
+	for _, f := range []string{"targets.txt", "web.yml"} {
+		if err := os.WriteFile(filepath.Join(files, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var script strings.Builder
-	script.WriteString("source <(gorping completion bash) || exit 1\n" +
+	script.WriteString("cd " + files + " || exit 1\nsource <(gorping completion bash) || exit 1\n" +
 		"c() { COMP_WORDS=(\"$@\"); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); COMPREPLY=(); _gorping; printf '%s\\n' \"${COMPREPLY[*]}\"; }\n" +
 		"complete -p gorping\n")
 	for _, c := range cases {
@@ -139,15 +157,25 @@ func TestCompletionFish(t *testing.T) {
 	fish := needShell(t, "fish")
 	env := completionEnv(t)
 	script := writeScript(t, env, fish, "fish", "gorping.fish")
+	files := t.TempDir()
+	for _, f := range []string{"targets.txt", "web.yml"} {
+		if err := os.WriteFile(filepath.Join(files, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for line, want := range map[string][]string{
-		"gorping --st":          {"--stats"},
-		"gorping de":            {"devices"},
-		"gorping -c -a ":        {"127.0.0.1", "::1"},
-		"gorping devices --":    {"--help", "--json", "--verbose"},
-		"gorping completion z":  {"zsh"},
-		"gorping devices -s --": {"--deadline", "--help", "--interval", "--json", "--poll", "--stats", "--timeout", "--trace", "--version"},
+		"gorping --st":                        {"--stats"},
+		"gorping de":                          {"devices"},
+		"gorping -c -a ":                      {"127.0.0.1", "::1"},
+		"gorping devices --":                  {"--help", "--json", "--verbose"},
+		"gorping completion z":                {"zsh"},
+		"gorping devices -s --":               {"--deadline", "--help", "--interval", "--json", "--poll", "--stats", "--timeout", "--trace", "--version"},
+		"gorping mesh --log.level ":           {"debug", "error", "info", "warn"},
+		"gorping mesh --port 1 --log.format ": {"json", "text"},
+		"gorping mesh --targets t":            {"targets.txt"},
+		"gorping mesh --web.config.file ":     {"targets.txt", "web.yml"},
 	} {
-		out := shellRun(t, env, fish, "--no-config", "-c", "source "+script+"; complete -C '"+line+"'")
+		out := shellRun(t, env, fish, "--no-config", "-c", "cd "+files+"; source "+script+"; complete -C '"+line+"'")
 		var got []string
 		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 			if w, _, _ := strings.Cut(l, "\t"); w != "" {
@@ -171,12 +199,12 @@ func TestCompletionCommand(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{[]string{"completion", "--help"}, 0, completionUsage, ""},
-		{[]string{"completion"}, 22, "", "gorping completion: name one of bash, zsh, fish, addresses\n"},
-		{[]string{"completion", "bash", "zsh"}, 22, "", "gorping completion: name one of bash, zsh, fish, addresses\n"},
+		{[]string{"completion", "--help"}, 0, completionCommand.usage(), ""},
+		{[]string{"completion"}, 2, "", "gorping completion: name one of bash, zsh, fish, addresses (gorping completion --help)\n"},
+		{[]string{"completion", "bash", "zsh"}, 2, "", "gorping completion: name one of bash, zsh, fish, addresses (gorping completion --help)\n"},
 		{[]string{"completion", "addresses"}, 0, "", ""}, // no RDMA devices: no addresses
-		{[]string{"completion", "tcsh"}, 22, wantUsage, ""},
-		{[]string{"completion", "bash", "-s"}, 19, "", "No RDMA devices were detected\n"},
+		{[]string{"completion", "tcsh"}, 2, "", "gorping completion: \"tcsh\" is not one of bash, zsh, fish, addresses (gorping completion --help)\n"},
+		{[]string{"completion", "bash", "-s"}, 19, "", "No RDMA devices were detected\n" + noDevicesHint + "\n"},
 	} {
 		st, out, errOut := runNoRDMA(t, bin, tc.args...)
 		if st != tc.status || out != tc.stdout || errOut != tc.stderr {

@@ -1,6 +1,6 @@
 //go:build !guest
 
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ func TestDevicesWithoutRDMA(t *testing.T) {
 	t.Parallel()
 	bin := buildBinary(t)
 	st, out, errOut := runNoRDMA(t, bin, "devices", "-v")
-	if st != 19 || out != "" || errOut != "No RDMA devices were detected\n" {
+	if st != 19 || out != "" || errOut != noDevices19 {
 		t.Errorf("devices -v: exit %d stdout %q stderr %q", st, out, errOut)
 	}
 	st, out, errOut = runNoRDMA(t, bin, "devices", "--json")
@@ -20,7 +20,7 @@ func TestDevicesWithoutRDMA(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.Devices == nil || len(doc.Devices) != 0 {
 		t.Errorf("devices --json: %q does not parse to an empty device list: %v", out, err)
 	}
-	if st != 19 || errOut != "No RDMA devices were detected\n" {
+	if st != 19 || errOut != noDevices19 {
 		t.Errorf("devices --json: exit %d stderr %q", st, errOut)
 	}
 }

@@ -1,11 +1,12 @@
-package main
+package cli
 
 // `gorping completion bash|zsh|fish`: shell completion scripts, generated from the option
-// tables (optstring and longOpts for rping's command line, subcommands for the rest), so a
-// new option is completed without touching the scripts. `gorping completion addresses`
+// tables (rpingLine for rping's command line, subcommands for the rest), so a new option
+// is completed without touching the scripts. `gorping completion addresses`
 // lists what the scripts offer after -a and -I.
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -16,33 +17,31 @@ import (
 	"github.com/gorping/gorping/uverbs"
 )
 
-const completionUsage = `usage: gorping completion bash|zsh|fish
-       gorping completion addresses
-Print the completion script for bash, zsh or fish on stdout (gorping(1), SHELL COMPLETION,
-says where to put it). "addresses" prints the IPv4 and IPv6 addresses of the network
-devices of the local RDMA devices, one per line: what the scripts offer after -a and -I.
-	-h, --help	this text
-`
+// completionShells are the scripts `gorping completion` prints.
+var completionShells = []string{"bash", "zsh", "fish"}
 
-var (
-	completionOptions = []option{{short: 'h', long: "help", help: "print the usage"}}
-	completionArgs    = []string{"bash", "zsh", "fish", "addresses"}
-)
-
-func isCompletionCommand(args []string) bool {
-	return firstWordCommand(args, "completion", completionOptions, completionArgs)
+var completionCommand = &subcommand{
+	name:     "completion",
+	help:     "print a shell completion script",
+	synopsis: "completion bash|zsh|fish|addresses",
+	about: "Print the completion script for bash, zsh or fish on stdout (gorping(1), SHELL COMPLETION,\n" +
+		"says where to put it). \"addresses\" prints the IPv4 and IPv6 addresses of the network\n" +
+		"devices of the local RDMA devices, one per line: what the scripts offer after -a and -I.\n",
+	options: []option{helpOption},
+	args:    append(completionShells, "addresses"),
 }
 
-// runCompletion runs `gorping completion`; args are the words after "completion",
-// already checked by isCompletionCommand.
-func runCompletion(args []string, stdout, stderr io.Writer) int {
-	if wantsHelp(args) {
-		io.WriteString(stdout, completionUsage)
-		return 0
-	}
+func init() {
+	// Here, not in the literal: runCompletion's complaints name completionCommand.
+	completionCommand.run = func(_ context.Context, w words, env Env) int { return runCompletion(w.args, env) }
+}
+
+// runCompletion runs `gorping completion`; args are its words, each one of its arguments.
+func runCompletion(args []string, env Env) int {
+	stdout, stderr := env.Stdout, env.Stderr
 	if len(args) != 1 {
-		fmt.Fprintf(stderr, "gorping completion: name one of %s\n", strings.Join(completionArgs, ", "))
-		return exitUsage
+		fmt.Fprint(stderr, completionCommand.usageError("name one of %s", strings.Join(completionCommand.args, ", ")))
+		return exitCommandUsage
 	}
 	if args[0] == "addresses" {
 		addrs, err := rdmaAddresses()
@@ -55,7 +54,7 @@ func runCompletion(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if err := writeCompletion(stdout, args[0]); err != nil {
+	if err := writeCompletion(stdout, args[0], env.Version); err != nil {
 		fmt.Fprintf(stderr, "gorping completion: %v\n", err)
 		return 1
 	}
@@ -105,18 +104,29 @@ type compView struct {
 type compSub struct {
 	Name, Help string
 	Options    []option
-	Args       []string
+	Args       []string // its arguments, and the next word of a longer subcommand (mesh: plan)
+	N          int      // the words of its name
 }
 
-func newCompView() compView {
-	v := compView{Version: version()}
+// First is the index of the first word after the name in a shell's array of words whose
+// index base holds the first word after "gorping".
+func (s compSub) First(base int) int { return base + s.N }
+
+func newCompView(version string) compView {
+	v := compView{Version: version}
 	for _, o := range rpingOptions() {
 		if !o.hidden {
 			v.Main = append(v.Main, o)
 		}
 	}
 	for _, s := range subcommands {
-		v.Subs = append(v.Subs, compSub{Name: s.name, Help: s.help, Options: s.options, Args: s.args})
+		cs := compSub{Name: s.name, Help: s.help, Options: s.options, Args: slices.Clone(s.args), N: len(s.nameWords())}
+		for _, l := range subcommands {
+			if next, ok := strings.CutPrefix(l.name, s.name+" "); ok {
+				cs.Args = append(cs.Args, strings.Fields(next)[0])
+			}
+		}
+		v.Subs = append(v.Subs, cs)
 	}
 	return v
 }
@@ -132,9 +142,7 @@ func spellingsOf(opts []option, keep func(option) bool, sep string) string {
 	return strings.Join(s, sep)
 }
 
-func anyOpt(option) bool     { return true }
-func addrOpt(o option) bool  { return o.arg != "" && o.addr }
-func valueOpt(o option) bool { return o.arg != "" && !o.addr }
+func anyOpt(option) bool { return true }
 
 // Words are everything that may follow the subcommand's name.
 func (s compSub) Words() string {
@@ -143,18 +151,59 @@ func (s compSub) Words() string {
 func (s compSub) ValueOpts() string {
 	return spellingsOf(s.Options, func(o option) bool { return o.arg != "" }, " ")
 }
-func (s compSub) AddrCase() string  { return spellingsOf(s.Options, addrOpt, "|") }
-func (s compSub) ValueCase() string { return spellingsOf(s.Options, valueOpt, "|") }
+func (s compSub) BashValues() string { return bashValues(s.Options) }
 
-func (v compView) MainWords() string { return spellingsOf(v.Main, anyOpt, " ") }
-func (v compView) AddrCase() string  { return spellingsOf(v.Main, addrOpt, "|") }
-func (v compView) ValueCase() string { return spellingsOf(v.Main, valueOpt, "|") }
-func (v compView) SubNames() string {
+func (v compView) MainWords() string  { return spellingsOf(v.Main, anyOpt, " ") }
+func (v compView) BashValues() string { return bashValues(v.Main) }
+
+// SubNames are the one-word subcommands (what follows "gorping").
+func (v compView) SubNames() string { return strings.Join(v.topNames(), " ") }
+
+func (v compView) topNames() []string {
 	var n []string
 	for _, s := range v.Subs {
-		n = append(n, s.Name)
+		if s.N == 1 {
+			n = append(n, s.Name)
+		}
 	}
-	return strings.Join(n, " ")
+	return n
+}
+
+// Top are the one-word subcommands.
+func (v compView) Top() []compSub {
+	var t []compSub
+	for _, s := range v.Subs {
+		if s.N == 1 {
+			t = append(t, s)
+		}
+	}
+	return t
+}
+
+// bashValues is the bash case statement that completes the value after one of opts'
+// options (the previous word): addresses, file names, its words, or nothing to offer.
+func bashValues(opts []option) string {
+	var cases []string
+	for _, o := range opts {
+		if o.arg == "" || o.hidden {
+			continue
+		}
+		pat := strings.Join(o.spellings(), "|")
+		switch o.value {
+		case valueAddr:
+			cases = append(cases, pat+`) COMPREPLY=($(compgen -W "$(_gorping_addresses "${COMP_WORDS[0]}")" -- "$cur")); return ;;`)
+		case valueFile:
+			cases = append(cases, pat+`) compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur")); return ;;`)
+		case valueWords:
+			cases = append(cases, pat+`) COMPREPLY=($(compgen -W `+shellQuote(strings.Join(o.words, " "))+` -- "$cur")); return ;;`)
+		default:
+			cases = append(cases, pat+") return ;;")
+		}
+	}
+	if len(cases) == 0 {
+		return ""
+	}
+	return "\n\t# the value of an option\n\tcase $prev in\n\t" + strings.Join(cases, "\n\t") + "\n\tesac"
 }
 
 // zshSpec is o as _arguments specs, one per spelling.
@@ -175,13 +224,20 @@ func zshSpec(o option) []string {
 			}
 		}
 		s += "[" + help + "]"
-		switch {
-		case o.addr:
-			s += ":" + o.arg + ":_gorping_addresses"
-		case o.arg != "":
-			s += ":" + o.arg + ": "
+		if o.arg != "" {
+			s += ":" + o.arg + ":"
+			switch o.value {
+			case valueAddr:
+				s += "_gorping_addresses"
+			case valueFile:
+				s += "_files"
+			case valueWords:
+				s += "(" + strings.Join(o.words, " ") + ")"
+			default:
+				s += " "
+			}
 		}
-		specs = append(specs, "'"+s+"'")
+		specs = append(specs, "'"+strings.ReplaceAll(s, "'", `'\''`)+"'")
 	}
 	return specs
 }
@@ -195,11 +251,17 @@ func fishLine(o option, cond string) string {
 	if o.long != "" {
 		s += " -l " + o.long
 	}
-	switch {
-	case o.addr:
-		s += " -x -a '(__gorping_addresses)'"
-	case o.arg != "":
-		s += " -x"
+	if o.arg != "" {
+		switch o.value {
+		case valueAddr:
+			s += " -x -a '(__gorping_addresses)'"
+		case valueFile:
+			s += " -r -F"
+		case valueWords:
+			s += " -x -a " + shellQuote(strings.Join(o.words, " "))
+		default:
+			s += " -x"
+		}
 	}
 	if o.help != "" {
 		s += " -d " + shellQuote(o.help)
@@ -207,15 +269,27 @@ func fishLine(o option, cond string) string {
 	return s
 }
 
-// onlyFunc is the subcommand rule as a bash or zsh function, over the shell's array of
-// words (words from index first on, up to the one being completed, index cword).
-func onlyFunc(words string, first int, cword string) string {
-	return fmt.Sprintf(`# _gorping_only WORDS VALUEOPTS: every word between the subcommand and the one being
+// ruleFuncs are the subcommand rule as bash or zsh functions over the shell's array of
+// words arr (the first word after "gorping" at index base; cword: the one being
+// completed; split: how the shell splits a parameter into words).
+func ruleFuncs(arr string, base int, cword, split string) string {
+	return fmt.Sprintf(`# _gorping_is NAME: the words after gorping are NAME's, and the word being completed
+# comes after them.
+_gorping_is() {
+	local w i=%[2]d
+	for w in %[4]s; do
+		[[ ${%[1]s[i]} == "$w" ]] || return 1
+		((i++))
+	done
+	((%[3]s >= i))
+}
+
+# _gorping_only WORDS VALUEOPTS FIRST: every word from index FIRST up to the one being
 # completed is one of WORDS, or the value after one of VALUEOPTS (the subcommand rule:
 # otherwise the command line is rping's).
 _gorping_only() {
 	local i
-	for ((i = %[2]d; i < %[3]s; i++)); do
+	for ((i = $3; i < %[3]s; i++)); do
 		if [[ " $2 " == *" ${%[1]s[i]} "* ]]; then
 			((i++))
 			continue
@@ -223,7 +297,7 @@ _gorping_only() {
 		[[ " $1 " == *" ${%[1]s[i]} "* ]] || return 1
 	done
 }
-`, words, first, cword)
+`, arr, base, cword, split)
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -234,17 +308,9 @@ func fishQuote(s string) string {
 }
 
 var compTmpl = template.Must(template.New("").Funcs(template.FuncMap{
-	"zsh": zshSpec, "fish": fishLine, "fq": fishQuote, "only": onlyFunc, "q": shellQuote, "join": strings.Join,
+	"zsh": zshSpec, "fish": fishLine, "fq": fishQuote, "rule": ruleFuncs, "q": shellQuote, "join": strings.Join,
 }).Parse(`
-{{define "bashprev"}}{{if or .AddrCase .ValueCase}}
-	# the value of an option: addresses, or nothing to offer
-	case $prev in
-{{- with .AddrCase}}
-	{{.}}) COMPREPLY=($(compgen -W "$(_gorping_addresses "${COMP_WORDS[0]}")" -- "$cur")); return ;;{{end}}
-{{- with .ValueCase}}
-	{{.}}) return ;;{{end}}
-	esac
-{{- end}}{{end}}
+{{define "bashprev"}}{{.BashValues}}{{end}}
 
 {{define "bash"}}# bash completion for gorping(1), printed by ` + "`gorping completion bash`" + ` ({{.Version}}).
 # Install it as /usr/share/bash-completion/completions/gorping, or: source <(gorping completion bash)
@@ -253,23 +319,17 @@ _gorping_addresses() {
 	command "$1" completion addresses 2>/dev/null
 }
 
-{{only "COMP_WORDS" 2 "COMP_CWORD"}}
+{{rule "COMP_WORDS" 1 "COMP_CWORD" "$1"}}
 _gorping() {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
 	COMPREPLY=()
-	if ((COMP_CWORD >= 2)); then
-		case ${COMP_WORDS[1]} in
 {{- range .Subs}}
-		{{.Name}})
-			if _gorping_only {{q .Words}} {{q .ValueOpts}}; then
-				{{- template "bashprev" .}}
-				COMPREPLY=($(compgen -W {{q .Words}} -- "$cur"))
-				return
-			fi
-			;;
-{{- end}}
-		esac
+	if _gorping_is {{q .Name}} && _gorping_only {{q .Words}} {{q .ValueOpts}} {{.First 1}}; then
+		{{- template "bashprev" .}}
+		COMPREPLY=($(compgen -W {{q .Words}} -- "$cur"))
+		return
 	fi
+{{- end}}
 	{{- template "bashprev" .}}
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W {{q .MainWords}} -- "$cur"))
@@ -290,25 +350,19 @@ _gorping_addresses() {
 	compadd -a addrs
 }
 
-{{only "words" 3 "CURRENT"}}
+{{rule "words" 2 "CURRENT" "${=1}"}}
 _gorping() {
-	if ((CURRENT > 2)); then
-		case ${words[2]} in
 {{- range .Subs}}
-		{{.Name}})
-			if _gorping_only {{q .Words}} {{q .ValueOpts}}; then
-				_arguments -S{{range .Options}}{{range zsh .}} \
-					{{.}}{{end}}{{end}}{{if .Args}} \
-					'*:argument:({{join .Args " "}})'{{end}}
-				return
-			fi
-			;;
-{{- end}}
-		esac
+	if _gorping_is {{q .Name}} && _gorping_only {{q .Words}} {{q .ValueOpts}} {{.First 2}}; then
+		_arguments -S{{range .Options}}{{range zsh .}} \
+			{{.}}{{end}}{{end}}{{if .Args}} \
+			'*:argument:({{join .Args " "}})'{{end}}
+		return
 	fi
+{{- end}}
 	if ((CURRENT == 2)) && [[ ${words[CURRENT]} != -* ]]; then
 		local -a subs
-		subs=({{range .Subs}}{{q (print .Name ":" .Help)}} {{end}})
+		subs=({{range .Top}}{{q (print .Name ":" .Help)}} {{end}})
 		_describe -t commands 'gorping subcommand' subs
 		return
 	fi
@@ -332,13 +386,14 @@ function __gorping_addresses
 end
 
 # __gorping_only NAME WORDS VALUEOPTS: the command line is subcommand NAME (the rule of
-# gorping(1): its name first, then only its own words).
+# gorping(1): its name's words first, then only its own words).
 function __gorping_only -a name words valueopts
 	set -l t (commandline -opc)
-	test (count $t) -ge 2; and test "$t[2]" = $name; or return 1
+	set -l k (math (count (string split ' ' -- $name)) + 1)
+	test (count $t) -ge $k; and test "$t[2..$k]" = "$name"; or return 1
 	set -l w (string split ' ' -- $words)
 	set -l v (string split ' ' -- $valueopts)
-	set -e t[1..2]
+	set -e t[1..$k]
 	set -l skip 0
 	for a in $t
 		if test $skip = 1
@@ -355,19 +410,19 @@ end
 
 function __gorping_rping
 {{- range .Subs}}
-	__gorping_only {{.Name}} {{q .Words}} {{q .ValueOpts}}; and return 1
+	__gorping_only {{q .Name}} {{q .Words}} {{q .ValueOpts}}; and return 1
 {{- end}}
 	return 0
 end
 
 complete -c gorping -f
-{{- range .Subs}}
+{{- range .Top}}
 complete -c gorping -n 'test (count (commandline -opc)) -eq 1' -a {{.Name}} -d {{q .Help}}
 {{- end}}
 {{- range .Main}}
 {{fish . "__gorping_rping"}}
 {{- end}}
-{{- range $s := .Subs}}{{$cond := print "__gorping_only " $s.Name " " (q $s.Words) " " (q $s.ValueOpts)}}
+{{- range $s := .Subs}}{{$cond := print "__gorping_only " (q $s.Name) " " (q $s.Words) " " (q $s.ValueOpts)}}
 {{- range .Options}}
 {{fish . $cond}}
 {{- end}}
@@ -379,6 +434,6 @@ complete -c gorping -n {{fq $cond}} -a {{q (join .Args " ")}}
 `))
 
 // writeCompletion writes the completion script for shell.
-func writeCompletion(w io.Writer, shell string) error {
-	return compTmpl.ExecuteTemplate(w, shell, newCompView())
+func writeCompletion(w io.Writer, shell, version string) error {
+	return compTmpl.ExecuteTemplate(w, shell, newCompView(version))
 }
