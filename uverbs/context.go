@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"unsafe"
 
@@ -59,6 +60,7 @@ func Open(dev Device, opts ...Option) (*Context, error) {
 // every mapping of the context goes to it instead of the kernel; ioctls fail with ENOTTY,
 // as on a kernel without the ioctl interface. The fds its GET_CONTEXT and
 // CREATE_COMP_CHANNEL answers carry must be real (e.g. pipes); the context owns them.
+// A backend that is also an io.Closer is closed where the device file would be.
 type Backend interface {
 	Write(p []byte) (int, error)
 	Mmap(off int64, length, prot int) ([]byte, error)
@@ -237,6 +239,10 @@ func (c *Context) Close() error {
 	c.cmd.mu.Lock()
 	if c.cmd.backend == nil {
 		errs = append(errs, unix.Close(c.cmd.fd))
+	} else if cl, ok := c.cmd.backend.(io.Closer); ok {
+		// A backend plays the device file: closing it is where the kernel tears the
+		// context's objects down, before their memory is released below.
+		errs = append(errs, cl.Close())
 	}
 	c.cmd.fdClosed = true
 	c.cmd.mu.Unlock()

@@ -69,6 +69,14 @@ func buildBinary(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "rping")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	build := exec.Command(gobin, "build", "-tags", "gorping_hostenv", "-ldflags", "-X main.buildVersion=v9.9.9 -X main.buildCommit="+testCommit, "-o", bin, "github.com/gorping/gorping")
+	// The binary runs as a child of this test, so it is built for the machine: under
+	// make unit-arm64 this test is an arm64 binary in qemu-aarch64 with GOARCH=arm64 set,
+	// and an arm64 child would not execute on the amd64 host.
+	hostArch, err := exec.Command(gobin, "env", "GOHOSTARCH").Output()
+	if err != nil {
+		t.Fatalf("go env GOHOSTARCH: %v", err)
+	}
+	build.Env = append(os.Environ(), "GOARCH="+strings.TrimSpace(string(hostArch)))
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

@@ -204,7 +204,7 @@ func (b *backend) exec(cmd uint32, req []byte, outLen int) ([]byte, error) {
 	case 9: // REG_MR
 		n.nextN++
 		key := n.nextN<<8 | 0x07
-		n.mrs[key] = &mmr{handle: n.nextN, addr: le64(req[8:]), length: le64(req[16:]), access: le32(req[36:]), key: key, pd: le32(req[32:])}
+		n.mrs[key] = &mmr{handle: n.nextN, addr: le64(req[8:]), length: le64(req[16:]), access: le32(req[36:]), key: key, pd: le32(req[32:]), x: b.x}
 		return putLE(n.nextN, key, key), nil
 	case 17: // CREATE_COMP_CHANNEL
 		r, w, err := os.Pipe()
@@ -394,6 +394,37 @@ func (b *backend) Mmap(off int64, length, prot int) ([]byte, error) {
 		return nil, unix.EINVAL
 	}
 	return b.x.uars[idx], nil
+}
+
+// Close is the device file's release: like the kernel's context teardown, the context's
+// QPs and CQs stop existing for the engine before the provider frees their memory.
+func (b *backend) Close() error {
+	n := b.nic
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if b.x == nil {
+		return nil
+	}
+	for qpn, q := range n.qps {
+		if q.x == b.x && !q.dead {
+			q.dead = true
+			delete(n.qps, qpn)
+			n.setQP(q, false)
+		}
+	}
+	for _, c := range n.cqs {
+		if c.x == b.x && !c.dead {
+			c.dead = true
+			n.setCQ(c, false)
+		}
+	}
+	for key, m := range n.mrs {
+		if m.x == b.x {
+			delete(n.mrs, key)
+		}
+	}
+	b.x.dead = true
+	return nil
 }
 
 // Munmap: the model keeps its UAR pages until Close of the NIC.

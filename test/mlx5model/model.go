@@ -183,6 +183,7 @@ type mmr struct {
 	access       uint32
 	key          uint32
 	pd           uint32
+	x            *mctx // the context that registered it
 }
 
 // mcq is a CQ as the device sees it.
