@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/gorping/gorping/rping"
+	_ "github.com/gorping/gorping/uverbs/providers" // the providers gorping ships: chosen here, once
 )
 
 func init() {

@@ -270,7 +270,8 @@ func TestGlueDebugLines(t *testing.T) {
 		}
 		return strings.Join(keep, "\n")
 	}
-	wantCl := `cma_event type RDMA_CM_EVENT_ADDR_RESOLVED cma_id X (parent)
+	wantCl := `created cm_id X
+cma_event type RDMA_CM_EVENT_ADDR_RESOLVED cma_id X (parent)
 cma_event type RDMA_CM_EVENT_ROUTE_RESOLVED cma_id X (parent)
 rdma_resolve_addr - rdma_resolve_route successful
 created pd X

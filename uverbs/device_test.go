@@ -83,24 +83,6 @@ func TestSysfsDevices(t *testing.T) {
 	}
 }
 
-func TestParseGUID(t *testing.T) {
-	t.Parallel()
-	for s, want := range map[string]uint64{
-		"5054:00ff:fe96:b707":   0x505400fffe96b707,
-		"0000:0000:0000:0001\n": 1,
-		"ffff:ffff:ffff:ffff":   ^uint64(0),
-	} {
-		if g, err := parseGUID(s); err != nil || g != want {
-			t.Errorf("parseGUID(%q) = %#x, %v", s, g, err)
-		}
-	}
-	for _, s := range []string{"", "1:2:3", "12345:0:0:0", "x:0:0:0", "1:2:3:4:5", "::::"} {
-		if _, err := parseGUID(s); err == nil {
-			t.Errorf("parseGUID(%q) succeeded", s)
-		}
-	}
-}
-
 func nlAttrBytes(typ uint16, data []byte) []byte { return netlink.AppendAttr(nil, typ, data) }
 
 func u32b(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }

@@ -1,11 +1,15 @@
-package uverbs
+package diag
 
 import (
 	"net/netip"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/uverbs"
 )
 
 // rxeTree is a Soft-RoCE device as sysfs shows it, with a few GID slots: 0 and 1 valid,
@@ -51,14 +55,14 @@ func TestReadPortsRxe(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []PortInfo{{
-		Port: 1, State: PortActive, PhysState: 5, LinkLayer: LinkLayerEthernet,
+		Port: 1, State: uverbs.PortActive, PhysState: 5, LinkLayer: uverbs.LinkLayerEthernet,
 		Rate: "10 Gb/sec (1X QDR)", Netdev: "d0",
 		GIDs: []PortGID{
-			{Index: 0, GID: netip.MustParseAddr("fe80::5054:ff:fe12:3456"), Type: GIDTypeRoCEv2, Netdev: "d0"},
-			{Index: 1, GID: netip.MustParseAddr("2001:db8::1"), Type: GIDTypeRoCEv2, Netdev: "d0"},
-			{Index: 3, GID: netip.MustParseAddr("::ffff:192.0.2.1"), Type: GIDTypeRoCEv2, Netdev: "d0"},
+			{Index: 0, GID: netip.MustParseAddr("fe80::5054:ff:fe12:3456"), Type: uverbs.GIDTypeRoCEv2, Netdev: "d0"},
+			{Index: 1, GID: netip.MustParseAddr("2001:db8::1"), Type: uverbs.GIDTypeRoCEv2, Netdev: "d0"},
+			{Index: 3, GID: netip.MustParseAddr("::ffff:192.0.2.1"), Type: uverbs.GIDTypeRoCEv2, Netdev: "d0"},
 			// "IB/RoCE v1" on an Ethernet port is RoCE v1 (mlx5 lists every address as v1 and v2).
-			{Index: 11, GID: netip.MustParseAddr("fe80::5054:ff:fe12:3456"), Type: GIDTypeRoCEv1, Netdev: "d0.5"},
+			{Index: 11, GID: netip.MustParseAddr("fe80::5054:ff:fe12:3456"), Type: uverbs.GIDTypeRoCEv1, Netdev: "d0.5"},
 		},
 	}}
 	if !reflect.DeepEqual(ports, want) {
@@ -76,12 +80,13 @@ func TestReadPortsRxe(t *testing.T) {
 	if di != (DeviceInfo{NodeType: "CA", FWVersion: "0.0.0", NodeDesc: "rxe", SysImageGUID: 0x505400fffe123456}) {
 		t.Errorf("readDeviceInfo = %+v", di)
 	}
-	if mtu, err := netdevMTU(root, "d0"); mtu != 1500 || err != nil {
-		t.Errorf("netdevMTU = %d, %v", mtu, err)
+	h := uverbs.NewHost(hostenv.Env{Sysfs: root})
+	if mtu, err := NetdevMTU(h, "d0"); mtu != 1500 || err != nil {
+		t.Errorf("NetdevMTU = %d, %v", mtu, err)
 	}
 	for _, bad := range []string{"", "..", "a/b", "nosuch"} {
-		if _, err := netdevMTU(root, bad); err == nil {
-			t.Errorf("netdevMTU(%q): no error", bad)
+		if _, err := NetdevMTU(h, bad); err == nil {
+			t.Errorf("NetdevMTU(%q): no error", bad)
 		}
 	}
 }
@@ -112,8 +117,8 @@ func TestReadPortsInfiniBandAndMissing(t *testing.T) {
 	}
 	p1 := ports[0]
 	// No gid_attrs: a v1 entry on InfiniBand is an IB GID. The netdev comes from the bus device.
-	if p1.State != PortDown || p1.PhysState.String() != "DISABLED" || p1.LID != 0x1a || p1.SMLID != 1 ||
-		len(p1.GIDs) != 1 || p1.GIDs[0].Type != GIDTypeIB || p1.Netdev != "ib0" {
+	if p1.State != uverbs.PortDown || p1.PhysState.String() != "DISABLED" || p1.LID != 0x1a || p1.SMLID != 1 ||
+		len(p1.GIDs) != 1 || p1.GIDs[0].Type != uverbs.GIDTypeIB || p1.Netdev != "ib0" {
 		t.Errorf("port 1 = %+v", p1)
 	}
 	if _, err := readPorts(root, "nosuch", false); err == nil || !strings.Contains(err.Error(), "nosuch") {
@@ -125,24 +130,6 @@ func TestReadPortsInfiniBandAndMissing(t *testing.T) {
 	}
 }
 
-func TestGIDTypeNameAndPhysState(t *testing.T) {
-	t.Parallel()
-	for ty, want := range map[GIDType]string{0: "IB", 1: "RoCE v1", 2: "RoCE v2", 7: "GIDType(7)"} {
-		if got := GIDTypeName(ty); got != want {
-			t.Errorf("GIDTypeName(%d) = %q", ty, got)
-		}
-	}
-	if PhysState(9).String() != "PhysState(9)" || PhysState(2).String() != "POLLING" {
-		t.Error("PhysState names")
-	}
-	if n, s := splitNumName("4: ACTIVE"); n != 4 || s != "ACTIVE" {
-		t.Errorf("splitNumName = %d %q", n, s)
-	}
-	if n, s := splitNumName("CA"); n != 0 || s != "CA" {
-		t.Errorf("splitNumName(no colon) = %d %q", n, s)
-	}
-}
-
 func TestReadPortsFollowsSymlinkedRoot(t *testing.T) {
 	t.Parallel()
 	// sysfs class entries are symlinks into /sys/devices; reading through one must work.
@@ -151,5 +138,24 @@ func TestReadPortsFollowsSymlinkedRoot(t *testing.T) {
 	writeTree(t, root, map[string]string{"class/infiniband/rxe0": "->" + filepath.Join(real, "class/infiniband/rxe0")})
 	if ports, err := readPorts(root, "rxe0", false); err != nil || len(ports) != 1 {
 		t.Errorf("through symlink: %+v, %v", ports, err)
+	}
+}
+
+func writeTree(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for p, c := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if len(c) > 2 && c[:2] == "->" {
+			if err := os.Symlink(c[2:], full); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
