@@ -221,3 +221,18 @@ func orZero(err error) error {
 	}
 	return fmt.Errorf("zero")
 }
+
+// NetdevByIndex is the name of the netdev with interface index ifindex in h's sysfs
+// (class/net/*/ifindex).
+func NetdevByIndex(h uverbs.Host, ifindex int) (string, error) {
+	ents, err := os.ReadDir(h.Env().Sys("class", "net"))
+	if err != nil {
+		return "", fmt.Errorf("diag: netdevs: %w", err)
+	}
+	for _, e := range ents {
+		if n, err := NetdevStat(h, e.Name(), "ifindex"); err == nil && n == uint64(ifindex) {
+			return e.Name(), nil
+		}
+	}
+	return "", fmt.Errorf("diag: no netdev with index %d", ifindex)
+}
