@@ -2,7 +2,7 @@ package uverbs
 
 import (
 	"encoding/binary"
-	"os"
+	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -14,30 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// writeTree creates files (path → content; content "->x" makes a symlink to x).
-func writeTree(t *testing.T, root string, files map[string]string) {
-	t.Helper()
-	for p, c := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if len(c) > 2 && c[:2] == "->" {
-			if err := os.Symlink(c[2:], full); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func TestSysfsDevices(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{
+	hostenvtest.WriteTree(t, root, map[string]string{
 		"class/infiniband_verbs/abi_version":          "6\n",
 		"class/infiniband_verbs/uverbs0/ibdev":        "rxe0\n",
 		"class/infiniband_verbs/uverbs0/abi_version":  "2\n",
@@ -162,7 +142,7 @@ func TestSysfsGIDs(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	p := "class/infiniband/rxe0/ports/1/"
-	writeTree(t, root, map[string]string{
+	hostenvtest.WriteTree(t, root, map[string]string{
 		p + "gids/0":               "fe80:0000:0000:0000:5054:00ff:fe12:3456\n",
 		p + "gids/1":               "0000:0000:0000:0000:0000:ffff:c000:0201\n",
 		p + "gids/2":               "0000:0000:0000:0000:0000:0000:0000:0000\n",
@@ -219,7 +199,7 @@ func TestGIDTableIoctlGolden(t *testing.T) {
 func TestDeviceNetdevs(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{
+	hostenvtest.WriteTree(t, root, map[string]string{
 		"class/infiniband/rxe0/parent":                       "d0\n",
 		"class/infiniband/rxe0/ports/1/link_layer":           "Ethernet\n",
 		"class/infiniband/mlx5_0/device/net/eth0/ifindex":    "2\n",

@@ -2,13 +2,13 @@ package diag
 
 import (
 	"net/netip"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 	"github.com/gorping/gorping/uverbs"
 )
 
@@ -17,7 +17,7 @@ import (
 func rxeTree(t *testing.T) string {
 	root := t.TempDir()
 	p := "class/infiniband/rxe0/ports/1/"
-	writeTree(t, root, map[string]string{
+	hostenvtest.WriteTree(t, root, map[string]string{
 		"class/infiniband/rxe0/node_type":      "1: CA\n",
 		"class/infiniband/rxe0/fw_ver":         "0.0.0\n",
 		"class/infiniband/rxe0/node_desc":      "rxe\n",
@@ -95,7 +95,7 @@ func TestReadPortsInfiniBandAndMissing(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	p := "class/infiniband/mlx5_0/ports/"
-	writeTree(t, root, map[string]string{
+	hostenvtest.WriteTree(t, root, map[string]string{
 		p + "1/state":      "1: DOWN\n",
 		p + "1/phys_state": "3: Disabled\n",
 		p + "1/link_layer": "InfiniBand\n",
@@ -124,7 +124,7 @@ func TestReadPortsInfiniBandAndMissing(t *testing.T) {
 	if _, err := readPorts(root, "nosuch", false); err == nil || !strings.Contains(err.Error(), "nosuch") {
 		t.Errorf("missing device: %v", err)
 	}
-	writeTree(t, root, map[string]string{"class/infiniband/bad0/ports/1/rate": "x"})
+	hostenvtest.WriteTree(t, root, map[string]string{"class/infiniband/bad0/ports/1/rate": "x"})
 	if _, err := readPorts(root, "bad0", false); err == nil {
 		t.Error("port without state: no error")
 	}
@@ -135,27 +135,8 @@ func TestReadPortsFollowsSymlinkedRoot(t *testing.T) {
 	// sysfs class entries are symlinks into /sys/devices; reading through one must work.
 	real := rxeTree(t)
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{"class/infiniband/rxe0": "->" + filepath.Join(real, "class/infiniband/rxe0")})
+	hostenvtest.WriteTree(t, root, map[string]string{"class/infiniband/rxe0": "->" + filepath.Join(real, "class/infiniband/rxe0")})
 	if ports, err := readPorts(root, "rxe0", false); err != nil || len(ports) != 1 {
 		t.Errorf("through symlink: %+v, %v", ports, err)
-	}
-}
-
-func writeTree(t *testing.T, root string, files map[string]string) {
-	t.Helper()
-	for p, c := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if len(c) > 2 && c[:2] == "->" {
-			if err := os.Symlink(c[2:], full); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
