@@ -2,13 +2,13 @@ package uverbs
 
 import (
 	"encoding/binary"
-	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
 
 	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 	"github.com/gorping/gorping/internal/netlink"
 	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"

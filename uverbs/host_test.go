@@ -4,7 +4,6 @@ package uverbs
 
 import (
 	"errors"
-	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 	"github.com/gorping/gorping/internal/netlink"
 )
 
