@@ -29,7 +29,7 @@ GUESTRUN    := bin/guestrun
 # Turns guestrun's "skipped" (77) into a loud note instead of a make error.
 guest_skip_ok = st=$$?; if [ $$st -eq 77 ]; then echo "*** guest tier SKIPPED: host prerequisite missing (see above) ***"; exit 0; fi; exit $$st
 
-.PHONY: guest guest-matrix test-siw guest-16k demo demo-local bench bench-mesh guest-shell
+.PHONY: guest guest-matrix test-siw guest-16k demo demo-local bench bench-ab bench-mesh guest-shell
 
 $(GUESTRUN): FORCE
 	$(GO) build -o $@ ./test/vm/guestrun
@@ -97,6 +97,15 @@ bench: $(GUESTRUN) ## timing figures: stock rping vs gorping in one guest and be
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/bench.sh $(GUEST_FLAGS); $(guest_skip_ok)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -hosts 2 -timeout 60m -script test/vm/bench-hosts.sh $(GUEST_FLAGS); $(guest_skip_ok)
 	$(GO) test -run '^$$' -bench . -benchmem ./uverbs/rxe
+
+# A/B of two trees in one guest: make bench-ab BEFORE=path/to/gorping-linux-amd64 (a build
+# of the older tree for the guest's architecture) runs bench.sh's rounds with that
+# binary's gorping×gorping pairs, event mode and --poll, beside this tree's.
+BENCH_ROUNDS ?= 6
+bench-ab: $(GUESTRUN) ## BEFORE=older gorping binary: its event and --poll time per ping beside this tree's, alternating rounds in one guest
+	@test -n "$(BEFORE)" || { echo "usage: make bench-ab BEFORE=path/to/older/gorping-linux-$(ARCH)"; exit 2; }
+	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -add $(abspath $(BEFORE)):/usr/local/bin/gorping-before \
+		-add $(abspath test/vm/bench.sh):/bench.sh -cmd 'BENCH_ROUNDS=$(BENCH_ROUNDS) sh /bench.sh' $(GUEST_FLAGS); $(guest_skip_ok)
 
 # The cross-host round trip of each test-bed network configuration: QEMU's
 # TCP socket netdev (what two guests were first joined with) and the test
