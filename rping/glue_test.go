@@ -141,6 +141,15 @@ func modelClean(t *testing.T, m deviceModel) {
 	}
 }
 
+// shortPings is n, or with -short (make check) a tenth of it, at least 500: every ring
+// still wraps dozens of times.
+func shortPings(n int) int {
+	if testing.Short() {
+		return max(n/10, 500)
+	}
+	return n
+}
+
 // modelMode is one way of pinging over a device model.
 type modelMode struct {
 	name         string
