@@ -9,13 +9,13 @@ import (
 
 // Whether the MTUs along a RoCE path fit each other.
 
-// RoCEHeaderBytes is what a RoCE packet carries inside the netdev MTU besides its IB
+// roceHeaderBytes is what a RoCE packet carries inside the netdev MTU besides its IB
 // payload: an IPv6 header (40; IPv4's is 20, RoCE v1's GRH is 40: take the larger since one
 // port carries both), UDP (8), BTH (12), RETH (16, the largest extended header an RC data
 // packet carries: the first packet of an RDMA WRITE, or a READ request) and the ICRC (4).
 // The Ethernet header, VLAN tag and FCS are outside the netdev MTU and not counted. Soft-RoCE
 // budgets the same 80 bytes when it derives the active MTU from the netdev MTU.
-const RoCEHeaderBytes = 40 + 8 + 12 + 16 + 4
+const roceHeaderBytes = 40 + 8 + 12 + 16 + 4
 
 // MTUFacts are the MTUs along one path.
 type MTUFacts struct {
@@ -45,13 +45,13 @@ func CheckMTU(f MTUFacts) string {
 		if m.Bytes() == 0 {
 			m, what = f.ActiveMTU, "active"
 		}
-		if m.Bytes() > 0 && m.Bytes()+RoCEHeaderBytes > f.NetdevMTU {
+		if m.Bytes() > 0 && m.Bytes()+roceHeaderBytes > f.NetdevMTU {
 			fix := " (no IB MTU fits it now)"
 			if fit := fittingMTU(f.NetdevMTU); fit > 0 {
 				fix = fmt.Sprintf(" or use an IB MTU of at most %d", fit)
 			}
 			w = append(w, fmt.Sprintf("%s MTU %d plus %d bytes of RoCE headers exceeds %s's MTU %d: messages larger than %d bytes will not get through (the sender retries until its retry budget runs out; rxe retries for ever); raise %s's MTU to at least %d%s",
-				what, m.Bytes(), RoCEHeaderBytes, nd, f.NetdevMTU, max(f.NetdevMTU-RoCEHeaderBytes, 0), nd, m.Bytes()+RoCEHeaderBytes, fix))
+				what, m.Bytes(), roceHeaderBytes, nd, f.NetdevMTU, max(f.NetdevMTU-roceHeaderBytes, 0), nd, m.Bytes()+roceHeaderBytes, fix))
 		}
 	}
 	return strings.Join(w, "; ")
@@ -61,7 +61,7 @@ func CheckMTU(f MTUFacts) string {
 func fittingMTU(netdevMTU int) int {
 	best := 0
 	for m := uverbs.MTU256; m <= uverbs.MTU4096; m++ {
-		if m.Bytes()+RoCEHeaderBytes <= netdevMTU {
+		if m.Bytes()+roceHeaderBytes <= netdevMTU {
 			best = m.Bytes()
 		}
 	}
