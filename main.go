@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/gorping/gorping/internal/cli"
+	_ "github.com/gorping/gorping/uverbs/providers" // the providers gorping ships: chosen here, once
 )
 
 func main() {

@@ -34,7 +34,7 @@ type Context struct {
 
 // Open opens dev's uverbs node and creates its context through the registered provider
 // (or the one WithProvider names). Every Open makes a new kernel context; OpenShared
-// shares one. WithBackend replaces the device node.
+// shares one. withBackend replaces the device node.
 func Open(dev Device, opts ...Option) (*Context, error) {
 	o := applyOptions(opts)
 	p, err := providers.lookup(dev, o.provider)
@@ -67,9 +67,9 @@ type Backend interface {
 	Munmap(b []byte) error
 }
 
-// OpenBackend creates a context on dev whose device file is b (Open with WithBackend).
+// OpenBackend creates a context on dev whose device file is b (Open with withBackend).
 func OpenBackend(dev Device, b Backend, opts ...Option) (*Context, error) {
-	return Open(dev, append(opts, WithBackend(b))...)
+	return Open(dev, append(opts, withBackend(b))...)
 }
 
 // shared holds the contexts OpenShared hands out, one per device node.

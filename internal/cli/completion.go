@@ -65,7 +65,7 @@ func runCompletion(args []string, env Env) int {
 // `gorping devices` finds them (RDMA netlink, sysfs), in device order. IPv6 link-local
 // addresses are left out: they need a zone to be used.
 func rdmaAddresses() ([]string, error) {
-	devs, err := uverbs.Devices()
+	devs, err := uverbs.Host{}.Devices()
 	if err != nil {
 		return nil, err
 	}

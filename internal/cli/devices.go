@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/diag"
 )
 
 var devicesCommand = &subcommand{
@@ -98,8 +99,8 @@ type portDoc struct {
 	NetdevMTU  int     `json:"netdev_mtu,omitempty"`
 	MTUWarning string  `json:"mtu_warning,omitempty"`
 	// The port's link-down count (hw_counters or counters link_downed) and its
-	// connection manager's message totals, with a warning for rxe's QP1 after
-	// a link flap (rping/connstall.go); absent when the port has none.
+	// connection manager's message totals, with the driver's advice after a link
+	// flap (uverbs.LinkDownAdvisor: rxe's QP1); absent when the port has none.
 	LinkDowned  *uint64  `json:"link_downed,omitempty"`
 	CMSent      *uint64  `json:"cm_sent,omitempty"`
 	CMReceived  *uint64  `json:"cm_received,omitempty"`
@@ -119,7 +120,8 @@ type gidDoc struct {
 // has a provider for it opens a uverbs context for the query; otherwise the MTU is left
 // unknown with the reason.
 func collectDevices(verbose bool) (devicesDoc, error) {
-	devs, err := uverbs.Devices()
+	h := uverbs.Host{} // this machine (a test binary's from GORPING_HOSTENV_*)
+	devs, err := h.Devices()
 	if err != nil {
 		return devicesDoc{}, err
 	}
@@ -127,17 +129,17 @@ func collectDevices(verbose bool) (devicesDoc, error) {
 	for _, d := range devs {
 		dd := deviceDoc{
 			Name: d.Name, Index: d.Index, Driver: d.Driver, DriverID: d.DriverID,
-			Provider: uverbs.HasProvider(d), Uverbs: d.Uverbs, Path: d.Path, ABI: d.ABI,
+			Provider: d.HasProvider(), Uverbs: d.Uverbs, Path: d.Path, ABI: d.ABI,
 			NodeGUID: formatGUID(d.NodeGUID), Ports: []portDoc{},
 		}
 		if verbose {
-			di := uverbs.ReadDeviceInfo(d.Name)
+			di := diag.ReadDeviceInfo(h, d.Name)
 			dd.NodeType, dd.FWVersion = di.NodeType, di.FWVersion
 			if di.SysImageGUID != 0 {
 				dd.SysImageGUID = formatGUID(di.SysImageGUID)
 			}
 		}
-		ports, err := uverbs.ReadPorts(d.Name, verbose)
+		ports, err := diag.ReadPorts(h, d.Name, verbose)
 		if err != nil {
 			dd.Error = err.Error()
 			doc.Devices = append(doc.Devices, dd)
@@ -157,21 +159,21 @@ func collectDevices(verbose bool) (devicesDoc, error) {
 				pd.MTUError = mtus.err
 			}
 			if p.Netdev != "" {
-				if n, err := uverbs.NetdevMTU(p.Netdev); err == nil {
+				if n, err := diag.NetdevMTU(h, p.Netdev); err == nil {
 					pd.NetdevMTU = n
 				}
 			}
-			pd.MTUWarning = uverbs.CheckMTU(uverbs.MTUFacts{
+			pd.MTUWarning = diag.CheckMTU(diag.MTUFacts{
 				ActiveMTU: active, LinkLayer: p.LinkLayer, Netdev: p.Netdev, NetdevMTU: pd.NetdevMTU,
 			})
-			linkCounters(d, p.Port, &pd)
+			linkCounters(h, d, p.Port, &pd)
 			if verbose && p.LinkLayer == uverbs.LinkLayerInfiniBand {
 				lid, smlid := p.LID, p.SMLID
 				pd.LID, pd.SMLID = &lid, &smlid
 			}
 			if verbose {
 				for _, g := range p.GIDs {
-					pd.GIDs = append(pd.GIDs, gidDoc{Index: g.Index, GID: g.GID.String(), Type: uverbs.GIDTypeName(g.Type), Netdev: g.Netdev})
+					pd.GIDs = append(pd.GIDs, gidDoc{Index: g.Index, GID: g.GID.String(), Type: g.Type.String(), Netdev: g.Netdev})
 				}
 			}
 			dd.Ports = append(dd.Ports, pd)
@@ -182,8 +184,8 @@ func collectDevices(verbose bool) (devicesDoc, error) {
 }
 
 // linkCounters fills in the port's link-down count and CM message totals.
-func linkCounters(d uverbs.Device, port int, pd *portDoc) {
-	s, err := uverbs.ReadCounters(d.Name, port)
+func linkCounters(h uverbs.Host, d uverbs.Device, port int, pd *portDoc) {
+	s, err := diag.ReadCounters(h, d.Name, port)
 	if err != nil {
 		return
 	}
@@ -197,10 +199,10 @@ func linkCounters(d uverbs.Device, port int, pd *portDoc) {
 		tx, rx := s.Sum(pdir+"cm_tx_msgs"), s.Sum(pdir+"cm_rx_msgs")
 		pd.CMSent, pd.CMReceived = &tx, &rx
 	}
-	if d.Driver == "rxe" && pd.LinkDowned != nil && *pd.LinkDowned > 0 {
-		pd.LinkWarning = fmt.Sprintf("the link went down %d time(s) since %s was created: rxe's QP1 may not recover "+
-			"(connections then time out, see gorping's explanation); if so: rdma link delete %s; rdma link add %s type rxe netdev %s",
-			*pd.LinkDowned, d.Name, d.Name, d.Name, orUnknown(pd.Netdev))
+	if pd.LinkDowned != nil && *pd.LinkDowned > 0 {
+		if advice := d.LinkDownAdvice(pd.Netdev); advice != "" {
+			pd.LinkWarning = fmt.Sprintf("the link went down %d time(s) since %s was created: %s", *pd.LinkDowned, d.Name, advice)
+		}
 	}
 }
 
@@ -211,9 +213,9 @@ type portMTUs struct {
 
 // queryMTUs opens a uverbs context on d (only if gorping has its provider) and queries
 // every port.
-func queryMTUs(d uverbs.Device, ports []uverbs.PortInfo) portMTUs {
+func queryMTUs(d uverbs.Device, ports []diag.PortInfo) portMTUs {
 	res := portMTUs{ports: map[int]uverbs.PortAttr{}}
-	if !uverbs.HasProvider(d) {
+	if !d.HasProvider() {
 		res.err = "needs a uverbs context; gorping has no provider for driver " + orUnknown(d.Driver)
 		return res
 	}

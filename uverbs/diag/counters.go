@@ -1,4 +1,4 @@
-package uverbs
+package diag
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gorping/gorping/uverbs"
 )
 
 // Counter snapshots for path diagnostics. Drivers expose different counters (rxe:
@@ -37,6 +39,12 @@ func (d CounterDelta) Delta() uint64 {
 	return d.After
 }
 
+// ReadCounters reads every numeric file of the counters of ibdev's port in h's sysfs
+// (readCounters).
+func ReadCounters(h uverbs.Host, ibdev string, port int) (CounterSnapshot, error) {
+	return readCounters(h.Env().Sysfs, ibdev, port)
+}
+
 // readCounters snapshots the counters of ibdev's port: ports/<port>/counters/,
 // ports/<port>/hw_counters/, the connection manager's message counts of the port
 // (ports/<port>/cm_tx_msgs/, cm_rx_msgs/, cm_tx_retries/, cm_rx_duplicates/) and the
@@ -44,11 +52,11 @@ func (d CounterDelta) Delta() uint64 {
 func readCounters(root, ibdev string, port int) (CounterSnapshot, error) {
 	base := filepath.Join(root, "class", "infiniband", ibdev)
 	if _, err := os.Stat(base); err != nil {
-		return CounterSnapshot{}, fmt.Errorf("uverbs: %s counters: %w", ibdev, err)
+		return CounterSnapshot{}, fmt.Errorf("diag: %s counters: %w", ibdev, err)
 	}
 	pdir := filepath.Join("ports", strconv.Itoa(port))
 	if _, err := os.Stat(filepath.Join(base, pdir)); err != nil {
-		return CounterSnapshot{}, fmt.Errorf("uverbs: %s port %d counters: %w", ibdev, port, err)
+		return CounterSnapshot{}, fmt.Errorf("diag: %s port %d counters: %w", ibdev, port, err)
 	}
 	s := CounterSnapshot{Values: map[string]uint64{}}
 	for _, dir := range []string{
@@ -61,7 +69,7 @@ func readCounters(root, ibdev string, port int) (CounterSnapshot, error) {
 		"hw_counters",
 	} {
 		if err := walkCounters(base, dir, &s); err != nil {
-			return CounterSnapshot{}, fmt.Errorf("uverbs: %s counters: %w", ibdev, err)
+			return CounterSnapshot{}, fmt.Errorf("diag: %s counters: %w", ibdev, err)
 		}
 	}
 	sort.Strings(s.Unreadable)

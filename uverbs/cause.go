@@ -1,12 +1,9 @@
 package uverbs
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
-// Diagnostic texts for the path diagnostics: what a failed completion most likely means,
-// and whether the MTUs along a RoCE path fit each other.
+// What a failed work completion most likely means, for error reports, the path
+// diagnostics and --trace.
 
 var wcCauses = [...]string{
 	WCSuccess:        "the work request completed successfully",
@@ -41,63 +38,4 @@ func (s WCStatus) Cause() string {
 		c = wcCauses[s]
 	}
 	return fmt.Sprintf("%s (%d): %s", s, uint32(s), c)
-}
-
-// RoCEHeaderBytes is what a RoCE packet carries inside the netdev MTU besides its IB
-// payload: an IPv6 header (40; IPv4's is 20, RoCE v1's GRH is 40: take the larger since one
-// port carries both), UDP (8), BTH (12), RETH (16, the largest extended header an RC data
-// packet carries: the first packet of an RDMA WRITE, or a READ request) and the ICRC (4).
-// The Ethernet header, VLAN tag and FCS are outside the netdev MTU and not counted. Soft-RoCE
-// budgets the same 80 bytes when it derives the active MTU from the netdev MTU.
-const RoCEHeaderBytes = 40 + 8 + 12 + 16 + 4
-
-// MTUFacts are the MTUs along one path.
-type MTUFacts struct {
-	PathMTU   MTU // the QP's path MTU (0 if not known)
-	ActiveMTU MTU // the port's active MTU (0 if not known)
-	LinkLayer LinkLayer
-	Netdev    string // the port's netdev ("" on InfiniBand)
-	NetdevMTU int    // its MTU in bytes (0 if not known)
-}
-
-// CheckMTU returns a warning when the MTUs do not fit each other so that large transfers
-// break (packets of a full IB MTU dropped; small messages still pass), or "" when they fit
-// or too little is known to tell.
-func CheckMTU(f MTUFacts) string {
-	var w []string
-	if f.PathMTU.Bytes() > 0 && f.ActiveMTU.Bytes() > 0 && f.PathMTU > f.ActiveMTU {
-		w = append(w, fmt.Sprintf("path MTU %d exceeds the port's active MTU %d", f.PathMTU.Bytes(), f.ActiveMTU.Bytes()))
-	}
-	if f.LinkLayer == LinkLayerEthernet && f.NetdevMTU > 0 {
-		nd := f.Netdev
-		if nd == "" {
-			nd = "the netdev"
-		}
-		// The path MTU is what packets are cut to; without one the active MTU is what the
-		// next connection gets.
-		m, what := f.PathMTU, "path"
-		if m.Bytes() == 0 {
-			m, what = f.ActiveMTU, "active"
-		}
-		if m.Bytes() > 0 && m.Bytes()+RoCEHeaderBytes > f.NetdevMTU {
-			fix := " (no IB MTU fits it now)"
-			if fit := fittingMTU(f.NetdevMTU); fit > 0 {
-				fix = fmt.Sprintf(" or use an IB MTU of at most %d", fit)
-			}
-			w = append(w, fmt.Sprintf("%s MTU %d plus %d bytes of RoCE headers exceeds %s's MTU %d: messages larger than %d bytes will not get through (the sender retries until its retry budget runs out; rxe retries for ever); raise %s's MTU to at least %d%s",
-				what, m.Bytes(), RoCEHeaderBytes, nd, f.NetdevMTU, max(f.NetdevMTU-RoCEHeaderBytes, 0), nd, m.Bytes()+RoCEHeaderBytes, fix))
-		}
-	}
-	return strings.Join(w, "; ")
-}
-
-// fittingMTU is the largest IB MTU whose packets fit a netdev MTU (0 if none does).
-func fittingMTU(netdevMTU int) int {
-	best := 0
-	for m := MTU256; m <= MTU4096; m++ {
-		if m.Bytes()+RoCEHeaderBytes <= netdevMTU {
-			best = m.Bytes()
-		}
-	}
-	return best
 }

@@ -1,4 +1,4 @@
-package uverbs
+package diag
 
 import (
 	"net/netip"
@@ -6,6 +6,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
+	"github.com/gorping/gorping/uverbs"
 )
 
 // rxeTree is a Soft-RoCE device as sysfs shows it, with a few GID slots: 0 and 1 valid,
@@ -13,7 +17,7 @@ import (
 func rxeTree(t *testing.T) string {
 	root := t.TempDir()
 	p := "class/infiniband/rxe0/ports/1/"
-	writeTree(t, root, map[string]string{
+	hostenvtest.WriteTree(t, root, map[string]string{
 		"class/infiniband/rxe0/node_type":      "1: CA\n",
 		"class/infiniband/rxe0/fw_ver":         "0.0.0\n",
 		"class/infiniband/rxe0/node_desc":      "rxe\n",
@@ -51,14 +55,14 @@ func TestReadPortsRxe(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []PortInfo{{
-		Port: 1, State: PortActive, PhysState: 5, LinkLayer: LinkLayerEthernet,
+		Port: 1, State: uverbs.PortActive, PhysState: 5, LinkLayer: uverbs.LinkLayerEthernet,
 		Rate: "10 Gb/sec (1X QDR)", Netdev: "d0",
 		GIDs: []PortGID{
-			{Index: 0, GID: netip.MustParseAddr("fe80::5054:ff:fe12:3456"), Type: GIDTypeRoCEv2, Netdev: "d0"},
-			{Index: 1, GID: netip.MustParseAddr("2001:db8::1"), Type: GIDTypeRoCEv2, Netdev: "d0"},
-			{Index: 3, GID: netip.MustParseAddr("::ffff:192.0.2.1"), Type: GIDTypeRoCEv2, Netdev: "d0"},
+			{Index: 0, GID: netip.MustParseAddr("fe80::5054:ff:fe12:3456"), Type: uverbs.GIDTypeRoCEv2, Netdev: "d0"},
+			{Index: 1, GID: netip.MustParseAddr("2001:db8::1"), Type: uverbs.GIDTypeRoCEv2, Netdev: "d0"},
+			{Index: 3, GID: netip.MustParseAddr("::ffff:192.0.2.1"), Type: uverbs.GIDTypeRoCEv2, Netdev: "d0"},
 			// "IB/RoCE v1" on an Ethernet port is RoCE v1 (mlx5 lists every address as v1 and v2).
-			{Index: 11, GID: netip.MustParseAddr("fe80::5054:ff:fe12:3456"), Type: GIDTypeRoCEv1, Netdev: "d0.5"},
+			{Index: 11, GID: netip.MustParseAddr("fe80::5054:ff:fe12:3456"), Type: uverbs.GIDTypeRoCEv1, Netdev: "d0.5"},
 		},
 	}}
 	if !reflect.DeepEqual(ports, want) {
@@ -76,12 +80,13 @@ func TestReadPortsRxe(t *testing.T) {
 	if di != (DeviceInfo{NodeType: "CA", FWVersion: "0.0.0", NodeDesc: "rxe", SysImageGUID: 0x505400fffe123456}) {
 		t.Errorf("readDeviceInfo = %+v", di)
 	}
-	if mtu, err := netdevMTU(root, "d0"); mtu != 1500 || err != nil {
-		t.Errorf("netdevMTU = %d, %v", mtu, err)
+	h := uverbs.NewHost(hostenv.Env{Sysfs: root})
+	if mtu, err := NetdevMTU(h, "d0"); mtu != 1500 || err != nil {
+		t.Errorf("NetdevMTU = %d, %v", mtu, err)
 	}
 	for _, bad := range []string{"", "..", "a/b", "nosuch"} {
-		if _, err := netdevMTU(root, bad); err == nil {
-			t.Errorf("netdevMTU(%q): no error", bad)
+		if _, err := NetdevMTU(h, bad); err == nil {
+			t.Errorf("NetdevMTU(%q): no error", bad)
 		}
 	}
 }
@@ -90,7 +95,7 @@ func TestReadPortsInfiniBandAndMissing(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	p := "class/infiniband/mlx5_0/ports/"
-	writeTree(t, root, map[string]string{
+	hostenvtest.WriteTree(t, root, map[string]string{
 		p + "1/state":      "1: DOWN\n",
 		p + "1/phys_state": "3: Disabled\n",
 		p + "1/link_layer": "InfiniBand\n",
@@ -112,34 +117,16 @@ func TestReadPortsInfiniBandAndMissing(t *testing.T) {
 	}
 	p1 := ports[0]
 	// No gid_attrs: a v1 entry on InfiniBand is an IB GID. The netdev comes from the bus device.
-	if p1.State != PortDown || p1.PhysState.String() != "DISABLED" || p1.LID != 0x1a || p1.SMLID != 1 ||
-		len(p1.GIDs) != 1 || p1.GIDs[0].Type != GIDTypeIB || p1.Netdev != "ib0" {
+	if p1.State != uverbs.PortDown || p1.PhysState.String() != "DISABLED" || p1.LID != 0x1a || p1.SMLID != 1 ||
+		len(p1.GIDs) != 1 || p1.GIDs[0].Type != uverbs.GIDTypeIB || p1.Netdev != "ib0" {
 		t.Errorf("port 1 = %+v", p1)
 	}
 	if _, err := readPorts(root, "nosuch", false); err == nil || !strings.Contains(err.Error(), "nosuch") {
 		t.Errorf("missing device: %v", err)
 	}
-	writeTree(t, root, map[string]string{"class/infiniband/bad0/ports/1/rate": "x"})
+	hostenvtest.WriteTree(t, root, map[string]string{"class/infiniband/bad0/ports/1/rate": "x"})
 	if _, err := readPorts(root, "bad0", false); err == nil {
 		t.Error("port without state: no error")
-	}
-}
-
-func TestGIDTypeNameAndPhysState(t *testing.T) {
-	t.Parallel()
-	for ty, want := range map[GIDType]string{0: "IB", 1: "RoCE v1", 2: "RoCE v2", 7: "GIDType(7)"} {
-		if got := GIDTypeName(ty); got != want {
-			t.Errorf("GIDTypeName(%d) = %q", ty, got)
-		}
-	}
-	if PhysState(9).String() != "PhysState(9)" || PhysState(2).String() != "POLLING" {
-		t.Error("PhysState names")
-	}
-	if n, s := splitNumName("4: ACTIVE"); n != 4 || s != "ACTIVE" {
-		t.Errorf("splitNumName = %d %q", n, s)
-	}
-	if n, s := splitNumName("CA"); n != 0 || s != "CA" {
-		t.Errorf("splitNumName(no colon) = %d %q", n, s)
 	}
 }
 
@@ -148,7 +135,7 @@ func TestReadPortsFollowsSymlinkedRoot(t *testing.T) {
 	// sysfs class entries are symlinks into /sys/devices; reading through one must work.
 	real := rxeTree(t)
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{"class/infiniband/rxe0": "->" + filepath.Join(real, "class/infiniband/rxe0")})
+	hostenvtest.WriteTree(t, root, map[string]string{"class/infiniband/rxe0": "->" + filepath.Join(real, "class/infiniband/rxe0")})
 	if ports, err := readPorts(root, "rxe0", false); err != nil || len(ports) != 1 {
 		t.Errorf("through symlink: %+v, %v", ports, err)
 	}

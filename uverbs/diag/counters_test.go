@@ -1,17 +1,19 @@
-package uverbs
+package diag
 
 import (
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 )
 
 func TestCountersSnapshotAndDiff(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	d := "class/infiniband/rxe0/"
-	writeTree(t, root, map[string]string{
+	hostenvtest.WriteTree(t, root, map[string]string{
 		d + "ports/1/hw_counters/sent_pkts":        "10\n",
 		d + "ports/1/hw_counters/rcvd_pkts":        "7\n",
 		d + "ports/1/hw_counters/rcvd_seq_err":     "0\n",
@@ -41,7 +43,7 @@ func TestCountersSnapshotAndDiff(t *testing.T) {
 	if !reflect.DeepEqual(before.Unreadable, []string{"ports/1/counters/unsupported"}) {
 		t.Errorf("unreadable %v", before.Unreadable)
 	}
-	writeTree(t, root, map[string]string{
+	hostenvtest.WriteTree(t, root, map[string]string{
 		d + "ports/1/hw_counters/sent_pkts":    "25\n",
 		d + "ports/1/hw_counters/rcvd_seq_err": "2\n",
 		d + "hw_counters/device_wide":          "1\n", // went down: reset
@@ -77,7 +79,7 @@ func TestCountersMissing(t *testing.T) {
 	if _, err := readCounters(root, "rxe0", 1); err == nil {
 		t.Error("missing device: no error")
 	}
-	writeTree(t, root, map[string]string{"class/infiniband/rxe0/ports/1/state": "4: ACTIVE\n"})
+	hostenvtest.WriteTree(t, root, map[string]string{"class/infiniband/rxe0/ports/1/state": "4: ACTIVE\n"})
 	if _, err := readCounters(root, "rxe0", 2); err == nil {
 		t.Error("missing port: no error")
 	}
