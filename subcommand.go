@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/gorping/gorping/mesh"
@@ -59,7 +61,7 @@ func init() {
 			match: isDevicesCommand, run: plain(runDevices)},
 		{name: "completion", help: "print a shell completion script", options: completionOptions,
 			args: completionArgs, usage: completionUsage, match: isCompletionCommand, run: plain(runCompletion)},
-		{name: "mesh", help: "ping mesh agent exporting to Prometheus", options: meshOptions(), usage: mesh.Usage,
+		{name: "mesh", help: "ping mesh agent exporting to Prometheus", options: meshOptions(),
 			match: isMeshCommand, daemon: true, schedule: mesh.Schedule,
 			run: func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return mesh.Main(ctx, args, version(), stdout, stderr)
@@ -78,14 +80,15 @@ func plain(f func(args []string, stdout, stderr io.Writer) int) func(context.Con
 // meshOptions are mesh's options as the table lists them (mesh parses its own).
 func meshOptions() []option {
 	var opts []option
-	for _, f := range mesh.Flags() {
-		o := option{long: f.Name, help: "see gorping mesh --help"}
-		if f.Name == "h" {
+	flags := mesh.Flags()
+	for _, name := range slices.Sorted(maps.Keys(flags)) {
+		o := option{long: name, help: "see gorping mesh --help"}
+		if name == "h" {
 			o = option{short: 'h', help: "usage"}
-		} else if f.Name == "help" {
+		} else if name == "help" {
 			o.help = "usage"
 		}
-		if f.Value {
+		if flags[name] {
 			o.arg = "value"
 		}
 		opts = append(opts, o)

@@ -23,29 +23,28 @@ import (
 	"github.com/gorping/gorping/rping"
 )
 
-// Exit statuses of Run.
+// Exit statuses of Main.
 const (
-	ExitOK    = 0
-	ExitError = 1 // the agent could not start (listener, web configuration)
-	ExitUsage = 2 // bad options
+	exitOK    = 0
+	exitError = 1 // the agent could not start (listener, web configuration)
+	exitUsage = 2 // bad options
 )
 
-// agent is one running `gorping mesh`.
-type agent struct {
-	cfg        Config
+// Agent is one `gorping mesh`: New checks its configuration, Run runs it.
+type Agent struct {
+	cfg        *agentConfig
 	log        *slog.Logger
 	m          *metrics
 	mgr        *manager
 	src        *sources
-	dial       Dialer
-	resolver   Resolver
+	d          deps
 	probeSlots chan struct{}
 }
 
 // deps are the agent's seams to the world, replaced by host tests.
 type deps struct {
-	dial     Dialer
-	resolver Resolver
+	dial     dialFunc
+	resolver dnsResolver
 	respond  func(ctx context.Context, cfg rping.ResponderConfig) error
 	hup      <-chan os.Signal           // nil: the process's SIGHUP
 	local    func() map[netip.Addr]bool // this host's addresses; nil: the interfaces'
@@ -54,17 +53,31 @@ type deps struct {
 // Main runs `gorping mesh` with the words after "mesh" until ctx ends (SIGTERM, SIGINT)
 // and returns the exit status. Logs and errors go to stderr; --help to stdout.
 func Main(ctx context.Context, args []string, version string, stdout, stderr io.Writer) int {
-	cfg, err := ParseArgs(args)
-	if errors.Is(err, flagErrHelp) {
-		io.WriteString(stdout, Usage)
-		return ExitOK
+	cfg, err := parseArgs(args)
+	if errors.Is(err, errHelp) {
+		io.WriteString(stdout, usage)
+		return exitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "gorping mesh: %v (gorping mesh --help lists the options)\n", err)
-		return ExitUsage
+		return exitUsage
 	}
-	cfg.Version = version
-	return Run(ctx, cfg, stderr)
+	cfg.Version, cfg.Log = version, stderr
+	a, err := New(cfg)
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "gorping mesh: %v (gorping mesh --help lists the options)\n", err)
+		return exitUsage
+	case err != nil:
+		fmt.Fprintf(stderr, "gorping mesh: %v\n", err)
+		return exitError
+	}
+	if err := a.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "gorping mesh: %v\n", err)
+		return exitError
+	}
+	return exitOK
 }
 
 // Schedule makes the process-wide scheduler choice of an agent process (main calls it;
@@ -78,18 +91,23 @@ func Schedule() {
 	}
 }
 
-// Run runs the agent until ctx ends.
-func Run(ctx context.Context, cfg Config, stderr io.Writer) int {
-	return run(ctx, cfg, stderr, deps{})
-}
+// New checks cfg and returns the agent it describes. A bad field is one error line
+// naming its option.
+func New(cfg Config) (*Agent, error) { return newAgent(cfg, deps{}) }
 
-func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
-	log := newLogger(cfg, stderr)
+func newAgent(cfg Config, d deps) (*Agent, error) {
+	c, err := cfg.check()
+	if err != nil {
+		return nil, err
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
 	if d.resolver == nil {
 		d.resolver = net.DefaultResolver
 	}
 	if d.dial == nil {
-		d.dial = rpingDialer(cfg.Source, cfg.Size, cfg.ConnectTimeout)
+		d.dial = rpingDialer(c.source, c.Size, c.ConnectTimeout)
 	}
 	if d.respond == nil {
 		d.respond = rping.Respond
@@ -97,24 +115,23 @@ func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
 	if d.local == nil {
 		d.local = localAddrs
 	}
-	if cfg.WebConfigFile != "" {
-		if err := web.Validate(cfg.WebConfigFile); err != nil {
-			fmt.Fprintf(stderr, "gorping mesh: --web.config.file %s: %v\n", cfg.WebConfigFile, err)
-			return ExitError
-		}
-	}
+	return &Agent{cfg: c, log: newLogger(c.Config, c.Log), m: newMetrics(c.Version), d: d,
+		probeSlots: make(chan struct{}, maxProbesInFlight)}, nil
+}
+
+// Run runs the agent until ctx ends, then releases every connection and closes the
+// listener. It returns an error if the agent could not start or its listener failed.
+// An Agent runs once.
+func (a *Agent) Run(ctx context.Context) error {
+	cfg, log, d := a.cfg, a.log, a.d
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		fmt.Fprintf(stderr, "gorping mesh: --listen: %v\n", err)
-		return ExitError
+		return fmt.Errorf("--listen: %w", err)
 	}
-	a := &agent{cfg: cfg, log: log, m: newMetrics(cfg.Version), dial: d.dial, resolver: d.resolver,
-		probeSlots: make(chan struct{}, maxProbesInFlight)}
 	h, err := a.handler()
 	if err != nil {
 		ln.Close()
-		fmt.Fprintf(stderr, "gorping mesh: %v\n", err)
-		return ExitError
+		return err
 	}
 	// Probers and the responder get their own context, ended only after the listener is
 	// told nothing: the last scrapes see the teardown.
@@ -124,24 +141,13 @@ func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
 		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, dial: d.dial, resolver: d.resolver, log: log,
 		dials: make(chan struct{}, maxParallelDials)}
 	a.mgr = newManager(work, settings, a.m)
-	selfPort := cfg.Port
+	selfPort := cfg.port
 	if cfg.NoResponder {
 		selfPort = 0
 	}
-	a.src = &sources{file: cfg.TargetsFile, peers: cfg.Peers, defaultPort: cfg.Port, selfPort: selfPort,
-		resolver: d.resolver, local: d.local, log: log, m: a.m, skipped: map[string]bool{}}
-	if cfg.TargetsDNS != "" {
-		a.src.dnsName, a.src.dnsPort = cfg.TargetsDNS, cfg.Port
-		if h, p, err := net.SplitHostPort(cfg.TargetsDNS); err == nil {
-			port, perr := parsePort(p)
-			if perr != nil {
-				ln.Close()
-				fmt.Fprintf(stderr, "gorping mesh: --targets-dns %s: %v\n", cfg.TargetsDNS, perr)
-				return ExitUsage
-			}
-			a.src.dnsName, a.src.dnsPort = h, port
-		}
-	}
+	a.src = &sources{file: cfg.TargetsFile, peers: cfg.peers, defaultPort: cfg.port, selfPort: selfPort,
+		resolver: d.resolver, local: d.local, log: log, m: a.m, skipped: map[string]bool{},
+		dnsName: cfg.dnsName, dnsPort: cfg.dnsPort}
 
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
@@ -167,13 +173,13 @@ func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
 	}
 	wg.Go(func() { a.watchSources(work, hup) })
 
-	status := ExitOK
+	var runErr error
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case err := <-served:
 		log.Error("metrics listener failed", "err", err)
-		status = ExitError
+		runErr = fmt.Errorf("metrics listener: %w", err)
 	}
 	stopWork()
 	wg.Wait()
@@ -184,19 +190,19 @@ func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
 	if err := srv.Shutdown(sctx); err != nil {
 		srv.Close()
 	}
-	return status
+	return runErr
 }
 
-func responderDesc(cfg Config) string {
+func responderDesc(cfg *agentConfig) string {
 	if cfg.NoResponder {
 		return "off"
 	}
-	return netip.AddrPortFrom(cfg.Bind, cfg.Port).String()
+	return netip.AddrPortFrom(cfg.bind, cfg.port).String()
 }
 
 // watchSources loads the targets, then reloads them when the file changes, on SIGHUP
 // and when the DNS name is due for resolution, until ctx ends.
-func (a *agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
+func (a *Agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
 	a.src.loadFile(true)
 	a.src.refreshDNS(ctx)
 	a.mgr.reconcile(a.src.targets(ctx))
@@ -232,7 +238,7 @@ func (a *agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
 
 // respond runs the responder, starting it again (with backoff) whenever it stops by
 // itself: no device yet, the device went away, the port was taken.
-func (a *agent) respond(ctx context.Context, respond func(context.Context, rping.ResponderConfig) error) {
+func (a *Agent) respond(ctx context.Context, respond func(context.Context, rping.ResponderConfig) error) {
 	log := a.log.With("component", "responder")
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	bo := backoff{base: time.Second, max: 30 * time.Second, rnd: rnd}
@@ -240,12 +246,12 @@ func (a *agent) respond(ctx context.Context, respond func(context.Context, rping
 	var last string
 	for {
 		started := time.Now()
-		err := respond(ctx, rping.ResponderConfig{Addr: a.cfg.Bind, Port: a.cfg.Port, Size: a.cfg.Size, Log: w,
+		err := respond(ctx, rping.ResponderConfig{Addr: a.cfg.bind, Port: a.cfg.port, Size: a.cfg.Size, Log: w,
 			Listening: func() {
 				a.m.responderUp.Set(1)
 				a.m.responderStarts.Inc()
 				last = ""
-				log.Info("responder listening", "address", netip.AddrPortFrom(a.cfg.Bind, a.cfg.Port).String())
+				log.Info("responder listening", "address", netip.AddrPortFrom(a.cfg.bind, a.cfg.port).String())
 			}})
 		a.m.responderUp.Set(0)
 		if ctx.Err() != nil {

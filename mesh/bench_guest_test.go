@@ -243,7 +243,7 @@ func benchAllocs(t *testing.T) {
 		startedResponder(t, base+i)
 		peers = append(peers, hostPort(v4, base+i))
 	}
-	cfg, err := ParseArgs([]string{"--listen", "127.0.0.1:0", "--no-responder", "--interval", "0.2", "--timeout", "2s", "--peers", strings.Join(peers, ",")})
+	cfg, err := parseArgs([]string{"--listen", "127.0.0.1:0", "--no-responder", "--interval", "0.2", "--timeout", "2s", "--peers", strings.Join(peers, ",")})
 	if err != nil {
 		t.Fatal(err)
 	}

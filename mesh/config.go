@@ -1,57 +1,69 @@
 package mesh
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/exporter-toolkit/web"
+
 	"github.com/gorping/gorping/rping"
 )
 
-// DefaultListen is the metrics listener's default address. Port 10174: the range the
+// defaultListen is the metrics listener's default address. Port 10174: the range the
 // Prometheus default-port allocations began with (9100-9999) has been full since 2023
 // and allocations continue above 10000; 10174 echoes rping's 7174 (docs/mesh.md).
-const DefaultListen = ":10174"
+const defaultListen = ":10174"
 
-// Config is one `gorping mesh` invocation.
+// Config is one agent's configuration, field by field the options of `gorping mesh`
+// (each field's comment names its option). DefaultConfig gives the defaults; New
+// checks every field and says which option is wrong.
 type Config struct {
-	Listen        string // --listen
+	Listen        string // --listen: the metrics listener, [host]:port
 	WebConfigFile string // --web.config.file (exporter-toolkit: TLS, basic auth)
 
-	Port        uint16     // --port: the responder's port, and the default port of targets
-	Bind        netip.Addr // --bind: the responder's address (:: serves IPv6 and IPv4)
-	NoResponder bool       // --no-responder
+	Port        int    // --port: the responder's port, and the default port of targets
+	Bind        string // --bind: the responder's address (:: serves IPv6 and IPv4)
+	NoResponder bool   // --no-responder
 
 	TargetsFile   string        // --targets
 	TargetsReload time.Duration // --targets-reload: how often the file is checked; 0: only SIGHUP
-	Peers         []Target      // --peers
+	Peers         []string      // --peers: host[:port] each
 	TargetsDNS    string        // --targets-dns NAME[:PORT]
 	DNSRefresh    time.Duration // --dns-refresh
 
 	Interval       time.Duration // --interval
 	Jitter         float64       // --jitter, fraction of the interval
-	Timeout        time.Duration // --timeout: one ping
+	Timeout        time.Duration // --timeout: one ping; 0: the smaller of 1s and the interval
 	ConnectTimeout time.Duration // --connect-timeout
 	BackoffMax     time.Duration // --backoff-max
 	Size           int           // --size
-	Source         netip.Addr    // --source
+	Source         string        // --source: the probes' source address; "": the route's
 
-	ProbeAllow []netip.Prefix // --probe-allow
-	ProbeAny   bool           // --probe-any
+	ProbeAllow []string // --probe-allow: prefixes or addresses
+	ProbeAny   bool     // --probe-any
 
 	LogFormat string // --log.format text|json
 	LogLevel  string // --log.level debug|info|warn|error
 
-	Version string // for gorping_build_info and the landing page
+	Version string    // for gorping_build_info and the landing page
+	Log     io.Writer // where the logs go; nil: io.Discard
 }
 
-// Usage is `gorping mesh --help`.
-const Usage = `usage: gorping mesh [options]
+// DefaultConfig is the configuration of `gorping mesh` without options.
+func DefaultConfig() Config {
+	return Config{Listen: defaultListen, Port: rping.DefaultPort, Bind: "::", TargetsReload: 2 * time.Second,
+		DNSRefresh: 30 * time.Second, Interval: time.Second, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
+		BackoffMax: 30 * time.Second, Size: rping.DefaultSize, LogFormat: "text", LogLevel: "info"}
+}
+
+// usage is `gorping mesh --help`.
+const usage = `usage: gorping mesh [options]
 An RDMA ping mesh agent: serves the rping protocol (a persistent server), keeps one rping
 connection to every target, pings each once per interval and exports the results to
 Prometheus (/metrics; /probe?target=HOST[:PORT]&count=N probes once, /-/healthy).
@@ -123,43 +135,55 @@ func IsCommand(args []string) bool {
 	return true
 }
 
-// ParseArgs parses the words after "mesh". On an error it returns it (the flag package
-// has printed nothing to out); for --help it returns flag.ErrHelp.
-func ParseArgs(args []string) (Config, error) { return parse(args, io.Discard) }
+// Flags lists mesh's options for the shell completions and the man page test (package
+// main's subcommand table): each name without dashes, and whether it takes a value.
+func Flags() map[string]bool {
+	fs, _ := newFlagSet(io.Discard)
+	out := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) {
+		b, ok := f.Value.(interface{ IsBoolFlag() bool })
+		out[f.Name] = !ok || !b.IsBoolFlag()
+	})
+	return out
+}
 
-func parse(args []string, out io.Writer) (Config, error) {
-	fs, f := newFlagSet(out)
-	cfg := f.cfg
+// parseArgs parses the words after "mesh" into a Config (New checks it). For --help it
+// returns flag.ErrHelp.
+func parseArgs(args []string) (Config, error) {
+	fs, v := newFlagSet(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return *cfg, err
+		return *v.cfg, err
 	}
-	return f.finish(fs)
+	if v.help {
+		return *v.cfg, flag.ErrHelp
+	}
+	if fs.NArg() > 0 {
+		return *v.cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return *v.cfg, nil
 }
 
-// flagVars are the flags' destinations before they are checked.
+// flagVars are the flags' destinations.
 type flagVars struct {
-	cfg                        *Config
-	port, size                 uint
-	peers, bind, source, allow string
-	help                       bool
+	cfg  *Config
+	help bool
 }
 
+// newFlagSet declares mesh's options: every option is here, once.
 func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
-	cfg := &Config{Listen: DefaultListen, Port: rping.DefaultPort, TargetsReload: 2 * time.Second,
-		DNSRefresh: 30 * time.Second, Interval: time.Second, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
-		BackoffMax: 30 * time.Second, Size: rping.DefaultSize, LogFormat: "text", LogLevel: "info"}
-	v := &flagVars{cfg: cfg}
+	cfg := DefaultConfig()
+	v := &flagVars{cfg: &cfg}
 	fs := flag.NewFlagSet("gorping mesh", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {}
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
 	fs.StringVar(&cfg.WebConfigFile, "web.config.file", "", "")
-	fs.UintVar(&v.port, "port", uint(cfg.Port), "")
-	fs.StringVar(&v.bind, "bind", "::", "")
+	fs.IntVar(&cfg.Port, "port", cfg.Port, "")
+	fs.StringVar(&cfg.Bind, "bind", cfg.Bind, "")
 	fs.BoolVar(&cfg.NoResponder, "no-responder", false, "")
 	fs.StringVar(&cfg.TargetsFile, "targets", "", "")
 	fs.Var(&durationFlag{&cfg.TargetsReload}, "targets-reload", "")
-	fs.StringVar(&v.peers, "peers", "", "")
+	fs.Var(&listFlag{&cfg.Peers}, "peers", "")
 	fs.StringVar(&cfg.TargetsDNS, "targets-dns", "", "")
 	fs.Var(&durationFlag{&cfg.DNSRefresh}, "dns-refresh", "")
 	fs.Var(&durationFlag{&cfg.Interval}, "interval", "")
@@ -167,9 +191,9 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
 	fs.Var(&durationFlag{&cfg.Timeout}, "timeout", "")
 	fs.Var(&durationFlag{&cfg.ConnectTimeout}, "connect-timeout", "")
 	fs.Var(&durationFlag{&cfg.BackoffMax}, "backoff-max", "")
-	fs.UintVar(&v.size, "size", uint(cfg.Size), "")
-	fs.StringVar(&v.source, "source", "", "")
-	fs.StringVar(&v.allow, "probe-allow", "", "")
+	fs.IntVar(&cfg.Size, "size", cfg.Size, "")
+	fs.StringVar(&cfg.Source, "source", "", "")
+	fs.Var(&listFlag{&cfg.ProbeAllow}, "probe-allow", "")
 	fs.BoolVar(&cfg.ProbeAny, "probe-any", false, "")
 	fs.StringVar(&cfg.LogFormat, "log.format", cfg.LogFormat, "")
 	fs.StringVar(&cfg.LogLevel, "log.level", cfg.LogLevel, "")
@@ -178,72 +202,25 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
 	return fs, v
 }
 
-// finish checks the parsed flags and completes the Config.
-func (v *flagVars) finish(fs *flag.FlagSet) (Config, error) {
-	cfg := *v.cfg
-	port, size, peers, bind, source, allow := v.port, v.size, v.peers, v.bind, v.source, v.allow
-	help := &v.help
-	if *help {
-		return cfg, flag.ErrHelp
+// listFlag is a comma-separated list.
+type listFlag struct{ l *[]string }
+
+func (f *listFlag) String() string {
+	if f == nil || f.l == nil {
+		return ""
 	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if port == 0 || port > 65535 {
-		return cfg, fmt.Errorf("--port %d: want 1..65535", port)
-	}
-	cfg.Port = uint16(port)
-	if size < rping.MinSize || size > rping.MaxSize {
-		return cfg, fmt.Errorf("--size %d: want %d..%d", size, rping.MinSize, rping.MaxSize)
-	}
-	cfg.Size = int(size)
-	var err error
-	if cfg.Bind, err = netip.ParseAddr(bind); err != nil {
-		return cfg, fmt.Errorf("--bind: %w", err)
-	}
-	if source != "" {
-		if cfg.Source, err = netip.ParseAddr(source); err != nil {
-			return cfg, fmt.Errorf("--source: %w", err)
+	return strings.Join(*f.l, ",")
+}
+
+func (f *listFlag) Set(s string) error {
+	var l []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			l = append(l, e)
 		}
 	}
-	if peers != "" {
-		if cfg.Peers, err = ParsePeers(peers, cfg.Port); err != nil {
-			return cfg, fmt.Errorf("--peers: %w", err)
-		}
-	}
-	for _, p := range strings.Split(allow, ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
-		pf, err := netip.ParsePrefix(p)
-		if err != nil {
-			a, aerr := netip.ParseAddr(p)
-			if aerr != nil {
-				return cfg, fmt.Errorf("--probe-allow: %q is neither a prefix nor an address", p)
-			}
-			pf = netip.PrefixFrom(a, a.BitLen())
-		}
-		cfg.ProbeAllow = append(cfg.ProbeAllow, pf.Masked())
-	}
-	if cfg.Interval <= 0 {
-		return cfg, errors.New("--interval must be positive")
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = min(time.Second, cfg.Interval)
-	}
-	if cfg.Timeout <= 0 || cfg.ConnectTimeout <= 0 || cfg.DNSRefresh <= 0 || cfg.BackoffMax <= 0 || cfg.TargetsReload < 0 {
-		return cfg, errors.New("--timeout, --connect-timeout, --dns-refresh and --backoff-max must be positive")
-	}
-	if cfg.Jitter < 0 || cfg.Jitter >= 0.5 {
-		return cfg, fmt.Errorf("--jitter %g: want 0 <= F < 0.5", cfg.Jitter)
-	}
-	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
-		return cfg, fmt.Errorf("--log.format %q: want text or json", cfg.LogFormat)
-	}
-	if _, err := parseLevel(cfg.LogLevel); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
+	*f.l = l
+	return nil
 }
 
 // durationFlag takes a Go duration or a number of seconds.
@@ -269,20 +246,97 @@ func (f *durationFlag) Set(s string) error {
 	return nil
 }
 
-// Flag is one of mesh's options, for the shell completions and the man page
-// test (package main's subcommand table).
-type Flag struct {
-	Name  string // without dashes
-	Value bool   // takes a value
+// agentConfig is a Config checked and parsed.
+type agentConfig struct {
+	Config
+	port       uint16
+	bind       netip.Addr
+	source     netip.Addr
+	peers      []target
+	probeAllow []netip.Prefix
+	dnsName    string
+	dnsPort    uint16
 }
 
-// Flags lists mesh's options in name order.
-func Flags() []Flag {
-	fs, _ := newFlagSet(io.Discard)
-	var out []Flag
-	fs.VisitAll(func(f *flag.Flag) {
-		b, ok := f.Value.(interface{ IsBoolFlag() bool })
-		out = append(out, Flag{Name: f.Name, Value: !ok || !b.IsBoolFlag()})
-	})
-	return out
+// usageError is a Config that New refuses: a bad option (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// check checks cfg and parses its addresses and targets. A bad option is a usageError;
+// a web configuration that cannot be used is a plain error (exit status 1).
+func (cfg Config) check() (*agentConfig, error) {
+	c := &agentConfig{Config: cfg}
+	if cfg.Port < 1 || cfg.Port > 65535 {
+		return nil, usageErrorf("--port %d: want 1..65535", cfg.Port)
+	}
+	c.port = uint16(cfg.Port)
+	if cfg.Size < rping.MinSize || cfg.Size > rping.MaxSize {
+		return nil, usageErrorf("--size %d: want %d..%d", cfg.Size, rping.MinSize, rping.MaxSize)
+	}
+	var err error
+	if c.bind, err = netip.ParseAddr(cfg.Bind); err != nil {
+		return nil, usageErrorf("--bind: %w", err)
+	}
+	if cfg.Source != "" {
+		if c.source, err = netip.ParseAddr(cfg.Source); err != nil {
+			return nil, usageErrorf("--source: %w", err)
+		}
+	}
+	if len(cfg.Peers) > 0 {
+		if c.peers, err = parsePeers(strings.Join(cfg.Peers, ","), c.port); err != nil {
+			return nil, usageErrorf("--peers: %w", err)
+		}
+	}
+	for _, p := range cfg.ProbeAllow {
+		pf, err := netip.ParsePrefix(p)
+		if err != nil {
+			a, aerr := netip.ParseAddr(p)
+			if aerr != nil {
+				return nil, usageErrorf("--probe-allow: %q is neither a prefix nor an address", p)
+			}
+			pf = netip.PrefixFrom(a, a.BitLen())
+		}
+		c.probeAllow = append(c.probeAllow, pf.Masked())
+	}
+	if cfg.Interval <= 0 {
+		return nil, usageErrorf("--interval must be positive")
+	}
+	if cfg.Timeout == 0 {
+		c.Timeout = min(time.Second, cfg.Interval)
+	}
+	if c.Timeout <= 0 || cfg.ConnectTimeout <= 0 || cfg.DNSRefresh <= 0 || cfg.BackoffMax <= 0 || cfg.TargetsReload < 0 {
+		return nil, usageErrorf("--timeout, --connect-timeout, --dns-refresh and --backoff-max must be positive")
+	}
+	if cfg.Jitter < 0 || cfg.Jitter >= 0.5 {
+		return nil, usageErrorf("--jitter %g: want 0 <= F < 0.5", cfg.Jitter)
+	}
+	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
+		return nil, usageErrorf("--log.format %q: want text or json", cfg.LogFormat)
+	}
+	if _, err := parseLevel(cfg.LogLevel); err != nil {
+		return nil, usageError{err}
+	}
+	if cfg.TargetsDNS != "" {
+		c.dnsName, c.dnsPort = cfg.TargetsDNS, c.port
+		if h, p, err := net.SplitHostPort(cfg.TargetsDNS); err == nil {
+			port, perr := parsePort(p)
+			if perr != nil {
+				return nil, usageErrorf("--targets-dns %s: %v", cfg.TargetsDNS, perr)
+			}
+			c.dnsName, c.dnsPort = h, port
+		}
+	}
+	if cfg.WebConfigFile != "" {
+		if err := web.Validate(cfg.WebConfigFile); err != nil {
+			return nil, fmt.Errorf("--web.config.file %s: %w", cfg.WebConfigFile, err)
+		}
+	}
+	return c, nil
 }
+
+// errHelp is what parseArgs returns for --help.
+var errHelp = flag.ErrHelp

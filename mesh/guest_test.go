@@ -371,7 +371,7 @@ func TestGuestMeshReleases(t *testing.T) {
 	const pSelf, pStock = 7421, 7422
 	stockServer(t, v4, pStock)
 	fdsBefore := fdCount(t)
-	cfg, err := ParseArgs([]string{"--listen", "127.0.0.1:0", "--port", strconv.Itoa(pSelf), "--interval", "0.2",
+	cfg, err := parseArgs([]string{"--listen", "127.0.0.1:0", "--port", strconv.Itoa(pSelf), "--interval", "0.2",
 		"--peers", hostPort(v4, pStock) + "," + hostPort(v4, pSelf+100)})
 	if err != nil {
 		t.Fatal(err)

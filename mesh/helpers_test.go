@@ -50,7 +50,19 @@ func runAgent(t *testing.T, cfg Config, d deps, timeout time.Duration) *testAgen
 	ctx, cancel := context.WithCancel(context.Background())
 	ta := &testAgent{cancel: cancel, done: make(chan int, 1), logs: &meshtest.Buffer{}, hup: make(chan os.Signal, 1)}
 	d.hup = ta.hup
-	go func() { ta.done <- run(ctx, cfg, ta.logs, d) }()
+	cfg.Log = ta.logs
+	a, err := newAgent(cfg, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if err := a.Run(ctx); err != nil {
+			ta.logs.Write([]byte("Run: " + err.Error() + "\n"))
+			ta.done <- exitError
+			return
+		}
+		ta.done <- exitOK
+	}()
 	var addr string
 	meshtest.WaitFor(t, timeout, "agent listening", func() (bool, string) {
 		for _, l := range strings.Split(ta.logs.String(), "\n") {
@@ -88,4 +100,13 @@ func (ta *testAgent) stop(t *testing.T, timeout time.Duration) int {
 		t.Fatalf("the agent did not stop within %s\n%s", timeout, ta.logs)
 		return -1
 	}
+}
+
+// checkArgs is what New makes of the words after "mesh".
+func checkArgs(args []string) (*agentConfig, error) {
+	cfg, err := parseArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.check()
 }

@@ -23,7 +23,7 @@ const (
 )
 
 // handler serves /metrics, /-/healthy, /probe and a landing page.
-func (a *agent) handler() (http.Handler, error) {
+func (a *Agent) handler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(a.m.reg, promhttp.HandlerOpts{
 		ErrorLog: slogPrinter{a.log}, Registry: a.m.reg, MaxRequestsInFlight: 8}))
@@ -60,9 +60,9 @@ func (p slogPrinter) Println(v ...any) { p.log.Error("metrics handler", "err", f
 // and that probe's metrics (blackbox exporter style). It opens RDMA connections for
 // whoever reaches the listener, so by default it probes only the agent's own targets
 // and addresses in --probe-allow; --probe-any lifts that.
-func (a *agent) probeHandler(w http.ResponseWriter, r *http.Request) {
+func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	t, err := ParseTarget(q.Get("target"), a.cfg.Port)
+	t, err := parseTarget(q.Get("target"), a.cfg.port)
 	if err != nil {
 		a.m.probeRequests.WithLabelValues("bad_request").Inc()
 		http.Error(w, "target: "+err.Error(), http.StatusBadRequest)
@@ -85,7 +85,7 @@ func (a *agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), max(budget, 500*time.Millisecond))
 	defer cancel()
-	addr, err := resolveTarget(ctx, a.resolver, t)
+	addr, err := resolveTarget(ctx, a.d.resolver, t)
 	if !a.probeAllowed(t, addr, err == nil) {
 		a.m.probeRequests.WithLabelValues("refused").Inc()
 		http.Error(w, fmt.Sprintf("target %s is not allowed: it is not one of this agent's targets and not in --probe-allow (--probe-any lifts this)", t.Key()),
@@ -107,14 +107,14 @@ func (a *agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 }
 
 // probeAllowed applies /probe's allow-list.
-func (a *agent) probeAllowed(t Target, addr netip.Addr, resolved bool) bool {
+func (a *Agent) probeAllowed(t target, addr netip.Addr, resolved bool) bool {
 	if a.cfg.ProbeAny || a.mgr.known(t.Key()) {
 		return true
 	}
 	if !resolved {
 		return false
 	}
-	for _, p := range a.cfg.ProbeAllow {
+	for _, p := range a.cfg.probeAllow {
 		if p.Contains(addr) {
 			return true
 		}
@@ -123,7 +123,7 @@ func (a *agent) probeAllowed(t Target, addr netip.Addr, resolved bool) bool {
 }
 
 // probeOnce runs count pings to t and registers their metrics on reg.
-func (a *agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t Target, addr netip.Addr, resolveErr error, count int) {
+func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t target, addr netip.Addr, resolveErr error, count int) {
 	success := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_success",
 		Help: "1 if every ping of this probe succeeded, else 0."})
 	duration := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_duration_seconds",
@@ -149,7 +149,7 @@ func (a *agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t Targe
 		fail(count, reasonResolve, resolveErr)
 		return
 	}
-	conn, err := a.dial(ctx, netip.AddrPortFrom(addr, t.Port), lineLog{log})
+	conn, err := a.d.dial(ctx, netip.AddrPortFrom(addr, t.Port), lineLog{log})
 	if err != nil {
 		fail(count, reasonOf(err), err)
 		return

@@ -24,7 +24,7 @@ type manager struct {
 }
 
 type running struct {
-	t      Target
+	t      target
 	tm     *targetMetrics
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -35,8 +35,8 @@ func newManager(ctx context.Context, s *probeSettings, m *metrics) *manager {
 }
 
 // reconcile makes the running loops those of targets.
-func (mg *manager) reconcile(targets []Target) {
-	want := map[string]Target{}
+func (mg *manager) reconcile(targets []target) {
+	want := map[string]target{}
 	for _, t := range targets {
 		want[t.Key()] = t
 	}
@@ -105,20 +105,20 @@ func (mg *manager) stopAll() {
 // sources turns --targets, --peers and --targets-dns into the target list.
 type sources struct {
 	file        string
-	peers       []Target
+	peers       []target
 	dnsName     string
 	dnsPort     uint16
 	defaultPort uint16
 	selfPort    uint16 // the responder's port; 0: no responder, nothing is "self"
-	resolver    Resolver
+	resolver    dnsResolver
 	local       func() map[netip.Addr]bool // this host's addresses
 	log         *slog.Logger
 	m           *metrics
 
 	fileData    []byte
 	fileLoaded  bool
-	fileTargets []Target
-	dnsTargets  []Target
+	fileTargets []target
+	dnsTargets  []target
 	skipped     map[string]bool // self targets already logged
 }
 
@@ -144,7 +144,7 @@ func (s *sources) loadFile(force bool) bool {
 		return false
 	}
 	s.fileData, s.fileLoaded = data, true
-	ts, errs := ParseTargetFile(data, s.defaultPort)
+	ts, errs := parseTargetFile(data, s.defaultPort)
 	for _, e := range errs {
 		s.log.Warn("bad line in the target file", "file", s.file, "line", e.Line, "err", e.Err)
 		s.m.configErrors.WithLabelValues(sourceFile, "parse").Inc()
@@ -173,12 +173,12 @@ func (s *sources) refreshDNS(ctx context.Context) {
 
 // targets is the union of the sources, each target once, without this agent itself:
 // a target on the responder's port at one of this host's addresses.
-func (s *sources) targets(ctx context.Context) []Target {
+func (s *sources) targets(ctx context.Context) []target {
 	local := s.local()
 	seen := map[string]bool{}
 	count := map[string]int{sourceFile: 0, sourcePeers: 0, sourceDNS: 0}
-	var out []Target
-	for _, list := range [][]Target{s.fileTargets, s.peers, s.dnsTargets} {
+	var out []target
+	for _, list := range [][]target{s.fileTargets, s.peers, s.dnsTargets} {
 		for _, t := range list {
 			k := t.Key()
 			if seen[k] {
@@ -202,7 +202,7 @@ func (s *sources) targets(ctx context.Context) []Target {
 	return out
 }
 
-func (s *sources) isSelf(ctx context.Context, t Target, local map[netip.Addr]bool) bool {
+func (s *sources) isSelf(ctx context.Context, t target, local map[netip.Addr]bool) bool {
 	if s.selfPort == 0 || t.Port != s.selfPort {
 		return false
 	}

@@ -34,23 +34,23 @@ func TestParseTarget(t *testing.T) {
 		{"[2001:db8::1]:7175", "[2001:db8::1]:7175"},
 		{"::ffff:192.0.2.1", "192.0.2.1:7174"},
 	} {
-		tg, err := ParseTarget(c.in, 7174)
+		tg, err := parseTarget(c.in, 7174)
 		if err != nil || tg.Key() != c.key {
-			t.Errorf("ParseTarget(%q) = %q, %v; want %q", c.in, tg.Key(), err, c.key)
+			t.Errorf("parseTarget(%q) = %q, %v; want %q", c.in, tg.Key(), err, c.key)
 		}
 	}
 	for _, in := range []string{"", "host:", "host:0", "host:70000", "host:x", "[2001:db8::1", "[192.0.2.1]:7",
 		"[2001:db8::1]x", "2001:db8::zz", "-bad.example", "a..b", "under score!", "0.0.0.0", "::", "224.0.0.1",
 		"fe80::1%eth0", strings.Repeat("a", 64) + ".org"} {
-		if tg, err := ParseTarget(in, 7174); err == nil {
-			t.Errorf("ParseTarget(%q) = %q, want an error", in, tg.Key())
+		if tg, err := parseTarget(in, 7174); err == nil {
+			t.Errorf("parseTarget(%q) = %q, want an error", in, tg.Key())
 		}
 	}
 }
 
 func TestParseTargetFile(t *testing.T) {
 	data := "# comment\n\n192.0.2.1\n  192.0.2.2:7000   # trailing comment\nnode#1\nbad target\n192.0.2.1:7174\n[2001:db8::1]:7\n:7174\n"
-	ts, errs := ParseTargetFile([]byte(data), 7174)
+	ts, errs := parseTargetFile([]byte(data), 7174)
 	var keys []string
 	for _, tg := range ts {
 		keys = append(keys, tg.Key())
@@ -70,11 +70,11 @@ func TestParseTargetFile(t *testing.T) {
 	if fmt.Sprint(lines) != "[5 6 9]" {
 		t.Errorf("bad lines %v (%v), want [5 6 9]", lines, errs)
 	}
-	if ps, err := ParsePeers("a, b:7,,[2001:db8::2]", 7174); err != nil || len(ps) != 3 || ps[2].Key() != "[2001:db8::2]:7174" {
-		t.Errorf("ParsePeers: %v %v", ps, err)
+	if ps, err := parsePeers("a, b:7,,[2001:db8::2]", 7174); err != nil || len(ps) != 3 || ps[2].Key() != "[2001:db8::2]:7174" {
+		t.Errorf("parsePeers: %v %v", ps, err)
 	}
-	if _, err := ParsePeers("a,b c", 7174); err == nil {
-		t.Error("ParsePeers accepted \"b c\"")
+	if _, err := parsePeers("a,b c", 7174); err == nil {
+		t.Error("parsePeers accepted \"b c\"")
 	}
 }
 
@@ -193,7 +193,7 @@ func (f *fakeNet) openConns() int {
 	return f.open
 }
 
-func (f *fakeNet) dial(ctx context.Context, addr netip.AddrPort, _ io.Writer) (Conn, error) {
+func (f *fakeNet) dial(ctx context.Context, addr netip.AddrPort, _ io.Writer) (probeConn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dials[addr]++
@@ -292,7 +292,7 @@ func (r *fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.A
 // that listens at once; this machine's addresses do not count as the agent's own.
 func startAgent(t *testing.T, d deps, args ...string) *testAgent {
 	t.Helper()
-	cfg, err := ParseArgs(append([]string{"--listen", "127.0.0.1:0"}, args...))
+	cfg, err := parseArgs(append([]string{"--listen", "127.0.0.1:0"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -692,15 +692,15 @@ func TestArgs(t *testing.T) {
 			t.Errorf("IsCommand(%q) = true: rping's command line changes meaning", args)
 		}
 	}
-	cfg, err := ParseArgs([]string{"--interval", "250ms", "--peers", "x,[2001:db8::1]:9", "--probe-allow", "10.0.0.0/8,192.0.2.1"})
-	if err != nil || cfg.Interval != 250*time.Millisecond || cfg.Timeout != 250*time.Millisecond || len(cfg.Peers) != 2 ||
-		len(cfg.ProbeAllow) != 2 || cfg.ProbeAllow[1].Bits() != 32 {
-		t.Errorf("ParseArgs: %+v %v", cfg, err)
+	cfg, err := checkArgs([]string{"--interval", "250ms", "--peers", "x,[2001:db8::1]:9", "--probe-allow", "10.0.0.0/8,192.0.2.1"})
+	if err != nil || cfg.Interval != 250*time.Millisecond || cfg.Timeout != 250*time.Millisecond || len(cfg.peers) != 2 ||
+		len(cfg.probeAllow) != 2 || cfg.probeAllow[1].Bits() != 32 {
+		t.Errorf("checkArgs: %+v %v", cfg, err)
 	}
 	for _, bad := range [][]string{{"--interval", "0"}, {"--jitter", "0.7"}, {"--size", "10"}, {"--port", "70000"},
 		{"--bind", "x"}, {"--log.format", "xml"}, {"--log.level", "loud"}, {"--peers", "a b"}, {"--probe-allow", "x"}} {
-		if _, err := ParseArgs(bad); err == nil {
-			t.Errorf("ParseArgs(%q) accepted", bad)
+		if _, err := checkArgs(bad); err == nil {
+			t.Errorf("checkArgs(%q) accepted", bad)
 		}
 	}
 	var out, errOut strings.Builder
@@ -708,12 +708,12 @@ func TestArgs(t *testing.T) {
 		t.Errorf("--help: %d %q", st, out.String())
 	}
 	out.Reset()
-	if st := Main(context.Background(), []string{"--size", "1"}, "v", &out, &errOut); st != ExitUsage ||
+	if st := Main(context.Background(), []string{"--size", "1"}, "v", &out, &errOut); st != exitUsage ||
 		strings.Count(errOut.String(), "\n") != 1 || !strings.HasPrefix(errOut.String(), "gorping mesh: ") {
-		t.Errorf("bad option: exit %d, stderr %q; want %d and one line", st, errOut.String(), ExitUsage)
+		t.Errorf("bad option: exit %d, stderr %q; want %d and one line", st, errOut.String(), exitUsage)
 	}
 	errOut.Reset()
-	if st := Main(context.Background(), []string{"--listen", "256.0.0.1:1"}, "v", &out, &errOut); st != ExitError ||
+	if st := Main(context.Background(), []string{"--listen", "256.0.0.1:1"}, "v", &out, &errOut); st != exitError ||
 		!strings.Contains(errOut.String(), "--listen") {
 		t.Errorf("bad listen address: exit %d, stderr %q", st, errOut.String())
 	}
