@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/net/netutil"
 
 	"github.com/gorping/gorping/rping"
 )
@@ -48,6 +48,7 @@ type deps struct {
 	respond  func(ctx context.Context, cfg rping.ResponderConfig) error
 	hup      <-chan os.Signal           // nil: the process's SIGHUP
 	local    func() map[netip.Addr]bool // this host's addresses; nil: the interfaces'
+	limits   *httpLimits                // nil: defaultHTTPLimits
 }
 
 // Main runs `gorping mesh` with the words after "mesh" until ctx ends (SIGTERM, SIGINT)
@@ -149,7 +150,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		resolver: d.resolver, local: d.local, log: log, m: a.m, skipped: map[string]bool{},
 		dnsName: cfg.dnsName, dnsPort: cfg.dnsPort}
 
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	lim := defaultHTTPLimits
+	if d.limits != nil {
+		lim = *d.limits
+	}
+	ln = netutil.LimitListener(ln, lim.maxConns)
+	srv := a.server(h, lim)
 	served := make(chan error, 1)
 	webCfg := cfg.WebConfigFile
 	noSystemd := false

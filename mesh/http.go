@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -19,8 +20,36 @@ import (
 const (
 	maxProbeCount     = 100
 	maxProbesInFlight = 4
-	defaultProbeTime  = 10 * time.Second
+	maxProbeTime      = 10 * time.Second
 )
+
+// httpLimits bound what a client of the metrics listener can hold: every connection
+// ends within the timeouts (reading a request, writing its answer, idling between
+// requests), a request's header is small, and the listener accepts at most maxConns
+// connections at once (the others wait in the kernel's backlog, costing the agent
+// nothing), all before any authentication.
+type httpLimits struct {
+	readHeader, read, write, idle time.Duration
+	maxHeaderBytes, maxConns      int
+}
+
+var defaultHTTPLimits = httpLimits{
+	readHeader: 5 * time.Second,
+	read:       10 * time.Second,             // the whole request: no endpoint takes a body
+	write:      maxProbeTime + 5*time.Second, // above /probe's budget, so a probe's answer is written
+	idle:       time.Minute,                  // above the usual scrape intervals: Prometheus keeps its connection
+	// 8 KiB: Prometheus' scrape requests (URL, Accept, Authorization, the timeout header)
+	// take a few hundred bytes; net/http adds its own 4 KiB of slack.
+	maxHeaderBytes: 8 << 10,
+	maxConns:       64,
+}
+
+// server is the agent's HTTP server on ln, bounded by lim.
+func (a *Agent) server(h http.Handler, lim httpLimits) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: lim.readHeader, ReadTimeout: lim.read, WriteTimeout: lim.write,
+		IdleTimeout: lim.idle, MaxHeaderBytes: lim.maxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
+}
 
 // handler serves /metrics, /-/healthy, /probe and a landing page.
 func (a *Agent) handler() (http.Handler, error) {
@@ -77,7 +106,7 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	budget := defaultProbeTime
+	budget := maxProbeTime
 	if s := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds"); s != "" {
 		if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 {
 			budget = min(budget, time.Duration(f*float64(time.Second))-200*time.Millisecond)
