@@ -106,21 +106,7 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	budget := maxProbeTime
-	if s := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds"); s != "" {
-		if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 {
-			budget = min(budget, time.Duration(f*float64(time.Second))-200*time.Millisecond)
-		}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), max(budget, 500*time.Millisecond))
-	defer cancel()
-	addr, err := resolveTarget(ctx, a.d.resolver, t)
-	if !a.probeAllowed(t, addr, err == nil) {
-		a.m.probeRequests.WithLabelValues("refused").Inc()
-		http.Error(w, fmt.Sprintf("target %s is not allowed: it is not one of this agent's targets and not in --probe-allow (--probe-any lifts this)", t.Key()),
-			http.StatusForbidden)
-		return
-	}
+	// The slot first: whatever a request costs (DNS included) is bounded by the slots.
 	select {
 	case a.probeSlots <- struct{}{}:
 		defer func() { <-a.probeSlots }()
@@ -129,20 +115,51 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many probes in flight", http.StatusServiceUnavailable)
 		return
 	}
+	budget := maxProbeTime
+	if s := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds"); s != "" {
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 {
+			budget = min(budget, time.Duration(f*float64(time.Second))-200*time.Millisecond)
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), max(budget, 500*time.Millisecond))
+	defer cancel()
+	addr, allowed, err := a.probeTarget(ctx, t)
+	if !allowed {
+		a.m.probeRequests.WithLabelValues("refused").Inc()
+		http.Error(w, fmt.Sprintf("target %s is not allowed: it is not one of this agent's targets and not in --probe-allow (--probe-any lifts this)", t.Key()),
+			http.StatusForbidden)
+		return
+	}
 	a.m.probeRequests.WithLabelValues("ok").Inc()
 	reg := prometheus.NewRegistry()
 	a.probeOnce(ctx, reg, t, addr, err, count)
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 }
 
-// probeAllowed applies /probe's allow-list.
-func (a *Agent) probeAllowed(t target, addr netip.Addr, resolved bool) bool {
+// probeTarget applies /probe's allow-list to t and returns the address to probe (or
+// the error resolving it). It resolves a name only when the answer could be admitted:
+// the agent's own targets and --probe-any resolve as any probe does; otherwise an
+// address literal is checked as it is, and a name is resolved only if --probe-allow
+// has prefixes its address could fall in.
+func (a *Agent) probeTarget(ctx context.Context, t target) (addr netip.Addr, allowed bool, resolveErr error) {
 	if a.cfg.ProbeAny || a.mgr.known(t.Key()) {
-		return true
+		addr, err := resolveTarget(ctx, a.d.resolver, t)
+		return addr, true, err
 	}
-	if !resolved {
-		return false
+	if lit, ok := t.Addr(); ok {
+		return lit, a.inProbeAllow(lit), nil
 	}
+	if len(a.cfg.probeAllow) == 0 {
+		return netip.Addr{}, false, nil
+	}
+	addr, err := resolveTarget(ctx, a.d.resolver, t)
+	if err != nil {
+		return netip.Addr{}, false, nil // a name that does not resolve is in no prefix
+	}
+	return addr, a.inProbeAllow(addr), nil
+}
+
+func (a *Agent) inProbeAllow(addr netip.Addr) bool {
 	for _, p := range a.cfg.probeAllow {
 		if p.Contains(addr) {
 			return true

@@ -7,6 +7,7 @@ package mesh
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -102,5 +104,98 @@ func TestHTTPLimits(t *testing.T) {
 	fifth.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if resp, err := http.ReadResponse(fr, nil); err != nil || resp.StatusCode != 200 {
 		t.Errorf("the fifth connection after one of four closed: %v %v", resp, err)
+	}
+}
+
+// heldResolver answers every lookup with addr, but only once released (a DNS server that
+// does not answer; it ignores the context as a stuck resolver would), and counts.
+type heldResolver struct {
+	addr    netip.Addr
+	release chan struct{}
+	mu      sync.Mutex
+	calls   int
+	now     int // lookups in flight
+	most    int
+}
+
+func newHeldResolver(addr string) *heldResolver {
+	return &heldResolver{addr: netip.MustParseAddr(addr), release: make(chan struct{})}
+}
+
+func (r *heldResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	r.calls++
+	r.now++
+	r.most = max(r.most, r.now)
+	r.mu.Unlock()
+	<-r.release
+	r.mu.Lock()
+	r.now--
+	r.mu.Unlock()
+	return []netip.Addr{r.addr}, nil
+}
+
+func (r *heldResolver) counts() (calls, most int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls, r.most
+}
+
+// probeStatuses sends n /probe requests for names at once and returns their statuses
+// as they arrive.
+func probeStatuses(ta *testAgent, n int) chan int {
+	out := make(chan int, n)
+	for i := range n {
+		go func() {
+			code, _, err := ta.Get(fmt.Sprintf("/probe?target=n%d.slow.test", i))
+			if err != nil {
+				code = -1
+			}
+			out <- code
+		}()
+	}
+	return out
+}
+
+// TestProbeDNSBounded (finding 2): /probe takes its slot before any resolution and
+// resolves only names the allow-list could admit, so parallel requests for names make
+// at most maxProbesInFlight lookups, and none when only the agent's targets are allowed.
+func TestProbeDNSBounded(t *testing.T) {
+	res := newHeldResolver("203.0.113.9") // outside the allow-list below
+	defer close(res.release)
+	ta := startAgent(t, deps{dial: newFakeNet().dial, resolver: res}, "--no-responder", "--peers", "192.0.2.1")
+	got := probeStatuses(ta, 40)
+	for range 40 {
+		if code := <-got; code != http.StatusForbidden {
+			t.Errorf("/probe of a name that is no target, without --probe-allow: %d, want 403", code)
+		}
+	}
+	if calls, _ := res.counts(); calls != 0 {
+		t.Errorf("%d DNS lookups for names that no allow-list could admit", calls)
+	}
+
+	res2 := newHeldResolver("203.0.113.9")
+	tb := startAgent(t, deps{dial: newFakeNet().dial, resolver: res2}, "--no-responder", "--probe-allow", "198.51.100.0/24")
+	got = probeStatuses(tb, 40)
+	// maxProbesInFlight requests wait on DNS; every other one is answered 503 at once.
+	for i := range 40 - maxProbesInFlight {
+		select {
+		case code := <-got:
+			if code != http.StatusServiceUnavailable {
+				t.Errorf("answer %d while %d probes wait on DNS: %d, want 503", i, maxProbesInFlight, code)
+			}
+		case <-time.After(10 * time.Second):
+			calls, _ := res2.counts()
+			t.Fatalf("only %d of 40 requests answered while DNS does not answer (%d lookups in flight)", i, calls)
+		}
+	}
+	close(res2.release)
+	for range maxProbesInFlight {
+		if code := <-got; code != http.StatusForbidden {
+			t.Errorf("a name that resolves outside --probe-allow: %d, want 403", code)
+		}
+	}
+	if calls, most := res2.counts(); calls > maxProbesInFlight || most > maxProbesInFlight {
+		t.Errorf("%d lookups, %d at once, for 40 requests: want at most %d", calls, most, maxProbesInFlight)
 	}
 }
