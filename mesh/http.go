@@ -94,7 +94,7 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 	t, err := parseTarget(q.Get("target"), a.cfg.port)
 	if err != nil {
 		a.m.probeRequests.WithLabelValues("bad_request").Inc()
-		http.Error(w, "target: "+err.Error(), http.StatusBadRequest)
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	count := 1

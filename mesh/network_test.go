@@ -14,10 +14,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gorping/gorping/test/meshtest"
 )
 
 // rawConn opens a TCP connection to the agent's listener.
@@ -197,5 +201,71 @@ func TestProbeDNSBounded(t *testing.T) {
 	}
 	if calls, most := res2.counts(); calls > maxProbesInFlight || most > maxProbesInFlight {
 		t.Errorf("%d lookups, %d at once, for 40 requests: want at most %d", calls, most, maxProbesInFlight)
+	}
+}
+
+// TestTargetFileLongLine (finding 3): a line over any buffer size is one bad line, the
+// lines after it apply, and neither the error nor the log carries the line.
+func TestTargetFileLongLine(t *testing.T) {
+	long := strings.Repeat("a", 2<<20)
+	nearly := strings.Repeat("b", 1<<20-10) + " x" // under bufio.Scanner's 1 MiB, two words
+	data := "192.0.2.1\n" + long + "\n192.0.2.2\n" + nearly + "\n192.0.2.3\n"
+	ts, errs := parseTargetFile([]byte(data), 7174)
+	var keys []string
+	for _, tg := range ts {
+		keys = append(keys, tg.Key())
+	}
+	if got := strings.Join(keys, " "); got != "192.0.2.1:7174 192.0.2.2:7174 192.0.2.3:7174" {
+		t.Errorf("targets %q: the lines after a long one must apply", got)
+	}
+	if len(errs) != 2 || errs[0].Line != 2 || errs[1].Line != 4 {
+		t.Errorf("bad lines %v, want lines 2 and 4", errs)
+	}
+	for _, e := range errs {
+		if n := len(e.Error()); n > 200 {
+			t.Errorf("line %d: a %d-byte error message", e.Line, n)
+		}
+	}
+
+	// In the agent: the targets after the long line keep probing, and no log line is long.
+	fn := newFakeNet()
+	for _, a := range []string{"192.0.2.1:7174", "192.0.2.2:7174", "192.0.2.3:7174"} {
+		fn.set(a, behavior{rtt: 5 * time.Microsecond})
+	}
+	file := filepath.Join(t.TempDir(), "targets")
+	if err := os.WriteFile(file, []byte("192.0.2.1\n192.0.2.2\n192.0.2.3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder",
+		"--interval", "20ms", "--targets", file, "--targets-reload", "50ms")
+	ta.wait(t, `gorping_target_up{target="192.0.2.3:7174"}`, eq(1))
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.WaitFor(t, 10*time.Second, "the file with the long line loaded", func() (bool, string) {
+		return strings.Contains(ta.logs.String(), "bad_lines=2"), ""
+	})
+	before, _ := ta.Value(`gorping_probes_total{target="192.0.2.3:7174"}`)
+	ta.wait(t, `gorping_probes_total{target="192.0.2.3:7174"}`, ge(before+2))
+	for _, l := range strings.Split(ta.logs.String(), "\n") {
+		if len(l) > 1024 {
+			t.Errorf("a %d-byte log line: %.200s...", len(l), l)
+		}
+	}
+}
+
+// TestErrorsBounded (finding 10, error bodies): /probe's 400 quotes its input once and
+// briefly, whatever its size.
+func TestErrorsBounded(t *testing.T) {
+	ta := startAgent(t, deps{dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder")
+	for _, q := range []string{"target=" + strings.Repeat("x", 6000) + "!", "target=[" + strings.Repeat("1", 6000),
+		"target=192.0.2.1&count=" + strings.Repeat("9", 6000)} {
+		code, body, err := ta.Get("/probe?" + q)
+		if err != nil || code != http.StatusBadRequest {
+			t.Errorf("/probe?%.40s...: %d %v, want 400", q, code, err)
+		}
+		if len(body) > 512 {
+			t.Errorf("/probe?%.40s...: a %d-byte error body: %.200s...", q, len(body), body)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -50,54 +49,64 @@ func parseTarget(s string, defaultPort uint16) (target, error) {
 	case strings.HasPrefix(s, "["):
 		end := strings.IndexByte(s, ']')
 		if end < 0 {
-			return target{}, fmt.Errorf("target %q: missing ']'", s)
+			return target{}, fmt.Errorf("target %s: missing ']'", quote(s))
 		}
 		host = s[1:end]
 		rest := s[end+1:]
 		if rest != "" {
 			if !strings.HasPrefix(rest, ":") {
-				return target{}, fmt.Errorf("target %q: junk after ']'", s)
+				return target{}, fmt.Errorf("target %s: junk after ']'", quote(s))
 			}
 			p, err := parsePort(rest[1:])
 			if err != nil {
-				return target{}, fmt.Errorf("target %q: %w", s, err)
+				return target{}, fmt.Errorf("target %s: %w", quote(s), err)
 			}
 			port = p
 		}
 		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
-			return target{}, fmt.Errorf("target %q: %q is not an IPv6 address", s, host)
+			return target{}, fmt.Errorf("target %s: not an IPv6 address in brackets", quote(s))
 		}
 	case strings.Count(s, ":") > 1: // a bare IPv6 literal, no port
 		if _, err := netip.ParseAddr(s); err != nil {
-			return target{}, fmt.Errorf("target %q: not an IPv6 address (write [address]:port)", s)
+			return target{}, fmt.Errorf("target %s: not an IPv6 address (write [address]:port)", quote(s))
 		}
 	case strings.Contains(s, ":"):
 		h, p, _ := strings.Cut(s, ":")
 		pp, err := parsePort(p)
 		if err != nil {
-			return target{}, fmt.Errorf("target %q: %w", s, err)
+			return target{}, fmt.Errorf("target %s: %w", quote(s), err)
 		}
 		host, port = h, pp
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Zone() != "" {
-			return target{}, fmt.Errorf("target %q: zoned addresses are not supported", s)
+			return target{}, fmt.Errorf("target %s: zoned addresses are not supported", quote(s))
 		}
 		if a.IsUnspecified() || a.IsMulticast() {
-			return target{}, fmt.Errorf("target %q: %s is not a host address", s, a)
+			return target{}, fmt.Errorf("target %s: %s is not a host address", quote(s), a)
 		}
 		return target{Host: a.Unmap().String(), Port: port}, nil
 	}
 	if !validHostname(host) {
-		return target{}, fmt.Errorf("target %q: %q is neither an address nor a host name", s, host)
+		return target{}, fmt.Errorf("target %s: neither an address nor a host name", quote(s))
 	}
 	return target{Host: strings.ToLower(strings.TrimSuffix(host, ".")), Port: port}, nil
+}
+
+// quote quotes s for an error message, cut to 64 bytes: errors echo their input, and
+// input can be anything (a 1 MiB file line, a 6 KB /probe query).
+func quote(s string) string {
+	const most = 64
+	if len(s) <= most {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:most]) + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
 func parsePort(s string) (uint16, error) {
 	n, err := strconv.ParseUint(s, 10, 16)
 	if err != nil || n == 0 {
-		return 0, fmt.Errorf("bad port %q (1..65535)", s)
+		return 0, fmt.Errorf("bad port %s (1..65535)", quote(s))
 	}
 	return uint16(n), nil
 }
@@ -131,17 +140,30 @@ type lineError struct {
 
 func (e lineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
 
+// maxLineBytes bounds a target file line: a target is at most 253+6 bytes, and a line
+// with a comment rarely passes 200. A longer line is one bad line, skipped unread.
+const maxLineBytes = 4096
+
 // parseTargetFile parses a target file: one host[:port] per line, '#' starts a comment
 // (at the start of a line or after white space), blank lines are ignored. It returns the
-// targets that parse (each once, in file order) and an error per line that does not.
+// targets that parse (each once, in file order) and an error per line that does not;
+// every other line applies, whatever a bad one holds.
 func parseTargetFile(data []byte, defaultPort uint16) ([]target, []lineError) {
 	var ts []target
 	var errs []lineError
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
+	for n := 1; len(data) > 0; n++ {
+		raw := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			raw, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if len(raw) > maxLineBytes {
+			errs = append(errs, lineError{n, fmt.Errorf("longer than %d bytes (%d)", maxLineBytes, len(raw))})
+			continue
+		}
+		line := string(raw)
 		if i := commentStart(line); i >= 0 {
 			line = line[:i]
 		}
@@ -150,7 +172,7 @@ func parseTargetFile(data []byte, defaultPort uint16) ([]target, []lineError) {
 			continue
 		}
 		if strings.ContainsAny(line, " \t") {
-			errs = append(errs, lineError{n, fmt.Errorf("%q: one target per line", line)})
+			errs = append(errs, lineError{n, fmt.Errorf("%s: one target per line", quote(line))})
 			continue
 		}
 		t, err := parseTarget(line, defaultPort)
@@ -163,9 +185,6 @@ func parseTargetFile(data []byte, defaultPort uint16) ([]target, []lineError) {
 			seen[t.Key()] = true
 			ts = append(ts, t)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		errs = append(errs, lineError{0, err})
 	}
 	return ts, errs
 }
