@@ -211,7 +211,7 @@ func responderDesc(cfg *agentConfig) string {
 func (a *Agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
 	a.src.loadFile(true)
 	a.src.refreshDNS(ctx)
-	a.mgr.reconcile(a.src.targets(ctx))
+	a.mgr.reconcile(ctx, a.src.targets(ctx))
 	var fileTick, dnsTick <-chan time.Time
 	if a.cfg.TargetsFile != "" && a.cfg.TargetsReload > 0 {
 		t := time.NewTicker(a.cfg.TargetsReload)
@@ -238,7 +238,7 @@ func (a *Agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
 		case <-dnsTick:
 			a.src.refreshDNS(ctx)
 		}
-		a.mgr.reconcile(a.src.targets(ctx))
+		a.mgr.reconcile(ctx, a.src.targets(ctx))
 	}
 }
 

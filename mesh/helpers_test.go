@@ -41,6 +41,7 @@ type testAgent struct {
 	done   chan int // run's status; a test that takes it puts it back for the cleanup
 	logs   *meshtest.Buffer
 	hup    chan os.Signal
+	a      *Agent
 }
 
 // runAgent runs cfg with d in this process and waits up to timeout for its listener.
@@ -55,6 +56,7 @@ func runAgent(t *testing.T, cfg Config, d deps, timeout time.Duration) *testAgen
 	if err != nil {
 		t.Fatal(err)
 	}
+	ta.a = a
 	go func() {
 		if err := a.Run(ctx); err != nil {
 			ta.logs.Write([]byte("Run: " + err.Error() + "\n"))
@@ -109,4 +111,12 @@ func checkArgs(args []string) (*agentConfig, error) {
 		return nil, err
 	}
 	return cfg.check()
+}
+
+// running is how many target loops the agent runs.
+func (ta *testAgent) running() int {
+	mg := ta.a.mgr
+	mg.mu.Lock()
+	defer mg.mu.Unlock()
+	return len(mg.running)
 }

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -34,9 +35,11 @@ func newManager(ctx context.Context, s *probeSettings, m *metrics) *manager {
 	return &manager{ctx: ctx, s: s, m: m, running: map[string]*running{}}
 }
 
-// reconcile makes the running loops those of targets.
-func (mg *manager) reconcile(targets []target) {
-	want := map[string]target{}
+// reconcile makes the running loops those of targets. It stops the removed loops all
+// at once and deletes their series in time linear in their number; if ctx ends first it
+// returns, and stopAll releases what is left.
+func (mg *manager) reconcile(ctx context.Context, targets []target) {
+	want := make(map[string]target, len(targets))
 	for _, t := range targets {
 		want[t.Key()] = t
 	}
@@ -49,32 +52,52 @@ func (mg *manager) reconcile(targets []target) {
 		}
 	}
 	var started []string
-	for k, t := range want {
+	for _, t := range targets {
+		k := t.Key()
 		if _, ok := mg.running[k]; ok {
 			continue
 		}
 		mg.seed++
-		ctx, cancel := context.WithCancel(mg.ctx)
+		lctx, cancel := context.WithCancel(mg.ctx)
 		r := &running{t: t, tm: mg.m.forTarget(k), cancel: cancel, done: make(chan struct{})}
 		mg.running[k] = r
 		l := newTargetLoop(t, mg.s, r.tm, mg.seed)
 		go func() {
 			defer close(r.done)
-			l.run(ctx)
+			l.run(lctx)
 		}()
 		started = append(started, k)
 	}
 	mg.mu.Unlock()
 	for _, r := range stop {
 		r.cancel()
-		<-r.done
+	}
+	var removed []string
+	for _, r := range stop {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return
+		}
 		r.tm.remove()
-		mg.s.log.Info("target removed", "target", r.t.Key())
+		removed = append(removed, r.t.Key())
 	}
-	slices.Sort(started)
-	for _, k := range started {
-		mg.s.log.Info("target added", "target", k, "source", want[k].Source)
+	slices.Sort(removed)
+	logTargets(mg.s.log, "target removed", removed)
+	logTargets(mg.s.log, "target added", started)
+}
+
+// logTargets logs one line per target, or for a long list the first few and a count:
+// a reload that replaces 10,000 targets is two lines, not 20,000.
+func logTargets(log *slog.Logger, msg string, keys []string) {
+	const each = 10
+	if len(keys) <= each {
+		for _, k := range keys {
+			log.Info(msg, "target", k)
+		}
+		return
 	}
+	log.Info(msg+" (a long list: the first few)", "count", len(keys), "first", strings.Join(keys[:each], ","))
 }
 
 // known reports whether key is a running target.

@@ -11,15 +11,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gorping/gorping/test/meshtest"
 )
@@ -267,5 +272,95 @@ func TestErrorsBounded(t *testing.T) {
 		if len(body) > 512 {
 			t.Errorf("/probe?%.40s...: a %d-byte error body: %.200s...", q, len(body), body)
 		}
+	}
+}
+
+// children counts the series c collects.
+func children(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric)
+	go func() { c.Collect(ch); close(ch) }()
+	n := 0
+	for range ch {
+		n++
+	}
+	return n
+}
+
+// manyTargets is a target file of n distinct addresses.
+func manyTargets(n int) []byte {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "10.%d.%d.%d\n", i>>16&255, i>>8&255, i&255)
+	}
+	return []byte(b.String())
+}
+
+// TestRemoveManyTargets (finding 4): replacing a 10,000-target file by one line removes
+// the targets and their series in linear time, and a shutdown during a removal is
+// honoured.
+func TestRemoveManyTargets(t *testing.T) {
+	const n = 10000
+	file := filepath.Join(t.TempDir(), "targets")
+	if err := os.WriteFile(file, manyTargets(n), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fn := newFakeNet() // every target refuses: nothing to connect
+	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder",
+		"--interval", "10s", "--targets", file, "--targets-reload", "0")
+	meshtest.WaitFor(t, time.Minute, "10,000 targets running", func() (bool, string) {
+		return ta.running() == n, fmt.Sprint(ta.running())
+	})
+	replace := func() {
+		if err := os.WriteFile(file, []byte("192.0.2.1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ta.hup <- syscall.SIGHUP
+	}
+	replace()
+	// (The agent's own collectors are counted: a scrape of 10,000 targets under the race
+	// detector takes longer than the removal.)
+	meshtest.WaitFor(t, 30*time.Second, "9,999 targets and their series removed", func() (bool, string) {
+		up, probes := children(ta.a.m.up), children(ta.a.m.probes)
+		return up == 1 && probes == 1 && ta.running() == 1, fmt.Sprintf("%d up series, %d probes series, %d loops", up, probes, ta.running())
+	})
+
+	// Again, and the agent is stopped while it removes them.
+	if err := os.WriteFile(file, manyTargets(n), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ta.hup <- syscall.SIGHUP
+	meshtest.WaitFor(t, time.Minute, "10,000 targets running again", func() (bool, string) {
+		return ta.running() == n, fmt.Sprint(ta.running())
+	})
+	replace()
+	if st := ta.stop(t, 20*time.Second); st != 0 {
+		t.Errorf("exit %d", st)
+	}
+}
+
+// BenchmarkRemoveTargets: n running targets replaced by one, series deleted (the
+// removal of finding 4; it was O(n²) with DeletePartialMatch).
+func BenchmarkRemoveTargets(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			log := slog.New(slog.DiscardHandler)
+			s := &probeSettings{interval: time.Hour, timeout: time.Second, connectTimeout: time.Second, backoffMax: time.Hour,
+				dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}, log: log, dials: make(chan struct{}, 8)}
+			ts, _ := parseTargetFile(manyTargets(n), 7174)
+			one := ts[:1]
+			for b.Loop() {
+				b.StopTimer()
+				mg := newManager(ctx, s, newMetrics("bench"))
+				mg.reconcile(ctx, ts)
+				runtime.GC()
+				b.StartTimer()
+				mg.reconcile(ctx, one)
+				b.StopTimer()
+				mg.stopAll()
+				b.StartTimer()
+			}
+		})
 	}
 }
