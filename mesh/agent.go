@@ -206,13 +206,19 @@ func responderDesc(cfg *agentConfig) string {
 	return netip.AddrPortFrom(cfg.bind, cfg.port).String()
 }
 
-// watchSources loads the targets, then reloads them when the file changes, on SIGHUP
-// and when the DNS name is due for resolution, until ctx ends.
+// watchSources loads the targets, then has them reloaded when the file changes, on
+// SIGHUP and when the DNS name is due for resolution, until ctx ends. It only asks: the
+// reloads run in a goroutine of their own (reloader), so that whatever a reload waits
+// for (a file, DNS, stopping thousands of loops) never delays a signal.
 func (a *Agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
-	a.src.loadFile(true)
-	a.src.refreshDNS(ctx)
-	a.mgr.reconcile(ctx, a.src.targets(ctx))
-	var fileTick, dnsTick <-chan time.Time
+	rq := &reloadRequests{kick: make(chan struct{}, 1)}
+	rq.ask(reloadFile | reloadForce | reloadDNS) // the first load
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.reloader(ctx, rq)
+	}()
+	var fileTick <-chan time.Time
 	if a.cfg.TargetsFile != "" && a.cfg.TargetsReload > 0 {
 		t := time.NewTicker(a.cfg.TargetsReload)
 		defer t.Stop()
@@ -222,23 +228,81 @@ func (a *Agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
 	// at the DNS pace too (addresses move).
 	dt := time.NewTicker(a.cfg.DNSRefresh)
 	defer dt.Stop()
-	dnsTick = dt.C
+	for {
+		select {
+		case <-ctx.Done():
+			// A reload ends with ctx (DNS and reconcile are bounded by it); only a read
+			// stuck in the kernel (a hung NFS mount) could outlast it.
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				a.log.Error("the target reload is still stuck (reading the target file?); shutting down without it")
+			}
+			return
+		case <-hup:
+			a.log.Info("SIGHUP: reloading the targets")
+			rq.ask(reloadFile | reloadForce | reloadDNS)
+		case <-fileTick:
+			rq.ask(reloadFile)
+		case <-dt.C:
+			rq.ask(reloadDNS)
+		}
+	}
+}
+
+// What a reload does: re-read the file if it changed, re-read it whatever it holds
+// (SIGHUP), resolve the DNS name and check names against this host's addresses.
+const (
+	reloadFile = 1 << iota
+	reloadForce
+	reloadDNS
+)
+
+// reloadRequests merges the requests that arrive while a reload runs into the next one.
+type reloadRequests struct {
+	mu      sync.Mutex
+	pending int
+	kick    chan struct{} // one buffered wake-up
+}
+
+func (r *reloadRequests) ask(what int) {
+	r.mu.Lock()
+	r.pending |= what
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *reloadRequests) take() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	what := r.pending
+	r.pending = 0
+	return what
+}
+
+// reloader runs the reloads asked for, one at a time, until ctx ends.
+func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-hup:
-			a.log.Info("SIGHUP: reloading the targets")
-			a.src.loadFile(true)
-			a.src.refreshDNS(ctx)
-		case <-fileTick:
-			if !a.src.loadFile(false) {
-				continue
-			}
-		case <-dnsTick:
-			a.src.refreshDNS(ctx)
+		case <-rq.kick:
 		}
-		a.mgr.reconcile(ctx, a.src.targets(ctx))
+		what := rq.take()
+		changed := false
+		if what&(reloadFile|reloadForce) != 0 {
+			changed = a.src.loadFile(what&reloadForce != 0)
+		}
+		if what&reloadDNS != 0 {
+			a.src.refreshDNS(ctx)
+			changed = true
+		}
+		if changed && ctx.Err() == nil {
+			a.mgr.reconcile(ctx, a.src.targets(ctx))
+		}
 	}
 }
 

@@ -119,7 +119,7 @@ func TestGuestMesh(t *testing.T) {
 	}
 	for sel, want := range map[string]float64{
 		`gorping_targets{source="file"}`:                                       2,
-		`gorping_target_config_errors_total{source="file",reason="parse"}`:     1,
+		`gorping_target_file_bad_lines`:                                        1,
 		`gorping_target_path_info{target="` + tB + `",device="rxe0",port="1"}`: 1,
 		`gorping_responder_up`:                                                 1,
 	} {

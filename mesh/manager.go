@@ -2,13 +2,15 @@ package mesh
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -125,6 +127,9 @@ func (mg *manager) stopAll() {
 	}
 }
 
+// maxTargetFileBytes bounds the target file read into memory.
+const maxTargetFileBytes = 8 << 20
+
 // sources turns --targets, --peers and --targets-dns into the target list.
 type sources struct {
 	file        string
@@ -140,41 +145,92 @@ type sources struct {
 
 	fileData    []byte
 	fileLoaded  bool
+	fileErr     string // the last read error, "" after a good read
 	fileTargets []target
 	dnsTargets  []target
 	skipped     map[string]bool // self targets already logged
 }
 
 // loadFile reads the target file and reports whether its targets may have changed. A
-// file that cannot be read keeps the targets it last gave (a log line and a metric).
+// file that cannot be read keeps the targets it last gave (a log line and a metric,
+// once per change of the error, and again on SIGHUP). Its bad lines are logged once
+// per change of the file and counted by gorping_target_file_bad_lines.
 func (s *sources) loadFile(force bool) bool {
 	if s.file == "" {
 		return false
 	}
-	data, err := os.ReadFile(s.file)
+	data, err := readTargetFile(s.file)
 	if err != nil {
-		if s.fileLoaded || force {
+		if msg := err.Error(); msg != s.fileErr || force {
+			s.fileErr = msg
 			s.log.Error("cannot read the target file; keeping its last targets", "file", s.file, "err", err)
-		}
-		if !errors.Is(err, os.ErrNotExist) || s.fileData != nil || force {
 			s.m.configErrors.WithLabelValues(sourceFile, "read").Inc()
 		}
-		s.fileData = nil
-		s.fileLoaded = false
+		s.fileData, s.fileLoaded = nil, false
 		return false
 	}
-	if s.fileLoaded && !force && string(data) == string(s.fileData) {
-		return false
+	s.fileErr = ""
+	if s.fileLoaded && string(data) == string(s.fileData) {
+		return force // unchanged: nothing to log again
 	}
 	s.fileData, s.fileLoaded = data, true
 	ts, errs := parseTargetFile(data, s.defaultPort)
-	for _, e := range errs {
+	const each = 10
+	for i, e := range errs {
+		if i == each {
+			s.log.Warn("more bad lines in the target file, not logged", "file", s.file, "count", len(errs)-each)
+			break
+		}
 		s.log.Warn("bad line in the target file", "file", s.file, "line", e.Line, "err", e.Err)
-		s.m.configErrors.WithLabelValues(sourceFile, "parse").Inc()
 	}
+	s.m.badLines.Set(float64(len(errs)))
 	s.log.Info("target file loaded", "file", s.file, "targets", len(ts), "bad_lines", len(errs))
 	s.fileTargets = ts
 	return true
+}
+
+// readTargetFile reads the target file if it is a regular file (or a symlink to one, as
+// a ConfigMap's is) of at most maxTargetFileBytes. It opens without blocking, so a FIFO
+// in its place is refused at once instead of waiting for a writer, and a device
+// (/dev/zero) is never read.
+func readTargetFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fileKind(fi.Mode()))
+	}
+	if fi.Size() > maxTargetFileBytes {
+		return nil, fmt.Errorf("%s is larger than %d MiB (%d bytes)", path, maxTargetFileBytes>>20, fi.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxTargetFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxTargetFileBytes {
+		return nil, fmt.Errorf("%s is larger than %d MiB (it grew while read)", path, maxTargetFileBytes>>20)
+	}
+	return data, nil
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "mode " + m.Type().String()
 }
 
 // refreshDNS resolves --targets-dns. A failure keeps the last answer (a log line and a

@@ -455,7 +455,7 @@ func TestTargetFileReload(t *testing.T) {
 	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
 		"--interval", "20ms", "--targets", file, "--targets-reload", "50ms")
 	ta.wait(t, `gorping_target_up{target="192.0.2.2:7174"}`, eq(1))
-	ta.wait(t, `gorping_target_config_errors_total{source="file",reason="parse"}`, eq(1))
+	ta.wait(t, `gorping_target_file_bad_lines`, eq(1))
 	before, _ := ta.Value(`gorping_probes_total{target="192.0.2.1:7174"}`)
 
 	write("192.0.2.1\n192.0.2.3\n")
@@ -475,8 +475,8 @@ func TestTargetFileReload(t *testing.T) {
 	if after, _ := ta.Value(`gorping_probes_total{target="192.0.2.1:7174"}`); after <= before {
 		t.Errorf("the unchanged target's probes went from %g to %g", before, after)
 	}
-	if v, _ := ta.Value(`gorping_target_config_errors_total{source="file",reason="parse"}`); v != 1 {
-		t.Errorf("parse errors %g after a clean file, want still 1", v)
+	if v, _ := ta.Value(`gorping_target_file_bad_lines`); v != 0 {
+		t.Errorf("bad lines %g after a clean file, want 0", v)
 	}
 	// The removed target's connection was closed: two open (192.0.2.1 and .3).
 	meshtest.WaitFor(t, 5*time.Second, "removed target's connection closed", func() (bool, string) {

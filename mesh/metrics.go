@@ -41,6 +41,7 @@ type metrics struct {
 
 	targets         *prometheus.GaugeVec
 	configErrors    *prometheus.CounterVec
+	badLines        prometheus.Gauge
 	responderUp     prometheus.Gauge
 	responderStarts prometheus.Counter
 	probeRequests   *prometheus.CounterVec
@@ -67,8 +68,10 @@ func newMetrics(version string) *metrics {
 	m.targets = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "targets",
 		Help: "Targets probed, by the source that names them (file, peers, dns)."}, []string{"source"})
 	m.configErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "target_config_errors_total",
-		Help: "Problems with the target sources: a target file line that does not parse (parse), an unreadable file (read), a DNS name that does not resolve (resolve)."},
+		Help: "Problems with the target sources, once per change: a target file that cannot be read or is refused (read), a DNS name that does not resolve (resolve)."},
 		[]string{"source", "reason"})
+	m.badLines = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "target_file_bad_lines",
+		Help: "Lines of the current target file that do not parse (each logged once when the file changes)."})
 	m.responderUp = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "responder_up",
 		Help: "1 while the agent's rping responder listens, else 0."})
 	m.responderStarts = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "responder_starts_total",
@@ -82,7 +85,7 @@ func newMetrics(version string) *metrics {
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help: "gorping's version and the Go version it was built with; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
-	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.targets, m.configErrors,
+	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.targets, m.configErrors, m.badLines,
 		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{sourceFile, sourcePeers, sourceDNS} {

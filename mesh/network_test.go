@@ -364,3 +364,100 @@ func BenchmarkRemoveTargets(b *testing.B) {
 		})
 	}
 }
+
+// TestTargetFileNotRegular (finding 5): a FIFO, a device or an oversized file in place
+// of the target file is refused without being read into memory or blocking; SIGHUP and
+// shutdown work meanwhile, and the last good targets stay.
+func TestTargetFileNotRegular(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A reader blocked on the FIFO (the bug) is let go when the test ends.
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	ta := startAgent(t, deps{dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder",
+		"--targets", fifo, "--targets-reload", "50ms")
+	ta.hup <- syscall.SIGHUP
+	meshtest.WaitFor(t, 10*time.Second, "SIGHUP handled and the FIFO refused", func() (bool, string) {
+		l := ta.logs.String()
+		return strings.Contains(l, "SIGHUP") && strings.Contains(l, "not a regular file"), ""
+	})
+	if st := ta.stop(t, 10*time.Second); st != 0 {
+		t.Errorf("exit %d", st)
+	}
+
+	// A good file, then a symlink to /dev/zero and a file over the size limit in its
+	// place: both refused, the targets kept.
+	fn := newFakeNet()
+	fn.set("192.0.2.1:7174", behavior{rtt: 5 * time.Microsecond})
+	file := filepath.Join(dir, "targets")
+	if err := os.WriteFile(file, []byte("192.0.2.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tb := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder",
+		"--interval", "20ms", "--targets", file, "--targets-reload", "50ms")
+	tb.wait(t, `gorping_target_up{target="192.0.2.1:7174"}`, eq(1))
+	os.Remove(file)
+	if err := os.Symlink("/dev/zero", file); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.WaitFor(t, 10*time.Second, "/dev/zero refused", func() (bool, string) {
+		return strings.Count(tb.logs.String(), "not a regular file") >= 1, ""
+	})
+	big := append([]byte("192.0.2.1\n"), make([]byte, maxTargetFileBytes)...)
+	if err := os.WriteFile(file+".new", big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file+".new", file); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.WaitFor(t, 10*time.Second, "an oversized file refused", func() (bool, string) {
+		return strings.Contains(tb.logs.String(), "larger than"), ""
+	})
+	if v, err := tb.Value(`gorping_target_up{target="192.0.2.1:7174"}`); err != nil || v != 1 {
+		t.Errorf("the last good target after refused files: %v %v", v, err)
+	}
+}
+
+// TestBadLinesOncePerChange (finding 10): a bad line is logged once per change of the
+// file, not at every reload, and counted by a gauge of the current file; a file of many
+// bad lines logs a few and a count.
+func TestBadLinesOncePerChange(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "targets")
+	write := func(s string) {
+		if err := os.WriteFile(file, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("192.0.2.1\nbad target\n")
+	ta := startAgent(t, deps{dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder",
+		"--targets", file, "--targets-reload", "0")
+	ta.wait(t, `gorping_target_file_bad_lines`, eq(1))
+	for range 20 {
+		ta.hup <- syscall.SIGHUP
+	}
+	write("192.0.2.1\nbad target\nworse target\n")
+	ta.hup <- syscall.SIGHUP
+	ta.wait(t, `gorping_target_file_bad_lines`, eq(2))
+	if n := strings.Count(ta.logs.String(), "bad line in the target file"); n != 3 {
+		t.Errorf("%d bad-line warnings for a file with one bad line, reloaded 21 times, then one with two: want 3", n)
+	}
+	var b strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&b, "bad target %d\n", i)
+	}
+	write(b.String())
+	ta.hup <- syscall.SIGHUP
+	ta.wait(t, `gorping_target_file_bad_lines`, eq(50))
+	if n := strings.Count(ta.logs.String(), "bad line in the target file"); n > 3+11 {
+		t.Errorf("a file of 50 bad lines logged %d lines", n-3)
+	}
+	write("192.0.2.1\n")
+	ta.hup <- syscall.SIGHUP
+	ta.wait(t, `gorping_target_file_bad_lines`, eq(0))
+}
