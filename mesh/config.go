@@ -79,7 +79,9 @@ Targets (any rping server: gorping mesh, gorping -s -P, rping -s -P):
 Probing:
 	--interval DUR		one ping per target per interval (default 1s)
 	--jitter F		each slot moves by up to F·interval (default 0.1)
-	--timeout DUR		a ping that takes longer fails with reason timeout (default 1s, at most the interval)
+	--timeout DUR		a ping that takes longer fails with reason timeout (default 1s or the
+				interval if shorter; a longer timeout than the interval lets a slow
+				ping outlast slots, which are skipped)
 	--connect-timeout DUR	bound of resolution and connection (default 5s)
 	--backoff-max DUR	reconnection backoff cap (default 30s)
 	--size N		ping size in bytes, 23..65535 (default 64)
@@ -246,6 +248,23 @@ func (f *durationFlag) Set(s string) error {
 	return nil
 }
 
+// The shortest durations the agent takes: below them it would spend its time on
+// timers (an interval of 1ns spun a CPU counting skipped slots).
+const (
+	minInterval       = 10 * time.Millisecond // also --backoff-max's
+	minTimeout        = time.Millisecond
+	minConnectTimeout = 100 * time.Millisecond // rdma_cm's address and route resolution take milliseconds
+	minReload         = 100 * time.Millisecond
+	minDNSRefresh     = time.Second
+)
+
+func atLeast(opt string, d, least time.Duration) error {
+	if d < least {
+		return usageErrorf("%s %s: want at least %s", opt, d, least)
+	}
+	return nil
+}
+
 // agentConfig is a Config checked and parsed.
 type agentConfig struct {
 	Config
@@ -302,14 +321,28 @@ func (cfg Config) check() (*agentConfig, error) {
 		}
 		c.probeAllow = append(c.probeAllow, pf.Masked())
 	}
-	if cfg.Interval <= 0 {
-		return nil, usageErrorf("--interval must be positive")
+	if err := atLeast("--interval", cfg.Interval, minInterval); err != nil {
+		return nil, err
 	}
 	if cfg.Timeout == 0 {
 		c.Timeout = min(time.Second, cfg.Interval)
 	}
-	if c.Timeout <= 0 || cfg.ConnectTimeout <= 0 || cfg.DNSRefresh <= 0 || cfg.BackoffMax <= 0 || cfg.TargetsReload < 0 {
-		return nil, usageErrorf("--timeout, --connect-timeout, --dns-refresh and --backoff-max must be positive")
+	if err := atLeast("--timeout", c.Timeout, minTimeout); err != nil {
+		return nil, err
+	}
+	if err := atLeast("--connect-timeout", cfg.ConnectTimeout, minConnectTimeout); err != nil {
+		return nil, err
+	}
+	if err := atLeast("--backoff-max", cfg.BackoffMax, minInterval); err != nil {
+		return nil, err
+	}
+	if cfg.TargetsReload != 0 {
+		if err := atLeast("--targets-reload", cfg.TargetsReload, minReload); err != nil {
+			return nil, usageErrorf("%v (or 0: only on SIGHUP)", err)
+		}
+	}
+	if err := atLeast("--dns-refresh", cfg.DNSRefresh, minDNSRefresh); err != nil {
+		return nil, err
 	}
 	if cfg.Jitter < 0 || cfg.Jitter >= 0.5 {
 		return nil, usageErrorf("--jitter %g: want 0 <= F < 0.5", cfg.Jitter)

@@ -453,7 +453,7 @@ func TestTargetFileReload(t *testing.T) {
 	}
 	write("192.0.2.1\n192.0.2.2 # b\nnot/a/target\n")
 	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
-		"--interval", "20ms", "--targets", file, "--targets-reload", "50ms")
+		"--interval", "20ms", "--targets", file, "--targets-reload", "100ms")
 	ta.wait(t, `gorping_target_up{target="192.0.2.2:7174"}`, eq(1))
 	ta.wait(t, `gorping_target_file_bad_lines`, eq(1))
 	before, _ := ta.Value(`gorping_probes_total{target="192.0.2.1:7174"}`)
@@ -509,7 +509,7 @@ func TestDNSTargetsAndSelf(t *testing.T) {
 	res.set("mesh.svc", "192.0.2.1", "192.0.2.2", "127.0.0.1", "2001:db8::2")
 	res.set("me", "127.0.0.1")
 	ta := startAgent(t, deps{dial: fn.dial, resolver: res}, "--interval", "20ms", "--port", "7300",
-		"--targets-dns", "mesh.svc", "--dns-refresh", "100ms", "--peers", "me,me:7174")
+		"--targets-dns", "mesh.svc", "--dns-refresh", "1s", "--peers", "me,me:7174")
 	ta.wait(t, `gorping_target_up{target="192.0.2.2:7300"}`, eq(1))
 	ta.wait(t, `gorping_target_up{target="[2001:db8::2]:7300"}`, eq(1))
 	ta.wait(t, `gorping_target_up{target="me:7174"}`, eq(1))
@@ -734,7 +734,7 @@ func TestChurnLeaksNothing(t *testing.T) {
 	file := filepath.Join(dir, "targets")
 	os.WriteFile(file, []byte(strings.Join(peers[:10], "\n")), 0o644)
 	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
-		"--interval", "2ms", "--backoff-max", "2ms", "--targets", file, "--targets-reload", "20ms", "--no-responder")
+		"--interval", "10ms", "--backoff-max", "10ms", "--targets", file, "--targets-reload", "100ms", "--no-responder")
 	// At least 10 changes of the target list and 100 connections, however
 	// long a loaded machine takes for them (bounded).
 	deadline := time.Now().Add(60 * time.Second)

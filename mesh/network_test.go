@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -242,7 +243,7 @@ func TestTargetFileLongLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder",
-		"--interval", "20ms", "--targets", file, "--targets-reload", "50ms")
+		"--interval", "20ms", "--targets", file, "--targets-reload", "100ms")
 	ta.wait(t, `gorping_target_up{target="192.0.2.3:7174"}`, eq(1))
 	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
@@ -381,7 +382,7 @@ func TestTargetFileNotRegular(t *testing.T) {
 		}
 	})
 	ta := startAgent(t, deps{dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder",
-		"--targets", fifo, "--targets-reload", "50ms")
+		"--targets", fifo, "--targets-reload", "100ms")
 	ta.hup <- syscall.SIGHUP
 	meshtest.WaitFor(t, 10*time.Second, "SIGHUP handled and the FIFO refused", func() (bool, string) {
 		l := ta.logs.String()
@@ -400,7 +401,7 @@ func TestTargetFileNotRegular(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder",
-		"--interval", "20ms", "--targets", file, "--targets-reload", "50ms")
+		"--interval", "20ms", "--targets", file, "--targets-reload", "100ms")
 	tb.wait(t, `gorping_target_up{target="192.0.2.1:7174"}`, eq(1))
 	os.Remove(file)
 	if err := os.Symlink("/dev/zero", file); err != nil {
@@ -460,4 +461,52 @@ func TestBadLinesOncePerChange(t *testing.T) {
 	write("192.0.2.1\n")
 	ta.hup <- syscall.SIGHUP
 	ta.wait(t, `gorping_target_file_bad_lines`, eq(0))
+}
+
+// TestDurationLimits (finding 6): every duration has a minimum, each refused with a line
+// naming its own option. (A timeout longer than the interval is allowed, as the guest
+// tests use it under emulation, and --help now says what it does.)
+func TestDurationLimits(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		opt  string
+	}{
+		{[]string{"--interval", "1ns"}, "--interval"},
+		{[]string{"--interval", "0"}, "--interval"},
+		{[]string{"--timeout", "1ns"}, "--timeout"},
+		{[]string{"--connect-timeout", "1ns"}, "--connect-timeout"},
+		{[]string{"--backoff-max", "1ns"}, "--backoff-max"},
+		{[]string{"--targets-reload", "1ns"}, "--targets-reload"},
+		{[]string{"--targets-reload", "-1s"}, "--targets-reload"},
+		{[]string{"--dns-refresh", "1ns"}, "--dns-refresh"},
+		{[]string{"--dns-refresh", "-1s"}, "--dns-refresh"},
+	} {
+		_, err := checkArgs(c.args)
+		if err == nil {
+			t.Errorf("%q accepted", c.args)
+			continue
+		}
+		msg := err.Error()
+		if !strings.HasPrefix(msg, c.opt+" ") || strings.Count(msg, "--") > 2 {
+			t.Errorf("%q: %q, want one line about %s", c.args, msg, c.opt)
+		}
+	}
+	for _, ok := range [][]string{{"--targets-reload", "0"}, {"--interval", "10ms"}, {"--timeout", "5s", "--interval", "1s"}} {
+		if _, err := checkArgs(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	// The schedule's catch-up is computed: a gap of 10^12 slots is skipped at once.
+	s := newSchedule(time.Unix(0, 0), time.Nanosecond, 0, rand.New(rand.NewPCG(1, 1)))
+	s.next()
+	done := make(chan int, 1)
+	go func() { done <- s.skipPast(s.start.Add(1000 * time.Second)) }()
+	select {
+	case n := <-done:
+		if n != 1e12-1 {
+			t.Errorf("skipPast over 10^12 slots skipped %d", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("skipPast over 10^12 slots still counting after 10 s")
+	}
 }

@@ -109,10 +109,8 @@ func (l *targetLoop) run(ctx context.Context) {
 		// Slots that passed while the slot ran (a dial up to --connect-timeout, a slow
 		// ping): while the target is down they fail with its reason; a target that is
 		// up was busy answering, and its skipped slots are not counted.
-		for range sched.skipPast(time.Now()) {
-			if l.lastReason != "" {
-				l.tm.failure(l.lastReason)
-			}
+		if n := sched.skipPast(time.Now()); n > 0 && l.lastReason != "" {
+			l.tm.failed(l.lastReason, n)
 		}
 	}
 }
