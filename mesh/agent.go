@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,6 +40,7 @@ type Agent struct {
 	src        *sources
 	d          deps
 	probeSlots chan struct{}
+	targetKeys atomic.Pointer[map[string]bool] // the current targets' keys (isTarget)
 }
 
 // deps are the agent's seams to the world, replaced by host tests.
@@ -147,7 +149,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		selfPort = 0
 	}
 	a.src = &sources{file: cfg.TargetsFile, peers: cfg.peers, defaultPort: cfg.port, selfPort: selfPort,
-		resolver: d.resolver, local: d.local, log: log, m: a.m, skipped: map[string]bool{},
+		resolver: d.resolver, local: d.local, log: log, m: a.m, skipped: map[string]bool{}, selfNames: map[string]bool{},
 		dnsName: cfg.dnsName, dnsPort: cfg.dnsPort}
 
 	lim := defaultHTTPLimits
@@ -283,27 +285,58 @@ func (r *reloadRequests) take() int {
 	return what
 }
 
-// reloader runs the reloads asked for, one at a time, until ctx ends.
+// reloader runs the reloads asked for, one at a time, until ctx ends. After a reload
+// it checks the names on the responder's port against this host's addresses in the
+// background (one check at a time, again at the DNS pace), and reconciles again when
+// the answers come.
 func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
+	checked := make(chan map[string]bool, 1)
+	checking, recheck := false, false
+	var names []target
 	for {
+		changed := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-rq.kick:
-		}
-		what := rq.take()
-		changed := false
-		if what&(reloadFile|reloadForce) != 0 {
-			changed = a.src.loadFile(what&reloadForce != 0)
-		}
-		if what&reloadDNS != 0 {
-			a.src.refreshDNS(ctx)
+			what := rq.take()
+			if what&(reloadFile|reloadForce) != 0 {
+				changed = a.src.loadFile(what&reloadForce != 0)
+			}
+			if what&reloadDNS != 0 {
+				a.src.refreshDNS(ctx)
+				changed, recheck = true, true
+			}
+		case res := <-checked:
+			checking = false
+			a.src.selfNames = res
 			changed = true
 		}
-		if changed && ctx.Err() == nil {
-			a.mgr.reconcile(ctx, a.src.targets(ctx))
+		if !changed || ctx.Err() != nil {
+			continue
+		}
+		l := a.src.targets()
+		a.targetKeys.Store(&l.keys)
+		a.mgr.reconcile(ctx, l.probe)
+		names = l.names
+		if !checking && len(names) > 0 && (recheck || l.unchecked > 0) {
+			checking, recheck = true, false
+			local := a.d.local()
+			go func() {
+				res := checkSelf(ctx, a.d.resolver, local, names)
+				select {
+				case checked <- res:
+				case <-ctx.Done():
+				}
+			}()
 		}
 	}
+}
+
+// isTarget reports whether key is one of the agent's targets (for /probe).
+func (a *Agent) isTarget(key string) bool {
+	keys := a.targetKeys.Load()
+	return keys != nil && (*keys)[key]
 }
 
 // respond runs the responder, starting it again (with backoff) whenever it stops by

@@ -142,7 +142,7 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 // address literal is checked as it is, and a name is resolved only if --probe-allow
 // has prefixes its address could fall in.
 func (a *Agent) probeTarget(ctx context.Context, t target) (addr netip.Addr, allowed bool, resolveErr error) {
-	if a.cfg.ProbeAny || a.mgr.known(t.Key()) {
+	if a.cfg.ProbeAny || a.isTarget(t.Key()) {
 		addr, err := resolveTarget(ctx, a.d.resolver, t)
 		return addr, true, err
 	}

@@ -102,14 +102,6 @@ func logTargets(log *slog.Logger, msg string, keys []string) {
 	log.Info(msg+" (a long list: the first few)", "count", len(keys), "first", strings.Join(keys[:each], ","))
 }
 
-// known reports whether key is a running target.
-func (mg *manager) known(key string) bool {
-	mg.mu.Lock()
-	defer mg.mu.Unlock()
-	_, ok := mg.running[key]
-	return ok
-}
-
 // stopAll stops every loop and waits until each has released its connection. The
 // series stay, so a last scrape shows the last state.
 func (mg *manager) stopAll() {
@@ -149,6 +141,7 @@ type sources struct {
 	fileTargets []target
 	dnsTargets  []target
 	skipped     map[string]bool // self targets already logged
+	selfNames   map[string]bool // by key: whether a name on the responder's port is this host
 }
 
 // loadFile reads the target file and reports whether its targets may have changed. A
@@ -250,13 +243,25 @@ func (s *sources) refreshDNS(ctx context.Context) {
 	s.dnsTargets = ts
 }
 
-// targets is the union of the sources, each target once, without this agent itself:
-// a target on the responder's port at one of this host's addresses.
-func (s *sources) targets(ctx context.Context) []target {
+// targetList is what the sources give at one time.
+type targetList struct {
+	probe []target // to probe
+	names []target // host names on the responder's port: to check against this host's addresses
+	// unchecked counts the names not checked yet: they wait (they are neither probed nor
+	// skipped) until the background check answers for them.
+	unchecked int
+	keys      map[string]bool // the agent's targets, for /probe: probe and the unchecked names
+}
+
+// targets is the union of the sources, each target once, without this agent itself: a
+// target on the responder's port at one of this host's addresses. An address literal is
+// checked here; a name needs DNS, so it is checked in the background (checkSelf) and
+// its last answer (selfNames) used, never on the reload's path.
+func (s *sources) targets() targetList {
 	local := s.local()
 	seen := map[string]bool{}
 	count := map[string]int{sourceFile: 0, sourcePeers: 0, sourceDNS: 0}
-	var out []target
+	l := targetList{keys: map[string]bool{}}
 	for _, list := range [][]target{s.fileTargets, s.peers, s.dnsTargets} {
 		for _, t := range list {
 			k := t.Key()
@@ -264,40 +269,67 @@ func (s *sources) targets(ctx context.Context) []target {
 				continue
 			}
 			seen[k] = true
-			if s.isSelf(ctx, t, local) {
+			self, known := false, true
+			if s.selfPort != 0 && t.Port == s.selfPort {
+				if a, ok := t.Addr(); ok {
+					self = local[a]
+				} else {
+					l.names = append(l.names, t)
+					self, known = s.selfNames[k]
+				}
+			}
+			if !known {
+				l.unchecked++
+				l.keys[k] = true
+				continue
+			}
+			if self {
 				if !s.skipped[k] {
 					s.skipped[k] = true
 					s.log.Info("skipping a target that is this agent", "target", k, "source", t.Source)
 				}
 				continue
 			}
-			out = append(out, t)
+			l.probe = append(l.probe, t)
+			l.keys[k] = true
 			count[t.Source]++
 		}
 	}
 	for src, n := range count {
 		s.m.targets.WithLabelValues(src).Set(float64(n))
 	}
-	return out
+	return l
 }
 
-func (s *sources) isSelf(ctx context.Context, t target, local map[netip.Addr]bool) bool {
-	if s.selfPort == 0 || t.Port != s.selfPort {
-		return false
+// selfCheckParallel bounds the lookups of one self-check; selfCheckTimeout each one.
+const (
+	selfCheckParallel = 8
+	selfCheckTimeout  = 2 * time.Second
+)
+
+// checkSelf resolves names and reports, by target key, which are this host. A name that
+// does not resolve is not (it fails as its own target, with reason resolve_error).
+func checkSelf(ctx context.Context, r dnsResolver, local map[netip.Addr]bool, names []target) map[string]bool {
+	out := make(map[string]bool, len(names))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, selfCheckParallel)
+	for _, t := range names {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			lctx, cancel := context.WithTimeout(ctx, selfCheckTimeout)
+			defer cancel()
+			addrs, err := r.LookupNetIP(lctx, "ip", t.Host)
+			self := false
+			for _, a := range addrs {
+				self = self || err == nil && local[a.Unmap()]
+			}
+			mu.Lock()
+			out[t.Key()] = self
+			mu.Unlock()
+		})
 	}
-	if a, ok := t.Addr(); ok {
-		return local[a]
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	addrs, err := s.resolver.LookupNetIP(ctx, "ip", t.Host)
-	if err != nil {
-		return false // it will fail as its own target, with reason resolve_error
-	}
-	for _, a := range addrs {
-		if local[a.Unmap()] {
-			return true
-		}
-	}
-	return false
+	wg.Wait()
+	return out
 }

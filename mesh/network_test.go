@@ -510,3 +510,38 @@ func TestDurationLimits(t *testing.T) {
 		t.Fatal("skipPast over 10^12 slots still counting after 10 s")
 	}
 }
+
+// TestSelfCheckOffPath (finding 7): names on the responder's port are checked against
+// this host's addresses in the background: while DNS does not answer for them, every
+// other target is probed, a target added meanwhile is probed and /probe-able, and the
+// names start once they resolve elsewhere.
+func TestSelfCheckOffPath(t *testing.T) {
+	res := newHeldResolver("203.0.113.1") // not this host
+	released := false
+	defer func() {
+		if !released {
+			close(res.release)
+		}
+	}()
+	fn := newFakeNet()
+	fn.set("192.0.2.1:7174", behavior{rtt: 5 * time.Microsecond})
+	fn.set("192.0.2.2:7174", behavior{rtt: 5 * time.Microsecond})
+	file := filepath.Join(t.TempDir(), "targets")
+	names := "n1.slow.test\nn2.slow.test\nn3.slow.test\nn4.slow.test\nn5.slow.test\n"
+	if err := os.WriteFile(file, []byte(names+"192.0.2.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ta := startAgent(t, deps{dial: fn.dial, resolver: res}, "--interval", "20ms", "--targets", file, "--targets-reload", "0")
+	ta.wait(t, `gorping_target_up{target="192.0.2.1:7174"}`, eq(1))
+	if err := os.WriteFile(file, []byte(names+"192.0.2.1\n192.0.2.2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ta.hup <- syscall.SIGHUP
+	ta.wait(t, `gorping_target_up{target="192.0.2.2:7174"}`, eq(1))
+	if code, _, err := ta.Get("/probe?target=192.0.2.2"); err != nil || code != 200 {
+		t.Errorf("/probe of a target added while names wait on DNS: %d %v", code, err)
+	}
+	close(res.release)
+	released = true
+	ta.wait(t, `gorping_probes_total{target="n5.slow.test:7174"}`, ge(1))
+}
