@@ -51,6 +51,8 @@ type deps struct {
 	hup      <-chan os.Signal           // nil: the process's SIGHUP
 	local    func() map[netip.Addr]bool // this host's addresses; nil: the interfaces'
 	limits   *httpLimits                // nil: defaultHTTPLimits
+	// webConfigPoll is how often the web configuration is checked; 0: webConfigPoll.
+	webConfigPoll time.Duration
 }
 
 // Main runs `gorping mesh` with the words after "mesh" until ctx ends (SIGTERM, SIGINT)
@@ -161,9 +163,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	served := make(chan error, 1)
 	webCfg := cfg.WebConfigFile
 	noSystemd := false
+	toolkitLog := slog.New(newDedupHandler(log.Handler()))
 	go func() {
 		served <- web.Serve(ln, srv, &web.FlagConfig{WebListenAddresses: &[]string{cfg.Listen},
-			WebSystemdSocket: &noSystemd, WebConfigFile: &webCfg}, log)
+			WebSystemdSocket: &noSystemd, WebConfigFile: &webCfg}, toolkitLog)
 	}()
 	log.Info("gorping mesh started", "version", cfg.Version, "listen", ln.Addr().String(),
 		"responder", responderDesc(cfg), "interval", cfg.Interval, "timeout", cfg.Timeout)
@@ -180,6 +183,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		hup = c
 	}
 	wg.Go(func() { a.watchSources(work, hup) })
+	if cfg.WebConfigFile != "" {
+		every := d.webConfigPoll
+		if every == 0 {
+			every = webConfigPoll
+		}
+		wg.Go(func() { a.watchWebConfig(work, every) })
+	}
 
 	var runErr error
 	select {

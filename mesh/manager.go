@@ -186,7 +186,10 @@ func (s *sources) loadFile(force bool) bool {
 // a ConfigMap's is) of at most maxTargetFileBytes. It opens without blocking, so a FIFO
 // in its place is refused at once instead of waiting for a writer, and a device
 // (/dev/zero) is never read.
-func readTargetFile(path string) ([]byte, error) {
+func readTargetFile(path string) ([]byte, error) { return readRegularFile(path, maxTargetFileBytes) }
+
+// readRegularFile reads path if it is a regular file of at most limit bytes.
+func readRegularFile(path string, limit int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -199,15 +202,15 @@ func readTargetFile(path string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fileKind(fi.Mode()))
 	}
-	if fi.Size() > maxTargetFileBytes {
-		return nil, fmt.Errorf("%s is larger than %d MiB (%d bytes)", path, maxTargetFileBytes>>20, fi.Size())
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s is larger than %d KiB (%d bytes)", path, limit>>10, fi.Size())
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxTargetFileBytes+1))
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxTargetFileBytes {
-		return nil, fmt.Errorf("%s is larger than %d MiB (it grew while read)", path, maxTargetFileBytes>>20)
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d KiB (it grew while read)", path, limit>>10)
 	}
 	return data, nil
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gorping/gorping/test/meshtest"
 )
@@ -544,4 +545,80 @@ func TestSelfCheckOffPath(t *testing.T) {
 	close(res.release)
 	released = true
 	ta.wait(t, `gorping_probes_total{target="n5.slow.test:7174"}`, ge(1))
+}
+
+// TestWebConfigAtRunTime (finding 8): the web configuration applies to every path,
+// /-/healthy included (exporter-toolkit has no per-path exemption; docs/mesh.md says how
+// the probes carry credentials); a configuration broken at run time is answered 500 on
+// every path as exporter-toolkit documents, and the agent says so once, naming the
+// file, and again when it is fixed; an empty basic_auth_users is warned about.
+func TestWebConfigAtRunTime(t *testing.T) {
+	const user, pass = "prometheus", "s3cret"
+	hash, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := "basic_auth_users:\n  " + user + ": " + string(hash) + "\n"
+	file := filepath.Join(t.TempDir(), "web.yml")
+	write := func(s string) {
+		if err := os.WriteFile(file+".new", []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(file+".new", file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(good)
+	ta := startAgent(t, deps{dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}, webConfigPoll: 100 * time.Millisecond},
+		"--no-responder", "--web.config.file", file)
+	status := func(path string, auth bool) (int, string) {
+		req, _ := http.NewRequest("GET", ta.URL(path), nil)
+		if auth {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := ta.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := status("/-/healthy", false); code != http.StatusUnauthorized {
+		t.Errorf("/-/healthy without credentials: %d, want 401 (every path is authenticated)", code)
+	}
+	if code, body := status("/-/healthy", true); code != 200 || strings.TrimSpace(body) != "Healthy" {
+		t.Errorf("/-/healthy with credentials: %d %q", code, body)
+	}
+
+	write("basic_auth_users: [broken\n")
+	meshtest.WaitFor(t, 10*time.Second, "the broken web configuration reported", func() (bool, string) {
+		return strings.Contains(ta.logs.String(), "every request is answered 500"), ""
+	})
+	for range 5 {
+		if code, _ := status("/metrics", true); code != http.StatusInternalServerError {
+			t.Errorf("/metrics with a broken web configuration: %d, want 500", code)
+		}
+	}
+	logs := ta.logs.String()
+	if n := strings.Count(logs, "every request is answered 500"); n != 1 {
+		t.Errorf("the broken configuration reported %d times, want once", n)
+	}
+	if n := strings.Count(logs, "Unable to parse configuration"); n > 1 {
+		t.Errorf("exporter-toolkit's line for each of 5 requests logged %d times, want at most once", n)
+	}
+	write(good)
+	meshtest.WaitFor(t, 10*time.Second, "the fixed web configuration reported", func() (bool, string) {
+		return strings.Contains(ta.logs.String(), "web configuration is valid again"), ""
+	})
+	if code, _ := status("/metrics", true); code != 200 {
+		t.Errorf("/metrics after the fix: %d", code)
+	}
+	write("basic_auth_users: {}\n")
+	meshtest.WaitFor(t, 10*time.Second, "an empty basic_auth_users warned about", func() (bool, string) {
+		return strings.Contains(ta.logs.String(), "no basic_auth_users"), ""
+	})
+	if code, _ := status("/metrics", false); code != 200 {
+		t.Errorf("/metrics without credentials and basic_auth_users: {}: %d (exporter-toolkit: no authentication)", code)
+	}
 }
