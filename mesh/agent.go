@@ -40,6 +40,10 @@ type Agent struct {
 	src        *sources
 	d          deps
 	probeSlots chan struct{}
+	// probing ends when the agent shuts down: /probe requests in flight are cancelled
+	// and answered instead of waiting out the listener's shutdown.
+	probing    context.Context
+	stopProbes context.CancelFunc
 	targetKeys atomic.Pointer[map[string]bool] // the current targets' keys (isTarget)
 }
 
@@ -58,6 +62,11 @@ type deps struct {
 // Main runs `gorping mesh` with the words after "mesh" until ctx ends (SIGTERM, SIGINT)
 // and returns the exit status. Logs and errors go to stderr; --help to stdout.
 func Main(ctx context.Context, args []string, version string, stdout, stderr io.Writer) int {
+	// SIGHUP first, before anything that takes time: its default action ends the process
+	// (a reload sent by a supervisor during the start killed the agent).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	cfg, err := parseArgs(args)
 	if errors.Is(err, errHelp) {
 		io.WriteString(stdout, usage)
@@ -68,7 +77,7 @@ func Main(ctx context.Context, args []string, version string, stdout, stderr io.
 		return exitUsage
 	}
 	cfg.Version, cfg.Log = version, stderr
-	a, err := New(cfg)
+	a, err := newAgent(cfg, deps{hup: hup})
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):
@@ -120,8 +129,9 @@ func newAgent(cfg Config, d deps) (*Agent, error) {
 	if d.local == nil {
 		d.local = localAddrs
 	}
+	probing, stopProbes := context.WithCancel(context.Background())
 	return &Agent{cfg: c, log: newLogger(c.Config, c.Log), m: newMetrics(c.Version), d: d,
-		probeSlots: make(chan struct{}, maxProbesInFlight)}, nil
+		probeSlots: make(chan struct{}, maxProbesInFlight), probing: probing, stopProbes: stopProbes}, nil
 }
 
 // Run runs the agent until ctx ends, then releases every connection and closes the
@@ -199,6 +209,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		log.Error("metrics listener failed", "err", err)
 		runErr = fmt.Errorf("metrics listener: %w", err)
 	}
+	a.stopProbes()
 	stopWork()
 	wg.Wait()
 	a.mgr.stopAll()

@@ -123,6 +123,7 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), max(budget, 500*time.Millisecond))
 	defer cancel()
+	defer context.AfterFunc(a.probing, cancel)()
 	addr, allowed, err := a.probeTarget(ctx, t)
 	if !allowed {
 		a.m.probeRequests.WithLabelValues("refused").Inc()
@@ -130,9 +131,14 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 			http.StatusForbidden)
 		return
 	}
-	a.m.probeRequests.WithLabelValues("ok").Inc()
 	reg := prometheus.NewRegistry()
 	a.probeOnce(ctx, reg, t, addr, err, count)
+	if a.probing.Err() != nil {
+		a.m.probeRequests.WithLabelValues("cancelled").Inc()
+		http.Error(w, "gorping mesh is shutting down: the probe was cancelled", http.StatusServiceUnavailable)
+		return
+	}
+	a.m.probeRequests.WithLabelValues("ok").Inc()
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 }
 

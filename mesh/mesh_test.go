@@ -169,6 +169,7 @@ type behavior struct {
 	failAfter int           // the (failAfter+1)th ping on a connection fails with failWith
 	failWith  string
 	dieAfter  time.Duration // the connection dies by itself (Done) after this, with failWith
+	hang      bool          // the dial waits until its context ends
 }
 
 func newFakeNet() *fakeNet {
@@ -198,6 +199,12 @@ func (f *fakeNet) dial(ctx context.Context, addr netip.AddrPort, _ io.Writer) (p
 	defer f.mu.Unlock()
 	f.dials[addr]++
 	b, ok := f.behavior[addr]
+	if b.hang {
+		f.mu.Unlock()
+		<-ctx.Done()
+		f.mu.Lock()
+		return nil, &rping.ProbeError{Reason: rping.ReasonCanceled, Err: ctx.Err()}
+	}
 	if !ok {
 		return nil, &rping.ProbeError{Reason: rping.ReasonConnectRefused, Err: errors.New("fake: nothing listens")}
 	}

@@ -77,7 +77,7 @@ func newMetrics(version string) *metrics {
 	m.responderStarts = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "responder_starts_total",
 		Help: "Times the rping responder's listener came up."})
 	m.probeRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_requests_total",
-		Help: "Requests of /probe, by outcome (ok, refused: target not allowed, busy, bad_request)."}, []string{"outcome"})
+		Help: "Requests of /probe, by outcome (ok, refused: target not allowed, busy, bad_request, cancelled: at shutdown)."}, []string{"outcome"})
 	m.slotDelay = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "probe_slot_delay_seconds",
 		Help:    "How late probe slots start after their due time, all targets together (an overloaded agent's slots run late).",
 		Buckets: prometheus.ExponentialBuckets(1e-5, 4, 9), NativeHistogramBucketFactor: 1.1,
@@ -91,7 +91,7 @@ func newMetrics(version string) *metrics {
 	for _, s := range []string{sourceFile, sourcePeers, sourceDNS} {
 		m.targets.WithLabelValues(s)
 	}
-	for _, o := range []string{"ok", "refused", "busy", "bad_request"} {
+	for _, o := range []string{"ok", "refused", "busy", "bad_request", "cancelled"} {
 		m.probeRequests.WithLabelValues(o)
 	}
 	return m

@@ -622,3 +622,34 @@ func TestWebConfigAtRunTime(t *testing.T) {
 		t.Errorf("/metrics without credentials and basic_auth_users: {}: %d (exporter-toolkit: no authentication)", code)
 	}
 }
+
+// TestShutdownAnswersProbes (finding 9): a /probe in flight when the agent is told to
+// stop is cancelled and answered (503, saying why) instead of being cut off after the
+// listener's shutdown timeout.
+func TestShutdownAnswersProbes(t *testing.T) {
+	fn := newFakeNet()
+	fn.set("192.0.2.1:7174", behavior{hang: true}) // a dial that lasts until cancelled
+	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder",
+		"--interval", "1h", "--peers", "192.0.2.1")
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		code, body, err := ta.Get("/probe?target=192.0.2.1")
+		got <- answer{code, body, err}
+	}()
+	meshtest.WaitFor(t, 10*time.Second, "the probe's dial", func() (bool, string) {
+		return fn.dialCount("192.0.2.1:7174") >= 1, ""
+	})
+	ta.cancel()
+	a := <-got
+	if a.err != nil || a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "shutting down") {
+		t.Errorf("a probe in flight at shutdown: %d %q %v, want 503 saying the agent is shutting down", a.code, a.body, a.err)
+	}
+	if st := ta.stop(t, 10*time.Second); st != 0 {
+		t.Errorf("exit %d", st)
+	}
+}
