@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -139,13 +140,29 @@ func newAgent(cfg Config, d deps) (*Agent, error) {
 // An Agent runs once.
 func (a *Agent) Run(ctx context.Context) error {
 	cfg, log, d := a.cfg, a.log, a.d
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
+	lim := defaultHTTPLimits
+	if d.limits != nil {
+		lim = *d.limits
+	}
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	var addrs []string
+	for _, addr := range cfg.Listen {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("--listen %s: %w", addr, err)
+		}
+		lns = append(lns, netutil.LimitListener(ln, lim.maxConns))
+		addrs = append(addrs, ln.Addr().String())
 	}
 	h, err := a.handler()
 	if err != nil {
-		ln.Close()
+		closeAll()
 		return err
 	}
 	// Probers and the responder get their own context, ended only after the listener is
@@ -162,23 +179,24 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.src = &sources{file: cfg.TargetsFile, peers: cfg.peers, defaultPort: cfg.port, selfPort: selfPort,
 		resolver: d.resolver, local: d.local, log: log, m: a.m, skipped: map[string]bool{}, selfNames: map[string]bool{},
-		dnsName: cfg.dnsName, dnsPort: cfg.dnsPort}
+		dnsName: cfg.dnsName, dnsPort: cfg.dnsPort, maxTargets: cfg.MaxTargets}
 
-	lim := defaultHTTPLimits
-	if d.limits != nil {
-		lim = *d.limits
-	}
-	ln = netutil.LimitListener(ln, lim.maxConns)
-	srv := a.server(h, lim)
-	served := make(chan error, 1)
+	// One server per listener: web.Serve wraps its server's handler, so two listeners
+	// on one server would race on it.
+	served := make(chan error, len(lns))
 	webCfg := cfg.WebConfigFile
 	noSystemd := false
 	toolkitLog := slog.New(newDedupHandler(log.Handler()))
-	go func() {
-		served <- web.Serve(ln, srv, &web.FlagConfig{WebListenAddresses: &[]string{cfg.Listen},
-			WebSystemdSocket: &noSystemd, WebConfigFile: &webCfg}, toolkitLog)
-	}()
-	log.Info("gorping mesh started", "version", cfg.Version, "listen", ln.Addr().String(),
+	var srvs []*http.Server
+	for i, ln := range lns {
+		srv := a.server(h, lim)
+		srvs = append(srvs, srv)
+		go func() {
+			served <- web.Serve(ln, srv, &web.FlagConfig{WebListenAddresses: &[]string{addrs[i]},
+				WebSystemdSocket: &noSystemd, WebConfigFile: &webCfg}, toolkitLog)
+		}()
+	}
+	log.Info("gorping mesh started", "version", cfg.Version, "listen", strings.Join(addrs, ","),
 		"responder", responderDesc(cfg), "interval", cfg.Interval, "timeout", cfg.Timeout)
 
 	var wg sync.WaitGroup
@@ -216,9 +234,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	log.Info("every connection released; closing the metrics listener")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
+	var sg sync.WaitGroup
+	for _, srv := range srvs {
+		sg.Go(func() {
+			if err := srv.Shutdown(sctx); err != nil {
+				srv.Close()
+			}
+		})
 	}
+	sg.Wait()
 	return runErr
 }
 

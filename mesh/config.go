@@ -1,11 +1,13 @@
 package mesh
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -24,8 +26,8 @@ const defaultListen = ":10174"
 // (each field's comment names its option). DefaultConfig gives the defaults; New
 // checks every field and says which option is wrong.
 type Config struct {
-	Listen        string // --listen: the metrics listener, [host]:port
-	WebConfigFile string // --web.config.file (exporter-toolkit: TLS, basic auth)
+	Listen        []string // --listen: the metrics listeners, [host]:port each
+	WebConfigFile string   // --web.config.file (exporter-toolkit: TLS, basic auth)
 
 	Port        int    // --port: the responder's port, and the default port of targets
 	Bind        string // --bind: the responder's address (:: serves IPv6 and IPv4)
@@ -36,6 +38,7 @@ type Config struct {
 	Peers         []string      // --peers: host[:port] each
 	TargetsDNS    string        // --targets-dns NAME[:PORT]
 	DNSRefresh    time.Duration // --dns-refresh
+	MaxTargets    int           // --max-targets: the targets beyond it are not probed
 
 	Interval       time.Duration // --interval
 	Jitter         float64       // --jitter, fraction of the interval
@@ -55,10 +58,14 @@ type Config struct {
 	Log     io.Writer // where the logs go; nil: io.Discard
 }
 
+// defaultMaxTargets: a full mesh of 4,097 hosts (~0.15 MiB and 2 fds per connected
+// target, docs/mesh.md); a list longer than that is more likely a mistake.
+const defaultMaxTargets = 4096
+
 // DefaultConfig is the configuration of `gorping mesh` without options.
 func DefaultConfig() Config {
-	return Config{Listen: defaultListen, Port: rping.DefaultPort, Bind: "::", TargetsReload: 2 * time.Second,
-		DNSRefresh: 30 * time.Second, Interval: time.Second, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
+	return Config{Listen: []string{defaultListen}, Port: rping.DefaultPort, Bind: "::", TargetsReload: 2 * time.Second,
+		DNSRefresh: 30 * time.Second, MaxTargets: defaultMaxTargets, Interval: time.Second, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
 		BackoffMax: 30 * time.Second, Size: rping.DefaultSize, LogFormat: "text", LogLevel: "info"}
 }
 
@@ -74,6 +81,8 @@ Targets (any rping server: gorping mesh, gorping -s -P, rping -s -P):
 	--peers a,b,c		targets on the command line
 	--targets-dns NAME[:PORT]	every A/AAAA address of NAME (e.g. a Kubernetes headless Service)
 	--dns-refresh DUR	how often NAME is resolved again (default 30s)
+	--max-targets N		probe at most N targets (default 4096): the file's first, then
+				--peers, then --targets-dns (by address); the rest are logged and counted
 	A target on this agent's responder port at one of this host's addresses is skipped.
 
 Probing:
@@ -102,7 +111,9 @@ Logs:
 	--log.format text|json	(default text, on stderr)
 	--log.level LEVEL	debug, info, warn, error (default info)
 
-DUR is a Go duration (500ms, 2s, 1m) or seconds (0.5).
+DUR is a Go duration (500ms, 2s, 1m) or seconds (0.5). --listen, --peers and
+--probe-allow may be repeated and add up (--peers a --peers b,c probes all three);
+every other option is taken once, and an empty value is an error.
 `
 
 // IsCommand reports whether args (rping's argv without the program name) is a mesh
@@ -154,7 +165,7 @@ func Flags() map[string]bool {
 func parseArgs(args []string) (Config, error) {
 	fs, v := newFlagSet(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return *v.cfg, err
+		return *v.cfg, errors.New(flagMessage(err.Error()))
 	}
 	if v.help {
 		return *v.cfg, flag.ErrHelp
@@ -165,47 +176,152 @@ func parseArgs(args []string) (Config, error) {
 	return *v.cfg, nil
 }
 
+// flagMessages rewrite the flag package's errors to name the option as mesh's help
+// writes it: "--interval \"x\": ...", "--peers: empty value".
+var flagMessages = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	{regexp.MustCompile(`^invalid value "" for flag -(\S+): (.*)$`), "--$1: $2"},
+	{regexp.MustCompile(`^invalid value (".*") for flag -(\S+): (.*)$`), "--$2 $1: $3"},
+	{regexp.MustCompile(`^invalid boolean flag (\S+): (.*)$`), "--$1: $2"},
+	{regexp.MustCompile(`^flag needs an argument: -(\S+)$`), "--$1: needs a value"},
+	{regexp.MustCompile(`^flag provided but not defined: -(\S+)$`), "--$1: no such option"},
+}
+
+func flagMessage(msg string) string {
+	for _, m := range flagMessages {
+		if m.re.MatchString(msg) {
+			return m.re.ReplaceAllString(msg, m.repl)
+		}
+	}
+	return msg
+}
+
 // flagVars are the flags' destinations.
 type flagVars struct {
 	cfg  *Config
 	help bool
 }
 
-// newFlagSet declares mesh's options: every option is here, once.
+// newFlagSet declares mesh's options: every option is here, once. The lists may be
+// repeated and add up; every other option may be given once; no value may be empty.
 func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
 	cfg := DefaultConfig()
 	v := &flagVars{cfg: &cfg}
 	fs := flag.NewFlagSet("gorping mesh", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {}
-	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
-	fs.StringVar(&cfg.WebConfigFile, "web.config.file", "", "")
-	fs.IntVar(&cfg.Port, "port", cfg.Port, "")
-	fs.StringVar(&cfg.Bind, "bind", cfg.Bind, "")
-	fs.BoolVar(&cfg.NoResponder, "no-responder", false, "")
-	fs.StringVar(&cfg.TargetsFile, "targets", "", "")
-	fs.Var(&durationFlag{&cfg.TargetsReload}, "targets-reload", "")
-	fs.Var(&listFlag{&cfg.Peers}, "peers", "")
-	fs.StringVar(&cfg.TargetsDNS, "targets-dns", "", "")
-	fs.Var(&durationFlag{&cfg.DNSRefresh}, "dns-refresh", "")
-	fs.Var(&durationFlag{&cfg.Interval}, "interval", "")
-	fs.Float64Var(&cfg.Jitter, "jitter", cfg.Jitter, "")
-	fs.Var(&durationFlag{&cfg.Timeout}, "timeout", "")
-	fs.Var(&durationFlag{&cfg.ConnectTimeout}, "connect-timeout", "")
-	fs.Var(&durationFlag{&cfg.BackoffMax}, "backoff-max", "")
-	fs.IntVar(&cfg.Size, "size", cfg.Size, "")
-	fs.StringVar(&cfg.Source, "source", "", "")
-	fs.Var(&listFlag{&cfg.ProbeAllow}, "probe-allow", "")
-	fs.BoolVar(&cfg.ProbeAny, "probe-any", false, "")
-	fs.StringVar(&cfg.LogFormat, "log.format", cfg.LogFormat, "")
-	fs.StringVar(&cfg.LogLevel, "log.level", cfg.LogLevel, "")
+	one := func(p flag.Value, name string) { fs.Var(&onceFlag{v: p}, name, "") }
+	str := func(p *string, name string) { one((*stringFlag)(p), name) }
+	fs.Var(&listFlag{l: &cfg.Listen, replace: true}, "listen", "")
+	str(&cfg.WebConfigFile, "web.config.file")
+	one((*intFlag)(&cfg.Port), "port")
+	str(&cfg.Bind, "bind")
+	one((*boolFlag)(&cfg.NoResponder), "no-responder")
+	str(&cfg.TargetsFile, "targets")
+	one(&durationFlag{&cfg.TargetsReload}, "targets-reload")
+	fs.Var(&listFlag{l: &cfg.Peers}, "peers", "")
+	str(&cfg.TargetsDNS, "targets-dns")
+	one(&durationFlag{&cfg.DNSRefresh}, "dns-refresh")
+	one((*intFlag)(&cfg.MaxTargets), "max-targets")
+	one(&durationFlag{&cfg.Interval}, "interval")
+	one((*floatFlag)(&cfg.Jitter), "jitter")
+	one(&durationFlag{&cfg.Timeout}, "timeout")
+	one(&durationFlag{&cfg.ConnectTimeout}, "connect-timeout")
+	one(&durationFlag{&cfg.BackoffMax}, "backoff-max")
+	one((*intFlag)(&cfg.Size), "size")
+	str(&cfg.Source, "source")
+	fs.Var(&listFlag{l: &cfg.ProbeAllow}, "probe-allow", "")
+	one((*boolFlag)(&cfg.ProbeAny), "probe-any")
+	str(&cfg.LogFormat, "log.format")
+	str(&cfg.LogLevel, "log.level")
 	fs.BoolVar(&v.help, "help", false, "")
 	fs.BoolVar(&v.help, "h", false, "")
 	return fs, v
 }
 
-// listFlag is a comma-separated list.
-type listFlag struct{ l *[]string }
+// onceFlag refuses a second use of its option and an empty value.
+type onceFlag struct {
+	v   flag.Value
+	set bool
+}
+
+func (f *onceFlag) String() string {
+	if f == nil || f.v == nil {
+		return ""
+	}
+	return f.v.String()
+}
+
+func (f *onceFlag) Set(s string) error {
+	if f.set {
+		return errors.New("given twice (only --listen, --peers and --probe-allow add up)")
+	}
+	if s == "" {
+		return errors.New("empty value")
+	}
+	f.set = true
+	return f.v.Set(s)
+}
+
+func (f *onceFlag) IsBoolFlag() bool {
+	b, ok := f.v.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+type stringFlag string
+
+func (f *stringFlag) String() string { return string(*f) }
+func (f *stringFlag) Set(s string) error {
+	*f = stringFlag(s)
+	return nil
+}
+
+type boolFlag bool
+
+func (f *boolFlag) String() string   { return strconv.FormatBool(bool(*f)) }
+func (f *boolFlag) IsBoolFlag() bool { return true }
+func (f *boolFlag) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	*f = boolFlag(b)
+	return nil
+}
+
+type intFlag int
+
+func (f *intFlag) String() string { return strconv.Itoa(int(*f)) }
+func (f *intFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	*f = intFlag(n)
+	return nil
+}
+
+type floatFlag float64
+
+func (f *floatFlag) String() string { return strconv.FormatFloat(float64(*f), 'g', -1, 64) }
+func (f *floatFlag) Set(s string) error {
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return errors.New("not a number")
+	}
+	*f = floatFlag(x)
+	return nil
+}
+
+// listFlag is a comma-separated list; each use of the option adds to it (replace: the
+// first use replaces the default).
+type listFlag struct {
+	l       *[]string
+	replace bool
+	used    bool
+}
 
 func (f *listFlag) String() string {
 	if f == nil || f.l == nil {
@@ -221,7 +337,14 @@ func (f *listFlag) Set(s string) error {
 			l = append(l, e)
 		}
 	}
-	*f.l = l
+	if len(l) == 0 {
+		return errors.New("empty value")
+	}
+	if f.replace && !f.used {
+		*f.l = nil
+	}
+	f.used = true
+	*f.l = append(*f.l, l...)
 	return nil
 }
 
@@ -242,7 +365,7 @@ func (f *durationFlag) Set(s string) error {
 	}
 	sec, err := strconv.ParseFloat(s, 64)
 	if err != nil || sec < 0 || sec > 1e6 {
-		return fmt.Errorf("%q is not a duration (500ms, 2s) or a number of seconds", s)
+		return errors.New("not a duration (500ms, 2s) or a number of seconds")
 	}
 	*f.d = time.Duration(sec * float64(time.Second))
 	return nil
@@ -257,6 +380,34 @@ const (
 	minReload         = 100 * time.Millisecond
 	minDNSRefresh     = time.Second
 )
+
+// maxMaxTargets bounds --max-targets (a million connections would exhaust any host).
+const maxMaxTargets = 1_000_000
+
+// parseAllow parses one --probe-allow entry: a prefix or an address. Addresses are
+// matched unmapped (a probe of ::ffff:192.0.2.1 is a probe of 192.0.2.1), so an
+// IPv4-mapped prefix is taken as its IPv4 prefix.
+func parseAllow(s string) (netip.Prefix, error) {
+	pf, err := netip.ParsePrefix(s)
+	if err != nil {
+		a, aerr := netip.ParseAddr(s)
+		if aerr != nil {
+			return netip.Prefix{}, errors.New("neither a prefix nor an address")
+		}
+		if a.Zone() != "" {
+			return netip.Prefix{}, errors.New("zoned addresses are not supported")
+		}
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	if a := pf.Addr(); a.Is4In6() {
+		if pf.Bits() < 96 {
+			return netip.Prefix{}, errors.New("an IPv4-mapped prefix shorter than /96 matches no address: write the IPv4 prefix")
+		}
+		pf = netip.PrefixFrom(a.Unmap(), pf.Bits()-96)
+	}
+	return pf.Masked(), nil
+}
 
 func atLeast(opt string, d, least time.Duration) error {
 	if d < least {
@@ -311,15 +462,22 @@ func (cfg Config) check() (*agentConfig, error) {
 		}
 	}
 	for _, p := range cfg.ProbeAllow {
-		pf, err := netip.ParsePrefix(p)
+		pf, err := parseAllow(p)
 		if err != nil {
-			a, aerr := netip.ParseAddr(p)
-			if aerr != nil {
-				return nil, usageErrorf("--probe-allow: %q is neither a prefix nor an address", p)
-			}
-			pf = netip.PrefixFrom(a, a.BitLen())
+			return nil, usageErrorf("--probe-allow %s: %v", quote(p), err)
 		}
-		c.probeAllow = append(c.probeAllow, pf.Masked())
+		c.probeAllow = append(c.probeAllow, pf)
+	}
+	if len(cfg.Listen) == 0 {
+		return nil, usageErrorf("--listen: no address")
+	}
+	for _, l := range cfg.Listen {
+		if _, _, err := net.SplitHostPort(l); err != nil {
+			return nil, usageErrorf("--listen %s: want [HOST]:PORT", quote(l))
+		}
+	}
+	if cfg.MaxTargets < 1 || cfg.MaxTargets > maxMaxTargets {
+		return nil, usageErrorf("--max-targets %d: want 1..%d", cfg.MaxTargets, maxMaxTargets)
 	}
 	if err := atLeast("--interval", cfg.Interval, minInterval); err != nil {
 		return nil, err

@@ -2,10 +2,12 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -90,21 +92,17 @@ func (p slogPrinter) Println(v ...any) { p.log.Error("metrics handler", "err", f
 // whoever reaches the listener, so by default it probes only the agent's own targets
 // and addresses in --probe-allow; --probe-any lifts that.
 func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	t, err := parseTarget(q.Get("target"), a.cfg.port)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		a.m.probeRequests.WithLabelValues("bad_request").Inc()
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "/probe takes GET or HEAD", http.StatusMethodNotAllowed)
+		return
+	}
+	t, count, err := parseProbeQuery(r.URL.RawQuery, a.cfg.port)
 	if err != nil {
 		a.m.probeRequests.WithLabelValues("bad_request").Inc()
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
-	}
-	count := 1
-	if s := q.Get("count"); s != "" {
-		count, err = strconv.Atoi(s)
-		if err != nil || count < 1 || count > maxProbeCount {
-			a.m.probeRequests.WithLabelValues("bad_request").Inc()
-			http.Error(w, fmt.Sprintf("count: want 1..%d", maxProbeCount), http.StatusBadRequest)
-			return
-		}
 	}
 	// The slot first: whatever a request costs (DNS included) is bounded by the slots.
 	select {
@@ -140,6 +138,33 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	a.m.probeRequests.WithLabelValues("ok").Inc()
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
+}
+
+// parseProbeQuery parses /probe's query: target=HOST[:PORT] (once) and count=N
+// (1..maxProbeCount, default 1); other parameters are ignored, as blackbox_exporter
+// ignores what it does not know. Errors quote the input briefly.
+func parseProbeQuery(raw string, defaultPort uint16) (target, int, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return target{}, 0, fmt.Errorf("bad query: %s", quote(err.Error()))
+	}
+	if len(q["target"]) > 1 {
+		return target{}, 0, errors.New("target: given more than once")
+	}
+	t, err := parseTarget(q.Get("target"), defaultPort)
+	if err != nil {
+		return target{}, 0, err
+	}
+	count := 1
+	if c := q["count"]; len(c) > 1 {
+		return target{}, 0, errors.New("count: given more than once")
+	} else if len(c) == 1 {
+		count, err = strconv.Atoi(c[0])
+		if err != nil || count < 1 || count > maxProbeCount {
+			return target{}, 0, fmt.Errorf("count %s: want 1..%d", quote(c[0]), maxProbeCount)
+		}
+	}
+	return t, count, nil
 }
 
 // probeTarget applies /probe's allow-list to t and returns the address to probe (or

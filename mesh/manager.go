@@ -142,6 +142,8 @@ type sources struct {
 	dnsTargets  []target
 	skipped     map[string]bool // self targets already logged
 	selfNames   map[string]bool // by key: whether a name on the responder's port is this host
+	maxTargets  int
+	lastOver    int // the number of targets when --max-targets was last logged; 0: under it
 }
 
 // loadFile reads the target file and reports whether its targets may have changed. A
@@ -265,6 +267,7 @@ func (s *sources) targets() targetList {
 	seen := map[string]bool{}
 	count := map[string]int{sourceFile: 0, sourcePeers: 0, sourceDNS: 0}
 	l := targetList{keys: map[string]bool{}}
+	over := 0 // targets beyond --max-targets
 	for _, list := range [][]target{s.fileTargets, s.peers, s.dnsTargets} {
 		for _, t := range list {
 			k := t.Key()
@@ -281,25 +284,37 @@ func (s *sources) targets() targetList {
 					self, known = s.selfNames[k]
 				}
 			}
-			if !known {
-				l.unchecked++
-				l.keys[k] = true
-				continue
-			}
-			if self {
+			if self && known {
 				if !s.skipped[k] {
 					s.skipped[k] = true
 					s.log.Info("skipping a target that is this agent", "target", k, "source", t.Source)
 				}
 				continue
 			}
-			l.probe = append(l.probe, t)
+			if len(l.probe)+l.unchecked >= s.maxTargets {
+				over++
+				continue
+			}
 			l.keys[k] = true
+			if !known {
+				l.unchecked++
+				continue
+			}
+			l.probe = append(l.probe, t)
 			count[t.Source]++
 		}
 	}
 	for src, n := range count {
 		s.m.targets.WithLabelValues(src).Set(float64(n))
+	}
+	s.m.ignored.WithLabelValues("max_targets").Set(float64(over))
+	if all := len(l.probe) + l.unchecked + over; over > 0 && all != s.lastOver {
+		s.log.Error("more than --max-targets: probing the first ones (the file's in order, then --peers, then --targets-dns by address); raise --max-targets or shorten the list",
+			"targets", all, "max_targets", s.maxTargets, "not_probed", over)
+	}
+	s.lastOver = 0
+	if over > 0 {
+		s.lastOver = len(l.probe) + l.unchecked + over
 	}
 	return l
 }

@@ -42,6 +42,7 @@ type metrics struct {
 	targets         *prometheus.GaugeVec
 	configErrors    *prometheus.CounterVec
 	badLines        prometheus.Gauge
+	ignored         *prometheus.GaugeVec
 	responderUp     prometheus.Gauge
 	responderStarts prometheus.Counter
 	probeRequests   *prometheus.CounterVec
@@ -72,6 +73,9 @@ func newMetrics(version string) *metrics {
 		[]string{"source", "reason"})
 	m.badLines = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "target_file_bad_lines",
 		Help: "Lines of the current target file that do not parse (each logged once when the file changes)."})
+	m.ignored = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "targets_ignored",
+		Help: "Targets the sources name but the agent does not probe, by reason (max_targets: beyond --max-targets)."}, []string{"reason"})
+	m.ignored.WithLabelValues("max_targets")
 	m.responderUp = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "responder_up",
 		Help: "1 while the agent's rping responder listens, else 0."})
 	m.responderStarts = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "responder_starts_total",
@@ -85,7 +89,7 @@ func newMetrics(version string) *metrics {
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help: "gorping's version and the Go version it was built with; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
-	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.targets, m.configErrors, m.badLines,
+	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.targets, m.configErrors, m.badLines, m.ignored,
 		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{sourceFile, sourcePeers, sourceDNS} {

@@ -308,7 +308,7 @@ func TestRemoveManyTargets(t *testing.T) {
 	}
 	fn := newFakeNet() // every target refuses: nothing to connect
 	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder",
-		"--interval", "10s", "--targets", file, "--targets-reload", "0")
+		"--interval", "10s", "--targets", file, "--targets-reload", "0", "--max-targets", "20000")
 	meshtest.WaitFor(t, time.Minute, "10,000 targets running", func() (bool, string) {
 		return ta.running() == n, fmt.Sprint(ta.running())
 	})
@@ -651,5 +651,99 @@ func TestShutdownAnswersProbes(t *testing.T) {
 	}
 	if st := ta.stop(t, 10*time.Second); st != 0 {
 		t.Errorf("exit %d", st)
+	}
+}
+
+// TestOptionRules (finding 10): repeated and empty options follow one rule (the lists
+// add up, any other option is taken once, an empty value is refused; --help says so),
+// IPv4-mapped prefixes match, and /probe takes GET and HEAD only.
+func TestOptionRules(t *testing.T) {
+	c, err := checkArgs([]string{"--peers", "192.0.2.1", "--peers", "192.0.2.2,192.0.2.3", "--probe-allow", "10.0.0.0/8",
+		"--probe-allow", "::ffff:127.0.0.0/104", "--listen", "127.0.0.1:0", "--listen", "[::1]:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.peers) != 3 {
+		t.Errorf("--peers a --peers b,c: %v, want all three", c.peers)
+	}
+	if len(c.probeAllow) != 2 || c.probeAllow[1] != netip.MustParsePrefix("127.0.0.0/8") {
+		t.Errorf("--probe-allow ::ffff:127.0.0.0/104: %v, want 127.0.0.0/8 (addresses are matched unmapped)", c.probeAllow)
+	}
+	if len(c.Listen) != 2 {
+		t.Errorf("two --listen: %v, want both", c.Listen)
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--interval", "1s", "--interval", "2s"}, "--interval"},
+		{[]string{"--listen", ""}, "--listen"},
+		{[]string{"--peers", ""}, "--peers"},
+		{[]string{"--targets", ""}, "--targets"},
+		{[]string{"--no-responder", "--no-responder"}, "--no-responder"},
+		{[]string{"--probe-allow", "::ffff:0:0/80"}, "--probe-allow"},
+		{[]string{"--probe-allow", "fe80::1%eth0"}, "--probe-allow"},
+		{[]string{"--max-targets", "0"}, "--max-targets"},
+	} {
+		_, err := checkArgs(bad.args)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: %v, want an error naming %s", bad.args, err, bad.want)
+		}
+	}
+	if !strings.Contains(usage, "may be repeated") || !strings.Contains(usage, "empty value") {
+		t.Error("--help does not say how repeated and empty options are taken")
+	}
+
+	ta := startAgent(t, deps{dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder",
+		"--peers", "192.0.2.1")
+	for _, m := range []string{"POST", "PUT", "DELETE", "TRACE"} {
+		req, _ := http.NewRequest(m, ta.URL("/probe?target=192.0.2.1"), nil)
+		resp, err := ta.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "GET, HEAD" {
+			t.Errorf("%s /probe: %d (Allow %q), want 405 (Allow: GET, HEAD)", m, resp.StatusCode, resp.Header.Get("Allow"))
+		}
+	}
+	if resp, err := ta.Client.Head(ta.URL("/probe?target=192.0.2.1")); err != nil || resp.StatusCode != 200 {
+		t.Errorf("HEAD /probe: %v %v", resp, err)
+	}
+	if n := probesRun(ta); n != 1 {
+		t.Errorf("%g probes ran for 4 refused methods and one HEAD, want 1", n)
+	}
+}
+
+func probesRun(ta *testAgent) float64 {
+	v, _ := ta.Value(`gorping_probe_requests_total{outcome="ok"}`)
+	return v
+}
+
+// TestMaxTargets (finding 10): more targets than --max-targets probes the first ones in
+// a stable order, says so once per change, and counts the others.
+func TestMaxTargets(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "targets")
+	if err := os.WriteFile(file, manyTargets(20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ta := startAgent(t, deps{dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder",
+		"--interval", "1h", "--targets", file, "--targets-reload", "0", "--peers", "192.0.2.1", "--max-targets", "5")
+	ta.wait(t, `gorping_targets_ignored{reason="max_targets"}`, eq(16))
+	ta.hup <- syscall.SIGHUP
+	ta.hup <- syscall.SIGHUP
+	if err := os.WriteFile(file, manyTargets(10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ta.hup <- syscall.SIGHUP
+	ta.wait(t, `gorping_targets_ignored{reason="max_targets"}`, eq(6))
+	if n := ta.running(); n != 5 {
+		t.Errorf("%d targets running, --max-targets 5", n)
+	}
+	if v, _ := ta.Value(`gorping_targets{source="file"}`); v != 5 {
+		t.Errorf("file targets %g, want the first 5", v)
+	}
+	if n := strings.Count(ta.logs.String(), "more than --max-targets"); n != 2 {
+		t.Errorf("the cap was logged %d times for two different lists, want 2", n)
 	}
 }

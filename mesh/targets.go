@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -228,14 +229,16 @@ func resolveDNS(ctx context.Context, r dnsResolver, name string, port uint16) ([
 	if err != nil {
 		return nil, err
 	}
-	seen := map[netip.Addr]bool{}
-	var ts []target
+	// In address order: DNS answers come in any order, and the order decides which
+	// targets --max-targets keeps.
+	as := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
-		a = a.Unmap().WithZone("")
-		if seen[a] {
-			continue
-		}
-		seen[a] = true
+		as = append(as, a.Unmap().WithZone(""))
+	}
+	slices.SortFunc(as, netip.Addr.Compare)
+	as = slices.Compact(as)
+	ts := make([]target, 0, len(as))
+	for _, a := range as {
 		ts = append(ts, target{Host: a.String(), Port: port, Source: sourceDNS})
 	}
 	return ts, nil
