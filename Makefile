@@ -1,7 +1,8 @@
 # gorping: build, test and demo.
 #
 #   make            static binaries for amd64 and arm64 in bin/
-#   make test       everything: gofmt/vet, unit tests with -race, the ABI layout
+#   make test       everything: gofmt/vet, unit tests with -race, short fuzzing of the
+#                   mesh agent's parsers, the ABI layout
 #                   check, the release artifacts, the Soft-RoCE guest tier on the
 #                   whole matrix and on a 16 KiB-page arm64 kernel, and the
 #                   multi-host tier
@@ -31,7 +32,7 @@ LDFLAGS := -s -w -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
 ARCHES  := amd64 arm64
 HOSTARCH := $(shell $(GO) env GOARCH)
 
-.PHONY: all build test host-deps lint unit unit-arm64 abicheck clean
+.PHONY: all build test host-deps lint unit unit-arm64 abicheck fuzz clean
 all: build
 
 build: $(ARCHES:%=bin/gorping-linux-%)
@@ -40,7 +41,7 @@ build: $(ARCHES:%=bin/gorping-linux-%)
 bin/gorping-linux-%: FORCE
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ .
 
-test: host-deps lint unit unit-arm64 abicheck test-release guest-matrix guest-16k guest-release fabric
+test: host-deps lint unit fuzz unit-arm64 abicheck test-release guest-matrix guest-16k guest-release fabric
 
 # The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
 # host; the mlx5 oracle tests (test/mlx5oracle) build a C harness with gcc against
@@ -77,6 +78,15 @@ lint:
 
 unit:
 	$(GO) test -race -count=1 $(TEST_TAGS) ./...
+
+# Short fuzzing runs (FUZZTIME each) of the parsers of what anyone can send the mesh
+# agent: its target file and /probe's query. make unit runs every fuzz test's seed
+# corpus (testdata/fuzz included) but does not fuzz; FUZZ lists package:FuzzName.
+FUZZTIME ?= 15s
+FUZZ     := ./mesh:FuzzParseTargetFile ./mesh:FuzzProbeQuery
+fuzz:
+	@for f in $(FUZZ); do pkg=$${f%%:*}; name=$${f#*:}; echo "fuzz $$name for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 # The host tests of the packages with per-architecture code (barriers, MMIO, the mlx5
 # provider with its model and oracle tests, the device models, rping's glue and ping
