@@ -38,7 +38,7 @@ func TestPrometheusConfig(t *testing.T) {
 
 func TestAlertRules(t *testing.T) {
 	out := promtool(t, "check", "rules", "prometheus/gorping-rules.yml")
-	if !strings.Contains(out, "SUCCESS: 6 rules found") {
+	if !strings.Contains(out, "SUCCESS: 7 rules found") {
 		t.Errorf("promtool check rules: %s", out)
 	}
 	// Every alert has a test case.
@@ -147,6 +147,26 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	if c.get("livenessProbe", "httpGet", "path") != "/-/healthy" {
 		t.Error("liveness probe is not /-/healthy")
+	}
+	if c.get("readinessProbe", "httpGet", "path") != "/-/ready" {
+		t.Error("readiness probe is not /-/ready (503 until the responder listens)")
+	}
+	// exporter-toolkit's web configuration covers every path: an agent with basic auth
+	// needs probes that send credentials, or the kubelet restarts it for ever.
+	for _, a := range args {
+		if !strings.HasPrefix(a.(string), "--web.config.file") {
+			continue
+		}
+		for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+			auth := false
+			hs, _ := c.get(probe, "httpGet", "httpHeaders").([]any)
+			for _, h := range hs {
+				auth = auth || h.(map[string]any)["name"] == "Authorization"
+			}
+			if !auth {
+				t.Errorf("%s sends no Authorization header to an agent with %s", probe, a)
+			}
+		}
 	}
 	mounted := false
 	for _, vm := range c.get("volumeMounts").([]any) {

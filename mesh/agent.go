@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/exporter-toolkit/web"
 	"golang.org/x/net/netutil"
 
@@ -46,6 +47,7 @@ type Agent struct {
 	probing    context.Context
 	stopProbes context.CancelFunc
 	targetKeys atomic.Pointer[map[string]bool] // the current targets' keys (isTarget)
+	responding atomic.Bool                     // the responder listens (/-/ready)
 }
 
 // deps are the agent's seams to the world, replaced by host tests.
@@ -155,7 +157,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			closeAll()
-			return fmt.Errorf("--listen %s: %w", addr, err)
+			return fmt.Errorf("--web.listen-address %s: %w", addr, err)
 		}
 		lns = append(lns, netutil.LimitListener(ln, lim.maxConns))
 		addrs = append(addrs, ln.Addr().String())
@@ -396,11 +398,13 @@ func (a *Agent) respond(ctx context.Context, respond func(context.Context, rping
 		started := time.Now()
 		err := respond(ctx, rping.ResponderConfig{Addr: a.cfg.bind, Port: a.cfg.port, Size: a.cfg.Size, Log: w,
 			Listening: func() {
+				a.responding.Store(true)
 				a.m.responderUp.Set(1)
 				a.m.responderStarts.Inc()
 				last = ""
 				log.Info("responder listening", "address", netip.AddrPortFrom(a.cfg.bind, a.cfg.port).String())
 			}})
+		a.responding.Store(false)
 		a.m.responderUp.Set(0)
 		if ctx.Err() != nil {
 			return
@@ -442,19 +446,31 @@ func (w *dedupLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// newLogger is promslog's logger (Prometheus' own format, key names and levels; a
+// duration logs as "1s").
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
-	lvl, _ := parseLevel(cfg.LogLevel)
-	opts := &slog.HandlerOptions{Level: lvl}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	f, _ := logFormat(cfg.LogFormat)
+	l, _ := logLevel(cfg.LogLevel)
+	return promslog.New(&promslog.Config{Level: l, Format: f, Writer: w})
 }
 
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return l, fmt.Errorf("--log.level %q: want debug, info, warn or error", s)
+// logFormat is --log.format: promslog's logfmt or json, and text for logfmt (gorping's
+// first name for it).
+func logFormat(s string) (*promslog.Format, error) {
+	f := promslog.NewFormat()
+	if s == "text" {
+		s = "logfmt"
+	}
+	if f.Set(s) != nil {
+		return nil, fmt.Errorf("--log.format %s: want %s", quote(s), strings.Join(promslog.FormatFlagOptions, " or "))
+	}
+	return f, nil
+}
+
+func logLevel(s string) (*promslog.Level, error) {
+	l := promslog.NewLevel()
+	if l.Set(s) != nil {
+		return nil, fmt.Errorf("--log.level %s: want %s", quote(s), strings.Join(promslog.LevelFlagOptions, ", "))
 	}
 	return l, nil
 }

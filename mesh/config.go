@@ -26,7 +26,7 @@ const defaultListen = ":10174"
 // (each field's comment names its option). DefaultConfig gives the defaults; New
 // checks every field and says which option is wrong.
 type Config struct {
-	Listen        []string // --listen: the metrics listeners, [host]:port each
+	Listen        []string // --web.listen-address (alias --listen): the metrics listeners, [host]:port each
 	WebConfigFile string   // --web.config.file (exporter-toolkit: TLS, basic auth)
 
 	Port        int    // --port: the responder's port, and the default port of targets
@@ -51,7 +51,7 @@ type Config struct {
 	ProbeAllow []string // --probe-allow: prefixes or addresses
 	ProbeAny   bool     // --probe-any
 
-	LogFormat string // --log.format text|json
+	LogFormat string // --log.format logfmt|json (text: logfmt)
 	LogLevel  string // --log.level debug|info|warn|error
 
 	Version string    // for gorping_build_info and the landing page
@@ -66,14 +66,14 @@ const defaultMaxTargets = 4096
 func DefaultConfig() Config {
 	return Config{Listen: []string{defaultListen}, Port: rping.DefaultPort, Bind: "::", TargetsReload: 2 * time.Second,
 		DNSRefresh: 30 * time.Second, MaxTargets: defaultMaxTargets, Interval: time.Second, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
-		BackoffMax: 30 * time.Second, Size: rping.DefaultSize, LogFormat: "text", LogLevel: "info"}
+		BackoffMax: 30 * time.Second, Size: rping.DefaultSize, LogFormat: "logfmt", LogLevel: "info"}
 }
 
 // usage is `gorping mesh --help`.
 const usage = `usage: gorping mesh [options]
 An RDMA ping mesh agent: serves the rping protocol (a persistent server), keeps one rping
 connection to every target, pings each once per interval and exports the results to
-Prometheus (/metrics; /probe?target=HOST[:PORT]&count=N probes once, /-/healthy).
+Prometheus (/metrics; /probe?target=HOST[:PORT]&count=N probes once; /-/healthy, /-/ready).
 
 Targets (any rping server: gorping mesh, gorping -s -P, rping -s -P):
 	--targets FILE		one host[:port] per line, # comments; re-read when it changes and on SIGHUP
@@ -102,17 +102,17 @@ Responder:
 	--no-responder		probe only
 
 HTTP:
-	--listen ADDR		metrics listener (default :10174)
+	--web.listen-address ADDR	metrics listener (default :10174; --listen is the same)
 	--web.config.file FILE	TLS and basic auth (Prometheus exporter-toolkit web configuration)
 	--probe-allow CIDRS	/probe may also probe addresses in these prefixes (comma-separated)
 	--probe-any		/probe may probe any target
 
 Logs:
-	--log.format text|json	(default text, on stderr)
+	--log.format logfmt|json	(default logfmt, on stderr; text is logfmt)
 	--log.level LEVEL	debug, info, warn, error (default info)
 
-DUR is a Go duration (500ms, 2s, 1m) or seconds (0.5). --listen, --peers and
---probe-allow may be repeated and add up (--peers a --peers b,c probes all three);
+DUR is a Go duration (500ms, 2s, 1m) or seconds (0.5). --web.listen-address, --peers
+and --probe-allow may be repeated and add up (--peers a --peers b,c probes all three);
 every other option is taken once, and an empty value is an error.
 `
 
@@ -214,7 +214,9 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
 	fs.Usage = func() {}
 	one := func(p flag.Value, name string) { fs.Var(&onceFlag{v: p}, name, "") }
 	str := func(p *string, name string) { one((*stringFlag)(p), name) }
-	fs.Var(&listFlag{l: &cfg.Listen, replace: true}, "listen", "")
+	listen := &listFlag{l: &cfg.Listen, replace: true}
+	fs.Var(listen, "web.listen-address", "")
+	fs.Var(listen, "listen", "") // gorping's first name for it
 	str(&cfg.WebConfigFile, "web.config.file")
 	one((*intFlag)(&cfg.Port), "port")
 	str(&cfg.Bind, "bind")
@@ -256,7 +258,7 @@ func (f *onceFlag) String() string {
 
 func (f *onceFlag) Set(s string) error {
 	if f.set {
-		return errors.New("given twice (only --listen, --peers and --probe-allow add up)")
+		return errors.New("given twice (only --web.listen-address, --peers and --probe-allow add up)")
 	}
 	if s == "" {
 		return errors.New("empty value")
@@ -409,7 +411,7 @@ func parseAllow(s string) (netip.Prefix, error) {
 	return pf.Masked(), nil
 }
 
-func atLeast(opt string, d, least time.Duration) error {
+func checkMin(opt string, d, least time.Duration) error {
 	if d < least {
 		return usageErrorf("%s %s: want at least %s", opt, d, least)
 	}
@@ -469,46 +471,46 @@ func (cfg Config) check() (*agentConfig, error) {
 		c.probeAllow = append(c.probeAllow, pf)
 	}
 	if len(cfg.Listen) == 0 {
-		return nil, usageErrorf("--listen: no address")
+		return nil, usageErrorf("--web.listen-address: no address")
 	}
 	for _, l := range cfg.Listen {
 		if _, _, err := net.SplitHostPort(l); err != nil {
-			return nil, usageErrorf("--listen %s: want [HOST]:PORT", quote(l))
+			return nil, usageErrorf("--web.listen-address %s: want [HOST]:PORT", quote(l))
 		}
 	}
 	if cfg.MaxTargets < 1 || cfg.MaxTargets > maxMaxTargets {
 		return nil, usageErrorf("--max-targets %d: want 1..%d", cfg.MaxTargets, maxMaxTargets)
 	}
-	if err := atLeast("--interval", cfg.Interval, minInterval); err != nil {
+	if err := checkMin("--interval", cfg.Interval, minInterval); err != nil {
 		return nil, err
 	}
 	if cfg.Timeout == 0 {
 		c.Timeout = min(time.Second, cfg.Interval)
 	}
-	if err := atLeast("--timeout", c.Timeout, minTimeout); err != nil {
+	if err := checkMin("--timeout", c.Timeout, minTimeout); err != nil {
 		return nil, err
 	}
-	if err := atLeast("--connect-timeout", cfg.ConnectTimeout, minConnectTimeout); err != nil {
+	if err := checkMin("--connect-timeout", cfg.ConnectTimeout, minConnectTimeout); err != nil {
 		return nil, err
 	}
-	if err := atLeast("--backoff-max", cfg.BackoffMax, minInterval); err != nil {
+	if err := checkMin("--backoff-max", cfg.BackoffMax, minInterval); err != nil {
 		return nil, err
 	}
 	if cfg.TargetsReload != 0 {
-		if err := atLeast("--targets-reload", cfg.TargetsReload, minReload); err != nil {
+		if err := checkMin("--targets-reload", cfg.TargetsReload, minReload); err != nil {
 			return nil, usageErrorf("%v (or 0: only on SIGHUP)", err)
 		}
 	}
-	if err := atLeast("--dns-refresh", cfg.DNSRefresh, minDNSRefresh); err != nil {
+	if err := checkMin("--dns-refresh", cfg.DNSRefresh, minDNSRefresh); err != nil {
 		return nil, err
 	}
 	if cfg.Jitter < 0 || cfg.Jitter >= 0.5 {
 		return nil, usageErrorf("--jitter %g: want 0 <= F < 0.5", cfg.Jitter)
 	}
-	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
-		return nil, usageErrorf("--log.format %q: want text or json", cfg.LogFormat)
+	if _, err := logFormat(cfg.LogFormat); err != nil {
+		return nil, usageError{err}
 	}
-	if _, err := parseLevel(cfg.LogLevel); err != nil {
+	if _, err := logLevel(cfg.LogLevel); err != nil {
 		return nil, usageError{err}
 	}
 	if cfg.TargetsDNS != "" {

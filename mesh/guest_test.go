@@ -135,7 +135,7 @@ func TestGuestMesh(t *testing.T) {
 	if err != nil {
 		t.Fatalf("/probe: %v", err)
 	}
-	for sel, want := range map[string]float64{"gorping_probe_success": 1, "gorping_probes_total": 3, "gorping_probe_rtt_seconds_count": 3} {
+	for sel, want := range map[string]float64{"probe_success": 1, "gorping_probes_total": 3, "gorping_probe_rtt_seconds_count": 3} {
 		if v, err := pm.Value(sel); err != nil || v != want {
 			t.Errorf("/probe %s = %v (%v), want %v", sel, v, err, want)
 		}

@@ -68,8 +68,15 @@ func runAgent(t *testing.T, cfg Config, d deps, timeout time.Duration) *testAgen
 	var addr string
 	meshtest.WaitFor(t, timeout, "agent listening", func() (bool, string) {
 		for _, l := range strings.Split(ta.logs.String(), "\n") {
-			if _, rest, ok := strings.Cut(l, " listen="); ok && strings.Contains(l, "gorping mesh started") {
+			if !strings.Contains(l, "gorping mesh started") {
+				continue
+			}
+			if _, rest, ok := strings.Cut(l, " listen="); ok { // logfmt
 				addr = strings.Fields(rest)[0]
+				return true, ""
+			}
+			if _, rest, ok := strings.Cut(l, `"listen":"`); ok { // json
+				addr, _, _ = strings.Cut(rest, `"`)
 				return true, ""
 			}
 		}

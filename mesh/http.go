@@ -58,9 +58,21 @@ func (a *Agent) handler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(a.m.reg, promhttp.HandlerOpts{
 		ErrorLog: slogPrinter{a.log}, Registry: a.m.reg, MaxRequestsInFlight: 8}))
+	// Liveness: the process answers. Readiness: it also serves the rping protocol its
+	// peers probe (with --no-responder, probing is all it does: ready at once). Neither
+	// says more than that.
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.cfg.NoResponder && !a.responding.Load() {
+			http.Error(w, "Not ready: the rping responder does not listen yet (gorping_responder_up, and the logs, say why)",
+				http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "Ready")
 	})
 	mux.HandleFunc("/probe", a.probeHandler)
 	landing, err := web.NewLandingPage(web.LandingConfig{
@@ -70,6 +82,7 @@ func (a *Agent) handler() (http.Handler, error) {
 		Links: []web.LandingLinks{
 			{Address: "/metrics", Text: "Metrics"},
 			{Address: "/-/healthy", Text: "Health"},
+			{Address: "/-/ready", Text: "Readiness"},
 			{Address: "/probe?target=HOST:PORT&count=3", Text: "Probe a target once (blackbox style)"},
 		},
 	})
@@ -201,10 +214,11 @@ func (a *Agent) inProbeAllow(addr netip.Addr) bool {
 
 // probeOnce runs count pings to t and registers their metrics on reg.
 func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t target, addr netip.Addr, resolveErr error, count int) {
-	success := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_success",
-		Help: "1 if every ping of this probe succeeded, else 0."})
-	duration := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_duration_seconds",
-		Help: "How long the whole probe took: resolution, connection, pings and teardown."})
+	// blackbox_exporter's names, so its users' probe_success alerts and dashboards work.
+	success := prometheus.NewGauge(prometheus.GaugeOpts{Name: "probe_success",
+		Help: "1 if every ping of this probe succeeded, else 0 (as blackbox_exporter's)."})
+	duration := prometheus.NewGauge(prometheus.GaugeOpts{Name: "probe_duration_seconds",
+		Help: "How long the whole probe took: resolution, connection, pings and teardown (as blackbox_exporter's)."})
 	rtt := prometheus.NewHistogram(rttHistogramOpts("Round-trip time of this probe's successful pings."))
 	probes := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "probes_total",
 		Help: "Pings this probe attempted."})

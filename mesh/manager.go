@@ -143,7 +143,8 @@ type sources struct {
 	skipped     map[string]bool // self targets already logged
 	selfNames   map[string]bool // by key: whether a name on the responder's port is this host
 	maxTargets  int
-	lastOver    int // the number of targets when --max-targets was last logged; 0: under it
+	lastOver    int  // the number of targets when --max-targets was last logged; 0: under it
+	warnedEmpty bool // the list is empty and that was logged
 }
 
 // loadFile reads the target file and reports whether its targets may have changed. A
@@ -315,6 +316,12 @@ func (s *sources) targets() targetList {
 	s.lastOver = 0
 	if over > 0 {
 		s.lastOver = len(l.probe) + l.unchecked + over
+	}
+	if none := len(l.keys) == 0; none && !s.warnedEmpty {
+		s.log.Warn("no targets: this agent probes nothing (give --targets, --peers or --targets-dns; a list naming only this agent is empty too)")
+		s.warnedEmpty = true
+	} else if !none {
+		s.warnedEmpty = false
 	}
 	return l
 }

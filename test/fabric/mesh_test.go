@@ -167,7 +167,7 @@ func TestMesh(t *testing.T) {
 	})
 
 	t.Run("Probe", func(t *testing.T) {
-		prom.WaitFor(t, time.Minute, `gorping_probe_success{job="gorping-probe"}`, count(1))
+		prom.WaitFor(t, time.Minute, `probe_success{job="gorping-probe"}`, count(1))
 		prom.WaitFor(t, time.Minute, `gorping_probes_total{job="gorping-probe"}`, count(3))
 	})
 
