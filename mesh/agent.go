@@ -339,7 +339,6 @@ func (r *reloadRequests) take() int {
 func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 	checked := make(chan map[string]bool, 1)
 	checking, recheck := false, false
-	var names []target
 	for {
 		changed := false
 		select {
@@ -365,10 +364,9 @@ func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 		l := a.src.targets()
 		a.targetKeys.Store(&l.keys)
 		a.mgr.reconcile(ctx, l.probe)
-		names = l.names
-		if !checking && len(names) > 0 && (recheck || l.unchecked > 0) {
+		if !checking && len(l.names) > 0 && (recheck || l.unchecked > 0) {
 			checking, recheck = true, false
-			local := a.d.local()
+			names, local := l.names, a.d.local()
 			go func() {
 				res := checkSelf(ctx, a.d.resolver, local, names)
 				select {
