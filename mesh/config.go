@@ -522,8 +522,15 @@ func (cfg Config) check() (*agentConfig, error) {
 			}
 			c.dnsName, c.dnsPort = h, port
 		}
+		if _, err := netip.ParseAddr(c.dnsName); err != nil && !validHostname(c.dnsName) {
+			return nil, usageErrorf("--targets-dns %s: not a host name", quote(cfg.TargetsDNS))
+		}
 	}
 	if cfg.WebConfigFile != "" {
+		// Regular files only (exporter-toolkit would block on a FIFO at every request).
+		if _, err := readRegularFile(cfg.WebConfigFile, maxWebConfigBytes); err != nil {
+			return nil, fmt.Errorf("--web.config.file: %w", err)
+		}
 		if err := web.Validate(cfg.WebConfigFile); err != nil {
 			return nil, fmt.Errorf("--web.config.file %s: %w", cfg.WebConfigFile, err)
 		}

@@ -684,6 +684,8 @@ func TestOptionRules(t *testing.T) {
 		{[]string{"--probe-allow", "::ffff:0:0/80"}, "--probe-allow"},
 		{[]string{"--probe-allow", "fe80::1%eth0"}, "--probe-allow"},
 		{[]string{"--max-targets", "0"}, "--max-targets"},
+		{[]string{"--targets-dns", "bad name"}, "--targets-dns"},
+		{[]string{"--web.config.file", "/dev/null"}, "--web.config.file"},
 	} {
 		_, err := checkArgs(bad.args)
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
