@@ -19,7 +19,7 @@ LDFLAGS := -s -w -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
 ARCHES  := amd64 arm64
 HOSTARCH := $(shell $(GO) env GOARCH)
 
-.PHONY: all build test check help host-deps lint unit unit-arm64 abicheck clean
+.PHONY: all build test check help host-deps lint unit unit-arm64 abicheck fuzz clean
 all: build
 
 ##@ Everyday
@@ -41,7 +41,7 @@ check: lint abicheck ## gofmt, vet, generated files, the ABI layout, unit tests 
 
 ##@ CI
 
-test: host-deps lint dashboard-check unit unit-arm64 abicheck test-deploy test-release guest-matrix guest-16k guest-release fabric ## everything: check, arm64 host tests, the dashboard and manifests current and valid, release artifacts, the guest matrix, 16 KiB pages, the multi-host tier
+test: host-deps lint dashboard-check unit fuzz unit-arm64 abicheck test-deploy test-release guest-matrix guest-16k guest-release fabric ## everything: check, short fuzzing of the mesh agent's parsers, arm64 host tests, the dashboard and manifests current and valid, release artifacts, the guest matrix, 16 KiB pages, the multi-host tier
 
 # The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
 # host; the mlx5 oracle tests (test/mlx5oracle) build a C harness with gcc against
@@ -82,6 +82,15 @@ lint: ## gofmt and go vet (every build tag), the arm64 build
 
 unit: ## unit tests with -race, in full
 	$(GO) test -race -count=1 $(TEST_TAGS) ./...
+
+# Short fuzzing runs (FUZZTIME each) of the parsers of what anyone can send the mesh
+# agent: its target file and /probe's query. make unit runs every fuzz test's seed
+# corpus (testdata/fuzz included) but does not fuzz; FUZZ lists package:FuzzName.
+FUZZTIME ?= 15s
+FUZZ     := ./mesh:FuzzParseTargetFile ./mesh:FuzzProbeQuery
+fuzz:
+	@for f in $(FUZZ); do pkg=$${f%%:*}; name=$${f#*:}; echo "fuzz $$name for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 # The host tests of the packages with per-architecture code (barriers, MMIO, the mlx5
 # provider with its model and oracle tests, the device models, rping's glue and ping

@@ -19,8 +19,8 @@ func main() {
 	caught := make(chan syscall.Signal, 1)
 	go func() {
 		s := (<-sigs).(syscall.Signal)
-		// A second signal kills at once if teardown hangs.
-		signal.Reset(s)
+		// A second signal, either of the two, kills at once if teardown hangs.
+		signal.Reset(syscall.SIGINT, syscall.SIGTERM)
 		caught <- s
 		cancel()
 	}()

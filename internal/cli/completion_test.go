@@ -171,7 +171,7 @@ func TestCompletionFish(t *testing.T) {
 		"gorping completion z":                {"zsh"},
 		"gorping devices -s --":               {"--deadline", "--help", "--interval", "--json", "--poll", "--stats", "--timeout", "--trace", "--version"},
 		"gorping mesh --log.level ":           {"debug", "error", "info", "warn"},
-		"gorping mesh --port 1 --log.format ": {"json", "text"},
+		"gorping mesh --port 1 --log.format ": {"json", "logfmt", "text"},
 		"gorping mesh --targets t":            {"targets.txt"},
 		"gorping mesh --web.config.file ":     {"targets.txt", "web.yml"},
 	} {

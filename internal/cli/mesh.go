@@ -19,7 +19,7 @@ func meshCommand() *subcommand {
 		synopsis: "mesh [options]",
 		about: "An RDMA ping mesh agent: serves the rping protocol (a persistent server), keeps one rping\n" +
 			"connection to every target, pings each once per interval and exports the results to\n" +
-			"Prometheus (/metrics; /probe?target=HOST[:PORT]&count=N probes once, /-/healthy).\n" +
+			"Prometheus (/metrics; /probe?target=HOST[:PORT]&count=N probes once; /-/healthy, /-/ready).\n" +
 			"An option's value is the next word or follows \"=\"; DUR is a duration (500ms, 2s, 1m) or seconds (0.5).\n\n",
 		options:  meshOptions,
 		daemon:   true,
@@ -44,24 +44,33 @@ var meshOptions = []option{
 		help: "one host[:port] per line, # comments; re-read when it changes and on SIGHUP",
 		man: "One target, **host[:port]**, per line; **#** starts a comment. Re-read when it changes\n" +
 			"(checked every **--targets-reload**) and on SIGHUP, without a gap in the other targets'\n" +
-			"series. A bad line is a log line and a metric."},
+			"series. A bad line (or one over 4096 bytes) is skipped, logged once per change of the\n" +
+			"file and counted (**gorping_target_file_bad_lines**); a file that is not a regular file\n" +
+			"or is over 8 MiB is refused and its last targets kept."},
 	{long: "targets-reload", arg: "dur", group: groupTargets,
-		help: "how often the file is checked for changes (default 2s; 0: only on SIGHUP)"},
-	{long: "peers", arg: "a,b,c", group: groupTargets, help: "targets on the command line"},
+		help: "how often the file is checked for changes (default 2s, at least 100ms; 0: only on SIGHUP)"},
+	{long: "peers", arg: "a,b,c", group: groupTargets, help: "targets on the command line (repeated: they add up)"},
 	{long: "targets-dns", arg: "name[:port]", group: groupTargets,
 		help: "every A/AAAA address of NAME (e.g. a Kubernetes headless Service)",
 		man: "Every A/AAAA address of *name* (a Kubernetes headless Service lists every pod of a\n" +
 			"DaemonSet), resolved again every **--dns-refresh**. A target on this agent's responder\n" +
 			"port at one of this host's addresses is skipped."},
-	{long: "dns-refresh", arg: "dur", group: groupTargets, help: "how often NAME is resolved again (default 30s)"},
+	{long: "dns-refresh", arg: "dur", group: groupTargets, help: "how often NAME is resolved again (default 30s, at least 1s)"},
+	{long: "max-targets", arg: "n", group: groupTargets,
+		help: "probe at most N targets (default 4096)",
+		man: "Probe at most *n* targets (default 4096): the file's first, then **--peers**, then\n" +
+			"**--targets-dns** in address order; the others are logged once and counted\n" +
+			"(**gorping_targets_ignored**)."},
 
-	{long: "interval", arg: "dur", group: groupProbing, help: "one ping per target per interval (default 1s)"},
+	{long: "interval", arg: "dur", group: groupProbing, help: "one ping per target per interval (default 1s, at least 10ms)"},
 	{long: "jitter", arg: "f", group: groupProbing,
 		help: "each slot moves by up to F times the interval (default 0.1)",
 		man:  "Each slot moves by up to *f* times the interval (default 0.1), so agents do not beat in step."},
 	{long: "timeout", arg: "dur", group: groupProbing,
-		help: "a ping that takes longer fails with reason timeout (default 1s, at most the interval)"},
-	{long: "connect-timeout", arg: "dur", group: groupProbing, help: "bound of resolution and connection (default 5s)"},
+		help: "a ping that takes longer fails with reason timeout (default 1s, or the interval if shorter)",
+		man: "A ping that takes longer fails with reason **timeout** (default 1s, or the interval if\n" +
+			"shorter; at least 1ms). A longer one lets a slow ping outlast slots, which are skipped."},
+	{long: "connect-timeout", arg: "dur", group: groupProbing, help: "bound of resolution and connection (default 5s, at least 100ms)"},
 	{long: "backoff-max", arg: "dur", group: groupProbing,
 		help: "cap of the reconnection backoff (default 30s)",
 		man:  "A failed connection is dialled again after a capped exponential backoff, up to this (default 30s)."},
@@ -73,20 +82,27 @@ var meshOptions = []option{
 		help: "responder address (default ::, which serves IPv6 and IPv4)"},
 	{long: "no-responder", group: groupResponder, help: "probe only"},
 
-	{long: "listen", arg: "addr", group: groupHTTP,
-		help: "metrics listener (default :10174)",
-		man: "The HTTP listener (default **:10174**): **/metrics**, **/-/healthy**, and\n" +
-			"**/probe?target=HOST[:PORT]&count=N**, which pings a target N times once and returns\n" +
-			"that probe's metrics."},
+	{long: "web.listen-address", arg: "addr", group: groupHTTP,
+		help: "metrics listener (default :10174; repeated: one listener per address)",
+		man: "The HTTP listener (default **:10174**; repeated: one listener per address):\n" +
+			"**/metrics**, **/-/healthy** (200 while the process runs), **/-/ready** (503 until the\n" +
+			"responder listens), and **/probe?target=HOST[:PORT]&count=N**, which pings a target N\n" +
+			"times once and returns that probe's metrics (**probe_success** and\n" +
+			"**probe_duration_seconds** as blackbox_exporter's)."},
+	{long: "listen", arg: "addr", group: groupHTTP, help: "the same as --web.listen-address (its first name)"},
 	{long: "web.config.file", arg: "file", value: valueFile, group: groupHTTP,
-		help: "TLS and basic auth (Prometheus exporter-toolkit web configuration)"},
+		help: "TLS and basic auth (Prometheus exporter-toolkit web configuration)",
+		man: "The Prometheus exporter-toolkit web configuration (TLS, basic auth); it applies to every\n" +
+			"path, the health endpoints included. A file broken at run time makes every request\n" +
+			"answer 500 until it is fixed (the agent keeps probing); that, and a basic_auth_users\n" +
+			"emptied (which asks for no credentials), is logged once per change of the file."},
 	{long: "probe-allow", arg: "cidrs", group: groupHTTP,
-		help: "/probe may also probe addresses in these prefixes (comma-separated)",
+		help: "/probe may also probe addresses in these prefixes (comma-separated; repeated: they add up)",
 		man:  "By default **/probe** only probes targets the agent already has; this adds prefixes (comma-separated)."},
 	{long: "probe-any", group: groupHTTP, help: "/probe may probe any target"},
 
-	{long: "log.format", arg: "format", value: valueWords, words: []string{"text", "json"}, group: groupLogs,
-		help: "text or json (default text)"},
+	{long: "log.format", arg: "format", value: valueWords, words: []string{"logfmt", "json", "text"}, group: groupLogs,
+		help: "logfmt or json, Prometheus' log format (default logfmt; text is logfmt)"},
 	{long: "log.level", arg: "level", value: valueWords, words: []string{"debug", "info", "warn", "error"}, group: groupLogs,
 		help: "debug, info, warn or error (default info)"},
 

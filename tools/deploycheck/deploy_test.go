@@ -103,6 +103,15 @@ func TestMeshManifests(t *testing.T) {
 	}
 	probe(c.ReadinessProbe, "/-/ready")
 	probe(c.LivenessProbe, "/-/healthy")
+	// exporter-toolkit's web configuration covers every path: an agent with basic auth
+	// needs probes that send credentials, or the kubelet restarts it for ever.
+	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--web.config.file") }) {
+		for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+			if p == nil || p.HTTPGet == nil || !slices.ContainsFunc(p.HTTPGet.HTTPHeaders, func(h corev1.HTTPHeader) bool { return h.Name == "Authorization" }) {
+				t.Errorf("%s probe sends no Authorization header to an agent with --web.config.file", name)
+			}
+		}
+	}
 	// Hardened: non-root, no privilege escalation, read-only root, no capability beyond
 	// the ones it names.
 	psc, sc := spec.SecurityContext, c.SecurityContext
