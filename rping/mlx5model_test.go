@@ -126,7 +126,7 @@ func TestPingLoopMLX5ModelTimestamps(t *testing.T) {
 				json.Unmarshal(o.NICRTT, &nicRTT)
 				w := int64(want[o.Seq])
 				if o.TSSource != "nic" || nicRTT < w-2 || nicRTT > w+2 || nicRTT <= 0 || nicRTT > rtt || o.HostNs != rtt-nicRTT {
-					t.Errorf("ping %d: %s; want ts_source nic, nic_rtt_ns %d±2 within rtt, host = rtt - nic", o.Seq, line, w)
+					t.Errorf("ping %d: %s; want ts_source nic, nic_rtt_ns %d±2 within rtt, host = rtt - nic (stderr %q)", o.Seq, line, w, cl.stderr)
 				}
 				seen++
 			case "summary", "connection":

@@ -1,7 +1,9 @@
 package mlx5
 
 import (
+	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -23,10 +25,22 @@ type clockPage struct {
 }
 
 // snapshot reads the page under its sequence count: retried while the kernel is writing
-// (odd sign) or wrote meanwhile, at most a few times, as libmlx5 (EBUSY then).
+// (odd sign) or wrote meanwhile. libmlx5 gives up (EBUSY) after 10 tries; a writer
+// preempted mid-update on a busy host outlasts those, and the ping would lose its NIC
+// time, so after them it yields the processor between tries, for a bounded time.
 func (p *clockPage) snapshot() (clockInfo, bool) {
 	sign := (*uint32)(unsafe.Pointer(&p.ci.Sign))
-	for try := 0; try < 10; try++ {
+	var giveUp time.Time
+	for try := 0; ; try++ {
+		if try >= snapshotSpins {
+			now := time.Now()
+			if giveUp.IsZero() {
+				giveUp = now.Add(snapshotPatience)
+			} else if now.After(giveUp) {
+				break
+			}
+			runtime.Gosched()
+		}
 		s := atomic.LoadUint32(sign)
 		if s&clockInfoUpdating != 0 {
 			continue
@@ -45,6 +59,13 @@ func (p *clockPage) snapshot() (clockInfo, bool) {
 	}
 	return clockInfo{}, false
 }
+
+// How snapshot waits for a page being written: 10 tries spinning, as libmlx5, then
+// yielding for up to 2 ms (a few scheduler time slices).
+const (
+	snapshotSpins    = 10
+	snapshotPatience = 2 * time.Millisecond
+)
 
 // tsToNS converts a device timestamp to nanoseconds with a clock_info snapshot: the cycles
 // since (or, if the timestamp looks older, before) the snapshot's, scaled by mult and
