@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gorping/gorping/internal/trace"
@@ -48,6 +49,9 @@ type pinger struct {
 	kaKeyed   bool          // the transport needs a valid rkey for a keepalive (iWARP)
 	peer      string        // "the server" / "client 10.0.3.1:40000", for stall messages
 	stalled   bool          // the loop ended on a stall; its message is out
+	posted    time.Time     // the post of our oldest request not completed yet; zero if none
+	postedOp  string        // what that request is, for the disconnect explanation
+	oneWay    string        // client: why the server's disconnect likely came (explainDisconnect)
 
 	state       testState
 	remote      advert // last advert received (server)
@@ -140,9 +144,9 @@ func (p *pinger) clientStatus(ctx context.Context, ret, done int) int {
 		// rping exits 0 here (its loop returns 0 whenever the state is
 		// DISCONNECTED), so a script cannot tell a cut-short run from a full one.
 		if p.count > 0 {
-			p.out.errorf("rping client: peer disconnected after %d of %d pings\n", done, p.count)
+			p.out.errorf("rping client: peer disconnected after %d of %d pings%s\n", done, p.count, p.oneWay)
 		} else {
-			p.out.errorf("rping client: peer disconnected after %d pings\n", done)
+			p.out.errorf("rping client: peer disconnected after %d pings%s\n", done, p.oneWay)
 		}
 		return exitFailure
 	}
@@ -315,7 +319,16 @@ func (p *pinger) sendAdvert(r region) int {
 	if p.out.debug {
 		p.out.debugf("RDMA addr %x rkey %x len %d\n", a.addr, a.rkey, p.size)
 	}
-	return p.post(p.c.PostSend())
+	return p.posting("advert", p.c.PostSend())
+}
+
+// posting is post for a request whose completion says the peer's host acknowledged it:
+// until then it is what a disconnect explanation names (explainDisconnect).
+func (p *pinger) posting(op string, err error) int {
+	if err == nil && p.posted.IsZero() {
+		p.posted, p.postedOp = p.now(), op
+	}
+	return p.post(err)
 }
 
 // post reports a failed post like rping ("post send error %d", the provider's
@@ -385,7 +398,7 @@ func (p *pinger) readPing(ctx context.Context) int {
 	if ret != 0 {
 		return ret
 	}
-	if ret := p.post(p.c.PostRead(n, p.remote.addr, p.remote.rkey)); ret != 0 {
+	if ret := p.posting("RDMA READ of the ping", p.c.PostRead(n, p.remote.addr, p.remote.rkey)); ret != 0 {
 		return ret
 	}
 	p.out.debugLine("server posted rdma read req \n")
@@ -437,7 +450,7 @@ func (p *pinger) writeEcho(ctx context.Context) int {
 		rdma := p.c.Region(bufRDMA)
 		p.out.debugf("rdma write from lkey %x laddr %x len %d\n", rdma.lkey, rdma.addr, wlen)
 	}
-	if ret := p.post(p.c.PostWrite(wlen, p.remote.addr, p.remote.rkey)); ret != 0 {
+	if ret := p.posting("RDMA WRITE of the echo", p.c.PostWrite(wlen, p.remote.addr, p.remote.rkey)); ret != 0 {
 		return ret
 	}
 	if !p.await(ctx, stateRDMAWriteComplete) {
@@ -449,7 +462,7 @@ func (p *pinger) writeEcho(ctx context.Context) int {
 
 // goAhead posts the server's go-ahead: its never-written send buffer.
 func (p *pinger) goAhead() int {
-	if ret := p.post(p.c.PostSend()); ret != 0 {
+	if ret := p.posting("go-ahead", p.c.PostSend()); ret != 0 {
 		return ret
 	}
 	p.out.debugLine("server posted go ahead\n")
@@ -588,6 +601,7 @@ func (p *pinger) handle(c completion) (wake bool) {
 	p.ts.completion(c)
 	switch c.kind {
 	case compDisconnected:
+		p.explainDisconnect()
 		p.state = stateDisconnected
 		return true
 	case compError:
@@ -604,6 +618,9 @@ func (p *pinger) handle(c completion) (wake bool) {
 		p.diag.completionError(c.status)
 		p.state = stateError
 		return true
+	}
+	if c.kind == compSend || c.kind == compRead || c.kind == compWrite {
+		p.posted = time.Time{} // acknowledged: one request of ours is outstanding at a time
 	}
 	switch c.kind {
 	case compSend:
@@ -633,6 +650,50 @@ func (p *pinger) handle(c completion) (wake bool) {
 	p.out.debugLine("unknown!!!!! completion\n")
 	p.state = stateError
 	return true
+}
+
+// explainDisconnect says what a disconnect means when a request of ours had gone
+// unacknowledged for longer than the peer's host takes to answer (one local ACK
+// timeout): the peer's packets reach this host (its disconnect came), ours do not
+// reach it, and it gave up on the connection before our own bound ran out. rping's
+// lines alone say nothing of it. The client says it in its last line, the server at once.
+func (p *pinger) explainDisconnect() {
+	if p.interrupted {
+		return
+	}
+	t := p.policy.timeout
+	if t == 0 {
+		t = defaultAckTimeout
+	}
+	now := p.now()
+	var why string
+	switch {
+	case !p.posted.IsZero():
+		waited := now.Sub(p.posted)
+		if waited < ackTimeout(t) {
+			return // a peer that quit: our request was simply in flight
+		}
+		why = fmt.Sprintf(" while our %s had gone unacknowledged for %s: what this host sends does not reach %s "+
+			"(lost on the way or dropped by its host) while what it sends arrives, a one-way fault toward it",
+			p.postedOp, secs(waited), p.peer)
+	case !p.server && p.tick > 0 && (p.state == stateRDMAReadAdv || p.state == stateRDMAWriteAdv):
+		// Our advert was acknowledged, but the server's RDMA READ or WRITE that follows
+		// needs our responses and acknowledgements, which the HCA sends unseen.
+		waited := now.Sub(p.waitStart)
+		if waited < ackTimeout(t) {
+			return
+		}
+		why = fmt.Sprintf(" while a ping had waited %s for it: what this host sends likely does not reach %s "+
+			"(the responses to its RDMA requests lost on the way or dropped by its host) while what it sends arrives, a one-way fault toward it",
+			secs(waited), p.peer)
+	default:
+		return
+	}
+	if !p.server {
+		p.oneWay = why
+		return
+	}
+	p.out.errorf("rping server: %s disconnected%s\n", p.peer, why)
 }
 
 // recv is rping's server_recv / client_recv.

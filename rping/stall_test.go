@@ -149,3 +149,122 @@ func TestStallNoTimeout(t *testing.T) {
 		t.Errorf("stderr %q, %d keepalives; want neither", cl.stderr, c.keepalives)
 	}
 }
+
+// A one-way fault after the third echo: nothing the client sends arrives, what the
+// server sends does. The server's bound runs out first (its keepalive unanswered) and
+// its disconnect reaches the client, whose advert has gone unacknowledged since: the
+// client's last line says what that means.
+func TestStallOneWayServerBoundFirst(t *testing.T) {
+	cl, sv := newSide(false, 64, 0), newSide(true, 64, 0)
+	writes := 0
+	_, _, s := runPair(t, cl, sv, 64, 64, func(c, s *fakeConn) {
+		// The client's bound is far away; its QP's local ACK timeout is 4 ms (10).
+		c.policy, s.policy = stallBound(time.Minute, 10, 7), shortBound
+		s.onWrite = func([]byte) {
+			if writes++; writes == 3 {
+				c.partitioned = true // under the fake net's lock
+			}
+		}
+	})
+	if st := sv.wait(t); st != exitTimeout {
+		t.Errorf("server exit %d, want %d; stderr %q", st, exitTimeout, sv.stderr)
+	}
+	s.disconnect() // as the server's glue does when its loop ends
+	if st := cl.wait(t); st != 255 {
+		t.Errorf("client exit %d, want 255 (rping's -1 after a disconnect mid-ping); stderr %q", st, cl.stderr)
+	}
+	want := regexp.MustCompile(`^wait for RDMA_WRITE_ADV state 10\n` +
+		`rping client: peer disconnected after 3 pings while our advert had gone unacknowledged for 0\.[3-9] s: ` +
+		`what this host sends does not reach the server \(lost on the way or dropped by its host\) while what it sends arrives, ` +
+		`a one-way fault toward it\n$`)
+	if got := cl.stderr.String(); !want.MatchString(got) {
+		t.Errorf("client stderr:\n%s\nwant it to match\n%s", got, want)
+	}
+}
+
+// A peer that disconnects while our request has been in flight for less than one local
+// ACK timeout has not necessarily missed it: the same one-way fault with the client's
+// QP at rdma_cm's timeout (19: 2.1 s) and the server gone after 0.4 s ends with rping's
+// lines and gorping's plain last line only.
+func TestStallDisconnectInFlightQuiet(t *testing.T) {
+	cl, sv := newSide(false, 64, 0), newSide(true, 64, 0)
+	writes := 0
+	_, _, s := runPair(t, cl, sv, 64, 64, func(c, s *fakeConn) {
+		c.policy, s.policy = stallBound(time.Minute, 19, 7), shortBound
+		s.onWrite = func([]byte) {
+			if writes++; writes == 3 {
+				c.partitioned = true
+			}
+		}
+	})
+	sv.wait(t)
+	s.disconnect()
+	cl.wait(t)
+	if got, want := cl.stderr.String(), "wait for RDMA_WRITE_ADV state 10\nrping client: peer disconnected after 3 pings\n"; got != want {
+		t.Errorf("client stderr:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// The mirror: nothing the server sends arrives after the third echo. The client's
+// bound runs out first and its disconnect reaches the server, whose go-ahead has gone
+// unacknowledged since: the server says so at once (and serves on, as after any client).
+func TestStallOneWayClientBoundFirst(t *testing.T) {
+	cl, sv := newSide(false, 64, 0), newSide(true, 64, 0)
+	writes := 0
+	_, c, _ := runPair(t, cl, sv, 64, 64, func(c, s *fakeConn) {
+		c.policy, s.policy = shortBound, stallBound(time.Minute, 10, 7)
+		s.onWrite = func([]byte) {
+			if writes++; writes == 3 {
+				s.partitioned = true
+			}
+		}
+	})
+	if st := cl.wait(t); st != exitTimeout {
+		t.Errorf("client exit %d, want %d; stderr %q", st, exitTimeout, cl.stderr)
+	}
+	c.disconnect()
+	if st := sv.wait(t); st != 0 {
+		t.Errorf("server exit %d, want 0 (its client left between pings); stderr %q", st, sv.stderr)
+	}
+	want := regexp.MustCompile(`^rping server: the client disconnected while our go-ahead had gone unacknowledged for 0\.[3-9] s: ` +
+		`what this host sends does not reach the client \(lost on the way or dropped by its host\) while what it sends arrives, ` +
+		`a one-way fault toward it\n$`)
+	if got := sv.stderr.String(); !want.MatchString(got) {
+		t.Errorf("server stderr:\n%s\nwant it to match\n%s", got, want)
+	}
+}
+
+// A one-way fault the client cannot see in its own requests: its advert was
+// acknowledged, but what the server's RDMA requests need back from this host (here
+// the server's last go-ahead of the third ping is lost too, from the fake's side) does
+// not arrive. The server gives up first; the client's last line says what a ping that
+// waited that long for the disconnecting server likely means.
+func TestStallOneWayAcknowledgedAdvert(t *testing.T) {
+	cl, sv := newSide(false, 64, 0), newSide(true, 64, 0)
+	writes := 0
+	n, _, s := runPair(t, cl, sv, 64, 64, func(c, s *fakeConn) {
+		c.policy, s.policy = stallBound(time.Minute, 10, 7), shortBound
+		s.onWrite = func([]byte) {
+			if writes++; writes == 3 {
+				s.partitioned = true
+			}
+		}
+	})
+	if st := sv.wait(t); st != exitTimeout {
+		t.Errorf("server exit %d, want %d; stderr %q", st, exitTimeout, sv.stderr)
+	}
+	n.mu.Lock()
+	s.partitioned = false // the disconnect request gets through, as the bed's does
+	n.mu.Unlock()
+	s.disconnect()
+	if st := cl.wait(t); st != 255 {
+		t.Errorf("client exit %d, want 255; stderr %q", st, cl.stderr)
+	}
+	want := regexp.MustCompile(`^wait for RDMA_WRITE_COMPLETE state 10\n` +
+		`rping client: peer disconnected after 2 pings while a ping had waited 0\.[3-9] s for it: ` +
+		`what this host sends likely does not reach the server \(the responses to its RDMA requests lost on the way or dropped by its host\) ` +
+		`while what it sends arrives, a one-way fault toward it\n$`)
+	if got := cl.stderr.String(); !want.MatchString(got) {
+		t.Errorf("client stderr:\n%s\nwant it to match\n%s", got, want)
+	}
+}

@@ -103,7 +103,7 @@ func endless(t *testing.T, h *vm.Host, i impl, addr string, port int) *rproc {
 }
 
 // TestCrossPartition: h1 loses every packet it sends in the middle of endless
-// runs. gorping's client ends within the default bound with 110 and says the
+// runs (the client's bound first; TestCrossOneWayServerFirst forces the other order). gorping's client ends within the default bound with 110 and says the
 // server's host acknowledged nothing; gorping's -P server drops that client
 // and still serves a client from h3; stock rping's client is still waiting.
 func TestCrossPartition(t *testing.T) {
@@ -136,6 +136,36 @@ func TestCrossPartition(t *testing.T) {
 	}
 	if st := gsrv.status(t); st.Done {
 		t.Errorf("gorping's -P server exited (status %d)", st.Code)
+	}
+}
+
+// TestCrossOneWayServerFirst: the other order of TestCrossPartition's race (issue
+// 26, finding 11). h1 loses every packet it sends while h2's reach it; gorping's -P
+// server on h2 has the shorter bound (6 s, the client's is 30 s), so it drops the
+// client first and its disconnect reaches h1. The client ends at once with rping's
+// lines and a last line that says what a disconnect while its requests went
+// unacknowledged means; the server says why it dropped the client and serves on.
+func TestCrossOneWayServerFirst(t *testing.T) {
+	h1, h2, h3 := host(t, 1), host(t, 2), host(t, 3)
+	port := freshPort()
+	srv := start(t, h2, gorping, "-s", "-P", "-a", h2.IPv4, "-p", strconv.Itoa(port), "--timeout", "6")
+	waitListening(t, srv, addrPort(h2.IPv4, port), time.Minute)
+	cli := start(t, h1, gorping, "-c", "-a", h2.IPv4, "-p", strconv.Itoa(port), "-v", "-i", "0.1", "--timeout", "30")
+	waitOutput(t, cli, "rdma-ping-3: ", 2*time.Minute)
+
+	cut := time.Now()
+	netem(t, h1, "loss", "100%")
+	st := endsWithin(t, cli, cut, 6*time.Second+boundSlack, 255, "a one-way fault toward it")
+	if !strings.Contains(st.Stderr, "client DISCONNECT EVENT...") || !strings.Contains(st.Stderr, "rping client: peer disconnected after ") {
+		t.Errorf("client: rping's disconnect lines and gorping's last line missing:\n%s", st.Stderr)
+	}
+	if took := time.Since(cut); took < 5*time.Second {
+		t.Errorf("client ended %.1fs after the cut, before the server's 6 s bound could have", took.Seconds())
+	}
+	waitOutput(t, srv, "rping server: ", boundSlack)
+	r := run(t, h3, 2*time.Minute, gorping, "-c", "-a", h2.IPv4, "-p", strconv.Itoa(port), "-C", "3", "-V")
+	if r.Code != 0 {
+		t.Errorf("a client from h3 after the fault: exit %d\n%s", r.Code, r.Stderr)
 	}
 }
 
