@@ -61,10 +61,10 @@ func (p *clockPage) snapshot() (clockInfo, bool) {
 }
 
 // How snapshot waits for a page being written: 10 tries spinning, as libmlx5, then
-// yielding for up to 2 ms (a few scheduler time slices).
+// yielding for up to 10 ms (a few scheduler time slices of a loaded host).
 const (
 	snapshotSpins    = 10
-	snapshotPatience = 2 * time.Millisecond
+	snapshotPatience = 10 * time.Millisecond
 )
 
 // tsToNS converts a device timestamp to nanoseconds with a clock_info snapshot: the cycles
