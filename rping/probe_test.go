@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -197,7 +199,9 @@ func TestProberDialFailures(t *testing.T) {
 		{name: "refused", fault: func(cm *fakeCM) { cm.refuse = true }, reason: ReasonConnectRefused,
 			err: "cma event RDMA_CM_EVENT_REJECTED, error 28"},
 		{name: "no answer", fault: func(cm *fakeCM) { cm.silent = true }, cfg: ProbeConfig{ConnectTimeout: 300 * time.Millisecond},
-			reason: ReasonConnectTimeout, err: "rping client: no answer to the connection request from 192.0.2.1:7174 for 0.3 s", atLeast: 300 * time.Millisecond},
+			// The figure is the time since the request went out: the budget less what
+			// resolution took (on a loaded machine 0.2 s of the 0.3 s); checked below.
+			reason: ReasonConnectTimeout, err: "rping client: no answer to the connection request from 192.0.2.1:7174 for 0.", atLeast: 300 * time.Millisecond},
 		{name: "qp", fail: einval(24), reason: ReasonSetupError, err: "rdma_create_qp: Invalid argument"},
 		{name: "pd", fail: einval(3), reason: ReasonSetupError, err: "ibv_alloc_pd failed"},
 		{name: "no device", noDev: true, reason: ReasonNoDevice, err: "No RDMA devices were detected"},
@@ -227,6 +231,15 @@ func TestProberDialFailures(t *testing.T) {
 			}
 			if d := time.Since(start); d < tc.atLeast {
 				t.Errorf("gave up after %v, before %v", d, tc.atLeast)
+			}
+			if tc.reason == ReasonConnectTimeout && pe != nil && pe.Err != nil {
+				f := -1.0
+				if m := regexp.MustCompile(` for (\d+\.\d) s: `).FindStringSubmatch(pe.Err.Error()); m != nil {
+					f, _ = strconv.ParseFloat(m[1], 64)
+				}
+				if f <= 0 || f > 0.3 {
+					t.Errorf("the request waited %q, want 0.1 to 0.3 s (within --connect-timeout 0.3 s)", pe.Err)
+				}
 			}
 		})
 	}
