@@ -92,6 +92,28 @@ fuzz:
 	@for f in $(FUZZ); do pkg=$${f%%:*}; name=$${f#*:}; echo "fuzz $$name for $(FUZZTIME)"; \
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
+# The tests that have raced before (issue 27; docs/development.md, "Flaky tests"), repeated:
+# the host ones FLAKY_COUNT times with -race, beside HOG busy loops (HOG=2 stands for a
+# loaded 2-core CI machine); FLAKY_GUEST=1 then runs the guest ones and the multi-host
+# ones FLAKY_ROUNDS times on SUITE/ARCH (one boot per round).
+FLAKY_COUNT  ?= 20
+FLAKY_ROUNDS ?= 3
+HOG          ?= 0
+FLAKY_HOST   := TestGlueDebugLines|TestPingLoopMLX5ModelTimestamps|TestStall|TestModelContextCloseReleasesObjects|TestClockSnapshot|TestProber
+FLAKY_GUESTS := TestLeaks|TestErrors|TestGuestPingLoopAllocatesNothing|TestGuestProbe
+FLAKY_FABRIC := TestCrossLinkFlap|TestCrossPartition|TestCrossOneWayServerFirst|TestCrossPeerPowerOff
+.PHONY: flaky
+flaky: ## repeat the tests that raced before: host ones FLAKY_COUNT times with -race (HOG=N busy loops beside); FLAKY_GUEST=1 adds the guest and multi-host ones, FLAKY_ROUNDS times
+	@hog=""; for i in $$(seq 1 $(HOG)); do sh -c 'while :; do :; done' & hog="$$hog $$!"; done; \
+	trap 'kill $$hog 2>/dev/null' EXIT INT TERM; \
+	echo "flaky: host tests x$(FLAKY_COUNT) -race, $(HOG) busy loops beside"; \
+	$(GO) test -race -count=$(FLAKY_COUNT) $(TEST_TAGS) -run '$(FLAKY_HOST)' ./rping ./uverbs/mlx5 ./test/mlx5model || exit 1; \
+	if [ "$(FLAKY_GUEST)" = 1 ]; then for r in $$(seq 1 $(FLAKY_ROUNDS)); do \
+		echo "flaky: guest and multi-host round $$r of $(FLAKY_ROUNDS) ($(SUITE)/$(ARCH))"; \
+		$(MAKE) --no-print-directory guest PKGS=./test/guest RUN='$(FLAKY_GUESTS)' || exit 1; \
+		$(MAKE) --no-print-directory fabric FABRIC_TARGETS=$(SUITE)/$(ARCH) RUN='$(FLAKY_FABRIC)' || exit 1; \
+	done; fi
+
 # The host tests of the packages with per-architecture code (barriers, MMIO, the mlx5
 # provider with its model and oracle tests, the device models, rping's glue and ping
 # loops over the mlx5 model) again as
