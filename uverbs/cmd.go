@@ -36,7 +36,15 @@ type cmdError struct {
 func (e *cmdError) Error() string { return "uverbs " + e.Cmd + ": " + e.Errno.Error() }
 func (e *cmdError) Unwrap() error { return e.Errno }
 
+// cmdName names a command as the uapi header does; an extended one (its flag set) is
+// IB_USER_VERBS_EX_CMD_*, which reuses the base command's number where there is one.
 func cmdName(cmd uint32) string {
+	if cmd&exCmdFlag != 0 {
+		if n, ok := cmdNames[cmd&^exCmdFlag]; ok {
+			return "EX_" + n
+		}
+		return fmt.Sprintf("extended command %d", cmd&^exCmdFlag)
+	}
 	if n, ok := cmdNames[cmd]; ok {
 		return n
 	}

@@ -425,3 +425,19 @@ func TestRegMRZeroBuffer(t *testing.T) {
 		t.Errorf("RegMR of a freed Buffer: %v (Addr %#x Len %d)", err, b.Addr(), b.Len())
 	}
 }
+
+// Commands are named as the uapi header names them, the extended ones too (--trace
+// showed QUERY_DEVICE_EX as "command 2147483649").
+func TestCmdName(t *testing.T) {
+	for cmd, want := range map[uint32]string{
+		cmdQueryDevice:             "QUERY_DEVICE",
+		cmdQueryDevice | exCmdFlag: "EX_QUERY_DEVICE",
+		cmdCreateCQ | exCmdFlag:    "EX_CREATE_CQ",
+		9999:                       "command 9999",
+		9999 | exCmdFlag:           "extended command 9999",
+	} {
+		if got := cmdName(cmd); got != want {
+			t.Errorf("cmdName(%#x) = %q, want %q", cmd, got, want)
+		}
+	}
+}
