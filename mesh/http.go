@@ -118,7 +118,13 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	// The slot first: whatever a request costs (DNS included) is bounded by the slots.
+	// A request refused on what it says alone (no DNS could admit it) costs nothing and
+	// needs no slot; every other one takes its slot first, so whatever it costs (DNS
+	// included) is bounded by the slots.
+	if a.refusedOnSight(t) {
+		a.refuseProbe(w, t)
+		return
+	}
 	select {
 	case a.probeSlots <- struct{}{}:
 		defer func() { <-a.probeSlots }()
@@ -138,9 +144,7 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 	defer context.AfterFunc(a.probing, cancel)()
 	addr, allowed, err := a.probeTarget(ctx, t)
 	if !allowed {
-		a.m.probeRequests.WithLabelValues("refused").Inc()
-		http.Error(w, fmt.Sprintf("target %s is not allowed: it is not one of this agent's targets and not in --probe-allow (--probe-any lifts this)", t.Key()),
-			http.StatusForbidden)
+		a.refuseProbe(w, t)
 		return
 	}
 	reg := prometheus.NewRegistry()
@@ -202,6 +206,24 @@ func (a *Agent) probeTarget(ctx context.Context, t target) (addr netip.Addr, all
 		return netip.Addr{}, false, nil // a name that does not resolve is in no prefix
 	}
 	return addr, a.inProbeAllow(addr), nil
+}
+
+// refusedOnSight reports whether t is refused without a lookup: not --probe-any, not a
+// target, and an address outside --probe-allow or a name with no --probe-allow at all.
+func (a *Agent) refusedOnSight(t target) bool {
+	if a.cfg.ProbeAny || a.isTarget(t.Key()) {
+		return false
+	}
+	if lit, ok := t.Addr(); ok {
+		return !a.inProbeAllow(lit)
+	}
+	return len(a.cfg.probeAllow) == 0
+}
+
+func (a *Agent) refuseProbe(w http.ResponseWriter, t target) {
+	a.m.probeRequests.WithLabelValues("refused").Inc()
+	http.Error(w, fmt.Sprintf("target %s is not allowed: it is not one of this agent's targets and not in --probe-allow (--probe-any lifts this)", t.Key()),
+		http.StatusForbidden)
 }
 
 func (a *Agent) inProbeAllow(addr netip.Addr) bool {
