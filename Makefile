@@ -100,7 +100,7 @@ abicheck: generate-check
 # The ABI mirrors (abi_gen.go next to each abi.spec) are generated from the uapi headers by
 # internal/cmd/abigen (gcc -g, the layout read from DWARF; development tooling, never in
 # the product). make generate rewrites them; generate-check fails if one is not current.
-ABI_SPECS := $(sort $(wildcard */abi.spec */*/abi.spec))
+ABI_SPECS := $(sort $(wildcard */abi.spec */*/abi.spec */*/*/abi.spec))
 .PHONY: generate generate-check
 generate:
 	$(GO) build -o bin/abigen ./internal/cmd/abigen
