@@ -1,7 +1,8 @@
 // Package mmio holds the few instructions a hardware RDMA provider needs that Go has no
 // intrinsic for: barriers between CPU stores, DMA by the NIC and write-combining MMIO, a
 // single 64-bit store to device memory, and the 64-byte BlueFlame copy. They are written
-// in per-architecture assembly (amd64, arm64) so the binary stays cgo-free.
+// in per-architecture assembly (amd64, arm64) so the binary stays cgo-free. The 32-bit
+// store is for devices whose doorbell registers take 32-bit writes.
 //
 // The barrier names follow what each one orders:
 //
@@ -73,6 +74,15 @@ func Store64(dst, src unsafe.Pointer) {
 	}
 }
 
+// Store32 stores the 4 bytes at src to dst with one 32-bit store instruction: a doorbell
+// register that takes 32-bit writes (irdma's). Both must be 4-byte aligned.
+func Store32(dst, src unsafe.Pointer) {
+	store32(dst, src)
+	if recording {
+		emit(OpStore32, dst, src, 4)
+	}
+}
+
 // Copy64 copies 64 bytes from src to dst in ascending address order with 64-bit (amd64)
 // or 128-bit vector (arm64) stores: one BlueFlame chunk. Both must be 8-byte aligned.
 func Copy64(dst, src unsafe.Pointer) {
@@ -91,5 +101,14 @@ func StoreRecord(p *uint32, v uint32) {
 	atomic.StoreUint32(p, v)
 	if recording {
 		emit(OpRecord, unsafe.Pointer(p), unsafe.Pointer(&v), 4)
+	}
+}
+
+// StoreRecord64 is StoreRecord for a 64-bit record word (irdma's shadow areas); v as it
+// must lie in memory.
+func StoreRecord64(p *uint64, v uint64) {
+	atomic.StoreUint64(p, v)
+	if recording {
+		emit(OpRecord64, unsafe.Pointer(p), unsafe.Pointer(&v), 8)
 	}
 }
