@@ -43,8 +43,9 @@ bin/gorping-linux-%: FORCE
 test: host-deps lint unit unit-arm64 abicheck test-release guest-matrix guest-16k guest-release fabric
 
 # The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
-# host; the mlx5 oracle tests (test/mlx5oracle) build a C harness with gcc against
-# Debian's libibverbs-dev and run its libmlx5 (ibverbs-providers); the completion tests
+# host; the oracle tests (test/oracle, with the mlx5 and vendor drivers' parts) build a C
+# harness with gcc against Debian's libibverbs-dev and run its libmlx5, libbnxt_re,
+# libirdma and libhns (ibverbs-providers); the completion tests
 # run bash, zsh and fish, the release tests dpkg-deb, rpm, skopeo and lintian. Installed only as
 # root on Debian (like qemu for the guest tier). Under CI=true a missing oracle fails
 # the tests. prometheus gives the mesh tests a real Prometheus server and promtool
@@ -84,13 +85,13 @@ unit:
 # arm64 binaries under qemu-user
 # (no -race: it needs cgo there). A missing qemu-aarch64 is a loud skip, a failure
 # under CI=true.
-ARM64_PKGS := ./internal/... ./uverbs/... ./test/mlx5model ./test/rxemodel
+ARM64_PKGS := ./internal/... ./uverbs/... ./test/mlx5model ./test/rxemodel ./test/bnxtremodel
 unit-arm64:
 	@if ! command -v qemu-aarch64 >/dev/null; then \
 		if [ "$$CI" = true ]; then echo "qemu-aarch64 missing (make host-deps)"; exit 1; fi; \
 		echo "*** SKIPPING arm64 host tests: qemu-aarch64 missing (make host-deps as root) ***"; exit 0; fi; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 $(ARM64_PKGS)
-	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 -run 'MLX5|Rxe' ./rping
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 -run 'MLX5|Rxe|BnxtRe' ./rping
 
 # Compares every Go ABI mirror with the C uapi headers (gcc, test-only), after checking
 # that the generated mirrors are what the headers give (generate-check).

@@ -198,6 +198,11 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 			}
 		}
 	}
+	if o, ok := qp.prov.(QPAttrObserver); ok {
+		if err := o.Modified(attr, mask); err != nil {
+			return fmt.Errorf("uverbs: %s QP %d modified (mask %#x): %s provider: %w", c.dev.Name, qp.qpn, uint32(mask), c.info.Driver, err)
+		}
+	}
 	return nil
 }
 

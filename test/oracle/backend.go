@@ -220,7 +220,7 @@ func (b *Backend) Observe() Observation {
 	b.seenCmds = len(b.Fake.Cmds)
 	for _, r := range b.Fake.Regions {
 		if !r.Dead {
-			o.Mem[r.Name] = readMem(r.Addr, r.Len)
+			o.Mem[r.Name] = normalizeMem(b.Fake.D, b.Fake, r.Name, readMem(r.Addr, r.Len))
 		}
 	}
 	for _, u := range b.pages {
@@ -269,6 +269,10 @@ func (b *Backend) name(e mmio.Event) SeqEvent {
 	ev.Target, ev.Off = "?mmio", int(a&4095)
 	return ev
 }
+
+// StopRecording stops recording the provider's device-visible operations (a test that
+// measures the provider's allocations: the recording's own would count).
+func (b *Backend) StopRecording() { b.cancel() }
 
 // Close closes the write ends of the pipes the backend created (the read ends were
 // handed to the provider's core, which owns and closes them).

@@ -42,6 +42,20 @@ type Driver interface {
 	CheckOrder(line string, ops []SeqEvent) []string
 }
 
+// MemNormalizer is a Driver whose regions hold values that differ between runs (bnxt_re's
+// CQEs carry the QP handle the library or the provider chose): NormalizeMem returns the
+// content of region with them replaced by what they stand for, on both sides alike.
+type MemNormalizer interface {
+	NormalizeMem(f *Fake, region string, b []byte) []byte
+}
+
+func normalizeMem(d Driver, f *Fake, region string, b []byte) []byte {
+	if n, ok := d.(MemNormalizer); ok && b != nil {
+		return n.NormalizeMem(f, region, append([]byte(nil), b...))
+	}
+	return b
+}
+
 // A Region is memory the fake learned of from a request: a queue buffer ("cq0", "qp0",
 // "qp0.sq") or a doorbell record ("cq0.db": a name ending ".db" is a record, whose
 // stores are part of the device-visible sequence).
@@ -89,6 +103,21 @@ type Fake struct {
 	handles uint32
 	owned   map[uint32][]string // handle → names of the regions of that object
 	counts  map[string]int
+	vals    map[string]uint64
+}
+
+// Set keeps a value the driver learned from a request (bnxt_re: "qp0.handle", the
+// qp_handle its CQEs carry); Get returns it (ok false: never set).
+func (f *Fake) Set(name string, v uint64) {
+	if f.vals == nil {
+		f.vals = map[string]uint64{}
+	}
+	f.vals[name] = v
+}
+
+func (f *Fake) Get(name string) (uint64, bool) {
+	v, ok := f.vals[name]
+	return v, ok
 }
 
 // NewFake returns a fake kernel answering with d.

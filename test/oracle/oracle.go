@@ -501,7 +501,7 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 				cur.Line = sc.Steps[ev.I].Line()
 				cur.Mem = make(map[string][]byte, len(mem))
 				for k, v := range mem {
-					cur.Mem[k] = v
+					cur.Mem[k] = normalizeMem(sc.Driver, fake, k, v)
 				}
 				cur.Pages = make(map[string][]byte, len(pages))
 				for k, v := range pages {
