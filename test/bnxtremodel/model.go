@@ -83,7 +83,7 @@ func New(cfg Config) *NIC {
 	if cfg.Chip == 0 {
 		cfg.Chip = 0x1750
 	}
-	d := &driver{cfg: cfg, qps: map[uint32]*mqp{}, cqs: map[uint32]*mcq{}, liveQP: map[uint32]bool{}, liveCQ: map[uint32]bool{}}
+	d := &driver{cfg: cfg, qps: map[uint32]*mqp{}, cqs: map[uint32]*mcq{}, liveQP: map[uint32]*rings{}, liveCQ: map[uint32]bool{}}
 	d.cancel = mmio.Subscribe(d.ring)
 	k, err := providertest.StartKernel(device("bnxt_re0"), nil, d, providertest.Options{Fail: cfg.Fail})
 	if err != nil {
@@ -159,8 +159,19 @@ type driver struct {
 	rmu    sync.Mutex
 	pages  []dbPage
 	queue  []doorbell
-	liveQP map[uint32]bool // the queues that exist, as ring sees them
+	liveQP map[uint32]*rings // the queues that exist, as ring sees them
 	liveCQ map[uint32]bool
+}
+
+// rings are a QP's send and receive rings as the doorbell sees them: the device reads
+// the WQEs a doorbell announces when it is rung, so ring copies them then (a provider
+// that rings before the WQE is in memory gets the stale slots executed).
+type rings struct{ sq, rq ringView }
+
+type ringView struct {
+	buf, view       []byte
+	depth, maxSlots uint32
+	rung            uint32 // the slot after the last one rung
 }
 
 type dbPage struct {
@@ -177,6 +188,8 @@ type doorbell struct {
 	// engine gets to the doorbell (teardown right after a poll) is no violation; the
 	// doorbell then does nothing, as on a device.
 	live bool
+	from uint32 // a QP doorbell: the slots it announces, from here to its index
+	snap []byte // and their content when it was rung
 }
 
 // mctx is one context: its shared page and doorbell page.
@@ -198,7 +211,8 @@ type mcq struct {
 
 // mq is one work queue as the device sees it.
 type mq struct {
-	buf      []byte
+	buf      []byte // the ring in the provider's memory
+	view     []byte // the ring as the doorbells found it (what the device reads)
 	depth    uint32 // slots
 	esize    uint32 // bytes a WQE may take
 	maxSlots uint32 // slots a doorbell index counts in
@@ -370,14 +384,20 @@ func (d *driver) CreateQP(k *providertest.Kernel, p *providertest.QP, in, out []
 	q.qpid = d.nextID | 0x400
 	p.QPN, p.Driver = q.qpid, q
 	d.qps[q.qpid] = q
-	d.live(d.liveQP, q.qpid, true)
+	q.sq.view, q.rq.view = make([]byte, len(q.sq.buf)), make([]byte, len(q.rq.buf))
+	d.rmu.Lock()
+	d.liveQP[q.qpid] = &rings{sq: ringView{buf: q.sq.buf, depth: q.sq.depth, maxSlots: q.sq.maxSlots},
+		rq: ringView{buf: q.rq.buf, depth: q.rq.depth, maxSlots: q.rq.maxSlots}}
+	d.rmu.Unlock()
 	put32(out, 0, q.qpid)
 	return nil
 }
 
 func (d *driver) DestroyQP(p *providertest.QP) {
 	delete(d.qps, p.Driver.(*mqp).qpid)
-	d.live(d.liveQP, p.Driver.(*mqp).qpid, false)
+	d.rmu.Lock()
+	delete(d.liveQP, p.Driver.(*mqp).qpid)
+	d.rmu.Unlock()
 }
 
 func (d *driver) live(m map[uint32]bool, id uint32, on bool) {
@@ -395,6 +415,11 @@ func (d *driver) ModifyQP(p *providertest.QP, req *kcmd.ModifyQP) {
 	if req.AttrMask&1 != 0 && p.State == uverbs.QPSReset {
 		q := p.Driver.(*mqp)
 		q.sq.ci, q.sq.pi, q.rq.ci, q.rq.pi = 0, 0, 0, 0
+		d.rmu.Lock()
+		if r := d.liveQP[q.qpid]; r != nil {
+			r.sq.rung, r.rq.rung = 0, 0
+		}
+		d.rmu.Unlock()
 	}
 }
 func (d *driver) DestroyCQ(c *providertest.CQ) {
@@ -413,8 +438,22 @@ func (d *driver) ring(e mmio.Event) {
 	for _, p := range d.pages {
 		if e.Addr >= p.start && e.Addr < p.end {
 			db := doorbell{x: p.x, val: binary.LittleEndian.Uint64(e.Data[:8]), off: int(e.Addr - p.start), size: e.Len}
-			qid, typ := uint32(db.val>>32)&0xfffff, uint32(db.val>>60)
-			db.live = typ <= 1 && d.liveQP[qid] || typ >= 4 && d.liveCQ[qid]
+			idx, qid, typ := uint32(db.val)&0xfffff, uint32(db.val>>32)&0xfffff, uint32(db.val>>60)
+			db.live = typ <= 1 && d.liveQP[qid] != nil || typ >= 4 && d.liveCQ[qid]
+			if r := d.liveQP[qid]; r != nil && typ <= 1 && e.Len == 8 {
+				v := &r.sq
+				if typ == 1 {
+					v = &r.rq
+				}
+				to := idx * v.maxSlots
+				if to < v.depth {
+					db.from = v.rung
+					for s := v.rung; s != to; s = (s + 1) % v.depth {
+						db.snap = append(db.snap, v.buf[s*16:s*16+16]...)
+					}
+					v.rung = to
+				}
+			}
 			d.queue = append(d.queue, db)
 			return
 		}
@@ -457,6 +496,10 @@ func (d *driver) doorbell(k *providertest.Kernel, db doorbell) {
 			k.Fail("QP %#x: %s doorbell index %d beyond the ring (%d slots of %d)", qid, [2]string{"send", "receive"}[typ], idx, w.depth/w.maxSlots, w.maxSlots)
 			return
 		}
+		for i := 0; i < len(db.snap); i += 16 {
+			s := (db.from + uint32(i/16)) % w.depth
+			copy(w.view[s*16:s*16+16], db.snap[i:i+16])
+		}
 		w.pi = idx * w.maxSlots
 		if typ == 0 {
 			k.Count().Doorbells++
@@ -486,10 +529,10 @@ func (d *driver) doorbell(k *providertest.Kernel, db doorbell) {
 	}
 }
 
-// slot is the 16-byte slot i (mod depth) of a queue.
+// slot is the 16-byte slot i (mod depth) of a queue, as its doorbell found it.
 func (w *mq) slot(i uint32) []byte {
 	s := i % w.depth
-	return w.buf[s*16 : s*16+16]
+	return w.view[s*16 : s*16+16]
 }
 
 // pending is the number of slots between what ran and what was rung.

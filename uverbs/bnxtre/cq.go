@@ -141,7 +141,11 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 // doorbell tells the device how far it was read. q.mu held.
 func (q *cq) pollHW(wc []uverbs.WC) int {
 	n, polled := 0, 0
-	for n < len(wc) {
+	// At most one lap of CQEs per poll: CQEs that all look valid but complete nothing
+	// (a device that got the phase wrong) must not keep the poller in here for ever. (A
+	// send CQE read again for each WQE it completes moves through the software entries,
+	// which its con_indx, masked to them, ends.)
+	for n < len(wc) && polled < int(q.depth) {
 		cqe := q.buf[int(q.head)*cqeSize : int(q.head+1)*cqeSize]
 		w := word(cqe)
 		// The barrier comes after every look at the phase, as libbnxt_re's
