@@ -31,7 +31,7 @@ type glueRun struct {
 // both have ended, and returns their statuses. A server that never got a request
 // reports -1. Host tests install a host without RDMA, so what the glue reads from sysfs
 // (counters, MTUs, GIDs) is absent here, whatever the machine has.
-func runGlue(t *testing.T, g glueRun, cl, sv *side) (clSt, svSt int) {
+func runGlue(t testing.TB, g glueRun, cl, sv *side) (clSt, svSt int) {
 	t.Helper()
 	hostenvtest.NoRDMA(t)
 	cm := newFakeCM(g.dev)

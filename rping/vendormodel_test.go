@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/gorping/gorping/test/bnxtremodel"
+	"github.com/gorping/gorping/test/mlx5model"
+	"github.com/gorping/gorping/test/rxemodel"
 )
 
 // The vendor device models (test/bnxtremodel, …): rping's client and server, connection
@@ -53,5 +55,38 @@ func TestPingLoopBnxtReModel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			vendorPings(t, "bnxt_re0", func(t *testing.T) vendorModel { return bnxtremodel.NewForTest(t, cfg) })
 		})
+	}
+}
+
+// BenchmarkModelPings: the time per ping of rping's client and server over each device
+// model, in event mode and busy-polling: the providers' data path, the connection glue
+// and the model's device, in one process (the model's engine takes a CPU of its own).
+// The figures compare the providers over models, not with hardware (make bench prints
+// them; b.N pings a run, connection setup included).
+func BenchmarkModelPings(b *testing.B) {
+	models := []struct {
+		name, dev string
+		open      func(b *testing.B) deviceModel
+	}{
+		{"mlx5", "mlx5_0", func(b *testing.B) deviceModel { return mlx5model.NewForTest(b, mlx5model.Config{BfRegSize: 512}) }},
+		{"rxe", "rxe0", func(b *testing.B) deviceModel { return rxemodel.NewForTest(b) }},
+		{"bnxt_re", "bnxt_re0", func(b *testing.B) deviceModel { return bnxtremodel.NewForTest(b, bnxtremodel.Config{}) }},
+	}
+	for _, m := range models {
+		for _, poll := range []bool{false, true} {
+			mode := "events"
+			if poll {
+				mode = "poll"
+			}
+			b.Run(m.name+"/"+mode, func(b *testing.B) {
+				model := m.open(b)
+				cl, sv := newSide(false, DefaultSize, b.N), newSide(true, DefaultSize, 0)
+				cl.cfg.Poll, sv.cfg.Poll = poll, poll
+				b.ResetTimer()
+				if clSt, svSt := runGlue(b, modelGlue(model, m.dev), cl, sv); clSt != 0 || svSt != 0 {
+					b.Fatalf("exit client %d server %d; stderr client %q server %q", clSt, svSt, cl.stderr, sv.stderr)
+				}
+			})
+		}
 	}
 }

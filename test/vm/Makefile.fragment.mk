@@ -88,11 +88,13 @@ demo-local: $(GUESTRUN)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/demo-local.sh $(GUEST_FLAGS); $(guest_skip_ok)
 
 # Times stock rping and gorping against each other in a guest and between two
-# guests (figures, not a test).
+# guests (figures, not a test); on the host, the rxe data path and rping's ping loop
+# over each device model (the providers side by side).
 bench: $(GUESTRUN)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/bench.sh $(GUEST_FLAGS); $(guest_skip_ok)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -hosts 2 -timeout 60m -script test/vm/bench-hosts.sh $(GUEST_FLAGS); $(guest_skip_ok)
 	$(GO) test -run '^$$' -bench . -benchmem ./uverbs/rxe
+	$(GO) test -run '^$$' -bench ModelPings -benchtime 5000x $(TEST_TAGS) ./rping
 
 # The cross-host round trip of each test-bed network configuration: QEMU's
 # TCP socket netdev (what two guests were first joined with) and the test
