@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/gorping/gorping/test/bnxtremodel"
+	"github.com/gorping/gorping/test/irdmamodel"
 	"github.com/gorping/gorping/test/mlx5model"
 	"github.com/gorping/gorping/test/rxemodel"
 )
 
-// The vendor device models (test/bnxtremodel, …): rping's client and server, connection
+// The vendor device models (test/bnxtremodel, test/irdmamodel, …): rping's client and server, connection
 // glue and ping loops over each vendor provider, as over the ConnectX and Soft-RoCE
 // models: 10,000 validated pings in event mode and busy-polling, 2,000 with -q, every
 // ring wrapping many times; the output, the statuses, nothing a device would reject, and
@@ -58,6 +59,16 @@ func TestPingLoopBnxtReModel(t *testing.T) {
 	}
 }
 
+// TestPingLoopIrdmaModel: rping over the irdma provider and the E810 model, with current
+// firmware (the CQ's shadow area apart) and older firmware (after the ring).
+func TestPingLoopIrdmaModel(t *testing.T) {
+	for name, cfg := range map[string]irdmamodel.Config{"e810": {}, "oldfw": {NoCQResize: true}} {
+		t.Run(name, func(t *testing.T) {
+			vendorPings(t, "irdma0", func(t *testing.T) vendorModel { return irdmamodel.NewForTest(t, cfg) })
+		})
+	}
+}
+
 // BenchmarkModelPings: the time per ping of rping's client and server over each device
 // model, in event mode and busy-polling: the providers' data path, the connection glue
 // and the model's device, in one process (the model's engine takes a CPU of its own).
@@ -71,6 +82,7 @@ func BenchmarkModelPings(b *testing.B) {
 		{"mlx5", "mlx5_0", func(b *testing.B) deviceModel { return mlx5model.NewForTest(b, mlx5model.Config{BfRegSize: 512}) }},
 		{"rxe", "rxe0", func(b *testing.B) deviceModel { return rxemodel.NewForTest(b) }},
 		{"bnxt_re", "bnxt_re0", func(b *testing.B) deviceModel { return bnxtremodel.NewForTest(b, bnxtremodel.Config{}) }},
+		{"irdma", "irdma0", func(b *testing.B) deviceModel { return irdmamodel.NewForTest(b, irdmamodel.Config{}) }},
 	}
 	for _, m := range models {
 		for _, poll := range []bool{false, true} {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"unsafe"
 
@@ -58,7 +59,10 @@ func Open(dev Device, opts ...Option) (*Context, error) {
 // Backend stands in for a device file (tests, device models): every command write and
 // every mapping of the context goes to it instead of the kernel; ioctls fail with ENOTTY,
 // as on a kernel without the ioctl interface. The fds its GET_CONTEXT and
-// CREATE_COMP_CHANNEL answers carry must be real (e.g. pipes); the context owns them.
+// CREATE_COMP_CHANNEL answers carry must be real (e.g. pipes); the context owns them. A
+// Backend that is also an io.Closer is closed by Context.Close where the device file would
+// be: before the provider frees its queue memory, as the kernel releases the context's
+// objects when the fd closes.
 type Backend interface {
 	Write(p []byte) (int, error)
 	Mmap(off int64, length, prot int) ([]byte, error)
@@ -237,6 +241,8 @@ func (c *Context) Close() error {
 	c.cmd.mu.Lock()
 	if c.cmd.backend == nil {
 		errs = append(errs, unix.Close(c.cmd.fd))
+	} else if cl, ok := c.cmd.backend.(io.Closer); ok {
+		errs = append(errs, cl.Close())
 	}
 	c.cmd.fdClosed = true
 	c.cmd.mu.Unlock()

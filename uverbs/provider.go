@@ -95,6 +95,9 @@ type QPRequest struct {
 	SigAll bool
 	SendCQ ProviderCQ
 	RecvCQ ProviderCQ
+	// PD is the kernel handle of the PD the QP is created on (irdma registers the queue
+	// memory on it, with REG_MR, before CREATE_QP).
+	PD uint32
 }
 
 // PendingQP is a QP between PrepareQP and the kernel's answer.

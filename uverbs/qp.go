@@ -40,7 +40,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	qreq := QPRequest{Type: attr.Type, Cap: attr.Cap, SigAll: attr.SigAll, SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov}
+	qreq := QPRequest{Type: attr.Type, Cap: attr.Cap, SigAll: attr.SigAll, SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov, PD: pd.handle}
 	pending, err := c.prov.PrepareQP(&qreq)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)

@@ -34,7 +34,7 @@ func TestArm64BinaryCarriesBarriers(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build for arm64: %v\n%s", err, out)
 	}
-	out, err := exec.Command(goCmd, "tool", "objdump", "-s", `internal/mmio\.|uverbs/mlx5\.\(\*(sendQueue|recvQueue|cqRing)\)\.|uverbs/bnxtre\.\(\*(context|cq)\)\.`, bin).CombinedOutput()
+	out, err := exec.Command(goCmd, "tool", "objdump", "-s", `internal/mmio\.|uverbs/mlx5\.\(\*(sendQueue|recvQueue|cqRing)\)\.|uverbs/bnxtre\.\(\*(context|cq)\)\.|uverbs/irdma\.\(\*(context|cq|qp)\)\.`, bin).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go tool objdump: %v\n%s", err, out)
 	}
@@ -73,7 +73,7 @@ func TestArm64BinaryCarriesBarriers(t *testing.T) {
 	}
 	// store64 and store32: one plain store of the width (STR Xt, STR Wt) and no
 	// load-exclusive/store-exclusive pair.
-	for sym, re := range map[string]string{"store64": `MOVD R\d+, \(R\d+\)`} {
+	for sym, re := range map[string]string{"store64": `MOVD R\d+, \(R\d+\)`, "store32": `MOVW R\d+, \(R\d+\)`} {
 		st := body("internal/mmio." + sym + ".abi0(SB)")
 		if !regexp.MustCompile(re).MatchString(st) || strings.Contains(st, "LDAXR") || strings.Contains(st, "STLXR") {
 			t.Errorf("%s is not a single plain store:\n%s", sym, st)
@@ -87,6 +87,11 @@ func TestArm64BinaryCarriesBarriers(t *testing.T) {
 		// bnxt_re: every doorbell (send, receive, CQ, arm) goes through one function.
 		"bnxtre.(*context).doorbell(SB)": {"mmio.wcStart", "mmio.store64", "mmio.flush"},
 		"bnxtre.(*cq).pollHW(SB)":        {"mmio.fromDevice"},
+		// irdma: 32-bit doorbells after ToDevice; every WQE's valid bit after ToDevice.
+		"irdma.(*context).doorbell(SB)": {"mmio.toDevice", "mmio.store32"},
+		"irdma.(*qp).post(SB)":          {"mmio.toDevice"},
+		"irdma.(*qp).PostRecv(SB)":      {"mmio.toDevice"},
+		"irdma.(*cq).pollOne(SB)":       {"mmio.fromDevice"},
 	} {
 		b := body(sym)
 		for _, c := range calls {

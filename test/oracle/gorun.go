@@ -284,7 +284,8 @@ type Differences struct {
 	// Normalize may replace gorping's commands of a step by the library's where they
 	// differ only as documented.
 	Normalize func(want StepRecord, got Observation) Observation
-	// Drop reports whether a difference line of step i is deliberate.
+	// Drop reports whether a difference line of step i (of its commands, memory and
+	// sequence, or of what it returned) is deliberate.
 	Drop func(i int, s Step, line string) bool
 	// Chain compares a send step that posted n > 1 WRs, which the library rings once and
 	// gorping once per WR; nil: the store sequence is not compared for chains.
@@ -332,7 +333,11 @@ func CompareRun(t *testing.T, sc Scenario, rec *Record, g *GoRun, d Differences)
 			d.Open(t, want, obs)
 			continue
 		}
-		CompareResult(t, i, s, want, res)
+		for _, line := range resultDiffs(i, s, want, res) {
+			if d.Drop == nil || !d.Drop(i, s, line) {
+				t.Error(line)
+			}
+		}
 		n := len(s.Sends)
 		if want.Result.Bad >= 0 {
 			n = want.Result.Bad
@@ -363,6 +368,14 @@ func CompareRun(t *testing.T, sc Scenario, rec *Record, g *GoRun, d Differences)
 // CompareResult compares what a step returned on both sides.
 func CompareResult(t *testing.T, i int, s Step, want StepRecord, r Result) {
 	t.Helper()
+	for _, line := range resultDiffs(i, s, want, r) {
+		t.Error(line)
+	}
+}
+
+// resultDiffs lists how a step's outcome differs, one line each ("step 3 \"cq 0 15\":
+// cqe 32, library 15"); CompareRun passes each through Differences.Drop.
+func resultDiffs(i int, s Step, want StepRecord, r Result) []string {
 	w := want.Result
 	var diffs []string
 	check := func(name string, got, want any) {
@@ -392,7 +405,9 @@ func CompareResult(t *testing.T, i int, s Step, want StepRecord, r Result) {
 	case KRTS:
 		check("modify", []int{r.Init, r.RTR, r.RTS}, []int{w.Init, w.RTR, w.RTS})
 	}
-	for _, d := range diffs {
-		t.Errorf("step %d %q: %s", i, want.Line, d)
+	out := make([]string, len(diffs))
+	for j, d := range diffs {
+		out[j] = fmt.Sprintf("step %d %q: %s", i, want.Line, d)
 	}
+	return out
 }

@@ -364,6 +364,59 @@ func (k *Kernel) next() uint32 { k.handle++; return k.handle }
 type backend struct {
 	k   *Kernel
 	ctx *Context
+	pds map[uint32]bool // the PDs allocated through it
+}
+
+// Close is the device file's close (uverbs.Context.Close calls it where it would close
+// the fd): as the kernel's uverbs release does, every object the context made goes, QPs
+// first, before the provider frees the memory they named; a peer's send to one of its QPs
+// then finds none.
+func (b *backend) Close() error {
+	k := b.k
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if b.ctx == nil {
+		return nil
+	}
+	d, _ := k.drv.(Destroyer)
+	for _, qp := range append([]*QP(nil), k.order...) {
+		if qp.Ctx == b.ctx {
+			if d != nil {
+				d.DestroyQP(qp)
+			}
+			k.removeQP(qp)
+		}
+	}
+	for h, cq := range k.cqs {
+		if cq.Ctx == b.ctx {
+			if d != nil {
+				d.DestroyCQ(cq)
+			}
+			delete(k.cqs, h)
+		}
+	}
+	for key, mr := range k.mrs {
+		if b.pds[mr.PD] {
+			delete(k.mrs, key)
+		}
+	}
+	for h := range b.pds {
+		delete(k.pds, h)
+	}
+	b.ctx = nil
+	return nil
+}
+
+// removeQP forgets a destroyed QP.
+func (k *Kernel) removeQP(qp *QP) {
+	delete(k.qps, qp.Handle)
+	delete(k.byQPN, qp.QPN)
+	for i, q := range k.order {
+		if q == qp {
+			k.order = append(k.order[:i:i], k.order[i+1:]...)
+			break
+		}
+	}
 }
 
 func (b *backend) Mmap(off int64, length, prot int) ([]byte, error) {
@@ -490,6 +543,10 @@ func (b *backend) exec(c kcmd.Command, drvOut []byte) ([]byte, error) {
 			}
 		}
 		k.pds[h] = true
+		if b.pds == nil {
+			b.pds = map[uint32]bool{}
+		}
+		b.pds[h] = true
 		r := kcmd.AllocPDResp{PDHandle: h}
 		return kcmd.Bytes(&r), nil
 	case kcmd.CmdDeallocPD:
@@ -600,14 +657,7 @@ func (b *backend) exec(c kcmd.Command, drvOut []byte) ([]byte, error) {
 		if d, ok := k.drv.(Destroyer); ok {
 			d.DestroyQP(qp)
 		}
-		delete(k.qps, qp.Handle)
-		delete(k.byQPN, qp.QPN)
-		for i, q := range k.order {
-			if q == qp {
-				k.order = append(k.order[:i:i], k.order[i+1:]...)
-				break
-			}
-		}
+		k.removeQP(qp)
 		r := kcmd.DestroyQPResp{}
 		return kcmd.Bytes(&r), nil
 	case kcmd.CmdPostSend:

@@ -352,6 +352,19 @@ type ModifyQP struct {
 	Reserved         [2]uint8 `abi:"reserved"`
 }
 
+// ExModifyQP mirrors struct ib_uverbs_ex_modify_qp.
+type ExModifyQP struct {
+	Base      ModifyQP `abi:"base"`
+	RateLimit uint32   `abi:"rate_limit"`
+	Reserved  uint32   `abi:"reserved"`
+}
+
+// ExModifyQPResp mirrors struct ib_uverbs_ex_modify_qp_resp.
+type ExModifyQPResp struct {
+	CompMask       uint32 `abi:"comp_mask"`
+	ResponseLength uint32 `abi:"response_length"`
+}
+
 // DestroyQP mirrors struct ib_uverbs_destroy_qp.
 type DestroyQP struct {
 	Response uint64 `abi:"response"`
@@ -425,6 +438,8 @@ const (
 	sizeofCreateQPResp          = 32
 	sizeofQPDest                = 32
 	sizeofModifyQP              = 112
+	sizeofExModifyQP            = 120
+	sizeofExModifyQPResp        = 8
 	sizeofDestroyQP             = 16
 	sizeofDestroyQPResp         = 4
 	sizeofPostSend              = 24
@@ -468,6 +483,8 @@ var (
 	_ = [1]struct{}{}[unsafe.Sizeof(CreateQPResp{})-sizeofCreateQPResp]
 	_ = [1]struct{}{}[unsafe.Sizeof(QPDest{})-sizeofQPDest]
 	_ = [1]struct{}{}[unsafe.Sizeof(ModifyQP{})-sizeofModifyQP]
+	_ = [1]struct{}{}[unsafe.Sizeof(ExModifyQP{})-sizeofExModifyQP]
+	_ = [1]struct{}{}[unsafe.Sizeof(ExModifyQPResp{})-sizeofExModifyQPResp]
 	_ = [1]struct{}{}[unsafe.Sizeof(DestroyQP{})-sizeofDestroyQP]
 	_ = [1]struct{}{}[unsafe.Sizeof(DestroyQPResp{})-sizeofDestroyQPResp]
 	_ = [1]struct{}{}[unsafe.Sizeof(PostSend{})-sizeofPostSend]

@@ -55,6 +55,7 @@ var sizes = map[uint32][2]int{
 var exSizes = map[uint32][2]int{
 	CmdQueryDevice: {sizeofExQueryDevice, 184}, // the kernel's minimum: up to odp_caps
 	CmdCreateCQ:    {sizeofExCreateCQ, sizeofExCreateCQResp},
+	CmdModifyQP:    {sizeofExModifyQP, sizeofExModifyQPResp}, // libirdma's, for its driver data
 }
 
 // Known reports whether Decode can split command num (extended if ex).
