@@ -103,12 +103,3 @@ func StoreRecord(p *uint32, v uint32) {
 		emit(OpRecord, unsafe.Pointer(p), unsafe.Pointer(&v), 4)
 	}
 }
-
-// StoreRecord64 is StoreRecord for a 64-bit record word (irdma's shadow areas); v as it
-// must lie in memory.
-func StoreRecord64(p *uint64, v uint64) {
-	atomic.StoreUint64(p, v)
-	if recording {
-		emit(OpRecord64, unsafe.Pointer(p), unsafe.Pointer(&v), 8)
-	}
-}

@@ -19,11 +19,6 @@ func TestStoreAndCopy(t *testing.T) {
 	if w[1] != uint32(src[0]) || w[0] != 0 || w[2] != 0 {
 		t.Fatalf("Store32 wrote %#x from %#x", w, src[0])
 	}
-	var r uint64
-	StoreRecord64(&r, 0x1122334455667788)
-	if r != 0x1122334455667788 {
-		t.Fatalf("StoreRecord64 wrote %#x", r)
-	}
 	dst = [8]uint64{}
 	Copy64(unsafe.Pointer(&dst), unsafe.Pointer(&src))
 	if dst != src {

@@ -23,12 +23,10 @@ const (
 	OpCopy64                   // Copy64: 64 bytes to device memory
 	OpRecord                   // StoreRecord: 4 bytes to a doorbell record
 	OpStore32                  // Store32: 4 bytes to device memory
-	OpRecord64                 // StoreRecord64: 8 bytes to a doorbell record
 )
 
 var opNames = [...]string{OpToDevice: "to_device", OpFromDevice: "from_device", OpWCStart: "wc_start",
-	OpFlush: "flush", OpStore64: "store64", OpCopy64: "copy64", OpRecord: "record", OpStore32: "store32",
-	OpRecord64: "record64"}
+	OpFlush: "flush", OpStore64: "store64", OpCopy64: "copy64", OpRecord: "record", OpStore32: "store32"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) && opNames[o] != "" {
