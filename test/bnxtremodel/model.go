@@ -19,7 +19,6 @@ package bnxtremodel
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,7 +51,7 @@ const (
 
 // NIC is one modelled adapter. Contexts opened on it can reach each other's QPs.
 type NIC struct {
-	k *providertest.Kernel
+	*providertest.Model
 	d *driver
 }
 
@@ -60,21 +59,10 @@ type NIC struct {
 // doorbells and the CQ arms.
 type Stats = providertest.Stats
 
-// ErrNoRecorder is returned by Available when the test binary cannot show the model its
-// doorbells.
-var ErrNoRecorder = fmt.Errorf("bnxtremodel: this test binary has no mmio recorder, so the model cannot see doorbells (build with -tags mmiorecord, as make unit does)")
-
-// Available reports whether the model can run in this binary.
-func Available() error {
-	if !mmio.Recording {
-		return ErrNoRecorder
-	}
-	return nil
-}
-
-// New starts a model; Close stops it. It panics unless Available() is nil.
+// New starts a model; Close stops it. It panics without the mmio recorder
+// (providertest.RecorderAvailable).
 func New(cfg Config) *NIC {
-	if err := Available(); err != nil {
+	if err := providertest.RecorderAvailable(); err != nil {
 		panic(err)
 	}
 	if cfg.PageSize == 0 {
@@ -84,26 +72,19 @@ func New(cfg Config) *NIC {
 		cfg.Chip = 0x1750
 	}
 	d := &driver{cfg: cfg, qps: map[uint32]*mqp{}, cqs: map[uint32]*mcq{}, liveQP: map[uint32]*rings{}, liveCQ: map[uint32]bool{}}
-	d.cancel = mmio.Subscribe(d.ring)
-	k, err := providertest.StartKernel(device("bnxt_re0"), nil, d, providertest.Options{Fail: cfg.Fail})
+	m, err := providertest.StartModel(device, "bnxt_re0", d, d.ring, cfg.Fail)
 	if err != nil {
-		d.cancel()
 		panic(fmt.Sprintf("bnxtremodel: %v", err))
 	}
-	d.k = k
-	return &NIC{k: k, d: d}
+	d.k = m.Kernel()
+	return &NIC{Model: m, d: d}
 }
 
 // NewForTest is New for tests: without the mmio recorder it skips t loudly, or fails it
 // under CI=true; the model is closed when t ends.
 func NewForTest(t testing.TB, cfg Config) *NIC {
 	t.Helper()
-	if err := Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("*** SKIPPING: %v ***", err)
-	}
+	providertest.SkipWithoutRecorder(t)
 	n := New(cfg)
 	t.Cleanup(n.Close)
 	return n
@@ -114,21 +95,6 @@ func device(name string) uverbs.Device {
 		Driver: "bnxt_re", DriverID: driverID, ABI: 1, NodeGUID: 0x0a14e4fffe000001}
 }
 
-// Device is the uverbs device the model presents.
-func (n *NIC) Device(name string) uverbs.Device { return device(name) }
-
-// Open opens a context on the model through the registered bnxt_re provider.
-func (n *NIC) Open(name string, opts ...uverbs.Option) (*uverbs.Context, error) {
-	return n.k.OpenAs(device(name), opts...)
-}
-
-// Kernel is the fake kernel the model runs on (the conformance suite's Device).
-func (n *NIC) Kernel() *providertest.Kernel { return n.k }
-
-func (n *NIC) Errors() []string          { return n.k.Errors() }
-func (n *NIC) Stats() Stats              { return n.k.Stats() }
-func (n *NIC) Live() (qps, cqs, mrs int) { return n.k.Live() }
-func (n *NIC) Close()                    { n.d.cancel(); n.k.Close() }
 func (d *driver) genP5() bool {
 	return d.cfg.Chip == 0x1750 || d.cfg.Chip == 0x1751 || d.cfg.Chip == 0x1752
 }
@@ -152,7 +118,6 @@ type driver struct {
 	nextID uint32
 	qps    map[uint32]*mqp // by qpid, for doorbells
 	cqs    map[uint32]*mcq // by cqid
-	cancel func()
 
 	// Doorbells from the recorder, which runs on the provider's goroutine without the
 	// kernel's lock.

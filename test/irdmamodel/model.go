@@ -24,7 +24,6 @@ package irdmamodel
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,7 +67,7 @@ const (
 
 // NIC is one modelled adapter. Contexts opened on it can reach each other's QPs.
 type NIC struct {
-	k *providertest.Kernel
+	*providertest.Model
 	d *driver
 }
 
@@ -76,21 +75,10 @@ type NIC struct {
 // doorbells and the CQ arms.
 type Stats = providertest.Stats
 
-// ErrNoRecorder is returned by Available when the test binary cannot show the model its
-// doorbells.
-var ErrNoRecorder = fmt.Errorf("irdmamodel: this test binary has no mmio recorder, so the model cannot see doorbells (build with -tags mmiorecord, as make unit does)")
-
-// Available reports whether the model can run in this binary.
-func Available() error {
-	if !mmio.Recording {
-		return ErrNoRecorder
-	}
-	return nil
-}
-
-// New starts a model; Close stops it. It panics unless Available() is nil.
+// New starts a model; Close stops it. It panics without the mmio recorder
+// (providertest.RecorderAvailable).
 func New(cfg Config) *NIC {
-	if err := Available(); err != nil {
+	if err := providertest.RecorderAvailable(); err != nil {
 		panic(err)
 	}
 	if cfg.PageSize == 0 {
@@ -104,26 +92,19 @@ func New(cfg Config) *NIC {
 	}
 	d := &driver{cfg: cfg, qps: map[uint32]*mqp{}, cqs: map[uint32]*mcq{}, pbls: map[uint64]pbl{},
 		liveQP: map[uint32]*sqView{}, liveCQ: map[uint32]*armView{}}
-	d.cancel = mmio.Subscribe(d.ring)
-	k, err := providertest.StartKernel(device("irdma0"), nil, d, providertest.Options{Fail: cfg.Fail})
+	m, err := providertest.StartModel(device, "irdma0", d, d.ring, cfg.Fail)
 	if err != nil {
-		d.cancel()
 		panic(fmt.Sprintf("irdmamodel: %v", err))
 	}
-	d.k = k
-	return &NIC{k: k, d: d}
+	d.k = m.Kernel()
+	return &NIC{Model: m, d: d}
 }
 
 // NewForTest is New for tests: without the mmio recorder it skips t loudly, or fails it
 // under CI=true; the model is closed when t ends.
 func NewForTest(t testing.TB, cfg Config) *NIC {
 	t.Helper()
-	if err := Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("*** SKIPPING: %v ***", err)
-	}
+	providertest.SkipWithoutRecorder(t)
 	n := New(cfg)
 	t.Cleanup(n.Close)
 	return n
@@ -133,22 +114,6 @@ func device(name string) uverbs.Device {
 	return uverbs.Device{Name: name, Index: 0, Uverbs: "uverbs0", Path: "/dev/infiniband/irdmamodel-" + name,
 		Driver: "irdma", DriverID: driverID, ABI: 5, NodeGUID: 0xb69691fffe000001}
 }
-
-// Device is the uverbs device the model presents.
-func (n *NIC) Device(name string) uverbs.Device { return device(name) }
-
-// Open opens a context on the model through the registered irdma provider.
-func (n *NIC) Open(name string, opts ...uverbs.Option) (*uverbs.Context, error) {
-	return n.k.OpenAs(device(name), opts...)
-}
-
-// Kernel is the fake kernel the model runs on (the conformance suite's Device).
-func (n *NIC) Kernel() *providertest.Kernel { return n.k }
-
-func (n *NIC) Errors() []string          { return n.k.Errors() }
-func (n *NIC) Stats() Stats              { return n.k.Stats() }
-func (n *NIC) Live() (qps, cqs, mrs int) { return n.k.Live() }
-func (n *NIC) Close()                    { n.d.cancel(); n.k.Close() }
 
 var le = binary.LittleEndian
 
@@ -165,7 +130,6 @@ type driver struct {
 	qps    map[uint32]*mqp // by qp_id, for doorbells
 	cqs    map[uint32]*mcq // by cq_id
 	pbls   map[uint64]pbl  // queue memory registered, by address, until a create takes it
-	cancel func()
 
 	// Doorbells from the recorder, which runs on the provider's goroutine without the
 	// kernel's lock.
