@@ -306,6 +306,35 @@ type CreateQPResp struct {
 	Reserved      uint32 `abi:"reserved"`
 }
 
+// ExCreateQP mirrors struct ib_uverbs_ex_create_qp.
+type ExCreateQP struct {
+	UserHandle      uint64 `abi:"user_handle"`
+	PDHandle        uint32 `abi:"pd_handle"`
+	SendCQHandle    uint32 `abi:"send_cq_handle"`
+	RecvCQHandle    uint32 `abi:"recv_cq_handle"`
+	SRQHandle       uint32 `abi:"srq_handle"`
+	MaxSendWR       uint32 `abi:"max_send_wr"`
+	MaxRecvWR       uint32 `abi:"max_recv_wr"`
+	MaxSendSGE      uint32 `abi:"max_send_sge"`
+	MaxRecvSGE      uint32 `abi:"max_recv_sge"`
+	MaxInlineData   uint32 `abi:"max_inline_data"`
+	SQSigAll        uint8  `abi:"sq_sig_all"`
+	QPType          uint8  `abi:"qp_type"`
+	IsSRQ           uint8  `abi:"is_srq"`
+	Reserved        uint8  `abi:"reserved"`
+	CompMask        uint32 `abi:"comp_mask"`
+	CreateFlags     uint32 `abi:"create_flags"`
+	RwqIndTblHandle uint32 `abi:"rwq_ind_tbl_handle"`
+	SourceQPN       uint32 `abi:"source_qpn"`
+}
+
+// ExCreateQPResp mirrors struct ib_uverbs_ex_create_qp_resp.
+type ExCreateQPResp struct {
+	Base           CreateQPResp `abi:"base"`
+	CompMask       uint32       `abi:"comp_mask"`
+	ResponseLength uint32       `abi:"response_length"`
+}
+
 // QPDest mirrors struct ib_uverbs_qp_dest.
 type QPDest struct {
 	DGID         [16]uint8 `abi:"dgid"`
@@ -436,6 +465,8 @@ const (
 	sizeofReqNotifyCQ           = 8
 	sizeofCreateQP              = 56
 	sizeofCreateQPResp          = 32
+	sizeofExCreateQP            = 64
+	sizeofExCreateQPResp        = 40
 	sizeofQPDest                = 32
 	sizeofModifyQP              = 112
 	sizeofExModifyQP            = 120
@@ -481,6 +512,8 @@ var (
 	_ = [1]struct{}{}[unsafe.Sizeof(ReqNotifyCQ{})-sizeofReqNotifyCQ]
 	_ = [1]struct{}{}[unsafe.Sizeof(CreateQP{})-sizeofCreateQP]
 	_ = [1]struct{}{}[unsafe.Sizeof(CreateQPResp{})-sizeofCreateQPResp]
+	_ = [1]struct{}{}[unsafe.Sizeof(ExCreateQP{})-sizeofExCreateQP]
+	_ = [1]struct{}{}[unsafe.Sizeof(ExCreateQPResp{})-sizeofExCreateQPResp]
 	_ = [1]struct{}{}[unsafe.Sizeof(QPDest{})-sizeofQPDest]
 	_ = [1]struct{}{}[unsafe.Sizeof(ModifyQP{})-sizeofModifyQP]
 	_ = [1]struct{}{}[unsafe.Sizeof(ExModifyQP{})-sizeofExModifyQP]

@@ -27,6 +27,8 @@ func TestABILayout(t *testing.T) {
 		abicheck.Struct{C: "struct ib_uverbs_create_qp_resp", Go: CreateQPResp{}},
 		abicheck.Struct{C: "struct ib_uverbs_modify_qp", Go: ModifyQP{}},
 		abicheck.Struct{C: "struct ib_uverbs_ex_modify_qp", Go: ExModifyQP{}},
+		abicheck.Struct{C: "struct ib_uverbs_ex_create_qp", Go: ExCreateQP{}},
+		abicheck.Struct{C: "struct ib_uverbs_ex_create_qp_resp", Go: ExCreateQPResp{}},
 		abicheck.Struct{C: "struct ib_uverbs_ex_modify_qp_resp", Go: ExModifyQPResp{}},
 		abicheck.Struct{C: "struct ib_uverbs_destroy_qp", Go: DestroyQP{}},
 		abicheck.Struct{C: "struct ib_uverbs_post_send", Go: PostSend{}},

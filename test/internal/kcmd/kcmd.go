@@ -56,6 +56,7 @@ var exSizes = map[uint32][2]int{
 	CmdQueryDevice: {sizeofExQueryDevice, 184}, // the kernel's minimum: up to odp_caps
 	CmdCreateCQ:    {sizeofExCreateCQ, sizeofExCreateCQResp},
 	CmdModifyQP:    {sizeofExModifyQP, sizeofExModifyQPResp}, // libirdma's, for its driver data
+	CmdCreateQP:    {sizeofExCreateQP, sizeofExCreateQPResp}, // libhns's
 }
 
 // Known reports whether Decode can split command num (extended if ex).
