@@ -85,13 +85,13 @@ unit:
 # arm64 binaries under qemu-user
 # (no -race: it needs cgo there). A missing qemu-aarch64 is a loud skip, a failure
 # under CI=true.
-ARM64_PKGS := ./internal/... ./uverbs/... ./test/mlx5model ./test/rxemodel ./test/bnxtremodel ./test/irdmamodel
+ARM64_PKGS := ./internal/... ./uverbs/... ./test/mlx5model ./test/rxemodel ./test/bnxtremodel ./test/irdmamodel ./test/hnsmodel
 unit-arm64:
 	@if ! command -v qemu-aarch64 >/dev/null; then \
 		if [ "$$CI" = true ]; then echo "qemu-aarch64 missing (make host-deps)"; exit 1; fi; \
 		echo "*** SKIPPING arm64 host tests: qemu-aarch64 missing (make host-deps as root) ***"; exit 0; fi; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 $(ARM64_PKGS)
-	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 -run 'MLX5|Rxe|BnxtRe|Irdma' ./rping
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 -run 'MLX5|Rxe|BnxtRe|Irdma|Hns' ./rping
 
 # Compares every Go ABI mirror with the C uapi headers (gcc, test-only), after checking
 # that the generated mirrors are what the headers give (generate-check).

@@ -34,7 +34,7 @@ func TestArm64BinaryCarriesBarriers(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build for arm64: %v\n%s", err, out)
 	}
-	out, err := exec.Command(goCmd, "tool", "objdump", "-s", `internal/mmio\.|uverbs/mlx5\.\(\*(sendQueue|recvQueue|cqRing)\)\.|uverbs/bnxtre\.\(\*(context|cq)\)\.|uverbs/irdma\.\(\*(context|cq|qp)\)\.`, bin).CombinedOutput()
+	out, err := exec.Command(goCmd, "tool", "objdump", "-s", `internal/mmio\.|uverbs/mlx5\.\(\*(sendQueue|recvQueue|cqRing)\)\.|uverbs/bnxtre\.\(\*(context|cq)\)\.|uverbs/irdma\.\(\*(context|cq|qp)\)\.|uverbs/hns\.\(\*(context|cq|qp)\)\.`, bin).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go tool objdump: %v\n%s", err, out)
 	}
@@ -92,6 +92,11 @@ func TestArm64BinaryCarriesBarriers(t *testing.T) {
 		"irdma.(*qp).post(SB)":          {"mmio.toDevice"},
 		"irdma.(*qp).PostRecv(SB)":      {"mmio.toDevice"},
 		"irdma.(*cq).pollOne(SB)":       {"mmio.fromDevice"},
+		// hns: 64-bit doorbells, the queues' after ToDevice; the records.
+		"hns.(*context).doorbell(SB)": {"mmio.store64"},
+		"hns.(*qp).PostSend(SB)":      {"mmio.toDevice"},
+		"hns.(*qp).postRecv(SB)":      {"mmio.toDevice"},
+		"hns.(*cq).Poll(SB)":          {"mmio.fromDevice"},
 	} {
 		b := body(sym)
 		for _, c := range calls {
