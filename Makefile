@@ -1,18 +1,6 @@
-# gorping: build, test and demo.
-#
-#   make            static binaries for amd64 and arm64 in bin/
-#   make test       everything: gofmt/vet, unit tests with -race, the ABI layout
-#                   check, the release artifacts, the Soft-RoCE guest tier on the
-#                   whole matrix and on a 16 KiB-page arm64 kernel, and the
-#                   multi-host tier
-#   make install    [PREFIX=/usr/local] [DESTDIR=]: binary, gorping(1), completions
-#   make release    bin/release: .deb and .rpm (amd64, arm64) and the OCI image
-#   make demo       two Soft-RoCE guests (h1, h2): gorping -s on one, -c on the other,
-#                   --stats, a delay, a partition
-#   make fabric     the multi-host tier alone (FABRIC_TARGETS, RUN=regex)
-#   make trace-doc  the same with --trace: the run docs/one-ping.md is made from
-#   make guest SUITE=bookworm ARCH=amd64 [PKGS=./test/guest] [RUN=regex]
-#                   one guest, while iterating
+# gorping: build, test and demo. `make help` lists the targets by group: `make check` is
+# the everyday loop (no guests), `make test` everything CI runs. A target's `## text` is
+# its line in the list; `##@ Group` lines start a group.
 
 GO      ?= go
 # The version: a tag (v1.2.3) where there is one, else the commit as a Go pseudo-version
@@ -31,16 +19,29 @@ LDFLAGS := -s -w -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
 ARCHES  := amd64 arm64
 HOSTARCH := $(shell $(GO) env GOARCH)
 
-.PHONY: all build test host-deps lint unit unit-arm64 abicheck clean
+.PHONY: all build test check help host-deps lint unit unit-arm64 abicheck fuzz clean
 all: build
 
-build: $(ARCHES:%=bin/gorping-linux-%)
+##@ Everyday
+
+build: $(ARCHES:%=bin/gorping-linux-%) ## static binaries for amd64 and arm64 in bin/ (the default)
 
 # CGO_ENABLED=0: the product is one static binary with no C behind it.
 bin/gorping-linux-%: FORCE
 	CGO_ENABLED=0 GOOS=linux GOARCH=$* $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ .
 
-test: host-deps lint unit unit-arm64 abicheck test-release guest-matrix guest-16k guest-release fabric
+# The everyday loop: what needs no guest. gofmt and vet, the generated files current, the
+# ABI layout against the uapi headers, and the unit tests with -race (the mlx5 oracle and
+# the device models among them) in -short mode: the long ping loops over the device models
+# run a tenth of their pings (their rings still wrap many times) and the test that builds
+# the product binary to read its symbols is left for make unit. Measured in the README
+# (The two commands).
+check: lint abicheck ## gofmt, vet, generated files, the ABI layout, unit tests with -race -short (the oracles, the models); no guests
+	$(GO) test -race -short -count=1 $(TEST_TAGS) ./...
+
+##@ CI
+
+test: host-deps lint dashboard-check unit fuzz unit-arm64 abicheck test-deploy test-release guest-matrix guest-16k guest-release fabric ## everything: check, short fuzzing of the mesh agent's parsers, arm64 host tests, the dashboard and manifests current and valid, release artifacts, the guest matrix, 16 KiB pages, the multi-host tier
 
 # The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
 # host; the oracle tests (test/oracle, with the mlx5 and vendor drivers' parts) build a C
@@ -49,10 +50,11 @@ test: host-deps lint unit unit-arm64 abicheck test-release guest-matrix guest-16
 # run bash, zsh and fish, the release tests dpkg-deb, rpm, skopeo and lintian. Installed only as
 # root on Debian (like qemu for the guest tier). Under CI=true a missing oracle fails
 # the tests. prometheus gives the mesh tests a real Prometheus server and promtool
-# (test/promtest: a loud skip without it, a failure under CI=true).
+# (test/promtest: a loud skip without it, a failure under CI=true); chromium is the
+# headless browser of the page checks (test/browser: the same rule).
 HOST_PKGS := rdmacm-utils libibverbs-dev ibverbs-providers gcc qemu-user \
-	bash zsh fish rpm rpm2cpio cpio skopeo lintian prometheus
-host-deps:
+	bash zsh fish rpm rpm2cpio cpio skopeo lintian prometheus chromium
+host-deps: ## install the host's test programs (as root on Debian): stock rping, the oracles, qemu-user, prometheus, chromium, ...
 	@missing=""; for p in $(HOST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		echo "installing$$missing (stock rping, mlx5 oracle, prometheus)"; \
@@ -65,7 +67,8 @@ host-deps:
 # oracle (which compares the sequence with libmlx5's) and to the ConnectX model (which
 # rings only on a UAR store); product builds have no recorder.
 TEST_TAGS := -tags mmiorecord
-lint:
+##@ Everyday
+lint: ## gofmt and go vet (every build tag), the arm64 build
 	@unformatted="$$(gofmt -l .)"; if [ -n "$$unformatted" ]; then \
 		echo "gofmt: these files need formatting:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
@@ -75,9 +78,20 @@ lint:
 	$(GO) vet $(TEST_TAGS) ./...
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) build -o /dev/null .
 	cd tools/release && $(GO) vet ./...
+	cd tools/deploycheck && $(GO) vet ./...
+	cd tools/dashboard && $(GO) vet ./...
 
-unit:
+unit: ## unit tests with -race, in full
 	$(GO) test -race -count=1 $(TEST_TAGS) ./...
+
+# Short fuzzing runs (FUZZTIME each) of the parsers of what anyone can send the mesh
+# agent: its target file and /probe's query. make unit runs every fuzz test's seed
+# corpus (testdata/fuzz included) but does not fuzz; FUZZ lists package:FuzzName.
+FUZZTIME ?= 15s
+FUZZ     := ./mesh:FuzzParseTargetFile ./mesh:FuzzProbeQuery
+fuzz:
+	@for f in $(FUZZ); do pkg=$${f%%:*}; name=$${f#*:}; echo "fuzz $$name for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 # The host tests of the packages with per-architecture code (barriers, MMIO, the mlx5
 # provider with its model and oracle tests, the device models, rping's glue and ping
@@ -86,7 +100,8 @@ unit:
 # (no -race: it needs cgo there). A missing qemu-aarch64 is a loud skip, a failure
 # under CI=true.
 ARM64_PKGS := ./internal/... ./uverbs/... ./test/mlx5model ./test/rxemodel ./test/bnxtremodel ./test/irdmamodel ./test/hnsmodel
-unit-arm64:
+##@ CI
+unit-arm64: ## the host tests of the per-architecture packages as arm64 binaries under qemu-user
 	@if ! command -v qemu-aarch64 >/dev/null; then \
 		if [ "$$CI" = true ]; then echo "qemu-aarch64 missing (make host-deps)"; exit 1; fi; \
 		echo "*** SKIPPING arm64 host tests: qemu-aarch64 missing (make host-deps as root) ***"; exit 0; fi; \
@@ -95,33 +110,49 @@ unit-arm64:
 
 # Compares every Go ABI mirror with the C uapi headers (gcc, test-only), after checking
 # that the generated mirrors are what the headers give (generate-check).
-abicheck: generate-check
+##@ Everyday
+abicheck: generate-check ## the generated files current, then every ABI mirror against the uapi headers (gcc)
 	$(GO) test -count=1 -tags abicheck -run 'ABI|Layout' ./...
 
 # The ABI mirrors (abi_gen.go next to each abi.spec) are generated from the uapi headers by
 # internal/cmd/abigen (gcc -g, the layout read from DWARF; development tooling, never in
-# the product). make generate rewrites them; generate-check fails if one is not current.
+# the product); the enum name tables (*_string.go) by stringer, pinned in each package's
+# //go:generate line. make generate rewrites both; generate-check fails if one is not
+# current, and leaves the tree as it was.
 ABI_SPECS := $(sort $(wildcard */abi.spec */*/abi.spec */*/*/abi.spec))
+GENERATE_PKGS := $(sort $(patsubst %/,./%,$(dir $(shell grep -rl --include='*.go' '^//go:generate' uverbs rping rdmacm mesh internal 2>/dev/null))))
+STRINGER_FILES := $(wildcard */*_string.go */*/*_string.go)
 .PHONY: generate generate-check
-generate:
+generate: ## rewrite the generated files: ABI mirrors (abigen), enum names (stringer)
 	$(GO) build -o bin/abigen ./internal/cmd/abigen
 	@for s in $(ABI_SPECS); do echo "abigen $$s"; bin/abigen -spec $$s || exit 1; done
-generate-check:
+	$(GO) generate $(GENERATE_PKGS)
+generate-check: ## fail if a generated file is not what its generator gives
 	$(GO) build -o bin/abigen ./internal/cmd/abigen
 	@for s in $(ABI_SPECS); do bin/abigen -check $$s || exit 1; done
+	@tmp=$$(mktemp -d) && for f in $(STRINGER_FILES); do mkdir -p $$tmp/$$(dirname $$f) && cp $$f $$tmp/$$f; done && \
+	$(GO) generate $(GENERATE_PKGS) && st=0 && for f in $(STRINGER_FILES); do \
+		cmp -s $$f $$tmp/$$f || { echo "$$f is not what go generate writes: run make generate"; cp $$tmp/$$f $$f; st=1; }; done; \
+	rm -rf $$tmp; exit $$st
 
-clean:
+##@ Release and install
+
+clean: ## remove bin/
 	rm -rf bin
 
 # gorping(1), from docs/gorping.1.md (go-md2man), and the completion scripts, printed by
-# the host's own binary.
-.PHONY: man completions install uninstall package image release test-release guest-release
-man: bin/gorping.1
+# the host's own binary. The page's option lists come from internal/cli's option tables
+# (as the usage texts and the completions do): make man-update writes them into
+# docs/gorping.1.md after a change there (internal/mangen's test fails until then).
+.PHONY: man man-update completions install uninstall package image release test-release guest-release
+man: bin/gorping.1 ## gorping(1) in bin/, from docs/gorping.1.md
 bin/gorping.1: FORCE
 	@mkdir -p bin
 	$(GO) run ./internal/mangen -version '$(VERSION)' -in docs/gorping.1.md -out $@
+man-update: ## write internal/cli's option tables into docs/gorping.1.md
+	$(GO) run ./internal/mangen -update docs/gorping.1.md
 
-completions: bin/gorping-linux-$(HOSTARCH)
+completions: bin/gorping-linux-$(HOSTARCH) ## bash, zsh and fish completions in bin/completion
 	@mkdir -p bin/completion
 	$< completion bash > bin/completion/gorping.bash
 	$< completion zsh > bin/completion/_gorping
@@ -138,14 +169,14 @@ FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 INSTALLED   := $(BINDIR)/gorping $(MANDIR)/man1/gorping.1 $(BASHCOMPDIR)/gorping \
 	$(ZSHCOMPDIR)/_gorping $(FISHCOMPDIR)/gorping.fish
 
-install: bin/gorping-linux-$(HOSTARCH) man completions
+install: bin/gorping-linux-$(HOSTARCH) man completions ## [PREFIX=/usr/local] [DESTDIR=]: binary, gorping(1), completions
 	install -D -m 0755 bin/gorping-linux-$(HOSTARCH) $(DESTDIR)$(BINDIR)/gorping
 	install -D -m 0644 bin/gorping.1 $(DESTDIR)$(MANDIR)/man1/gorping.1
 	install -D -m 0644 bin/completion/gorping.bash $(DESTDIR)$(BASHCOMPDIR)/gorping
 	install -D -m 0644 bin/completion/_gorping $(DESTDIR)$(ZSHCOMPDIR)/_gorping
 	install -D -m 0644 bin/completion/gorping.fish $(DESTDIR)$(FISHCOMPDIR)/gorping.fish
 
-uninstall:
+uninstall: ## remove exactly what install installed
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 
 # Release artifacts in bin/release (tools/release, a module of its own: nfpm and
@@ -162,34 +193,75 @@ RELEASE_ARGS  = -version '$(VERSION)' -commit '$(COMMIT)' -date '$(DATE)' -bin b
 $(RELEASE_TOOL): FORCE
 	cd tools/release && $(GO) build -o ../../$@ .
 
-package: build man completions $(RELEASE_TOOL)
+package: build man completions $(RELEASE_TOOL) ## .deb and .rpm (amd64, arm64) in bin/release
 	rm -f $(RELEASE_DIR)/*.deb $(RELEASE_DIR)/*.rpm
 	$(RELEASE_TOOL) package $(RELEASE_ARGS)
 
-image: build $(RELEASE_TOOL)
+image: build $(RELEASE_TOOL) ## the OCI image in bin/release
 	rm -rf $(RELEASE_DIR)/oci $(RELEASE_DIR)/*-oci.tar
 	$(RELEASE_TOOL) image $(RELEASE_ARGS)
 
-release: package image
+release: package image ## packages and image
 
-test-release: release
+##@ CI
+test-release: release ## check the packages and the image on the host (dpkg-deb, rpm, skopeo, lintian)
 	cd tools/release && RELEASE_DIR=$(abspath $(RELEASE_DIR)) RELEASE_VERSION='$(VERSION)' RELEASE_COMMIT='$(COMMIT)' \
 		$(GO) test -count=1 ./...
 
+# The Kubernetes manifests, built by kustomize as kubectl apply -k builds them and decoded
+# strictly against Kubernetes' and the Prometheus Operator's Go types (tools/deploycheck, a
+# module of its own: those types stay out of gorping's go.mod); the Operator's PodMonitor and
+# PrometheusRule are generated from deploy/prometheus/gorping-rules.yml (make deploy-update
+# after a change there; the test fails until then). The Prometheus files themselves are
+# checked by promtool in make unit (deploy/deploy_test.go).
+.PHONY: test-deploy deploy-update
+##@ CI
+test-deploy: ## the Kubernetes manifests as kustomize builds them, decoded strictly against the API types
+	cd tools/deploycheck && $(GO) test -count=1 ./...
+##@ Release and install
+deploy-update: ## regenerate the PodMonitor and PrometheusRule from deploy/prometheus
+	cd tools/deploycheck && $(GO) run . -root ../..
+
+# The Grafana dashboard deploy/grafana/gorping-mesh.json is generated by tools/dashboard
+# (the Grafana Foundation SDK, a module of its own: it stays out of gorping's go.mod).
+# make dashboard rewrites it; dashboard-check fails if the committed one is not current.
+.PHONY: dashboard dashboard-check
+dashboard: ## regenerate deploy/grafana/gorping-mesh.json (tools/dashboard)
+	cd tools/dashboard && $(GO) run . -out ../../deploy/grafana/gorping-mesh.json
+##@ CI
+dashboard-check: ## fail if the committed dashboard is not what tools/dashboard writes
+	cd tools/dashboard && $(GO) test -count=1 ./...
+
 FORCE:
+
+##@ Everyday
+help: ## this list
+	@awk 'BEGIN {FS = ":[^#]*## "} \
+		/^##@ / {g = substr($$0, 5); if (!(g in seen)) {seen[g] = 1; order[++n] = g}; next} \
+		/^[a-zA-Z0-9_.-]+:.*## / && !/^[^:]*:=/ {list[g] = list[g] sprintf("  %-16s %s\n", $$1, $$2)} \
+		END {for (i = 1; i <= n; i++) printf "%s%s\n%s", (i > 1 ? "\n" : ""), order[i], list[order[i]]}' $(MAKEFILE_LIST)
 
 -include test/vm/Makefile.fragment.mk
 
 # The run docs/one-ping.md is made from: a gorping server and client, both with --trace,
 # in one guest (test/vm/trace.sh).
 .PHONY: trace-doc
-trace-doc: $(GUESTRUN)
+##@ Guests (QEMU)
+trace-doc: $(GUESTRUN) ## gorping server and client with --trace in one guest: the run docs/one-ping.md is made from
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/trace.sh $(GUEST_FLAGS); $(guest_skip_ok)
+
+# The runs docs/learn.md quotes, in one guest: devices -v, a --trace pair with the kernel's
+# function tracer on rxe_mmap and ib_uverbs_comp_handler, and 1-8 busy-polling clients at
+# once (test/vm/learn.sh).
+.PHONY: learn-doc
+##@ Guests (QEMU)
+learn-doc: $(GUESTRUN) ## the runs docs/learn.md quotes: devices -v, a traced pair with kernel stacks, 1-8 pollers
+	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/learn.sh $(GUEST_FLAGS); $(guest_skip_ok)
 
 # The .deb installed with dpkg on a bare Debian guest (SUITE/ARCH) and removed again, and
 # the image's binary run there; both as clients of stock rping (tools/release/guest.sh).
 GUEST_RELEASE_DIR := $(RELEASE_DIR)/guest
-guest-release: release $(GUESTRUN)
+guest-release: release $(GUESTRUN) ## the .deb and the image's binary in a bare guest, against stock rping
 	@mkdir -p $(GUEST_RELEASE_DIR)
 	@deb=$$(ls $(RELEASE_DIR)/gorping_*_$(ARCH).deb) && \
 	{ $(RELEASE_TOOL) unpack -layout $(RELEASE_DIR)/oci -arch $(ARCH) -out $(GUEST_RELEASE_DIR) && \

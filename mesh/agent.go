@@ -15,56 +15,86 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/exporter-toolkit/web"
+	"golang.org/x/net/netutil"
 
 	"github.com/gorping/gorping/rping"
 )
 
-// Exit statuses of Run.
+// Exit statuses of Main.
 const (
-	ExitOK    = 0
-	ExitError = 1 // the agent could not start (listener, web configuration)
-	ExitUsage = 2 // bad options
+	exitOK    = 0
+	exitError = 1 // the agent could not start (listener, web configuration)
+	exitUsage = 2 // bad options
 )
 
-// agent is one running `gorping mesh`.
-type agent struct {
-	cfg        Config
+// Agent is one `gorping mesh`: New checks its configuration, Run runs it.
+type Agent struct {
+	cfg        *agentConfig
 	log        *slog.Logger
 	m          *metrics
 	mgr        *manager
 	src        *sources
-	dial       Dialer
-	resolver   Resolver
+	d          deps
 	probeSlots chan struct{}
+	// probing ends when the agent shuts down: /probe requests in flight are cancelled
+	// and answered instead of waiting out the listener's shutdown.
+	probing    context.Context
+	stopProbes context.CancelFunc
+	targetKeys atomic.Pointer[map[string]bool] // the current targets' keys (isTarget)
+	responding atomic.Bool                     // the responder listens (/-/ready)
 }
 
 // deps are the agent's seams to the world, replaced by host tests.
 type deps struct {
-	dial     Dialer
-	resolver Resolver
+	dial     dialFunc
+	resolver dnsResolver
 	respond  func(ctx context.Context, cfg rping.ResponderConfig) error
 	hup      <-chan os.Signal           // nil: the process's SIGHUP
 	local    func() map[netip.Addr]bool // this host's addresses; nil: the interfaces'
+	limits   *httpLimits                // nil: defaultHTTPLimits
+	// webConfigPoll is how often the web configuration is checked; 0: webConfigPoll.
+	webConfigPoll time.Duration
 }
 
 // Main runs `gorping mesh` with the words after "mesh" until ctx ends (SIGTERM, SIGINT)
 // and returns the exit status. Logs and errors go to stderr; --help to stdout.
 func Main(ctx context.Context, args []string, version string, stdout, stderr io.Writer) int {
-	cfg, err := ParseArgs(args)
-	if errors.Is(err, flagErrHelp) {
-		io.WriteString(stdout, Usage)
-		return ExitOK
+	// SIGHUP first, before anything that takes time: its default action ends the process
+	// (a reload sent by a supervisor during the start killed the agent).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	cfg, err := parseArgs(args)
+	if errors.Is(err, errHelp) {
+		io.WriteString(stdout, usage)
+		return exitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "gorping mesh: %v (gorping mesh --help lists the options)\n", err)
-		return ExitUsage
+		return exitUsage
 	}
-	cfg.Version = version
-	return Run(ctx, cfg, stderr)
+	cfg.Version, cfg.Log = version, stderr
+	a, err := newAgent(cfg, deps{hup: hup})
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "gorping mesh: %v (gorping mesh --help lists the options)\n", err)
+		return exitUsage
+	case err != nil:
+		fmt.Fprintf(stderr, "gorping mesh: %v\n", err)
+		return exitError
+	}
+	if err := a.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "gorping mesh: %v\n", err)
+		return exitError
+	}
+	return exitOK
 }
 
 // Schedule makes the process-wide scheduler choice of an agent process (main calls it;
@@ -78,18 +108,23 @@ func Schedule() {
 	}
 }
 
-// Run runs the agent until ctx ends.
-func Run(ctx context.Context, cfg Config, stderr io.Writer) int {
-	return run(ctx, cfg, stderr, deps{})
-}
+// New checks cfg and returns the agent it describes. A bad field is one error line
+// naming its option.
+func New(cfg Config) (*Agent, error) { return newAgent(cfg, deps{}) }
 
-func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
-	log := newLogger(cfg, stderr)
+func newAgent(cfg Config, d deps) (*Agent, error) {
+	c, err := cfg.check()
+	if err != nil {
+		return nil, err
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
 	if d.resolver == nil {
 		d.resolver = net.DefaultResolver
 	}
 	if d.dial == nil {
-		d.dial = rpingDialer(cfg.Source, cfg.Size, cfg.ConnectTimeout)
+		d.dial = rpingDialer(c.source, c.Size, c.ConnectTimeout)
 	}
 	if d.respond == nil {
 		d.respond = rping.Respond
@@ -97,24 +132,40 @@ func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
 	if d.local == nil {
 		d.local = localAddrs
 	}
-	if cfg.WebConfigFile != "" {
-		if err := web.Validate(cfg.WebConfigFile); err != nil {
-			fmt.Fprintf(stderr, "gorping mesh: --web.config.file %s: %v\n", cfg.WebConfigFile, err)
-			return ExitError
+	probing, stopProbes := context.WithCancel(context.Background())
+	return &Agent{cfg: c, log: newLogger(c.Config, c.Log), m: newMetrics(c.Version), d: d,
+		probeSlots: make(chan struct{}, maxProbesInFlight), probing: probing, stopProbes: stopProbes}, nil
+}
+
+// Run runs the agent until ctx ends, then releases every connection and closes the
+// listener. It returns an error if the agent could not start or its listener failed.
+// An Agent runs once.
+func (a *Agent) Run(ctx context.Context) error {
+	cfg, log, d := a.cfg, a.log, a.d
+	lim := defaultHTTPLimits
+	if d.limits != nil {
+		lim = *d.limits
+	}
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
 		}
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		fmt.Fprintf(stderr, "gorping mesh: --listen: %v\n", err)
-		return ExitError
+	var addrs []string
+	for _, addr := range cfg.Listen {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("--web.listen-address %s: %w", addr, err)
+		}
+		lns = append(lns, netutil.LimitListener(ln, lim.maxConns))
+		addrs = append(addrs, ln.Addr().String())
 	}
-	a := &agent{cfg: cfg, log: log, m: newMetrics(cfg.Version), dial: d.dial, resolver: d.resolver,
-		probeSlots: make(chan struct{}, maxProbesInFlight)}
 	h, err := a.handler()
 	if err != nil {
-		ln.Close()
-		fmt.Fprintf(stderr, "gorping mesh: %v\n", err)
-		return ExitError
+		closeAll()
+		return err
 	}
 	// Probers and the responder get their own context, ended only after the listener is
 	// told nothing: the last scrapes see the teardown.
@@ -124,34 +175,30 @@ func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
 		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, dial: d.dial, resolver: d.resolver, log: log,
 		dials: make(chan struct{}, maxParallelDials)}
 	a.mgr = newManager(work, settings, a.m)
-	selfPort := cfg.Port
+	selfPort := cfg.port
 	if cfg.NoResponder {
 		selfPort = 0
 	}
-	a.src = &sources{file: cfg.TargetsFile, peers: cfg.Peers, defaultPort: cfg.Port, selfPort: selfPort,
-		resolver: d.resolver, local: d.local, log: log, m: a.m, skipped: map[string]bool{}}
-	if cfg.TargetsDNS != "" {
-		a.src.dnsName, a.src.dnsPort = cfg.TargetsDNS, cfg.Port
-		if h, p, err := net.SplitHostPort(cfg.TargetsDNS); err == nil {
-			port, perr := parsePort(p)
-			if perr != nil {
-				ln.Close()
-				fmt.Fprintf(stderr, "gorping mesh: --targets-dns %s: %v\n", cfg.TargetsDNS, perr)
-				return ExitUsage
-			}
-			a.src.dnsName, a.src.dnsPort = h, port
-		}
-	}
+	a.src = &sources{file: cfg.TargetsFile, peers: cfg.peers, defaultPort: cfg.port, selfPort: selfPort,
+		resolver: d.resolver, local: d.local, log: log, m: a.m, skipped: map[string]bool{}, selfNames: map[string]bool{},
+		dnsName: cfg.dnsName, dnsPort: cfg.dnsPort, maxTargets: cfg.MaxTargets}
 
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	served := make(chan error, 1)
+	// One server per listener: web.Serve wraps its server's handler, so two listeners
+	// on one server would race on it.
+	served := make(chan error, len(lns))
 	webCfg := cfg.WebConfigFile
 	noSystemd := false
-	go func() {
-		served <- web.Serve(ln, srv, &web.FlagConfig{WebListenAddresses: &[]string{cfg.Listen},
-			WebSystemdSocket: &noSystemd, WebConfigFile: &webCfg}, log)
-	}()
-	log.Info("gorping mesh started", "version", cfg.Version, "listen", ln.Addr().String(),
+	toolkitLog := slog.New(newDedupHandler(log.Handler()))
+	var srvs []*http.Server
+	for i, ln := range lns {
+		srv := a.server(h, lim)
+		srvs = append(srvs, srv)
+		go func() {
+			served <- web.Serve(ln, srv, &web.FlagConfig{WebListenAddresses: &[]string{addrs[i]},
+				WebSystemdSocket: &noSystemd, WebConfigFile: &webCfg}, toolkitLog)
+		}()
+	}
+	log.Info("gorping mesh started", "version", cfg.Version, "listen", strings.Join(addrs, ","),
 		"responder", responderDesc(cfg), "interval", cfg.Interval, "timeout", cfg.Timeout)
 
 	var wg sync.WaitGroup
@@ -166,41 +213,61 @@ func run(ctx context.Context, cfg Config, stderr io.Writer, d deps) int {
 		hup = c
 	}
 	wg.Go(func() { a.watchSources(work, hup) })
+	if cfg.WebConfigFile != "" {
+		every := d.webConfigPoll
+		if every == 0 {
+			every = webConfigPoll
+		}
+		wg.Go(func() { a.watchWebConfig(work, every) })
+	}
 
-	status := ExitOK
+	var runErr error
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down")
 	case err := <-served:
 		log.Error("metrics listener failed", "err", err)
-		status = ExitError
+		runErr = fmt.Errorf("metrics listener: %w", err)
 	}
+	a.stopProbes()
 	stopWork()
 	wg.Wait()
 	a.mgr.stopAll()
 	log.Info("every connection released; closing the metrics listener")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		srv.Close()
+	var sg sync.WaitGroup
+	for _, srv := range srvs {
+		sg.Go(func() {
+			if err := srv.Shutdown(sctx); err != nil {
+				srv.Close()
+			}
+		})
 	}
-	return status
+	sg.Wait()
+	return runErr
 }
 
-func responderDesc(cfg Config) string {
+func responderDesc(cfg *agentConfig) string {
 	if cfg.NoResponder {
 		return "off"
 	}
-	return netip.AddrPortFrom(cfg.Bind, cfg.Port).String()
+	return netip.AddrPortFrom(cfg.bind, cfg.port).String()
 }
 
-// watchSources loads the targets, then reloads them when the file changes, on SIGHUP
-// and when the DNS name is due for resolution, until ctx ends.
-func (a *agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
-	a.src.loadFile(true)
-	a.src.refreshDNS(ctx)
-	a.mgr.reconcile(a.src.targets(ctx))
-	var fileTick, dnsTick <-chan time.Time
+// watchSources loads the targets, then has them reloaded when the file changes, on
+// SIGHUP and when the DNS name is due for resolution, until ctx ends. It only asks: the
+// reloads run in a goroutine of their own (reloader), so that whatever a reload waits
+// for (a file, DNS, stopping thousands of loops) never delays a signal.
+func (a *Agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
+	rq := &reloadRequests{kick: make(chan struct{}, 1)}
+	rq.ask(reloadFile | reloadForce | reloadDNS) // the first load
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.reloader(ctx, rq)
+	}()
+	var fileTick <-chan time.Time
 	if a.cfg.TargetsFile != "" && a.cfg.TargetsReload > 0 {
 		t := time.NewTicker(a.cfg.TargetsReload)
 		defer t.Stop()
@@ -210,29 +277,116 @@ func (a *agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
 	// at the DNS pace too (addresses move).
 	dt := time.NewTicker(a.cfg.DNSRefresh)
 	defer dt.Stop()
-	dnsTick = dt.C
 	for {
 		select {
 		case <-ctx.Done():
+			// A reload ends with ctx (DNS and reconcile are bounded by it); only a read
+			// stuck in the kernel (a hung NFS mount) could outlast it.
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				a.log.Error("the target reload is still stuck (reading the target file?); shutting down without it")
+			}
 			return
 		case <-hup:
 			a.log.Info("SIGHUP: reloading the targets")
-			a.src.loadFile(true)
-			a.src.refreshDNS(ctx)
+			rq.ask(reloadFile | reloadForce | reloadDNS)
 		case <-fileTick:
-			if !a.src.loadFile(false) {
-				continue
-			}
-		case <-dnsTick:
-			a.src.refreshDNS(ctx)
+			rq.ask(reloadFile)
+		case <-dt.C:
+			rq.ask(reloadDNS)
 		}
-		a.mgr.reconcile(a.src.targets(ctx))
 	}
+}
+
+// What a reload does: re-read the file if it changed, re-read it whatever it holds
+// (SIGHUP), resolve the DNS name and check names against this host's addresses.
+const (
+	reloadFile = 1 << iota
+	reloadForce
+	reloadDNS
+)
+
+// reloadRequests merges the requests that arrive while a reload runs into the next one.
+type reloadRequests struct {
+	mu      sync.Mutex
+	pending int
+	kick    chan struct{} // one buffered wake-up
+}
+
+func (r *reloadRequests) ask(what int) {
+	r.mu.Lock()
+	r.pending |= what
+	r.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *reloadRequests) take() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	what := r.pending
+	r.pending = 0
+	return what
+}
+
+// reloader runs the reloads asked for, one at a time, until ctx ends. After a reload
+// it checks the names on the responder's port against this host's addresses in the
+// background (one check at a time, again at the DNS pace), and reconciles again when
+// the answers come.
+func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
+	checked := make(chan map[string]bool, 1)
+	checking, recheck := false, false
+	for {
+		changed := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-rq.kick:
+			what := rq.take()
+			if what&(reloadFile|reloadForce) != 0 {
+				changed = a.src.loadFile(what&reloadForce != 0)
+			}
+			if what&reloadDNS != 0 {
+				a.src.refreshDNS(ctx)
+				changed, recheck = true, true
+			}
+		case res := <-checked:
+			checking = false
+			a.src.selfNames = res
+			changed = true
+		}
+		if !changed || ctx.Err() != nil {
+			continue
+		}
+		l := a.src.targets()
+		a.targetKeys.Store(&l.keys)
+		a.mgr.reconcile(ctx, l.probe)
+		if !checking && len(l.names) > 0 && (recheck || l.unchecked > 0) {
+			checking, recheck = true, false
+			names, local := l.names, a.d.local()
+			go func() {
+				res := checkSelf(ctx, a.d.resolver, local, names)
+				select {
+				case checked <- res:
+				case <-ctx.Done():
+				}
+			}()
+		}
+	}
+}
+
+// isTarget reports whether key is one of the agent's targets (for /probe).
+func (a *Agent) isTarget(key string) bool {
+	keys := a.targetKeys.Load()
+	return keys != nil && (*keys)[key]
 }
 
 // respond runs the responder, starting it again (with backoff) whenever it stops by
 // itself: no device yet, the device went away, the port was taken.
-func (a *agent) respond(ctx context.Context, respond func(context.Context, rping.ResponderConfig) error) {
+func (a *Agent) respond(ctx context.Context, respond func(context.Context, rping.ResponderConfig) error) {
 	log := a.log.With("component", "responder")
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	bo := backoff{base: time.Second, max: 30 * time.Second, rnd: rnd}
@@ -240,13 +394,15 @@ func (a *agent) respond(ctx context.Context, respond func(context.Context, rping
 	var last string
 	for {
 		started := time.Now()
-		err := respond(ctx, rping.ResponderConfig{Addr: a.cfg.Bind, Port: a.cfg.Port, Size: a.cfg.Size, Log: w,
+		err := respond(ctx, rping.ResponderConfig{Addr: a.cfg.bind, Port: a.cfg.port, Size: a.cfg.Size, Log: w,
 			Listening: func() {
+				a.responding.Store(true)
 				a.m.responderUp.Set(1)
 				a.m.responderStarts.Inc()
 				last = ""
-				log.Info("responder listening", "address", netip.AddrPortFrom(a.cfg.Bind, a.cfg.Port).String())
+				log.Info("responder listening", "address", netip.AddrPortFrom(a.cfg.bind, a.cfg.port).String())
 			}})
+		a.responding.Store(false)
 		a.m.responderUp.Set(0)
 		if ctx.Err() != nil {
 			return
@@ -288,19 +444,31 @@ func (w *dedupLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// newLogger is promslog's logger (Prometheus' own format, key names and levels; a
+// duration logs as "1s").
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
-	lvl, _ := parseLevel(cfg.LogLevel)
-	opts := &slog.HandlerOptions{Level: lvl}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	f, _ := logFormat(cfg.LogFormat)
+	l, _ := logLevel(cfg.LogLevel)
+	return promslog.New(&promslog.Config{Level: l, Format: f, Writer: w})
 }
 
-func parseLevel(s string) (slog.Level, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return l, fmt.Errorf("--log.level %q: want debug, info, warn or error", s)
+// logFormat is --log.format: promslog's logfmt or json, and text for logfmt (gorping's
+// first name for it).
+func logFormat(s string) (*promslog.Format, error) {
+	f := promslog.NewFormat()
+	if s == "text" {
+		s = "logfmt"
+	}
+	if f.Set(s) != nil {
+		return nil, fmt.Errorf("--log.format %s: want %s", quote(s), strings.Join(promslog.FormatFlagOptions, " or "))
+	}
+	return f, nil
+}
+
+func logLevel(s string) (*promslog.Level, error) {
+	l := promslog.NewLevel()
+	if l.Set(s) != nil {
+		return nil, fmt.Errorf("--log.level %s: want %s", quote(s), strings.Join(promslog.LevelFlagOptions, ", "))
 	}
 	return l, nil
 }

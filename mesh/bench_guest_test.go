@@ -139,7 +139,7 @@ func benchTargets(t *testing.T, n int, window time.Duration, procs string) {
 	if procs != "" {
 		env = append(os.Environ(), "GOMAXPROCS="+procs)
 	}
-	a := meshtest.Start(t, bin, env, "--listen", "127.0.0.1:0", "--no-responder", "--targets", path)
+	a := meshtest.Start(t, bin, env, "--web.listen-address", "127.0.0.1:0", "--no-responder", "--targets", path)
 	pid := a.Pid()
 	idle := readProc(t, pid)
 	meshtest.WaitFor(t, 10*time.Minute, fmt.Sprintf("all %d targets up", n), func() (bool, string) {
@@ -243,7 +243,7 @@ func benchAllocs(t *testing.T) {
 		startedResponder(t, base+i)
 		peers = append(peers, hostPort(v4, base+i))
 	}
-	cfg, err := ParseArgs([]string{"--listen", "127.0.0.1:0", "--no-responder", "--interval", "0.2", "--timeout", "2s", "--peers", strings.Join(peers, ",")})
+	cfg, err := parseArgs([]string{"--web.listen-address", "127.0.0.1:0", "--no-responder", "--interval", "0.2", "--timeout", "2s", "--peers", strings.Join(peers, ",")})
 	if err != nil {
 		t.Fatal(err)
 	}

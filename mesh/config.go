@@ -5,56 +5,75 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/exporter-toolkit/web"
+
 	"github.com/gorping/gorping/rping"
 )
 
-// DefaultListen is the metrics listener's default address. Port 10174: the range the
+// defaultListen is the metrics listener's default address. Port 10174: the range the
 // Prometheus default-port allocations began with (9100-9999) has been full since 2023
 // and allocations continue above 10000; 10174 echoes rping's 7174 (docs/mesh.md).
-const DefaultListen = ":10174"
+const defaultListen = ":10174"
 
-// Config is one `gorping mesh` invocation.
+// Config is one agent's configuration, field by field the options of `gorping mesh`
+// (each field's comment names its option). DefaultConfig gives the defaults; New
+// checks every field and says which option is wrong.
 type Config struct {
-	Listen        string // --listen
-	WebConfigFile string // --web.config.file (exporter-toolkit: TLS, basic auth)
+	Listen        []string // --web.listen-address (alias --listen): the metrics listeners, [host]:port each
+	WebConfigFile string   // --web.config.file (exporter-toolkit: TLS, basic auth)
 
-	Port        uint16     // --port: the responder's port, and the default port of targets
-	Bind        netip.Addr // --bind: the responder's address (:: serves IPv6 and IPv4)
-	NoResponder bool       // --no-responder
+	Port        int    // --port: the responder's port, and the default port of targets
+	Bind        string // --bind: the responder's address (:: serves IPv6 and IPv4)
+	NoResponder bool   // --no-responder
 
 	TargetsFile   string        // --targets
 	TargetsReload time.Duration // --targets-reload: how often the file is checked; 0: only SIGHUP
-	Peers         []Target      // --peers
+	Peers         []string      // --peers: host[:port] each
 	TargetsDNS    string        // --targets-dns NAME[:PORT]
 	DNSRefresh    time.Duration // --dns-refresh
+	MaxTargets    int           // --max-targets: the targets beyond it are not probed
 
 	Interval       time.Duration // --interval
 	Jitter         float64       // --jitter, fraction of the interval
-	Timeout        time.Duration // --timeout: one ping
+	Timeout        time.Duration // --timeout: one ping; 0: the smaller of 1s and the interval
 	ConnectTimeout time.Duration // --connect-timeout
 	BackoffMax     time.Duration // --backoff-max
 	Size           int           // --size
-	Source         netip.Addr    // --source
+	Source         string        // --source: the probes' source address; "": the route's
 
-	ProbeAllow []netip.Prefix // --probe-allow
-	ProbeAny   bool           // --probe-any
+	ProbeAllow []string // --probe-allow: prefixes or addresses
+	ProbeAny   bool     // --probe-any
 
-	LogFormat string // --log.format text|json
+	LogFormat string // --log.format logfmt|json (text: logfmt)
 	LogLevel  string // --log.level debug|info|warn|error
 
-	Version string // for gorping_build_info and the landing page
+	Version string    // for gorping_build_info and the landing page
+	Log     io.Writer // where the logs go; nil: io.Discard
 }
 
-// Usage is `gorping mesh --help`.
-const Usage = `usage: gorping mesh [options]
+// defaultMaxTargets: a full mesh of 4,097 hosts (~0.15 MiB and 2 fds per connected
+// target, docs/mesh.md); a list longer than that is more likely a mistake.
+const defaultMaxTargets = 4096
+
+// DefaultConfig is the configuration of `gorping mesh` without options.
+func DefaultConfig() Config {
+	return Config{Listen: []string{defaultListen}, Port: rping.DefaultPort, Bind: "::", TargetsReload: 2 * time.Second,
+		DNSRefresh: 30 * time.Second, MaxTargets: defaultMaxTargets, Interval: time.Second, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
+		BackoffMax: 30 * time.Second, Size: rping.DefaultSize, LogFormat: "logfmt", LogLevel: "info"}
+}
+
+// usage is `gorping mesh --help`.
+const usage = `usage: gorping mesh [options]
 An RDMA ping mesh agent: serves the rping protocol (a persistent server), keeps one rping
 connection to every target, pings each once per interval and exports the results to
-Prometheus (/metrics; /probe?target=HOST[:PORT]&count=N probes once, /-/healthy).
+Prometheus (/metrics; /probe?target=HOST[:PORT]&count=N probes once; /-/healthy, /-/ready).
 
 Targets (any rping server: gorping mesh, gorping -s -P, rping -s -P):
 	--targets FILE		one host[:port] per line, # comments; re-read when it changes and on SIGHUP
@@ -62,12 +81,16 @@ Targets (any rping server: gorping mesh, gorping -s -P, rping -s -P):
 	--peers a,b,c		targets on the command line
 	--targets-dns NAME[:PORT]	every A/AAAA address of NAME (e.g. a Kubernetes headless Service)
 	--dns-refresh DUR	how often NAME is resolved again (default 30s)
+	--max-targets N		probe at most N targets (default 4096): the file's first, then
+				--peers, then --targets-dns (by address); the rest are logged and counted
 	A target on this agent's responder port at one of this host's addresses is skipped.
 
 Probing:
 	--interval DUR		one ping per target per interval (default 1s)
 	--jitter F		each slot moves by up to F·interval (default 0.1)
-	--timeout DUR		a ping that takes longer fails with reason timeout (default 1s, at most the interval)
+	--timeout DUR		a ping that takes longer fails with reason timeout (default 1s or the
+				interval if shorter; a longer timeout than the interval lets a slow
+				ping outlast slots, which are skipped)
 	--connect-timeout DUR	bound of resolution and connection (default 5s)
 	--backoff-max DUR	reconnection backoff cap (default 30s)
 	--size N		ping size in bytes, 23..65535 (default 64)
@@ -79,16 +102,18 @@ Responder:
 	--no-responder		probe only
 
 HTTP:
-	--listen ADDR		metrics listener (default :10174)
+	--web.listen-address ADDR	metrics listener (default :10174; --listen is the same)
 	--web.config.file FILE	TLS and basic auth (Prometheus exporter-toolkit web configuration)
 	--probe-allow CIDRS	/probe may also probe addresses in these prefixes (comma-separated)
 	--probe-any		/probe may probe any target
 
 Logs:
-	--log.format text|json	(default text, on stderr)
+	--log.format logfmt|json	(default logfmt, on stderr; text is logfmt)
 	--log.level LEVEL	debug, info, warn, error (default info)
 
-DUR is a Go duration (500ms, 2s, 1m) or seconds (0.5).
+DUR is a Go duration (500ms, 2s, 1m) or seconds (0.5). --web.listen-address, --peers
+and --probe-allow may be repeated and add up (--peers a --peers b,c probes all three);
+every other option is taken once, and an empty value is an error.
 `
 
 // IsCommand reports whether args (rping's argv without the program name) is a mesh
@@ -123,127 +148,206 @@ func IsCommand(args []string) bool {
 	return true
 }
 
-// ParseArgs parses the words after "mesh". On an error it returns it (the flag package
-// has printed nothing to out); for --help it returns flag.ErrHelp.
-func ParseArgs(args []string) (Config, error) { return parse(args, io.Discard) }
+// Flags lists mesh's options for the shell completions and the man page test (package
+// main's subcommand table): each name without dashes, and whether it takes a value.
+func Flags() map[string]bool {
+	fs, _ := newFlagSet(io.Discard)
+	out := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) {
+		b, ok := f.Value.(interface{ IsBoolFlag() bool })
+		out[f.Name] = !ok || !b.IsBoolFlag()
+	})
+	return out
+}
 
-func parse(args []string, out io.Writer) (Config, error) {
-	fs, f := newFlagSet(out)
-	cfg := f.cfg
+// parseArgs parses the words after "mesh" into a Config (New checks it). For --help it
+// returns flag.ErrHelp.
+func parseArgs(args []string) (Config, error) {
+	fs, v := newFlagSet(io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return *cfg, err
+		return *v.cfg, errors.New(flagMessage(err.Error()))
 	}
-	return f.finish(fs)
+	if v.help {
+		return *v.cfg, flag.ErrHelp
+	}
+	if fs.NArg() > 0 {
+		return *v.cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return *v.cfg, nil
 }
 
-// flagVars are the flags' destinations before they are checked.
+// flagMessages rewrite the flag package's errors to name the option as mesh's help
+// writes it: "--interval \"x\": ...", "--peers: empty value".
+var flagMessages = []struct {
+	re   *regexp.Regexp
+	repl string
+}{
+	{regexp.MustCompile(`^invalid value "" for flag -(\S+): (.*)$`), "--$1: $2"},
+	{regexp.MustCompile(`^invalid value (".*") for flag -(\S+): (.*)$`), "--$2 $1: $3"},
+	{regexp.MustCompile(`^invalid boolean flag (\S+): (.*)$`), "--$1: $2"},
+	{regexp.MustCompile(`^flag needs an argument: -(\S+)$`), "--$1: needs a value"},
+	{regexp.MustCompile(`^flag provided but not defined: -(\S+)$`), "--$1: no such option"},
+}
+
+func flagMessage(msg string) string {
+	for _, m := range flagMessages {
+		if m.re.MatchString(msg) {
+			return m.re.ReplaceAllString(msg, m.repl)
+		}
+	}
+	return msg
+}
+
+// flagVars are the flags' destinations.
 type flagVars struct {
-	cfg                        *Config
-	port, size                 uint
-	peers, bind, source, allow string
-	help                       bool
+	cfg  *Config
+	help bool
 }
 
+// newFlagSet declares mesh's options: every option is here, once. The lists may be
+// repeated and add up; every other option may be given once; no value may be empty.
 func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
-	cfg := &Config{Listen: DefaultListen, Port: rping.DefaultPort, TargetsReload: 2 * time.Second,
-		DNSRefresh: 30 * time.Second, Interval: time.Second, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
-		BackoffMax: 30 * time.Second, Size: rping.DefaultSize, LogFormat: "text", LogLevel: "info"}
-	v := &flagVars{cfg: cfg}
+	cfg := DefaultConfig()
+	v := &flagVars{cfg: &cfg}
 	fs := flag.NewFlagSet("gorping mesh", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {}
-	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
-	fs.StringVar(&cfg.WebConfigFile, "web.config.file", "", "")
-	fs.UintVar(&v.port, "port", uint(cfg.Port), "")
-	fs.StringVar(&v.bind, "bind", "::", "")
-	fs.BoolVar(&cfg.NoResponder, "no-responder", false, "")
-	fs.StringVar(&cfg.TargetsFile, "targets", "", "")
-	fs.Var(&durationFlag{&cfg.TargetsReload}, "targets-reload", "")
-	fs.StringVar(&v.peers, "peers", "", "")
-	fs.StringVar(&cfg.TargetsDNS, "targets-dns", "", "")
-	fs.Var(&durationFlag{&cfg.DNSRefresh}, "dns-refresh", "")
-	fs.Var(&durationFlag{&cfg.Interval}, "interval", "")
-	fs.Float64Var(&cfg.Jitter, "jitter", cfg.Jitter, "")
-	fs.Var(&durationFlag{&cfg.Timeout}, "timeout", "")
-	fs.Var(&durationFlag{&cfg.ConnectTimeout}, "connect-timeout", "")
-	fs.Var(&durationFlag{&cfg.BackoffMax}, "backoff-max", "")
-	fs.UintVar(&v.size, "size", uint(cfg.Size), "")
-	fs.StringVar(&v.source, "source", "", "")
-	fs.StringVar(&v.allow, "probe-allow", "", "")
-	fs.BoolVar(&cfg.ProbeAny, "probe-any", false, "")
-	fs.StringVar(&cfg.LogFormat, "log.format", cfg.LogFormat, "")
-	fs.StringVar(&cfg.LogLevel, "log.level", cfg.LogLevel, "")
+	one := func(p flag.Value, name string) { fs.Var(&onceFlag{v: p}, name, "") }
+	str := func(p *string, name string) { one((*stringFlag)(p), name) }
+	listen := &listFlag{l: &cfg.Listen, replace: true}
+	fs.Var(listen, "web.listen-address", "")
+	fs.Var(listen, "listen", "") // gorping's first name for it
+	str(&cfg.WebConfigFile, "web.config.file")
+	one((*intFlag)(&cfg.Port), "port")
+	str(&cfg.Bind, "bind")
+	one((*boolFlag)(&cfg.NoResponder), "no-responder")
+	str(&cfg.TargetsFile, "targets")
+	one(&durationFlag{&cfg.TargetsReload}, "targets-reload")
+	fs.Var(&listFlag{l: &cfg.Peers}, "peers", "")
+	str(&cfg.TargetsDNS, "targets-dns")
+	one(&durationFlag{&cfg.DNSRefresh}, "dns-refresh")
+	one((*intFlag)(&cfg.MaxTargets), "max-targets")
+	one(&durationFlag{&cfg.Interval}, "interval")
+	one((*floatFlag)(&cfg.Jitter), "jitter")
+	one(&durationFlag{&cfg.Timeout}, "timeout")
+	one(&durationFlag{&cfg.ConnectTimeout}, "connect-timeout")
+	one(&durationFlag{&cfg.BackoffMax}, "backoff-max")
+	one((*intFlag)(&cfg.Size), "size")
+	str(&cfg.Source, "source")
+	fs.Var(&listFlag{l: &cfg.ProbeAllow}, "probe-allow", "")
+	one((*boolFlag)(&cfg.ProbeAny), "probe-any")
+	str(&cfg.LogFormat, "log.format")
+	str(&cfg.LogLevel, "log.level")
 	fs.BoolVar(&v.help, "help", false, "")
 	fs.BoolVar(&v.help, "h", false, "")
 	return fs, v
 }
 
-// finish checks the parsed flags and completes the Config.
-func (v *flagVars) finish(fs *flag.FlagSet) (Config, error) {
-	cfg := *v.cfg
-	port, size, peers, bind, source, allow := v.port, v.size, v.peers, v.bind, v.source, v.allow
-	help := &v.help
-	if *help {
-		return cfg, flag.ErrHelp
+// onceFlag refuses a second use of its option and an empty value.
+type onceFlag struct {
+	v   flag.Value
+	set bool
+}
+
+func (f *onceFlag) String() string {
+	if f == nil || f.v == nil {
+		return ""
 	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	return f.v.String()
+}
+
+func (f *onceFlag) Set(s string) error {
+	if f.set {
+		return errors.New("given twice (only --web.listen-address, --peers and --probe-allow add up)")
 	}
-	if port == 0 || port > 65535 {
-		return cfg, fmt.Errorf("--port %d: want 1..65535", port)
+	if s == "" {
+		return errors.New("empty value")
 	}
-	cfg.Port = uint16(port)
-	if size < rping.MinSize || size > rping.MaxSize {
-		return cfg, fmt.Errorf("--size %d: want %d..%d", size, rping.MinSize, rping.MaxSize)
+	f.set = true
+	return f.v.Set(s)
+}
+
+func (f *onceFlag) IsBoolFlag() bool {
+	b, ok := f.v.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+type stringFlag string
+
+func (f *stringFlag) String() string { return string(*f) }
+func (f *stringFlag) Set(s string) error {
+	*f = stringFlag(s)
+	return nil
+}
+
+type boolFlag bool
+
+func (f *boolFlag) String() string   { return strconv.FormatBool(bool(*f)) }
+func (f *boolFlag) IsBoolFlag() bool { return true }
+func (f *boolFlag) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
 	}
-	cfg.Size = int(size)
-	var err error
-	if cfg.Bind, err = netip.ParseAddr(bind); err != nil {
-		return cfg, fmt.Errorf("--bind: %w", err)
+	*f = boolFlag(b)
+	return nil
+}
+
+type intFlag int
+
+func (f *intFlag) String() string { return strconv.Itoa(int(*f)) }
+func (f *intFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("not an integer")
 	}
-	if source != "" {
-		if cfg.Source, err = netip.ParseAddr(source); err != nil {
-			return cfg, fmt.Errorf("--source: %w", err)
+	*f = intFlag(n)
+	return nil
+}
+
+type floatFlag float64
+
+func (f *floatFlag) String() string { return strconv.FormatFloat(float64(*f), 'g', -1, 64) }
+func (f *floatFlag) Set(s string) error {
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return errors.New("not a number")
+	}
+	*f = floatFlag(x)
+	return nil
+}
+
+// listFlag is a comma-separated list; each use of the option adds to it (replace: the
+// first use replaces the default).
+type listFlag struct {
+	l       *[]string
+	replace bool
+	used    bool
+}
+
+func (f *listFlag) String() string {
+	if f == nil || f.l == nil {
+		return ""
+	}
+	return strings.Join(*f.l, ",")
+}
+
+func (f *listFlag) Set(s string) error {
+	var l []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			l = append(l, e)
 		}
 	}
-	if peers != "" {
-		if cfg.Peers, err = ParsePeers(peers, cfg.Port); err != nil {
-			return cfg, fmt.Errorf("--peers: %w", err)
-		}
+	if len(l) == 0 {
+		return errors.New("empty value")
 	}
-	for _, p := range strings.Split(allow, ",") {
-		if p = strings.TrimSpace(p); p == "" {
-			continue
-		}
-		pf, err := netip.ParsePrefix(p)
-		if err != nil {
-			a, aerr := netip.ParseAddr(p)
-			if aerr != nil {
-				return cfg, fmt.Errorf("--probe-allow: %q is neither a prefix nor an address", p)
-			}
-			pf = netip.PrefixFrom(a, a.BitLen())
-		}
-		cfg.ProbeAllow = append(cfg.ProbeAllow, pf.Masked())
+	if f.replace && !f.used {
+		*f.l = nil
 	}
-	if cfg.Interval <= 0 {
-		return cfg, errors.New("--interval must be positive")
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = min(time.Second, cfg.Interval)
-	}
-	if cfg.Timeout <= 0 || cfg.ConnectTimeout <= 0 || cfg.DNSRefresh <= 0 || cfg.BackoffMax <= 0 || cfg.TargetsReload < 0 {
-		return cfg, errors.New("--timeout, --connect-timeout, --dns-refresh and --backoff-max must be positive")
-	}
-	if cfg.Jitter < 0 || cfg.Jitter >= 0.5 {
-		return cfg, fmt.Errorf("--jitter %g: want 0 <= F < 0.5", cfg.Jitter)
-	}
-	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
-		return cfg, fmt.Errorf("--log.format %q: want text or json", cfg.LogFormat)
-	}
-	if _, err := parseLevel(cfg.LogLevel); err != nil {
-		return cfg, err
-	}
-	return cfg, nil
+	f.used = true
+	*f.l = append(*f.l, l...)
+	return nil
 }
 
 // durationFlag takes a Go duration or a number of seconds.
@@ -263,26 +367,176 @@ func (f *durationFlag) Set(s string) error {
 	}
 	sec, err := strconv.ParseFloat(s, 64)
 	if err != nil || sec < 0 || sec > 1e6 {
-		return fmt.Errorf("%q is not a duration (500ms, 2s) or a number of seconds", s)
+		return errors.New("not a duration (500ms, 2s) or a number of seconds")
 	}
 	*f.d = time.Duration(sec * float64(time.Second))
 	return nil
 }
 
-// Flag is one of mesh's options, for the shell completions and the man page
-// test (package main's subcommand table).
-type Flag struct {
-	Name  string // without dashes
-	Value bool   // takes a value
+// The shortest durations the agent takes: below them it would spend its time on
+// timers (an interval of 1ns spun a CPU counting skipped slots).
+const (
+	minInterval       = 10 * time.Millisecond // also --backoff-max's
+	minTimeout        = time.Millisecond
+	minConnectTimeout = 100 * time.Millisecond // rdma_cm's address and route resolution take milliseconds
+	minReload         = 100 * time.Millisecond
+	minDNSRefresh     = time.Second
+)
+
+// maxMaxTargets bounds --max-targets (a million connections would exhaust any host).
+const maxMaxTargets = 1_000_000
+
+// parseAllow parses one --probe-allow entry: a prefix or an address. Addresses are
+// matched unmapped (a probe of ::ffff:192.0.2.1 is a probe of 192.0.2.1), so an
+// IPv4-mapped prefix is taken as its IPv4 prefix.
+func parseAllow(s string) (netip.Prefix, error) {
+	pf, err := netip.ParsePrefix(s)
+	if err != nil {
+		a, aerr := netip.ParseAddr(s)
+		if aerr != nil {
+			return netip.Prefix{}, errors.New("neither a prefix nor an address")
+		}
+		if a.Zone() != "" {
+			return netip.Prefix{}, errors.New("zoned addresses are not supported")
+		}
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	if a := pf.Addr(); a.Is4In6() {
+		if pf.Bits() < 96 {
+			return netip.Prefix{}, errors.New("an IPv4-mapped prefix shorter than /96 matches no address: write the IPv4 prefix")
+		}
+		pf = netip.PrefixFrom(a.Unmap(), pf.Bits()-96)
+	}
+	return pf.Masked(), nil
 }
 
-// Flags lists mesh's options in name order.
-func Flags() []Flag {
-	fs, _ := newFlagSet(io.Discard)
-	var out []Flag
-	fs.VisitAll(func(f *flag.Flag) {
-		b, ok := f.Value.(interface{ IsBoolFlag() bool })
-		out = append(out, Flag{Name: f.Name, Value: !ok || !b.IsBoolFlag()})
-	})
-	return out
+func checkMin(opt string, d, least time.Duration) error {
+	if d < least {
+		return usageErrorf("%s %s: want at least %s", opt, d, least)
+	}
+	return nil
 }
+
+// agentConfig is a Config checked and parsed.
+type agentConfig struct {
+	Config
+	port       uint16
+	bind       netip.Addr
+	source     netip.Addr
+	peers      []target
+	probeAllow []netip.Prefix
+	dnsName    string
+	dnsPort    uint16
+}
+
+// usageError is a Config that New refuses: a bad option (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// check checks cfg and parses its addresses and targets. A bad option is a usageError;
+// a web configuration that cannot be used is a plain error (exit status 1).
+func (cfg Config) check() (*agentConfig, error) {
+	c := &agentConfig{Config: cfg}
+	if cfg.Port < 1 || cfg.Port > 65535 {
+		return nil, usageErrorf("--port %d: want 1..65535", cfg.Port)
+	}
+	c.port = uint16(cfg.Port)
+	if cfg.Size < rping.MinSize || cfg.Size > rping.MaxSize {
+		return nil, usageErrorf("--size %d: want %d..%d", cfg.Size, rping.MinSize, rping.MaxSize)
+	}
+	var err error
+	if c.bind, err = netip.ParseAddr(cfg.Bind); err != nil {
+		return nil, usageErrorf("--bind: %w", err)
+	}
+	if cfg.Source != "" {
+		if c.source, err = netip.ParseAddr(cfg.Source); err != nil {
+			return nil, usageErrorf("--source: %w", err)
+		}
+	}
+	if len(cfg.Peers) > 0 {
+		if c.peers, err = parsePeers(strings.Join(cfg.Peers, ","), c.port); err != nil {
+			return nil, usageErrorf("--peers: %w", err)
+		}
+	}
+	for _, p := range cfg.ProbeAllow {
+		pf, err := parseAllow(p)
+		if err != nil {
+			return nil, usageErrorf("--probe-allow %s: %v", quote(p), err)
+		}
+		c.probeAllow = append(c.probeAllow, pf)
+	}
+	if len(cfg.Listen) == 0 {
+		return nil, usageErrorf("--web.listen-address: no address")
+	}
+	for _, l := range cfg.Listen {
+		if _, _, err := net.SplitHostPort(l); err != nil {
+			return nil, usageErrorf("--web.listen-address %s: want [HOST]:PORT", quote(l))
+		}
+	}
+	if cfg.MaxTargets < 1 || cfg.MaxTargets > maxMaxTargets {
+		return nil, usageErrorf("--max-targets %d: want 1..%d", cfg.MaxTargets, maxMaxTargets)
+	}
+	if err := checkMin("--interval", cfg.Interval, minInterval); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		c.Timeout = min(time.Second, cfg.Interval)
+	}
+	if err := checkMin("--timeout", c.Timeout, minTimeout); err != nil {
+		return nil, err
+	}
+	if err := checkMin("--connect-timeout", cfg.ConnectTimeout, minConnectTimeout); err != nil {
+		return nil, err
+	}
+	if err := checkMin("--backoff-max", cfg.BackoffMax, minInterval); err != nil {
+		return nil, err
+	}
+	if cfg.TargetsReload != 0 {
+		if err := checkMin("--targets-reload", cfg.TargetsReload, minReload); err != nil {
+			return nil, usageErrorf("%v (or 0: only on SIGHUP)", err)
+		}
+	}
+	if err := checkMin("--dns-refresh", cfg.DNSRefresh, minDNSRefresh); err != nil {
+		return nil, err
+	}
+	if cfg.Jitter < 0 || cfg.Jitter >= 0.5 {
+		return nil, usageErrorf("--jitter %g: want 0 <= F < 0.5", cfg.Jitter)
+	}
+	if _, err := logFormat(cfg.LogFormat); err != nil {
+		return nil, usageError{err}
+	}
+	if _, err := logLevel(cfg.LogLevel); err != nil {
+		return nil, usageError{err}
+	}
+	if cfg.TargetsDNS != "" {
+		c.dnsName, c.dnsPort = cfg.TargetsDNS, c.port
+		if h, p, err := net.SplitHostPort(cfg.TargetsDNS); err == nil {
+			port, perr := parsePort(p)
+			if perr != nil {
+				return nil, usageErrorf("--targets-dns %s: %v", cfg.TargetsDNS, perr)
+			}
+			c.dnsName, c.dnsPort = h, port
+		}
+		if _, err := netip.ParseAddr(c.dnsName); err != nil && !validHostname(c.dnsName) {
+			return nil, usageErrorf("--targets-dns %s: not a host name", quote(cfg.TargetsDNS))
+		}
+	}
+	if cfg.WebConfigFile != "" {
+		// Regular files only (exporter-toolkit would block on a FIFO at every request).
+		if _, err := readRegularFile(cfg.WebConfigFile, maxWebConfigBytes); err != nil {
+			return nil, fmt.Errorf("--web.config.file: %w", err)
+		}
+		if err := web.Validate(cfg.WebConfigFile); err != nil {
+			return nil, fmt.Errorf("--web.config.file %s: %w", cfg.WebConfigFile, err)
+		}
+	}
+	return c, nil
+}
+
+// errHelp is what parseArgs returns for --help.
+var errHelp = flag.ErrHelp

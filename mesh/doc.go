@@ -2,6 +2,10 @@
 // (rping's persistent server), keeps one rping connection to each of its targets, pings
 // each once per interval and exports what it sees to Prometheus.
 //
+//	a, err := mesh.New(cfg) // cfg from mesh.DefaultConfig(), checked here
+//	if err != nil { ... }   // one line naming the option
+//	err = a.Run(ctx)        // until ctx ends
+//
 // The rping package does the RDMA work (rping.Respond, rping.DialProbe); this package
 // schedules it: target sources (a file reloaded on change and SIGHUP, --peers, a DNS
 // name re-resolved periodically), one loop per target with jittered slots and capped
@@ -9,8 +13,3 @@
 // endpoints (/metrics, /-/healthy, /probe) behind exporter-toolkit's TLS and basic auth.
 // docs/mesh.md has the design, the metrics and the cost per target.
 package mesh
-
-import "flag"
-
-// flagErrHelp is what ParseArgs returns for --help.
-var flagErrHelp = flag.ErrHelp

@@ -113,7 +113,7 @@ func TestE2EPrometheus(t *testing.T) {
 	}
 
 	const t4, t6 = "198.51.100.10:7174", "[2001:db8:100::10]:7300"
-	a := meshtest.Start(t, bin, env, "--listen", "127.0.0.1:0", "--web.config.file", webConfig,
+	a := meshtest.Start(t, bin, env, "--web.listen-address", "127.0.0.1:0", "--web.config.file", webConfig,
 		"--peers", "198.51.100.10,"+t6, "--interval", "0.5", "--probe-allow", "198.51.100.0/24")
 	tlsTransport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
 	a.Scheme = "https"
@@ -178,7 +178,7 @@ func TestE2EPrometheus(t *testing.T) {
 		func(v promtest.Vector) bool { return len(v) == 2 })
 	prom.WaitFor(t, wait, `gorping_responder_up{job="gorping-mesh"} == 0`, promtest.NonEmpty)
 	prom.WaitFor(t, wait, `gorping_build_info{version="v9.9.9-e2e"} == 1`, promtest.NonEmpty)
-	prom.WaitFor(t, wait, `gorping_probe_success{job="gorping-probe",target="198.51.100.20:7174"} == 0`, promtest.NonEmpty)
+	prom.WaitFor(t, wait, `probe_success{job="gorping-probe",target="198.51.100.20:7174"} == 0`, promtest.NonEmpty)
 	prom.WaitFor(t, wait, `gorping_probe_failures_total{job="gorping-probe",reason="no_device"} == 2`, promtest.NonEmpty)
 	// The rules on real series: all slots lost, the down alert pending (its `for` is 2m).
 	prom.WaitFor(t, wait, `gorping:probe_loss:ratio_5m == 1`, func(v promtest.Vector) bool { return len(v) == 2 })

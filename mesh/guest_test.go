@@ -96,7 +96,7 @@ func TestGuestMesh(t *testing.T) {
 	writeFile(t, fileA, fmt.Sprintf("# agent A's targets\n%s\n%s   # stock rping -s -P\n%s\nnot a target\n",
 		hostPort(v4, pb), hostPort(v4, pStock), hostPort(v4, pa) /* itself: skipped */))
 	writeFile(t, fileB, "")
-	common := []string{"--listen", "127.0.0.1:0", "--interval", "0.2", "--timeout", "2s"}
+	common := []string{"--web.listen-address", "127.0.0.1:0", "--interval", "0.2", "--timeout", "2s"}
 	a := meshtest.Start(t, bin, nil, append(common, "--port", strconv.Itoa(pa), "--targets", fileA,
 		"--targets-reload", "200ms")...)
 	b := meshtest.Start(t, bin, nil, append(common, "--port", strconv.Itoa(pb), "--targets", fileB,
@@ -119,7 +119,7 @@ func TestGuestMesh(t *testing.T) {
 	}
 	for sel, want := range map[string]float64{
 		`gorping_targets{source="file"}`:                                       2,
-		`gorping_target_config_errors_total{source="file",reason="parse"}`:     1,
+		`gorping_target_file_bad_lines`:                                        1,
 		`gorping_target_path_info{target="` + tB + `",device="rxe0",port="1"}`: 1,
 		`gorping_responder_up`:                                                 1,
 	} {
@@ -135,7 +135,7 @@ func TestGuestMesh(t *testing.T) {
 	if err != nil {
 		t.Fatalf("/probe: %v", err)
 	}
-	for sel, want := range map[string]float64{"gorping_probe_success": 1, "gorping_probes_total": 3, "gorping_probe_rtt_seconds_count": 3} {
+	for sel, want := range map[string]float64{"probe_success": 1, "gorping_probes_total": 3, "gorping_probe_rtt_seconds_count": 3} {
 		if v, err := pm.Value(sel); err != nil || v != want {
 			t.Errorf("/probe %s = %v (%v), want %v", sel, v, err, want)
 		}
@@ -246,7 +246,7 @@ func TestGuestMeshDeviceRemoval(t *testing.T) {
 	tool := guesttest.RDMATool(t)
 	v4 := guesttest.Env(t, "GORPING_IPV4")
 	const pa, pb = 7411, 7412
-	common := []string{"--listen", "127.0.0.1:0", "--interval", "0.2", "--backoff-max", "1s"}
+	common := []string{"--web.listen-address", "127.0.0.1:0", "--interval", "0.2", "--backoff-max", "1s"}
 	a := meshtest.Start(t, bin, nil, append(common, "--port", strconv.Itoa(pa), "--peers", hostPort(v4, pb))...)
 	b := meshtest.Start(t, bin, nil, append(common, "--port", strconv.Itoa(pb), "--peers", hostPort(v4, pa))...)
 	ta, tb := hostPort(v4, pa), hostPort(v4, pb)
@@ -371,7 +371,7 @@ func TestGuestMeshReleases(t *testing.T) {
 	const pSelf, pStock = 7421, 7422
 	stockServer(t, v4, pStock)
 	fdsBefore := fdCount(t)
-	cfg, err := ParseArgs([]string{"--listen", "127.0.0.1:0", "--port", strconv.Itoa(pSelf), "--interval", "0.2",
+	cfg, err := parseArgs([]string{"--web.listen-address", "127.0.0.1:0", "--port", strconv.Itoa(pSelf), "--interval", "0.2",
 		"--peers", hostPort(v4, pStock) + "," + hostPort(v4, pSelf+100)})
 	if err != nil {
 		t.Fatal(err)

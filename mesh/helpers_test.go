@@ -41,6 +41,7 @@ type testAgent struct {
 	done   chan int // run's status; a test that takes it puts it back for the cleanup
 	logs   *meshtest.Buffer
 	hup    chan os.Signal
+	a      *Agent
 }
 
 // runAgent runs cfg with d in this process and waits up to timeout for its listener.
@@ -50,12 +51,32 @@ func runAgent(t *testing.T, cfg Config, d deps, timeout time.Duration) *testAgen
 	ctx, cancel := context.WithCancel(context.Background())
 	ta := &testAgent{cancel: cancel, done: make(chan int, 1), logs: &meshtest.Buffer{}, hup: make(chan os.Signal, 1)}
 	d.hup = ta.hup
-	go func() { ta.done <- run(ctx, cfg, ta.logs, d) }()
+	cfg.Log = ta.logs
+	a, err := newAgent(cfg, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta.a = a
+	go func() {
+		if err := a.Run(ctx); err != nil {
+			ta.logs.Write([]byte("Run: " + err.Error() + "\n"))
+			ta.done <- exitError
+			return
+		}
+		ta.done <- exitOK
+	}()
 	var addr string
 	meshtest.WaitFor(t, timeout, "agent listening", func() (bool, string) {
 		for _, l := range strings.Split(ta.logs.String(), "\n") {
-			if _, rest, ok := strings.Cut(l, " listen="); ok && strings.Contains(l, "gorping mesh started") {
+			if !strings.Contains(l, "gorping mesh started") {
+				continue
+			}
+			if _, rest, ok := strings.Cut(l, " listen="); ok { // logfmt
 				addr = strings.Fields(rest)[0]
+				return true, ""
+			}
+			if _, rest, ok := strings.Cut(l, `"listen":"`); ok { // json
+				addr, _, _ = strings.Cut(rest, `"`)
 				return true, ""
 			}
 		}
@@ -88,4 +109,21 @@ func (ta *testAgent) stop(t *testing.T, timeout time.Duration) int {
 		t.Fatalf("the agent did not stop within %s\n%s", timeout, ta.logs)
 		return -1
 	}
+}
+
+// checkArgs is what New makes of the words after "mesh".
+func checkArgs(args []string) (*agentConfig, error) {
+	cfg, err := parseArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.check()
+}
+
+// running is how many target loops the agent runs.
+func (ta *testAgent) running() int {
+	mg := ta.a.mgr
+	mg.mu.Lock()
+	defer mg.mu.Unlock()
+	return len(mg.running)
 }

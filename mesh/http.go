@@ -2,9 +2,12 @@ package mesh
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -19,26 +22,68 @@ import (
 const (
 	maxProbeCount     = 100
 	maxProbesInFlight = 4
-	defaultProbeTime  = 10 * time.Second
+	maxProbeTime      = 10 * time.Second
 )
 
+// httpLimits bound what a client of the metrics listener can hold: every connection
+// ends within the timeouts (reading a request, writing its answer, idling between
+// requests), a request's header is small, and the listener accepts at most maxConns
+// connections at once (the others wait in the kernel's backlog, costing the agent
+// nothing), all before any authentication.
+type httpLimits struct {
+	readHeader, read, write, idle time.Duration
+	maxHeaderBytes, maxConns      int
+}
+
+var defaultHTTPLimits = httpLimits{
+	readHeader: 5 * time.Second,
+	read:       10 * time.Second,             // the whole request: no endpoint takes a body
+	write:      maxProbeTime + 5*time.Second, // above /probe's budget, so a probe's answer is written
+	idle:       time.Minute,                  // above the usual scrape intervals: Prometheus keeps its connection
+	// 8 KiB: Prometheus' scrape requests (URL, Accept, Authorization, the timeout header)
+	// take a few hundred bytes; net/http adds its own 4 KiB of slack.
+	maxHeaderBytes: 8 << 10,
+	maxConns:       64,
+}
+
+// server is the agent's HTTP server on ln, bounded by lim.
+func (a *Agent) server(h http.Handler, lim httpLimits) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: lim.readHeader, ReadTimeout: lim.read, WriteTimeout: lim.write,
+		IdleTimeout: lim.idle, MaxHeaderBytes: lim.maxHeaderBytes,
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
+}
+
 // handler serves /metrics, /-/healthy, /probe and a landing page.
-func (a *agent) handler() (http.Handler, error) {
+func (a *Agent) handler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(a.m.reg, promhttp.HandlerOpts{
 		ErrorLog: slogPrinter{a.log}, Registry: a.m.reg, MaxRequestsInFlight: 8}))
+	// Liveness: the process answers. Readiness: it also serves the rping protocol its
+	// peers probe (with --no-responder, probing is all it does: ready at once). Neither
+	// says more than that.
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "Healthy")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !a.cfg.NoResponder && !a.responding.Load() {
+			http.Error(w, "Not ready: the rping responder does not listen yet (gorping_responder_up, and the logs, say why)",
+				http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "Ready")
 	})
 	mux.HandleFunc("/probe", a.probeHandler)
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "gorping mesh",
 		Description: "RDMA ping mesh agent: probes its peers over RC connections (rping protocol) and exports to Prometheus",
 		Version:     a.cfg.Version,
+		Profiling:   "false", // the agent serves no /debug/pprof
 		Links: []web.LandingLinks{
 			{Address: "/metrics", Text: "Metrics"},
 			{Address: "/-/healthy", Text: "Health"},
+			{Address: "/-/ready", Text: "Readiness"},
 			{Address: "/probe?target=HOST:PORT&count=3", Text: "Probe a target once (blackbox style)"},
 		},
 	})
@@ -60,38 +105,20 @@ func (p slogPrinter) Println(v ...any) { p.log.Error("metrics handler", "err", f
 // and that probe's metrics (blackbox exporter style). It opens RDMA connections for
 // whoever reaches the listener, so by default it probes only the agent's own targets
 // and addresses in --probe-allow; --probe-any lifts that.
-func (a *agent) probeHandler(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	t, err := ParseTarget(q.Get("target"), a.cfg.Port)
+func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		a.m.probeRequests.WithLabelValues("bad_request").Inc()
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "/probe takes GET or HEAD", http.StatusMethodNotAllowed)
+		return
+	}
+	t, count, err := parseProbeQuery(r.URL.RawQuery, a.cfg.port)
 	if err != nil {
 		a.m.probeRequests.WithLabelValues("bad_request").Inc()
-		http.Error(w, "target: "+err.Error(), http.StatusBadRequest)
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	count := 1
-	if s := q.Get("count"); s != "" {
-		count, err = strconv.Atoi(s)
-		if err != nil || count < 1 || count > maxProbeCount {
-			a.m.probeRequests.WithLabelValues("bad_request").Inc()
-			http.Error(w, fmt.Sprintf("count: want 1..%d", maxProbeCount), http.StatusBadRequest)
-			return
-		}
-	}
-	budget := defaultProbeTime
-	if s := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds"); s != "" {
-		if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 {
-			budget = min(budget, time.Duration(f*float64(time.Second))-200*time.Millisecond)
-		}
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), max(budget, 500*time.Millisecond))
-	defer cancel()
-	addr, err := resolveTarget(ctx, a.resolver, t)
-	if !a.probeAllowed(t, addr, err == nil) {
-		a.m.probeRequests.WithLabelValues("refused").Inc()
-		http.Error(w, fmt.Sprintf("target %s is not allowed: it is not one of this agent's targets and not in --probe-allow (--probe-any lifts this)", t.Key()),
-			http.StatusForbidden)
-		return
-	}
+	// The slot first: whatever a request costs (DNS included) is bounded by the slots.
 	select {
 	case a.probeSlots <- struct{}{}:
 		defer func() { <-a.probeSlots }()
@@ -100,21 +127,85 @@ func (a *agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "too many probes in flight", http.StatusServiceUnavailable)
 		return
 	}
-	a.m.probeRequests.WithLabelValues("ok").Inc()
+	budget := maxProbeTime
+	if s := r.Header.Get("X-Prometheus-Scrape-Timeout-Seconds"); s != "" {
+		if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 {
+			budget = min(budget, time.Duration(f*float64(time.Second))-200*time.Millisecond)
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), max(budget, 500*time.Millisecond))
+	defer cancel()
+	defer context.AfterFunc(a.probing, cancel)()
+	addr, allowed, err := a.probeTarget(ctx, t)
+	if !allowed {
+		a.m.probeRequests.WithLabelValues("refused").Inc()
+		http.Error(w, fmt.Sprintf("target %s is not allowed: it is not one of this agent's targets and not in --probe-allow (--probe-any lifts this)", t.Key()),
+			http.StatusForbidden)
+		return
+	}
 	reg := prometheus.NewRegistry()
 	a.probeOnce(ctx, reg, t, addr, err, count)
+	if a.probing.Err() != nil {
+		a.m.probeRequests.WithLabelValues("cancelled").Inc()
+		http.Error(w, "gorping mesh is shutting down: the probe was cancelled", http.StatusServiceUnavailable)
+		return
+	}
+	a.m.probeRequests.WithLabelValues("ok").Inc()
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 }
 
-// probeAllowed applies /probe's allow-list.
-func (a *agent) probeAllowed(t Target, addr netip.Addr, resolved bool) bool {
-	if a.cfg.ProbeAny || a.mgr.known(t.Key()) {
-		return true
+// parseProbeQuery parses /probe's query: target=HOST[:PORT] (once) and count=N
+// (1..maxProbeCount, default 1); other parameters are ignored, as blackbox_exporter
+// ignores what it does not know. Errors quote the input briefly.
+func parseProbeQuery(raw string, defaultPort uint16) (target, int, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return target{}, 0, fmt.Errorf("bad query: %s", quote(err.Error()))
 	}
-	if !resolved {
-		return false
+	if len(q["target"]) > 1 {
+		return target{}, 0, errors.New("target: given more than once")
 	}
-	for _, p := range a.cfg.ProbeAllow {
+	t, err := parseTarget(q.Get("target"), defaultPort)
+	if err != nil {
+		return target{}, 0, err
+	}
+	count := 1
+	if c := q["count"]; len(c) > 1 {
+		return target{}, 0, errors.New("count: given more than once")
+	} else if len(c) == 1 {
+		count, err = strconv.Atoi(c[0])
+		if err != nil || count < 1 || count > maxProbeCount {
+			return target{}, 0, fmt.Errorf("count %s: want 1..%d", quote(c[0]), maxProbeCount)
+		}
+	}
+	return t, count, nil
+}
+
+// probeTarget applies /probe's allow-list to t and returns the address to probe (or
+// the error resolving it). It resolves a name only when the answer could be admitted:
+// the agent's own targets and --probe-any resolve as any probe does; otherwise an
+// address literal is checked as it is, and a name is resolved only if --probe-allow
+// has prefixes its address could fall in.
+func (a *Agent) probeTarget(ctx context.Context, t target) (addr netip.Addr, allowed bool, resolveErr error) {
+	if a.cfg.ProbeAny || a.isTarget(t.Key()) {
+		addr, err := resolveTarget(ctx, a.d.resolver, t)
+		return addr, true, err
+	}
+	if lit, ok := t.Addr(); ok {
+		return lit, a.inProbeAllow(lit), nil
+	}
+	if len(a.cfg.probeAllow) == 0 {
+		return netip.Addr{}, false, nil
+	}
+	addr, err := resolveTarget(ctx, a.d.resolver, t)
+	if err != nil {
+		return netip.Addr{}, false, nil // a name that does not resolve is in no prefix
+	}
+	return addr, a.inProbeAllow(addr), nil
+}
+
+func (a *Agent) inProbeAllow(addr netip.Addr) bool {
+	for _, p := range a.cfg.probeAllow {
 		if p.Contains(addr) {
 			return true
 		}
@@ -123,11 +214,12 @@ func (a *agent) probeAllowed(t Target, addr netip.Addr, resolved bool) bool {
 }
 
 // probeOnce runs count pings to t and registers their metrics on reg.
-func (a *agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t Target, addr netip.Addr, resolveErr error, count int) {
-	success := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_success",
-		Help: "1 if every ping of this probe succeeded, else 0."})
-	duration := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "probe_duration_seconds",
-		Help: "How long the whole probe took: resolution, connection, pings and teardown."})
+func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t target, addr netip.Addr, resolveErr error, count int) {
+	// blackbox_exporter's names, so its users' probe_success alerts and dashboards work.
+	success := prometheus.NewGauge(prometheus.GaugeOpts{Name: "probe_success",
+		Help: "1 if every ping of this probe succeeded, else 0 (as blackbox_exporter's)."})
+	duration := prometheus.NewGauge(prometheus.GaugeOpts{Name: "probe_duration_seconds",
+		Help: "How long the whole probe took: resolution, connection, pings and teardown (as blackbox_exporter's)."})
 	rtt := prometheus.NewHistogram(rttHistogramOpts("Round-trip time of this probe's successful pings."))
 	probes := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "probes_total",
 		Help: "Pings this probe attempted."})
@@ -149,7 +241,7 @@ func (a *agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t Targe
 		fail(count, reasonResolve, resolveErr)
 		return
 	}
-	conn, err := a.dial(ctx, netip.AddrPortFrom(addr, t.Port), lineLog{log})
+	conn, err := a.d.dial(ctx, netip.AddrPortFrom(addr, t.Port), lineLog{log})
 	if err != nil {
 		fail(count, reasonOf(err), err)
 		return

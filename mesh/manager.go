@@ -2,12 +2,15 @@ package mesh
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -24,7 +27,7 @@ type manager struct {
 }
 
 type running struct {
-	t      Target
+	t      target
 	tm     *targetMetrics
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -34,9 +37,11 @@ func newManager(ctx context.Context, s *probeSettings, m *metrics) *manager {
 	return &manager{ctx: ctx, s: s, m: m, running: map[string]*running{}}
 }
 
-// reconcile makes the running loops those of targets.
-func (mg *manager) reconcile(targets []Target) {
-	want := map[string]Target{}
+// reconcile makes the running loops those of targets. It stops the removed loops all
+// at once and deletes their series in time linear in their number; if ctx ends first it
+// returns, and stopAll releases what is left.
+func (mg *manager) reconcile(ctx context.Context, targets []target) {
+	want := make(map[string]target, len(targets))
 	for _, t := range targets {
 		want[t.Key()] = t
 	}
@@ -49,40 +54,52 @@ func (mg *manager) reconcile(targets []Target) {
 		}
 	}
 	var started []string
-	for k, t := range want {
+	for _, t := range targets {
+		k := t.Key()
 		if _, ok := mg.running[k]; ok {
 			continue
 		}
 		mg.seed++
-		ctx, cancel := context.WithCancel(mg.ctx)
+		lctx, cancel := context.WithCancel(mg.ctx)
 		r := &running{t: t, tm: mg.m.forTarget(k), cancel: cancel, done: make(chan struct{})}
 		mg.running[k] = r
 		l := newTargetLoop(t, mg.s, r.tm, mg.seed)
 		go func() {
 			defer close(r.done)
-			l.run(ctx)
+			l.run(lctx)
 		}()
 		started = append(started, k)
 	}
 	mg.mu.Unlock()
 	for _, r := range stop {
 		r.cancel()
-		<-r.done
+	}
+	var removed []string
+	for _, r := range stop {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return
+		}
 		r.tm.remove()
-		mg.s.log.Info("target removed", "target", r.t.Key())
+		removed = append(removed, r.t.Key())
 	}
-	slices.Sort(started)
-	for _, k := range started {
-		mg.s.log.Info("target added", "target", k, "source", want[k].Source)
-	}
+	slices.Sort(removed)
+	logTargets(mg.s.log, "target removed", removed)
+	logTargets(mg.s.log, "target added", started)
 }
 
-// known reports whether key is a running target.
-func (mg *manager) known(key string) bool {
-	mg.mu.Lock()
-	defer mg.mu.Unlock()
-	_, ok := mg.running[key]
-	return ok
+// logTargets logs one line per target, or for a long list the first few and a count:
+// a reload that replaces 10,000 targets is two lines, not 20,000.
+func logTargets(log *slog.Logger, msg string, keys []string) {
+	const each = 10
+	if len(keys) <= each {
+		for _, k := range keys {
+			log.Info(msg, "target", k)
+		}
+		return
+	}
+	log.Info(msg+" (a long list: the first few)", "count", len(keys), "first", strings.Join(keys[:each], ","))
 }
 
 // stopAll stops every loop and waits until each has released its connection. The
@@ -102,56 +119,117 @@ func (mg *manager) stopAll() {
 	}
 }
 
+// maxTargetFileBytes bounds the target file read into memory.
+const maxTargetFileBytes = 8 << 20
+
 // sources turns --targets, --peers and --targets-dns into the target list.
 type sources struct {
 	file        string
-	peers       []Target
+	peers       []target
 	dnsName     string
 	dnsPort     uint16
 	defaultPort uint16
 	selfPort    uint16 // the responder's port; 0: no responder, nothing is "self"
-	resolver    Resolver
+	resolver    dnsResolver
 	local       func() map[netip.Addr]bool // this host's addresses
 	log         *slog.Logger
 	m           *metrics
 
 	fileData    []byte
 	fileLoaded  bool
-	fileTargets []Target
-	dnsTargets  []Target
+	fileErr     string // the last read error, "" after a good read
+	fileTargets []target
+	dnsTargets  []target
 	skipped     map[string]bool // self targets already logged
+	selfNames   map[string]bool // by key: whether a name on the responder's port is this host
+	maxTargets  int
+	lastOver    int  // the number of targets when --max-targets was last logged; 0: under it
+	warnedEmpty bool // the list is empty and that was logged
 }
 
 // loadFile reads the target file and reports whether its targets may have changed. A
-// file that cannot be read keeps the targets it last gave (a log line and a metric).
+// file that cannot be read keeps the targets it last gave (a log line and a metric,
+// once per change of the error, and again on SIGHUP). Its bad lines are logged once
+// per change of the file and counted by gorping_target_file_bad_lines.
 func (s *sources) loadFile(force bool) bool {
 	if s.file == "" {
 		return false
 	}
-	data, err := os.ReadFile(s.file)
+	data, err := readTargetFile(s.file)
 	if err != nil {
-		if s.fileLoaded || force {
+		if msg := err.Error(); msg != s.fileErr || force {
+			s.fileErr = msg
 			s.log.Error("cannot read the target file; keeping its last targets", "file", s.file, "err", err)
-		}
-		if !errors.Is(err, os.ErrNotExist) || s.fileData != nil || force {
 			s.m.configErrors.WithLabelValues(sourceFile, "read").Inc()
 		}
-		s.fileData = nil
-		s.fileLoaded = false
+		s.fileData, s.fileLoaded = nil, false
 		return false
 	}
-	if s.fileLoaded && !force && string(data) == string(s.fileData) {
-		return false
+	s.fileErr = ""
+	if s.fileLoaded && string(data) == string(s.fileData) {
+		return force // unchanged: nothing to log again
 	}
 	s.fileData, s.fileLoaded = data, true
-	ts, errs := ParseTargetFile(data, s.defaultPort)
-	for _, e := range errs {
+	ts, errs := parseTargetFile(data, s.defaultPort)
+	const each = 10
+	for i, e := range errs {
+		if i == each {
+			s.log.Warn("more bad lines in the target file, not logged", "file", s.file, "count", len(errs)-each)
+			break
+		}
 		s.log.Warn("bad line in the target file", "file", s.file, "line", e.Line, "err", e.Err)
-		s.m.configErrors.WithLabelValues(sourceFile, "parse").Inc()
 	}
+	s.m.badLines.Set(float64(len(errs)))
 	s.log.Info("target file loaded", "file", s.file, "targets", len(ts), "bad_lines", len(errs))
 	s.fileTargets = ts
 	return true
+}
+
+// readTargetFile reads the target file if it is a regular file (or a symlink to one, as
+// a ConfigMap's is) of at most maxTargetFileBytes. It opens without blocking, so a FIFO
+// in its place is refused at once instead of waiting for a writer, and a device
+// (/dev/zero) is never read.
+func readTargetFile(path string) ([]byte, error) { return readRegularFile(path, maxTargetFileBytes) }
+
+// readRegularFile reads path if it is a regular file of at most limit bytes.
+func readRegularFile(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fileKind(fi.Mode()))
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s is larger than %d KiB (%d bytes)", path, limit>>10, fi.Size())
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d KiB (it grew while read)", path, limit>>10)
+	}
+	return data, nil
+}
+
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "mode " + m.Type().String()
 }
 
 // refreshDNS resolves --targets-dns. A failure keeps the last answer (a log line and a
@@ -171,54 +249,112 @@ func (s *sources) refreshDNS(ctx context.Context) {
 	s.dnsTargets = ts
 }
 
-// targets is the union of the sources, each target once, without this agent itself:
-// a target on the responder's port at one of this host's addresses.
-func (s *sources) targets(ctx context.Context) []Target {
+// targetList is what the sources give at one time.
+type targetList struct {
+	probe []target // to probe
+	names []target // host names on the responder's port: to check against this host's addresses
+	// unchecked counts the names not checked yet: they wait (they are neither probed nor
+	// skipped) until the background check answers for them.
+	unchecked int
+	keys      map[string]bool // the agent's targets, for /probe: probe and the unchecked names
+}
+
+// targets is the union of the sources, each target once, without this agent itself: a
+// target on the responder's port at one of this host's addresses. An address literal is
+// checked here; a name needs DNS, so it is checked in the background (checkSelf) and
+// its last answer (selfNames) used, never on the reload's path.
+func (s *sources) targets() targetList {
 	local := s.local()
 	seen := map[string]bool{}
 	count := map[string]int{sourceFile: 0, sourcePeers: 0, sourceDNS: 0}
-	var out []Target
-	for _, list := range [][]Target{s.fileTargets, s.peers, s.dnsTargets} {
+	l := targetList{keys: map[string]bool{}}
+	over := 0 // targets beyond --max-targets
+	for _, list := range [][]target{s.fileTargets, s.peers, s.dnsTargets} {
 		for _, t := range list {
 			k := t.Key()
 			if seen[k] {
 				continue
 			}
 			seen[k] = true
-			if s.isSelf(ctx, t, local) {
+			self, known := false, true
+			if s.selfPort != 0 && t.Port == s.selfPort {
+				if a, ok := t.Addr(); ok {
+					self = local[a]
+				} else {
+					l.names = append(l.names, t)
+					self, known = s.selfNames[k]
+				}
+			}
+			if self && known {
 				if !s.skipped[k] {
 					s.skipped[k] = true
 					s.log.Info("skipping a target that is this agent", "target", k, "source", t.Source)
 				}
 				continue
 			}
-			out = append(out, t)
+			if len(l.probe)+l.unchecked >= s.maxTargets {
+				over++
+				continue
+			}
+			l.keys[k] = true
+			if !known {
+				l.unchecked++
+				continue
+			}
+			l.probe = append(l.probe, t)
 			count[t.Source]++
 		}
 	}
 	for src, n := range count {
 		s.m.targets.WithLabelValues(src).Set(float64(n))
 	}
-	return out
+	s.m.ignored.WithLabelValues("max_targets").Set(float64(over))
+	if all := len(l.probe) + l.unchecked + over; over > 0 && all != s.lastOver {
+		s.log.Error("more than --max-targets: probing the first ones (the file's in order, then --peers, then --targets-dns by address); raise --max-targets or shorten the list",
+			"targets", all, "max_targets", s.maxTargets, "not_probed", over)
+	}
+	s.lastOver = 0
+	if over > 0 {
+		s.lastOver = len(l.probe) + l.unchecked + over
+	}
+	if none := len(l.keys) == 0; none && !s.warnedEmpty {
+		s.log.Warn("no targets: this agent probes nothing (give --targets, --peers or --targets-dns; a list naming only this agent is empty too)")
+		s.warnedEmpty = true
+	} else if !none {
+		s.warnedEmpty = false
+	}
+	return l
 }
 
-func (s *sources) isSelf(ctx context.Context, t Target, local map[netip.Addr]bool) bool {
-	if s.selfPort == 0 || t.Port != s.selfPort {
-		return false
+// selfCheckParallel bounds the lookups of one self-check; selfCheckTimeout each one.
+const (
+	selfCheckParallel = 8
+	selfCheckTimeout  = 2 * time.Second
+)
+
+// checkSelf resolves names and reports, by target key, which are this host. A name that
+// does not resolve is not (it fails as its own target, with reason resolve_error).
+func checkSelf(ctx context.Context, r dnsResolver, local map[netip.Addr]bool, names []target) map[string]bool {
+	out := make(map[string]bool, len(names))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, selfCheckParallel)
+	for _, t := range names {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			lctx, cancel := context.WithTimeout(ctx, selfCheckTimeout)
+			defer cancel()
+			addrs, err := r.LookupNetIP(lctx, "ip", t.Host)
+			self := false
+			for _, a := range addrs {
+				self = self || err == nil && local[a.Unmap()]
+			}
+			mu.Lock()
+			out[t.Key()] = self
+			mu.Unlock()
+		})
 	}
-	if a, ok := t.Addr(); ok {
-		return local[a]
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	addrs, err := s.resolver.LookupNetIP(ctx, "ip", t.Host)
-	if err != nil {
-		return false // it will fail as its own target, with reason resolve_error
-	}
-	for _, a := range addrs {
-		if local[a.Unmap()] {
-			return true
-		}
-	}
-	return false
+	wg.Wait()
+	return out
 }

@@ -6,11 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -34,23 +36,23 @@ func TestParseTarget(t *testing.T) {
 		{"[2001:db8::1]:7175", "[2001:db8::1]:7175"},
 		{"::ffff:192.0.2.1", "192.0.2.1:7174"},
 	} {
-		tg, err := ParseTarget(c.in, 7174)
+		tg, err := parseTarget(c.in, 7174)
 		if err != nil || tg.Key() != c.key {
-			t.Errorf("ParseTarget(%q) = %q, %v; want %q", c.in, tg.Key(), err, c.key)
+			t.Errorf("parseTarget(%q) = %q, %v; want %q", c.in, tg.Key(), err, c.key)
 		}
 	}
 	for _, in := range []string{"", "host:", "host:0", "host:70000", "host:x", "[2001:db8::1", "[192.0.2.1]:7",
 		"[2001:db8::1]x", "2001:db8::zz", "-bad.example", "a..b", "under score!", "0.0.0.0", "::", "224.0.0.1",
 		"fe80::1%eth0", strings.Repeat("a", 64) + ".org"} {
-		if tg, err := ParseTarget(in, 7174); err == nil {
-			t.Errorf("ParseTarget(%q) = %q, want an error", in, tg.Key())
+		if tg, err := parseTarget(in, 7174); err == nil {
+			t.Errorf("parseTarget(%q) = %q, want an error", in, tg.Key())
 		}
 	}
 }
 
 func TestParseTargetFile(t *testing.T) {
 	data := "# comment\n\n192.0.2.1\n  192.0.2.2:7000   # trailing comment\nnode#1\nbad target\n192.0.2.1:7174\n[2001:db8::1]:7\n:7174\n"
-	ts, errs := ParseTargetFile([]byte(data), 7174)
+	ts, errs := parseTargetFile([]byte(data), 7174)
 	var keys []string
 	for _, tg := range ts {
 		keys = append(keys, tg.Key())
@@ -70,11 +72,11 @@ func TestParseTargetFile(t *testing.T) {
 	if fmt.Sprint(lines) != "[5 6 9]" {
 		t.Errorf("bad lines %v (%v), want [5 6 9]", lines, errs)
 	}
-	if ps, err := ParsePeers("a, b:7,,[2001:db8::2]", 7174); err != nil || len(ps) != 3 || ps[2].Key() != "[2001:db8::2]:7174" {
-		t.Errorf("ParsePeers: %v %v", ps, err)
+	if ps, err := parsePeers("a, b:7,,[2001:db8::2]", 7174); err != nil || len(ps) != 3 || ps[2].Key() != "[2001:db8::2]:7174" {
+		t.Errorf("parsePeers: %v %v", ps, err)
 	}
-	if _, err := ParsePeers("a,b c", 7174); err == nil {
-		t.Error("ParsePeers accepted \"b c\"")
+	if _, err := parsePeers("a,b c", 7174); err == nil {
+		t.Error("parsePeers accepted \"b c\"")
 	}
 }
 
@@ -169,6 +171,7 @@ type behavior struct {
 	failAfter int           // the (failAfter+1)th ping on a connection fails with failWith
 	failWith  string
 	dieAfter  time.Duration // the connection dies by itself (Done) after this, with failWith
+	hang      bool          // the dial waits until its context ends
 }
 
 func newFakeNet() *fakeNet {
@@ -187,17 +190,33 @@ func (f *fakeNet) dialCount(addr string) int {
 	return f.dials[netip.MustParseAddrPort(addr)]
 }
 
+func (f *fakeNet) totalDials() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, d := range f.dials {
+		n += d
+	}
+	return n
+}
+
 func (f *fakeNet) openConns() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.open
 }
 
-func (f *fakeNet) dial(ctx context.Context, addr netip.AddrPort, _ io.Writer) (Conn, error) {
+func (f *fakeNet) dial(ctx context.Context, addr netip.AddrPort, _ io.Writer) (probeConn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dials[addr]++
 	b, ok := f.behavior[addr]
+	if b.hang {
+		f.mu.Unlock()
+		<-ctx.Done()
+		f.mu.Lock()
+		return nil, &rping.ProbeError{Reason: rping.ReasonCanceled, Err: ctx.Err()}
+	}
 	if !ok {
 		return nil, &rping.ProbeError{Reason: rping.ReasonConnectRefused, Err: errors.New("fake: nothing listens")}
 	}
@@ -292,7 +311,7 @@ func (r *fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.A
 // that listens at once; this machine's addresses do not count as the agent's own.
 func startAgent(t *testing.T, d deps, args ...string) *testAgent {
 	t.Helper()
-	cfg, err := ParseArgs(append([]string{"--listen", "127.0.0.1:0"}, args...))
+	cfg, err := parseArgs(append([]string{"--listen", "127.0.0.1:0"}, args...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,9 +472,9 @@ func TestTargetFileReload(t *testing.T) {
 	}
 	write("192.0.2.1\n192.0.2.2 # b\nnot/a/target\n")
 	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
-		"--interval", "20ms", "--targets", file, "--targets-reload", "50ms")
+		"--interval", "20ms", "--targets", file, "--targets-reload", "100ms")
 	ta.wait(t, `gorping_target_up{target="192.0.2.2:7174"}`, eq(1))
-	ta.wait(t, `gorping_target_config_errors_total{source="file",reason="parse"}`, eq(1))
+	ta.wait(t, `gorping_target_file_bad_lines`, eq(1))
 	before, _ := ta.Value(`gorping_probes_total{target="192.0.2.1:7174"}`)
 
 	write("192.0.2.1\n192.0.2.3\n")
@@ -475,8 +494,8 @@ func TestTargetFileReload(t *testing.T) {
 	if after, _ := ta.Value(`gorping_probes_total{target="192.0.2.1:7174"}`); after <= before {
 		t.Errorf("the unchanged target's probes went from %g to %g", before, after)
 	}
-	if v, _ := ta.Value(`gorping_target_config_errors_total{source="file",reason="parse"}`); v != 1 {
-		t.Errorf("parse errors %g after a clean file, want still 1", v)
+	if v, _ := ta.Value(`gorping_target_file_bad_lines`); v != 0 {
+		t.Errorf("bad lines %g after a clean file, want 0", v)
 	}
 	// The removed target's connection was closed: two open (192.0.2.1 and .3).
 	meshtest.WaitFor(t, 5*time.Second, "removed target's connection closed", func() (bool, string) {
@@ -509,7 +528,7 @@ func TestDNSTargetsAndSelf(t *testing.T) {
 	res.set("mesh.svc", "192.0.2.1", "192.0.2.2", "127.0.0.1", "2001:db8::2")
 	res.set("me", "127.0.0.1")
 	ta := startAgent(t, deps{dial: fn.dial, resolver: res}, "--interval", "20ms", "--port", "7300",
-		"--targets-dns", "mesh.svc", "--dns-refresh", "100ms", "--peers", "me,me:7174")
+		"--targets-dns", "mesh.svc", "--dns-refresh", "1s", "--peers", "me,me:7174")
 	ta.wait(t, `gorping_target_up{target="192.0.2.2:7300"}`, eq(1))
 	ta.wait(t, `gorping_target_up{target="[2001:db8::2]:7300"}`, eq(1))
 	ta.wait(t, `gorping_target_up{target="me:7174"}`, eq(1))
@@ -573,14 +592,14 @@ func TestProbeEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for sel, want := range map[string]float64{"gorping_probe_success": 1, "gorping_probes_total": 3,
+	for sel, want := range map[string]float64{"probe_success": 1, "gorping_probes_total": 3,
 		"gorping_probe_rtt_seconds_count": 3, `gorping_probe_path_info{device="mlx5_0",port="1"}`: 1} {
 		if v, err := m.Value(sel); err != nil || v != want {
 			t.Errorf("/probe: %s = %v (%v), want %v", sel, v, err, want)
 		}
 	}
 	m, _ = ta.ScrapePath("/probe?target=203.0.113.5&count=4")
-	for sel, want := range map[string]float64{"gorping_probe_success": 0, "gorping_probes_total": 4,
+	for sel, want := range map[string]float64{"probe_success": 0, "gorping_probes_total": 4,
 		"gorping_probe_rtt_seconds_count": 2, `gorping_probe_failures_total{reason="timeout"}`: 2} {
 		if v, err := m.Value(sel); err != nil || v != want {
 			t.Errorf("/probe of a target that times out: %s = %v (%v), want %v", sel, v, err, want)
@@ -692,15 +711,15 @@ func TestArgs(t *testing.T) {
 			t.Errorf("IsCommand(%q) = true: rping's command line changes meaning", args)
 		}
 	}
-	cfg, err := ParseArgs([]string{"--interval", "250ms", "--peers", "x,[2001:db8::1]:9", "--probe-allow", "10.0.0.0/8,192.0.2.1"})
-	if err != nil || cfg.Interval != 250*time.Millisecond || cfg.Timeout != 250*time.Millisecond || len(cfg.Peers) != 2 ||
-		len(cfg.ProbeAllow) != 2 || cfg.ProbeAllow[1].Bits() != 32 {
-		t.Errorf("ParseArgs: %+v %v", cfg, err)
+	cfg, err := checkArgs([]string{"--interval", "250ms", "--peers", "x,[2001:db8::1]:9", "--probe-allow", "10.0.0.0/8,192.0.2.1"})
+	if err != nil || cfg.Interval != 250*time.Millisecond || cfg.Timeout != 250*time.Millisecond || len(cfg.peers) != 2 ||
+		len(cfg.probeAllow) != 2 || cfg.probeAllow[1].Bits() != 32 {
+		t.Errorf("checkArgs: %+v %v", cfg, err)
 	}
 	for _, bad := range [][]string{{"--interval", "0"}, {"--jitter", "0.7"}, {"--size", "10"}, {"--port", "70000"},
 		{"--bind", "x"}, {"--log.format", "xml"}, {"--log.level", "loud"}, {"--peers", "a b"}, {"--probe-allow", "x"}} {
-		if _, err := ParseArgs(bad); err == nil {
-			t.Errorf("ParseArgs(%q) accepted", bad)
+		if _, err := checkArgs(bad); err == nil {
+			t.Errorf("checkArgs(%q) accepted", bad)
 		}
 	}
 	var out, errOut strings.Builder
@@ -708,13 +727,13 @@ func TestArgs(t *testing.T) {
 		t.Errorf("--help: %d %q", st, out.String())
 	}
 	out.Reset()
-	if st := Main(context.Background(), []string{"--size", "1"}, "v", &out, &errOut); st != ExitUsage ||
+	if st := Main(context.Background(), []string{"--size", "1"}, "v", &out, &errOut); st != exitUsage ||
 		strings.Count(errOut.String(), "\n") != 1 || !strings.HasPrefix(errOut.String(), "gorping mesh: ") {
-		t.Errorf("bad option: exit %d, stderr %q; want %d and one line", st, errOut.String(), ExitUsage)
+		t.Errorf("bad option: exit %d, stderr %q; want %d and one line", st, errOut.String(), exitUsage)
 	}
 	errOut.Reset()
-	if st := Main(context.Background(), []string{"--listen", "256.0.0.1:1"}, "v", &out, &errOut); st != ExitError ||
-		!strings.Contains(errOut.String(), "--listen") {
+	if st := Main(context.Background(), []string{"--listen", "256.0.0.1:1"}, "v", &out, &errOut); st != exitError ||
+		!strings.Contains(errOut.String(), "--web.listen-address") {
 		t.Errorf("bad listen address: exit %d, stderr %q", st, errOut.String())
 	}
 }
@@ -734,7 +753,7 @@ func TestChurnLeaksNothing(t *testing.T) {
 	file := filepath.Join(dir, "targets")
 	os.WriteFile(file, []byte(strings.Join(peers[:10], "\n")), 0o644)
 	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
-		"--interval", "2ms", "--backoff-max", "2ms", "--targets", file, "--targets-reload", "20ms", "--no-responder")
+		"--interval", "10ms", "--backoff-max", "10ms", "--targets", file, "--targets-reload", "100ms", "--no-responder")
 	// At least 10 changes of the target list and 100 connections, however
 	// long a loaded machine takes for them (bounded).
 	deadline := time.Now().Add(60 * time.Second)
@@ -742,11 +761,11 @@ func TestChurnLeaksNothing(t *testing.T) {
 	for round := 0; ; round++ {
 		os.WriteFile(file, []byte(strings.Join(peers[round%2*10:round%2*10+10], "\n")), 0o644)
 		time.Sleep(150 * time.Millisecond)
-		m, err := ta.Scrape()
-		if err != nil {
+		if _, err := ta.Scrape(); err != nil {
 			t.Fatal(err)
 		}
-		conns, _ = m.Sum("gorping_connections_total")
+		// Connections made so far, the removed targets' included (their series are gone).
+		conns = float64(fn.totalDials())
 		if round >= 9 && conns >= 100 {
 			break
 		}
@@ -768,4 +787,32 @@ func TestChurnLeaksNothing(t *testing.T) {
 		n := runtime.NumGoroutine()
 		return n <= before, fmt.Sprintf("%d, %d before", n, before)
 	})
+}
+
+// The landing page links only what the agent serves: every link answers, none is a
+// 404 (exporter-toolkit adds /debug/pprof links unless told otherwise).
+func TestLandingPageLinks(t *testing.T) {
+	fn := newFakeNet()
+	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}}, "--no-responder")
+	code, body, err := ta.Get("/")
+	if err != nil || code != 200 {
+		t.Fatalf("GET /: %d %v", code, err)
+	}
+	links := regexp.MustCompile(`href="([^"]+)"`).FindAllStringSubmatch(body, -1)
+	if len(links) < 3 {
+		t.Fatalf("landing page has %d links:\n%s", len(links), body)
+	}
+	for _, l := range links {
+		href := html.UnescapeString(l[1])
+		if !strings.HasPrefix(href, "/") || strings.HasPrefix(href, "//") {
+			continue // the toolkit's external links (its project page)
+		}
+		if strings.Contains(href, "HOST:PORT") {
+			continue // a template for the reader to fill in
+		}
+		code, _, err := ta.Get(href)
+		if err != nil || code == 404 {
+			t.Errorf("the landing page links %s, which answers %d %v", href, code, err)
+		}
+	}
 }

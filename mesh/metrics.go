@@ -41,6 +41,8 @@ type metrics struct {
 
 	targets         *prometheus.GaugeVec
 	configErrors    *prometheus.CounterVec
+	badLines        prometheus.Gauge
+	ignored         *prometheus.GaugeVec
 	responderUp     prometheus.Gauge
 	responderStarts prometheus.Counter
 	probeRequests   *prometheus.CounterVec
@@ -67,14 +69,19 @@ func newMetrics(version string) *metrics {
 	m.targets = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "targets",
 		Help: "Targets probed, by the source that names them (file, peers, dns)."}, []string{"source"})
 	m.configErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "target_config_errors_total",
-		Help: "Problems with the target sources: a target file line that does not parse (parse), an unreadable file (read), a DNS name that does not resolve (resolve)."},
+		Help: "Problems with the target sources, once per change: a target file that cannot be read or is refused (read), a DNS name that does not resolve (resolve)."},
 		[]string{"source", "reason"})
+	m.badLines = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "target_file_bad_lines",
+		Help: "Lines of the current target file that do not parse (each logged once when the file changes)."})
+	m.ignored = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "targets_ignored",
+		Help: "Targets the sources name but the agent does not probe, by reason (max_targets: beyond --max-targets)."}, []string{"reason"})
+	m.ignored.WithLabelValues("max_targets")
 	m.responderUp = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "responder_up",
 		Help: "1 while the agent's rping responder listens, else 0."})
 	m.responderStarts = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "responder_starts_total",
 		Help: "Times the rping responder's listener came up."})
 	m.probeRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_requests_total",
-		Help: "Requests of /probe, by outcome (ok, refused: target not allowed, busy, bad_request)."}, []string{"outcome"})
+		Help: "Requests of /probe, by outcome (ok, refused: target not allowed, busy, bad_request, cancelled: at shutdown)."}, []string{"outcome"})
 	m.slotDelay = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "probe_slot_delay_seconds",
 		Help:    "How late probe slots start after their due time, all targets together (an overloaded agent's slots run late).",
 		Buckets: prometheus.ExponentialBuckets(1e-5, 4, 9), NativeHistogramBucketFactor: 1.1,
@@ -82,13 +89,13 @@ func newMetrics(version string) *metrics {
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help: "gorping's version and the Go version it was built with; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
-	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.targets, m.configErrors,
+	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.targets, m.configErrors, m.badLines, m.ignored,
 		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{sourceFile, sourcePeers, sourceDNS} {
 		m.targets.WithLabelValues(s)
 	}
-	for _, o := range []string{"ok", "refused", "busy", "bad_request"} {
+	for _, o := range []string{"ok", "refused", "busy", "bad_request", "cancelled"} {
 		m.probeRequests.WithLabelValues(o)
 	}
 	return m
@@ -103,13 +110,15 @@ type targetMetrics struct {
 	probes      prometheus.Counter
 	up          prometheus.Gauge
 	connections prometheus.Counter
+	failures    map[string]prometheus.Counter // by reason: the ones the target has had
 	device      string
 	port        string
 }
 
 func (m *metrics) forTarget(key string) *targetMetrics {
 	tm := &targetMetrics{m: m, key: key, rtt: m.rtt.WithLabelValues(key), probes: m.probes.WithLabelValues(key),
-		up: m.up.WithLabelValues(key), connections: m.connections.WithLabelValues(key)}
+		up: m.up.WithLabelValues(key), connections: m.connections.WithLabelValues(key),
+		failures: map[string]prometheus.Counter{}}
 	tm.up.Set(0)
 	return tm
 }
@@ -120,9 +129,17 @@ func (tm *targetMetrics) success(rtt time.Duration) {
 	tm.up.Set(1)
 }
 
-func (tm *targetMetrics) failure(reason string) {
-	tm.probes.Inc()
-	tm.m.failures.WithLabelValues(tm.key, reason).Inc()
+func (tm *targetMetrics) failure(reason string) { tm.failed(reason, 1) }
+
+// failed records n failed slots with reason.
+func (tm *targetMetrics) failed(reason string, n int) {
+	c, ok := tm.failures[reason]
+	if !ok {
+		c = tm.m.failures.WithLabelValues(tm.key, reason)
+		tm.failures[reason] = c
+	}
+	tm.probes.Add(float64(n))
+	c.Add(float64(n))
 	tm.up.Set(0)
 }
 
@@ -139,13 +156,19 @@ func (tm *targetMetrics) connected(device, port string) {
 	tm.m.path.WithLabelValues(tm.key, device, port).Set(1)
 }
 
-// remove deletes every series of the target (it left the target list).
+// remove deletes every series of the target (it left the target list), each by its
+// exact labels: DeletePartialMatch scans every series of a vector, which made removing
+// n targets O(n²) (10,000 targets: minutes, holding the vectors' locks against scrapes).
+// The target's loop has ended: nothing records for it any more.
 func (tm *targetMetrics) remove() {
-	l := map[string]string{"target": tm.key}
-	tm.m.rtt.DeletePartialMatch(l)
-	tm.m.probes.DeletePartialMatch(l)
-	tm.m.failures.DeletePartialMatch(l)
-	tm.m.up.DeletePartialMatch(l)
-	tm.m.connections.DeletePartialMatch(l)
-	tm.m.path.DeletePartialMatch(l)
+	tm.m.rtt.DeleteLabelValues(tm.key)
+	tm.m.probes.DeleteLabelValues(tm.key)
+	tm.m.up.DeleteLabelValues(tm.key)
+	tm.m.connections.DeleteLabelValues(tm.key)
+	for reason := range tm.failures {
+		tm.m.failures.DeleteLabelValues(tm.key, reason)
+	}
+	if tm.device != "" {
+		tm.m.path.DeleteLabelValues(tm.key, tm.device, tm.port)
+	}
 }

@@ -13,8 +13,8 @@ import (
 	"github.com/gorping/gorping/rping"
 )
 
-// Conn is one probing connection: *rping.Prober, a fake in host tests.
-type Conn interface {
+// probeConn is one probing connection: *rping.Prober, a fake in host tests.
+type probeConn interface {
 	Ping(timeout time.Duration) (time.Duration, error)
 	Done() <-chan struct{}
 	Device() string
@@ -22,14 +22,14 @@ type Conn interface {
 	Close() error
 }
 
-// Dialer opens a Conn to addr. ctx is the connection's life; the dial is bounded by the
+// dialFunc opens a probeConn to addr. ctx is the connection's life; the dial is bounded by the
 // dialer itself. log receives rping's lines about the connection. Errors carry a reason
 // as *rping.ProbeError.
-type Dialer func(ctx context.Context, addr netip.AddrPort, log io.Writer) (Conn, error)
+type dialFunc func(ctx context.Context, addr netip.AddrPort, log io.Writer) (probeConn, error)
 
 // rpingDialer dials with rping.DialProbe.
-func rpingDialer(src netip.Addr, size int, connectTimeout time.Duration) Dialer {
-	return func(ctx context.Context, addr netip.AddrPort, log io.Writer) (Conn, error) {
+func rpingDialer(src netip.Addr, size int, connectTimeout time.Duration) dialFunc {
+	return func(ctx context.Context, addr netip.AddrPort, log io.Writer) (probeConn, error) {
 		p, err := rping.DialProbe(ctx, rping.ProbeConfig{Target: addr, Source: src, Size: size,
 			ConnectTimeout: connectTimeout, Log: log})
 		if err != nil {
@@ -56,8 +56,8 @@ type probeSettings struct {
 	interval, timeout, connectTimeout time.Duration
 	backoffMax                        time.Duration
 	jitter                            float64
-	dial                              Dialer
-	resolver                          Resolver
+	dial                              dialFunc
+	resolver                          dnsResolver
 	log                               *slog.Logger
 	// dials bounds the connection setups in flight (maxParallelDials): an agent started
 	// with hundreds of targets, or all of whose peers came back at once, connects a few
@@ -74,12 +74,12 @@ const maxParallelDials = 8
 // reconnect, or while a dial outlasts them, fail with the reason that keeps the target
 // down).
 type targetLoop struct {
-	t    Target
+	t    target
 	s    *probeSettings
 	tm   *targetMetrics
 	log  *slog.Logger
 	rnd  *rand.Rand
-	conn Conn
+	conn probeConn
 	bo   backoff
 
 	retryAt    time.Time // no dial before this
@@ -88,7 +88,7 @@ type targetLoop struct {
 	timer      *time.Timer
 }
 
-func newTargetLoop(t Target, s *probeSettings, tm *targetMetrics, seed uint64) *targetLoop {
+func newTargetLoop(t target, s *probeSettings, tm *targetMetrics, seed uint64) *targetLoop {
 	rnd := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
 	return &targetLoop{t: t, s: s, tm: tm, rnd: rnd, log: s.log.With("target", t.Key()),
 		bo: backoff{base: s.interval, max: max(s.backoffMax, s.interval), rnd: rnd}}
@@ -109,10 +109,8 @@ func (l *targetLoop) run(ctx context.Context) {
 		// Slots that passed while the slot ran (a dial up to --connect-timeout, a slow
 		// ping): while the target is down they fail with its reason; a target that is
 		// up was busy answering, and its skipped slots are not counted.
-		for range sched.skipPast(time.Now()) {
-			if l.lastReason != "" {
-				l.tm.failure(l.lastReason)
-			}
+		if n := sched.skipPast(time.Now()); n > 0 && l.lastReason != "" {
+			l.tm.failed(l.lastReason, n)
 		}
 	}
 }
@@ -193,7 +191,7 @@ func (l *targetLoop) dial(ctx context.Context) string {
 	rctx, cancel := context.WithTimeout(ctx, l.s.connectTimeout)
 	addr, err := resolveTarget(rctx, l.s.resolver, l.t)
 	cancel()
-	var conn Conn
+	var conn probeConn
 	if err == nil {
 		conn, err = l.s.dial(ctx, netip.AddrPortFrom(addr, l.t.Port), lineLog{l.log})
 		if err != nil && ctx.Err() != nil {

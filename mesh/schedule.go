@@ -35,14 +35,20 @@ func (s *schedule) next() time.Time {
 }
 
 // skipPast moves past the slots whose grid time is already before now (a dial or a ping
-// outlasted them) and returns how many it skipped.
+// outlasted them) and returns how many it skipped, computed rather than counted.
 func (s *schedule) skipPast(now time.Time) int {
-	n := 0
-	for s.start.Add(time.Duration(s.k) * s.interval).Before(now) {
-		s.k++
-		n++
+	elapsed := now.Sub(s.start)
+	if elapsed <= 0 {
+		return 0
 	}
-	return n
+	// Slot j is before now while j·interval < elapsed: j <= (elapsed-1ns)/interval.
+	last := int64((elapsed - 1) / s.interval)
+	n := last + 1 - s.k
+	if n <= 0 {
+		return 0
+	}
+	s.k += n
+	return int(n)
 }
 
 // backoff is the capped exponential wait between reconnection attempts: base, 2·base,

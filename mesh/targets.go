@@ -1,19 +1,19 @@
 package mesh
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// Target is one rping server to probe: a host name or address literal and a port.
-type Target struct {
+// target is one rping server to probe: a host name or address literal and a port.
+type target struct {
 	Host   string // as given: "node1", "192.0.2.1", "2001:db8::1" (no brackets)
 	Port   uint16
 	Source string // where it came from: sourceFile, sourcePeers, sourceDNS
@@ -27,10 +27,10 @@ const (
 )
 
 // Key is the target's label value: host:port, IPv6 in brackets ("[2001:db8::1]:7174").
-func (t Target) Key() string { return net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port))) }
+func (t target) Key() string { return net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port))) }
 
 // Addr returns the target's address if its host is an address literal.
-func (t Target) Addr() (netip.Addr, bool) {
+func (t target) Addr() (netip.Addr, bool) {
 	a, err := netip.ParseAddr(t.Host)
 	if err != nil {
 		return netip.Addr{}, false
@@ -38,66 +38,76 @@ func (t Target) Addr() (netip.Addr, bool) {
 	return a.Unmap(), true
 }
 
-// ParseTarget parses "host", "host:port", "[v6]", "[v6]:port" or a bare IPv6 literal;
+// parseTarget parses "host", "host:port", "[v6]", "[v6]:port" or a bare IPv6 literal;
 // a missing port is defaultPort. Hosts are address literals or DNS names.
-func ParseTarget(s string, defaultPort uint16) (Target, error) {
+func parseTarget(s string, defaultPort uint16) (target, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return Target{}, errors.New("empty target")
+		return target{}, errors.New("empty target")
 	}
 	host, port := s, defaultPort
 	switch {
 	case strings.HasPrefix(s, "["):
 		end := strings.IndexByte(s, ']')
 		if end < 0 {
-			return Target{}, fmt.Errorf("target %q: missing ']'", s)
+			return target{}, fmt.Errorf("target %s: missing ']'", quote(s))
 		}
 		host = s[1:end]
 		rest := s[end+1:]
 		if rest != "" {
 			if !strings.HasPrefix(rest, ":") {
-				return Target{}, fmt.Errorf("target %q: junk after ']'", s)
+				return target{}, fmt.Errorf("target %s: junk after ']'", quote(s))
 			}
 			p, err := parsePort(rest[1:])
 			if err != nil {
-				return Target{}, fmt.Errorf("target %q: %w", s, err)
+				return target{}, fmt.Errorf("target %s: %w", quote(s), err)
 			}
 			port = p
 		}
 		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
-			return Target{}, fmt.Errorf("target %q: %q is not an IPv6 address", s, host)
+			return target{}, fmt.Errorf("target %s: not an IPv6 address in brackets", quote(s))
 		}
 	case strings.Count(s, ":") > 1: // a bare IPv6 literal, no port
 		if _, err := netip.ParseAddr(s); err != nil {
-			return Target{}, fmt.Errorf("target %q: not an IPv6 address (write [address]:port)", s)
+			return target{}, fmt.Errorf("target %s: not an IPv6 address (write [address]:port)", quote(s))
 		}
 	case strings.Contains(s, ":"):
 		h, p, _ := strings.Cut(s, ":")
 		pp, err := parsePort(p)
 		if err != nil {
-			return Target{}, fmt.Errorf("target %q: %w", s, err)
+			return target{}, fmt.Errorf("target %s: %w", quote(s), err)
 		}
 		host, port = h, pp
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Zone() != "" {
-			return Target{}, fmt.Errorf("target %q: zoned addresses are not supported", s)
+			return target{}, fmt.Errorf("target %s: zoned addresses are not supported", quote(s))
 		}
 		if a.IsUnspecified() || a.IsMulticast() {
-			return Target{}, fmt.Errorf("target %q: %s is not a host address", s, a)
+			return target{}, fmt.Errorf("target %s: %s is not a host address", quote(s), a)
 		}
-		return Target{Host: a.Unmap().String(), Port: port}, nil
+		return target{Host: a.Unmap().String(), Port: port}, nil
 	}
 	if !validHostname(host) {
-		return Target{}, fmt.Errorf("target %q: %q is neither an address nor a host name", s, host)
+		return target{}, fmt.Errorf("target %s: neither an address nor a host name", quote(s))
 	}
-	return Target{Host: strings.ToLower(strings.TrimSuffix(host, ".")), Port: port}, nil
+	return target{Host: strings.ToLower(strings.TrimSuffix(host, ".")), Port: port}, nil
+}
+
+// quote quotes s for an error message, cut to 64 bytes: errors echo their input, and
+// input can be anything (a 1 MiB file line, a 6 KB /probe query).
+func quote(s string) string {
+	const most = 64
+	if len(s) <= most {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:most]) + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
 func parsePort(s string) (uint16, error) {
 	n, err := strconv.ParseUint(s, 10, 16)
 	if err != nil || n == 0 {
-		return 0, fmt.Errorf("bad port %q (1..65535)", s)
+		return 0, fmt.Errorf("bad port %s (1..65535)", quote(s))
 	}
 	return uint16(n), nil
 }
@@ -123,25 +133,38 @@ func validHostname(h string) bool {
 	return true
 }
 
-// LineError is a target file line that does not parse.
-type LineError struct {
+// lineError is a target file line that does not parse.
+type lineError struct {
 	Line int
 	Err  error
 }
 
-func (e LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+func (e lineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
 
-// ParseTargetFile parses a target file: one host[:port] per line, '#' starts a comment
+// maxLineBytes bounds a target file line: a target is at most 253+6 bytes, and a line
+// with a comment rarely passes 200. A longer line is one bad line, skipped unread.
+const maxLineBytes = 4096
+
+// parseTargetFile parses a target file: one host[:port] per line, '#' starts a comment
 // (at the start of a line or after white space), blank lines are ignored. It returns the
-// targets that parse (each once, in file order) and an error per line that does not.
-func ParseTargetFile(data []byte, defaultPort uint16) ([]Target, []LineError) {
-	var ts []Target
-	var errs []LineError
+// targets that parse (each once, in file order) and an error per line that does not;
+// every other line applies, whatever a bad one holds.
+func parseTargetFile(data []byte, defaultPort uint16) ([]target, []lineError) {
+	var ts []target
+	var errs []lineError
 	seen := map[string]bool{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
+	for n := 1; len(data) > 0; n++ {
+		raw := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			raw, data = data[:i], data[i+1:]
+		} else {
+			data = nil
+		}
+		if len(raw) > maxLineBytes {
+			errs = append(errs, lineError{n, fmt.Errorf("longer than %d bytes (%d)", maxLineBytes, len(raw))})
+			continue
+		}
+		line := string(raw)
 		if i := commentStart(line); i >= 0 {
 			line = line[:i]
 		}
@@ -150,12 +173,12 @@ func ParseTargetFile(data []byte, defaultPort uint16) ([]Target, []LineError) {
 			continue
 		}
 		if strings.ContainsAny(line, " \t") {
-			errs = append(errs, LineError{n, fmt.Errorf("%q: one target per line", line)})
+			errs = append(errs, lineError{n, fmt.Errorf("%s: one target per line", quote(line))})
 			continue
 		}
-		t, err := ParseTarget(line, defaultPort)
+		t, err := parseTarget(line, defaultPort)
 		if err != nil {
-			errs = append(errs, LineError{n, err})
+			errs = append(errs, lineError{n, err})
 			continue
 		}
 		t.Source = sourceFile
@@ -163,9 +186,6 @@ func ParseTargetFile(data []byte, defaultPort uint16) ([]Target, []LineError) {
 			seen[t.Key()] = true
 			ts = append(ts, t)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		errs = append(errs, LineError{0, err})
 	}
 	return ts, errs
 }
@@ -179,15 +199,15 @@ func commentStart(line string) int {
 	return -1
 }
 
-// ParsePeers parses --peers: comma-separated targets.
-func ParsePeers(s string, defaultPort uint16) ([]Target, error) {
-	var ts []Target
+// parsePeers parses --peers: comma-separated targets.
+func parsePeers(s string, defaultPort uint16) ([]target, error) {
+	var ts []target
 	var errs []error
 	for _, f := range strings.Split(s, ",") {
 		if strings.TrimSpace(f) == "" {
 			continue
 		}
-		t, err := ParseTarget(f, defaultPort)
+		t, err := parseTarget(f, defaultPort)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -198,33 +218,35 @@ func ParsePeers(s string, defaultPort uint16) ([]Target, error) {
 	return ts, errors.Join(errs...)
 }
 
-// Resolver is what the agent needs of DNS (*net.Resolver).
-type Resolver interface {
+// dnsResolver is what the agent needs of DNS (*net.dnsResolver).
+type dnsResolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
 // resolveDNS resolves the --targets-dns name (A and AAAA) into address targets on port.
-func resolveDNS(ctx context.Context, r Resolver, name string, port uint16) ([]Target, error) {
+func resolveDNS(ctx context.Context, r dnsResolver, name string, port uint16) ([]target, error) {
 	addrs, err := r.LookupNetIP(ctx, "ip", name)
 	if err != nil {
 		return nil, err
 	}
-	seen := map[netip.Addr]bool{}
-	var ts []Target
+	// In address order: DNS answers come in any order, and the order decides which
+	// targets --max-targets keeps.
+	as := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
-		a = a.Unmap().WithZone("")
-		if seen[a] {
-			continue
-		}
-		seen[a] = true
-		ts = append(ts, Target{Host: a.String(), Port: port, Source: sourceDNS})
+		as = append(as, a.Unmap().WithZone(""))
+	}
+	slices.SortFunc(as, netip.Addr.Compare)
+	as = slices.Compact(as)
+	ts := make([]target, 0, len(as))
+	for _, a := range as {
+		ts = append(ts, target{Host: a.String(), Port: port, Source: sourceDNS})
 	}
 	return ts, nil
 }
 
 // resolveTarget returns the address to dial for t: the literal, or the first address DNS
 // gives for its name.
-func resolveTarget(ctx context.Context, r Resolver, t Target) (netip.Addr, error) {
+func resolveTarget(ctx context.Context, r dnsResolver, t target) (netip.Addr, error) {
 	if a, ok := t.Addr(); ok {
 		return a, nil
 	}

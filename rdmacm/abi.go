@@ -30,7 +30,7 @@ const (
 
 // QP attribute mask bits and states used by the hidden transitions.
 // INIT_QP_ATTR answers with struct ib_uverbs_qp_attr, whose mirror lives with
-// the rest of ib_user_verbs.h in uverbs (uverbs.DecodeQPAttr).
+// the rest of ib_user_verbs.h in uverbs (QPAttr.UnmarshalBinary).
 const (
 	qpMaskState = uverbs.QPAttrState
 	// qpMaskRoCEObsolete are bits 21-24 (old SMAC/VID bits); librdmacm clears
@@ -47,10 +47,9 @@ const (
 	noOverride = 0xFF
 )
 
-// INIT_QP_ATTR answers with struct ib_uverbs_qp_attr (uverbs.DecodeQPAttr).
+// INIT_QP_ATTR answers with struct ib_uverbs_qp_attr (QPAttr.UnmarshalBinary), 144 bytes
+// (make abicheck compares it with the header).
 const sizeofQPAttr = 144
-
-var _ = [1]struct{}{}[uverbs.QPAttrWireSize-sizeofQPAttr]
 
 // bytesOf views an ABI struct as the bytes the kernel reads or writes (the
 // layouts are checked by abi_layout_test.go).

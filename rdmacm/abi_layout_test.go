@@ -35,14 +35,16 @@ func TestABILayout(t *testing.T) {
 		abicheck.Struct{C: "struct rdma_ucm_init_qp_attr", Go: initQPAttr{}},
 		abicheck.Struct{C: "struct rdma_ucm_get_event", Go: getEvent{}},
 		abicheck.Struct{C: "struct rdma_ucm_event_resp", Go: eventResp{}},
-		// INIT_QP_ATTR's response, struct ib_uverbs_qp_attr, is uverbs' (DecodeQPAttr).
+		// INIT_QP_ATTR's response, struct ib_uverbs_qp_attr, is uverbs' (QPAttr.UnmarshalBinary);
+		// its size is checked with the constants.
 	)
 }
 
 func TestABIConstants(t *testing.T) {
 	t.Parallel()
-	abicheck.CheckConsts(t, []string{"rdma/rdma_user_cm.h", "linux/socket.h", "linux/in.h", "linux/in6.h"},
+	abicheck.CheckConsts(t, []string{"rdma/rdma_user_cm.h", "rdma/ib_user_verbs.h", "linux/socket.h", "linux/in.h", "linux/in6.h"},
 		abicheck.Const{C: "RDMA_USER_CM_ABI_VERSION", Go: abiVersion},
+		abicheck.Const{C: "sizeof(struct ib_uverbs_qp_attr)", Go: sizeofQPAttr},
 		abicheck.Const{C: "RDMA_MAX_PRIVATE_DATA", Go: maxPrivateData},
 		abicheck.Const{C: "RDMA_USER_CM_CMD_CREATE_ID", Go: cmdCreateID},
 		abicheck.Const{C: "RDMA_USER_CM_CMD_DESTROY_ID", Go: cmdDestroyID},

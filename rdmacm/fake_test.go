@@ -121,7 +121,8 @@ func (f *fakeDev) exec(cmd uint32, body []byte, respOff int, resp []byte) error 
 		if !ok {
 			return unix.EINVAL
 		}
-		copy(resp, uverbs.EncodeQPAttr(&a))
+		b, _ := a.MarshalBinary()
+		copy(resp, b)
 	}
 	return nil
 }

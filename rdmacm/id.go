@@ -263,7 +263,9 @@ func (id *ID) initQPAttr(state uverbs.QPState) (uverbs.QPAttr, error) {
 	var raw [sizeofQPAttr]byte
 	err := id.exec("init qp attr ("+state.String()+")", cmdInitQPAttr, bytesOf(&cmd),
 		int(unsafe.Offsetof(cmd.Response)), raw[:])
-	return uverbs.DecodeQPAttr(raw[:]), err
+	var a uverbs.QPAttr
+	a.UnmarshalBinary(raw[:])
+	return a, err
 }
 
 // attachQP makes qp librdmacm-owned: RESET→INIT now with the kernel's

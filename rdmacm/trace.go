@@ -66,8 +66,9 @@ func (d tracedDevice) exec(cmd uint32, body []byte, respOff int, resp []byte) er
 	if err == nil && resp != nil {
 		switch {
 		case cmd == cmdInitQPAttr:
-			a := uverbs.DecodeQPAttr(resp)
-			out = uverbs.TraceQPAttr(&a)
+			var a uverbs.QPAttr
+			a.UnmarshalBinary(resp)
+			out = a.TraceFields()
 		case cmd == cmdQuery && len(body) >= int(unsafe.Sizeof(query{})) && binary.NativeEndian.Uint32(body[12:]) == queryAddr:
 			out = decodeAs(typeOf[queryAddrResp](), resp)
 		case ct.resp != nil:

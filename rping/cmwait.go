@@ -2,30 +2,10 @@ package rping
 
 import (
 	"context"
-	"net/netip"
 	"time"
 
 	"github.com/gorping/gorping/rdmacm"
-	"github.com/gorping/gorping/uverbs"
 )
-
-// cmID is what the connection glue uses of an rdma_cm ID: *rdmacm.ID, or in host tests
-// a fake that connects two IDs in the process, so the glue runs over a device model.
-type cmID interface {
-	ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error
-	ResolveRoute(timeout time.Duration) error
-	Query() (rdmacm.AddrInfo, error)
-	Device() (uverbs.Device, error)
-	AttachQP(qp *uverbs.QP, ib bool) error
-	InitQPAttr(state uverbs.QPState) (*uverbs.QPAttr, uverbs.QPAttrMask, error)
-	Connect(p rdmacm.ConnParam) error
-	Accept(p rdmacm.ConnParam) error
-	Establish() error
-	Reject() error
-	Disconnect() error
-	Destroy() error
-	Event(ctx context.Context) (rdmacm.Event, error)
-}
 
 // cmWait is one of rping's waits for the CM events of an ID before the ping loop: the
 // client's address and route resolution, its connection, the server's accept. They

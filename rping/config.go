@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/internal/trace"
+	"github.com/gorping/gorping/rdmacm"
 	"github.com/gorping/gorping/uverbs"
 )
 
@@ -57,6 +58,9 @@ type Config struct {
 	// verbs opens the verbs context of a connection's device; nil: the device node
 	// itself. Host tests open a device model (test/mlx5model, test/rxemodel) instead.
 	verbs func(dev uverbs.Device) (*uverbs.Context, error)
+	// cm opens the run's rdma_cm event channel; nil: host's rdma_cm node. Host tests
+	// open the fake CM (fakecm_test.go), whose IDs connect over the device model.
+	cm func() (cmChannel, error)
 	// spin, with Poll, runs on every empty poll of the CQ (cqWait.spin); nil in the
 	// product, which never yields. Host tests yield to the device model's engine.
 	spin func()
@@ -91,6 +95,18 @@ func (c *Config) openVerbs(dev uverbs.Device, shared bool) (*uverbs.Context, err
 		return uverbs.OpenShared(dev, uverbs.WithTracer(c.tr))
 	}
 	return uverbs.Open(dev, uverbs.WithTracer(c.tr))
+}
+
+// openCM opens the run's rdma_cm event channel.
+func (c *Config) openCM() (cmChannel, error) {
+	if c.cm != nil {
+		return c.cm()
+	}
+	ch, err := rdmacm.Open(rdmacm.WithTracer(c.tr), rdmacm.WithHost(c.host))
+	if err != nil {
+		return nil, err
+	}
+	return rdmaChannel{ch}, nil
 }
 
 // HasSrcAddr reports whether -I was given.

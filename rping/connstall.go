@@ -2,12 +2,11 @@ package rping
 
 import (
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/diag"
 )
 
 // cmProbe tells apart the reasons a connection request got no answer, from
@@ -15,47 +14,42 @@ import (
 // connection manager send requests, did anything come back, and did replies
 // reach the netdev but not the RDMA device.
 //
-// The last case is a Soft-RoCE bug found with the multi-host test bed: on
-// kernel 6.1, a link that goes down while rxe sends a management datagram
-// leaves rxe's QP1 (the GSI QP, which carries the connection manager's
-// messages) unable to receive. rxe puts QP1 in its error state; the MAD layer
-// moves it back to RTS, but rxe's transition to RTS resets only the send side,
-// so every CM message that arrives afterwards is dropped. Connections from
-// and to that host time out until the rxe device is created anew.
+// The last case is a driver's problem after a link flap: a port whose link went down,
+// whose connection manager sends nothing (or nothing that completes) or hears nothing
+// while its netdev receives, and that heard nothing from the peer. The driver's provider
+// says what to do about it (uverbs.LinkDownAdvisor; rxe's QP1 does not recover from a
+// link flap, uverbs/rxe).
 type cmProbe struct {
+	host   uverbs.Host
 	dev    uverbs.Device
 	port   int
 	netdev string
-	before uverbs.CounterSnapshot
+	before diag.CounterSnapshot
 	rx     uint64 // netdev rx_packets before
 	ok     bool
 }
 
-func newCMProbe(dev uverbs.Device, port uint8) *cmProbe {
-	p := &cmProbe{dev: dev, port: int(port)}
-	if ports, err := uverbs.ReadPorts(dev.Name, false); err == nil {
+func newCMProbe(h uverbs.Host, dev uverbs.Device, port uint8) *cmProbe {
+	p := &cmProbe{host: h, dev: dev, port: int(port)}
+	if ports, err := diag.ReadPorts(h, dev.Name, false); err == nil {
 		for _, pi := range ports {
 			if pi.Port == p.port {
 				p.netdev = pi.Netdev
 			}
 		}
 	}
-	s, err := uverbs.ReadCounters(dev.Name, p.port)
+	s, err := diag.ReadCounters(h, dev.Name, p.port)
 	p.before, p.ok = s, err == nil
-	p.rx, _ = netdevRxPackets(p.netdev)
+	p.rx, _ = p.netdevRx()
 	return p
 }
 
-// netdevRxPackets is the netdev's received-packet count.
-func netdevRxPackets(netdev string) (uint64, bool) {
-	if netdev == "" {
+// netdevRx is the netdev's received-packet count.
+func (p *cmProbe) netdevRx() (uint64, bool) {
+	if p.netdev == "" {
 		return 0, false
 	}
-	b, err := os.ReadFile("/sys/class/net/" + netdev + "/statistics/rx_packets")
-	if err != nil {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	n, err := diag.NetdevStat(p.host, p.netdev, "statistics/rx_packets")
 	return n, err == nil
 }
 
@@ -64,21 +58,24 @@ func (p *cmProbe) cause(peer string, waited time.Duration) string {
 	if p == nil || !p.ok {
 		return cmCause(cmFacts{peer: peer})
 	}
-	after, err := uverbs.ReadCounters(p.dev.Name, p.port)
+	after, err := diag.ReadCounters(p.host, p.dev.Name, p.port)
 	if err != nil {
 		return cmCause(cmFacts{peer: peer})
 	}
 	pdir := "ports/" + strconv.Itoa(p.port) + "/"
 	rcvd := pdir + "hw_counters/rcvd_pkts"
 	f := cmFacts{
-		peer: peer, known: true, dev: p.dev.Name, driver: p.dev.Driver, port: p.port, netdev: p.netdev, waited: waited,
+		peer: peer, known: true, dev: p.dev.Name, port: p.port, netdev: p.netdev, waited: waited,
 		sent:       after.Sum(pdir+"cm_tx_msgs") - p.before.Sum(pdir+"cm_tx_msgs"),
 		heard:      after.Sum(pdir+"cm_rx_msgs") - p.before.Sum(pdir+"cm_rx_msgs"),
 		linkDowned: after.Values[pdir+"hw_counters/link_downed"] + after.Values[pdir+"counters/link_downed"],
 		rdmaRx:     after.Values[rcvd] - p.before.Values[rcvd],
 	}
-	if rx, ok := netdevRxPackets(p.netdev); ok {
+	if rx, ok := p.netdevRx(); ok {
 		f.netdevRx, f.netdevRxKnown = rx-p.rx, true
+	}
+	if f.linkDowned > 0 {
+		f.advice = p.dev.LinkDownAdvice(p.netdev)
 	}
 	return cmCause(f)
 }
@@ -87,7 +84,7 @@ func (p *cmProbe) cause(peer string, waited time.Duration) string {
 type cmFacts struct {
 	peer          string
 	known         bool // the counters could be read
-	dev, driver   string
+	dev           string
 	port          int
 	netdev        string
 	waited        time.Duration
@@ -96,6 +93,7 @@ type cmFacts struct {
 	rdmaRx        uint64 // packets the RDMA device took in meanwhile
 	netdevRx      uint64 // packets the netdev took in meanwhile
 	netdevRxKnown bool
+	advice        string // the driver's advice after a link went down (uverbs.LinkDownAdvisor)
 }
 
 // cmCause is the likely cause of an unanswered connection request.
@@ -110,15 +108,12 @@ func cmCause(f cmFacts) string {
 	// 6.12): fewer transmissions than that allows means its sends do not
 	// complete.
 	mute := f.waited >= 10*time.Second && f.sent < 1+uint64(f.waited/(6500*time.Millisecond))
-	if f.driver == "rxe" && f.linkDowned > 0 && f.heard == 0 && (f.sent == 0 || deaf || mute) {
+	if f.advice != "" && f.linkDowned > 0 && f.heard == 0 && (f.sent == 0 || deaf || mute) {
 		what := fmt.Sprintf("sent %d connection manager message(s) in %s", f.sent, secs(f.waited))
 		if deaf {
 			what = fmt.Sprintf("received nothing while %s got %d packets", f.netdev, f.netdevRx)
 		}
-		return fmt.Sprintf("%s %s since its link went down (link_downed %d): rxe's QP1, which carries the connection "+
-			"manager's messages, does not recover from a link flap (kernel bug); create the device anew: "+
-			"rdma link delete %s; rdma link add %s type rxe netdev %s",
-			f.dev, what, f.linkDowned, f.dev, f.dev, f.netdev)
+		return fmt.Sprintf("%s %s since its link went down (link_downed %d): %s", f.dev, what, f.linkDowned, f.advice)
 	}
 	switch {
 	case f.sent == 0:

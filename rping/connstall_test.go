@@ -7,8 +7,9 @@ import (
 )
 
 func TestCMCause(t *testing.T) {
-	rxe := cmFacts{peer: "the server", known: true, dev: "rxe0", driver: "rxe", port: 1, netdev: "eth0", waited: 19 * time.Second}
-	fix := "create the device anew: rdma link delete rxe0; rdma link add rxe0 type rxe netdev eth0"
+	// The advice is the provider's (uverbs.LinkDownAdvisor): here a stand-in.
+	fix := "the driver's advice"
+	rxe := cmFacts{peer: "the server", known: true, dev: "rxe0", port: 1, netdev: "eth0", waited: 19 * time.Second, advice: fix}
 	for _, tc := range []struct {
 		name string
 		f    func(f *cmFacts)
@@ -21,13 +22,13 @@ func TestCMCause(t *testing.T) {
 		// sent its retries and nothing came in.
 		{"flapped but peer silent", func(f *cmFacts) { f.sent, f.linkDowned = 4, 1 }, "4 connection manager messages sent, none answered"},
 		{"flap: deaf QP1", func(f *cmFacts) { f.sent, f.linkDowned, f.netdevRx, f.netdevRxKnown = 4, 1, 7, true },
-			"rxe0 received nothing while eth0 got 7 packets since its link went down (link_downed 1): rxe's QP1"},
+			"rxe0 received nothing while eth0 got 7 packets since its link went down (link_downed 1): the driver's advice"},
 		{"flap: mute QP1 (kernel 6.12)", func(f *cmFacts) { f.sent, f.linkDowned = 2, 1 },
-			"rxe0 sent 2 connection manager message(s) in 19.0 s since its link went down (link_downed 1): rxe's QP1"},
+			"rxe0 sent 2 connection manager message(s) in 19.0 s since its link went down (link_downed 1): the driver's advice"},
 		{"flap: nothing sent", func(f *cmFacts) { f.linkDowned = 2 }, "rxe0 sent 0 connection manager message(s)"},
 		{"mute, no flap", func(f *cmFacts) { f.sent = 2 }, "this host's connection manager sent only 2 message(s) in 19.0 s"},
 		{"answered", func(f *cmFacts) { f.sent, f.heard = 2, 1 }, "the server's connection manager answered (1 messages) but the connection did not complete"},
-		{"not rxe", func(f *cmFacts) { f.driver, f.sent, f.linkDowned, f.netdevRx, f.netdevRxKnown = "mlx5", 4, 1, 7, true }, "4 connection manager messages sent, none answered"},
+		{"no advice", func(f *cmFacts) { f.advice, f.sent, f.linkDowned, f.netdevRx, f.netdevRxKnown = "", 4, 1, 7, true }, "4 connection manager messages sent, none answered"},
 	} {
 		f := rxe
 		tc.f(&f)

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/diag"
 )
 
 // diagnostics reports what a connection uses and why it may fail: the device, port,
@@ -57,14 +58,14 @@ func (d *diagnostics) completionError(status int) {
 // pathFacts adds the port's link layer and netdev, the MTUs along the path and the MTU
 // warning ("" if they fit) to ci.
 func (c *verbsConn) pathFacts(ci *connInfo) {
-	f := uverbs.MTUFacts{}
+	f := diag.MTUFacts{}
 	if a, err := c.qp.Query(uverbs.QPAttrPathMTU); err == nil {
 		f.PathMTU = a.PathMTU
 	}
 	if pa, err := c.vctx.QueryPort(c.port); err == nil {
 		f.ActiveMTU, f.LinkLayer = pa.ActiveMTU, pa.LinkLayer
 	}
-	if ports, err := uverbs.ReadPorts(c.dev.Name, false); err == nil {
+	if ports, err := diag.ReadPorts(c.host, c.dev.Name, false); err == nil {
 		for _, p := range ports {
 			if p.Port == int(c.port) {
 				f.Netdev = p.Netdev
@@ -72,11 +73,11 @@ func (c *verbsConn) pathFacts(ci *connInfo) {
 		}
 	}
 	if f.Netdev != "" {
-		f.NetdevMTU, _ = uverbs.NetdevMTU(f.Netdev)
+		f.NetdevMTU, _ = diag.NetdevMTU(c.host, f.Netdev)
 	}
 	ci.Netdev, ci.LinkLayer = f.Netdev, f.LinkLayer.String()
 	ci.PathMTU, ci.ActiveMTU, ci.NetdevMTU = f.PathMTU.Bytes(), f.ActiveMTU.Bytes(), f.NetdevMTU
-	ci.MTUWarning = uverbs.CheckMTU(f)
+	ci.MTUWarning = diag.CheckMTU(f)
 	ci.TimeoutS, ci.TimeoutBasis = c.policy.bound.Seconds(), c.policy.String()
 }
 
@@ -131,7 +132,7 @@ func mtuText(n int) string {
 type runDiag struct {
 	d       *diagnostics
 	ci      connInfo
-	before  uverbs.CounterSnapshot
+	before  diag.CounterSnapshot
 	counted bool
 }
 
@@ -149,7 +150,7 @@ func (c *verbsConn) beginDiag(d *diagnostics, rep *reporter) *runDiag {
 	}
 	d.path(ci)
 	rd := &runDiag{d: d, ci: ci}
-	if s, err := uverbs.ReadCounters(c.dev.Name, int(c.port)); err == nil {
+	if s, err := diag.ReadCounters(c.host, c.dev.Name, int(c.port)); err == nil {
 		rd.before, rd.counted = s, true
 	}
 	return rd
@@ -162,10 +163,10 @@ func (c *verbsConn) endDiag(rd *runDiag) {
 		return
 	}
 	d := rd.d
-	var moved []uverbs.CounterDelta
+	var moved []diag.CounterDelta
 	if rd.counted {
-		if after, err := uverbs.ReadCounters(c.dev.Name, int(c.port)); err == nil {
-			moved = uverbs.DiffCounters(rd.before, after)
+		if after, err := diag.ReadCounters(c.host, c.dev.Name, int(c.port)); err == nil {
+			moved = diag.DiffCounters(rd.before, after)
 		}
 	}
 	ci := rd.ci

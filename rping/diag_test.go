@@ -28,14 +28,14 @@ func TestDiagnosticsText(t *testing.T) {
 		d := newDiagnostics(&cfg)
 		d.completionError(12)
 		d.path(connInfo{Role: "client", Device: "rxe0", Driver: "rxe", Port: 1, LinkLayer: "Ethernet", Netdev: "d0",
-			GID: "::ffff:192.0.2.1", GIDIndex: 1, GIDType: "RoCEv2", Local: "192.0.2.1:1", Remote: "192.0.2.1:7174",
+			GID: "::ffff:192.0.2.1", GIDIndex: 1, GIDType: "RoCE v2", Local: "192.0.2.1:1", Remote: "192.0.2.1:7174",
 			PathMTU: 4096, ActiveMTU: 1024, NetdevMTU: 1400, MTUWarning: "path MTU 4096 exceeds the port's active MTU 1024"})
 		if out.Len() != 0 {
 			t.Errorf("diagnostics on stdout (rping's): %q", out.String())
 		}
 		want := []string{
 			"gorping: completion error: RETRY_EXC_ERR (12): no acknowledgement arrived",
-			"gorping: path: client rxe0 port 1 (Ethernet, driver rxe, netdev d0), GID index 1 ::ffff:192.0.2.1 (RoCEv2), 192.0.2.1:1 -> 192.0.2.1:7174\n",
+			"gorping: path: client rxe0 port 1 (Ethernet, driver rxe, netdev d0), GID index 1 ::ffff:192.0.2.1 (RoCE v2), 192.0.2.1:1 -> 192.0.2.1:7174\n",
 			"gorping: path: MTU: path 4096, port active 1024, netdev 1400\n",
 			"gorping: warning: path MTU 4096 exceeds the port's active MTU 1024\n",
 		}

@@ -4,8 +4,9 @@
 //
 // Run executes one invocation described by a Config (the CLI in package main fills it
 // with rping's option rules) and returns the exit status. For long-running agents (gorping
-// mesh), Respond runs the persistent server until its context ends, and DialProbe keeps a
-// client connection open for single pings (Prober.Ping) that report why they failed.
+// mesh), Respond runs the persistent server until its context ends, and DialProbe dials as
+// Run's client does (the same functions: openCM, dialClient) and keeps the connection open
+// for single pings (Prober.Ping) that report why they failed (ProbeError, Prober.Err).
 //
 // Per ping, the client advertises its start buffer (address, rkey, length) in a SEND; the
 // server RDMA READs it and SENDs a "go ahead"; the client advertises its RDMA buffer; the

@@ -145,10 +145,10 @@ var glibcErrText = [...]string{
 	133: "Memory page has hardware error",
 }
 
-// Strerror is glibc's strerror(errno) for the syscall.Errno wrapped in err
+// strerror is glibc's strerror(errno) for the syscall.Errno wrapped in err
 // ("No such device"), "Unknown error N" for errnos glibc has no text for, and
 // err.Error() for errors that carry no errno.
-func Strerror(err error) string {
+func strerror(err error) string {
 	var e syscall.Errno
 	if !errors.As(err, &e) {
 		if err == nil {
@@ -176,5 +176,5 @@ func errnoOf(err error) int {
 
 // perror prints "s: <glibc strerror text>", the format of C's perror(s).
 func perror(w io.Writer, s string, err error) {
-	fmt.Fprintf(w, "%s: %s\n", s, Strerror(err))
+	fmt.Fprintf(w, "%s: %s\n", s, strerror(err))
 }

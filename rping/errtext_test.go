@@ -25,8 +25,8 @@ func TestStrerror(t *testing.T) {
 		{errors.New("plain"), "plain"},
 		{nil, "Success"},
 	} {
-		if got := Strerror(tc.err); got != tc.want {
-			t.Errorf("Strerror(%v) = %q, want %q", tc.err, got, tc.want)
+		if got := strerror(tc.err); got != tc.want {
+			t.Errorf("strerror(%v) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ package rping
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -26,15 +27,73 @@ type fakeCM struct {
 	refuse bool
 	// silent makes Connect go unanswered (a server host that is down).
 	silent bool
+
+	mu         sync.Mutex
+	ids        []*fakeID // every ID, for a removal
+	port       uint16    // the last port channel IDs got
+	removed    chan struct{}
+	removeOnce sync.Once
 }
 
 func newFakeCM(dev uverbs.Device) *fakeCM {
-	return &fakeCM{dev: dev, requests: make(chan *fakeID, 4)}
+	return &fakeCM{dev: dev, requests: make(chan *fakeID, 4), removed: make(chan struct{})}
 }
 
 // newID is an active-side ID bound to src.
 func (cm *fakeCM) newID(src netip.AddrPort) *fakeID {
-	return &fakeID{cm: cm, src: src, events: make(chan rdmacm.Event, 16), done: make(chan struct{})}
+	id := &fakeID{cm: cm, src: src, events: make(chan rdmacm.Event, 16), done: make(chan struct{})}
+	cm.mu.Lock()
+	cm.ids = append(cm.ids, id)
+	cm.mu.Unlock()
+	return id
+}
+
+// channel is an event channel of the fake CM (Config.cm): its IDs are active-side IDs
+// from 192.0.2.2, each with a port of its own.
+func (cm *fakeCM) channel() (cmChannel, error) { return &fakeEventChannel{cm: cm}, nil }
+
+// remove is a device removal: every channel's Removed closes, then every ID gets
+// DEVICE_REMOVAL, as rdma_cm delivers it.
+func (cm *fakeCM) remove() {
+	cm.removeOnce.Do(func() { close(cm.removed) })
+	cm.mu.Lock()
+	ids := append([]*fakeID(nil), cm.ids...)
+	cm.mu.Unlock()
+	for _, id := range ids {
+		go id.push(rdmacm.Event{Type: rdmacm.EventDeviceRemoval})
+	}
+}
+
+type fakeEventChannel struct {
+	cm  *fakeCM
+	mu  sync.Mutex
+	ids []*fakeID
+}
+
+var _ cmChannel = (*fakeEventChannel)(nil)
+
+func (ch *fakeEventChannel) CreateID() (cmID, error) {
+	ch.cm.mu.Lock()
+	ch.cm.port++
+	port := 40000 + ch.cm.port
+	ch.cm.mu.Unlock()
+	id := ch.cm.newID(netip.AddrPortFrom(netip.MustParseAddr("192.0.2.2"), port))
+	ch.mu.Lock()
+	ch.ids = append(ch.ids, id)
+	ch.mu.Unlock()
+	return id, nil
+}
+
+func (ch *fakeEventChannel) Removed() <-chan struct{} { return ch.cm.removed }
+
+// Close destroys the channel's IDs, as rdma_destroy_event_channel's caller must have.
+func (ch *fakeEventChannel) Close() error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for _, id := range ch.ids {
+		id.Destroy()
+	}
+	return nil
 }
 
 type fakeID struct {
@@ -91,6 +150,11 @@ func (id *fakeID) Query() (rdmacm.AddrInfo, error) {
 }
 
 func (id *fakeID) Device() (uverbs.Device, error) { return id.cm.dev, nil }
+
+// Bind and Listen: the fake CM has no listeners (host tests start serve on the child
+// IDs it hands out).
+func (id *fakeID) Bind(netip.AddrPort) error { return errors.New("fake CM: no listeners") }
+func (id *fakeID) Listen(int) error          { return errors.New("fake CM: no listeners") }
 
 // qpAccess is what rdma_cm's INIT attributes grant rping's QPs.
 const qpAccess = uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite

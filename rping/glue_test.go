@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 	"github.com/gorping/gorping/uverbs"
+	_ "github.com/gorping/gorping/uverbs/providers" // the models open their devices through the shipped providers
 )
 
 // glueRun shapes one runGlue run.
@@ -24,16 +25,18 @@ type glueRun struct {
 	open func(uverbs.Device) (*uverbs.Context, error) // the device model
 	// cm adjusts the fake CM (faults) before the client starts; nil: none.
 	cm func(*fakeCM)
+	// host is where both sides look; zero: glueHost.
+	host uverbs.Host
 }
 
-// runGlue runs rping's client (runClient) and server (serve) on their own fake CM IDs
-// over a device model, each as Run runs it (reporting from the side's options), until
+// runGlue runs rping's client as Run runs it (reporting from the side's options, the
+// device count, the event channel and its removal watch, runClient) on the fake CM, and
+// its server (serve) on the child ID the fake CM hands out, over a device model, until
 // both have ended, and returns their statuses. A server that never got a request
-// reports -1. Host tests install a host without RDMA, so what the glue reads from sysfs
-// (counters, MTUs, GIDs) is absent here, whatever the machine has.
+// reports -1. Both run on a host of the test's own (glueHost): what the glue reads from
+// sysfs (counters, MTUs, GIDs) is what the test put there, whatever the machine has.
 func runGlue(t testing.TB, g glueRun, cl, sv *side) (clSt, svSt int) {
 	t.Helper()
-	hostenvtest.NoRDMA(t)
 	cm := newFakeCM(g.dev)
 	if g.cm != nil {
 		g.cm(cm)
@@ -41,8 +44,12 @@ func runGlue(t testing.TB, g glueRun, cl, sv *side) (clSt, svSt int) {
 	if cl.cfg.Addr.IsUnspecified() {
 		cl.cfg.Addr = netip.MustParseAddr("192.0.2.1")
 	}
+	host := g.host
+	if host == (uverbs.Host{}) {
+		host = glueHost(t)
+	}
 	for _, s := range []*side{cl, sv} {
-		s.cfg.verbs = g.open
+		s.cfg.verbs, s.cfg.host = g.open, host
 		if s.cfg.Poll {
 			// --poll never yields; here the "NIC" is a goroutine on the same CPUs, and on
 			// a 2-CPU machine two loops that never yield would leave it only the
@@ -50,14 +57,10 @@ func runGlue(t testing.TB, g glueRun, cl, sv *side) (clSt, svSt int) {
 			s.cfg.spin = runtime.Gosched
 		}
 	}
+	cl.cfg.cm = cm.channel
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	id := cm.newID(netip.MustParseAddrPort("192.0.2.2:40000"))
-	go func() {
-		cl.status <- reported(ctx, cl.cfg, func(ctx context.Context, cfg Config) int {
-			return runClient(ctx, &cfg, newOut(&cfg), id)
-		})
-	}()
+	go func() { cl.status <- Run(ctx, cl.cfg) }()
 	svSt = -1
 	served := make(chan int, 1)
 	select {
@@ -83,6 +86,14 @@ func runGlue(t testing.TB, g glueRun, cl, sv *side) (clSt, svSt int) {
 		t.Fatalf("client did not finish: stderr %q", cl.stderr)
 	}
 	return clSt, svSt
+}
+
+// glueHost is a host without RDMA but one device in its sysfs: rping's first step
+// counts the devices (what the glue uses is the model's, through the fake CM).
+func glueHost(t testing.TB) uverbs.Host {
+	env := hostenvtest.NoRDMA(t)
+	hostenvtest.AddRxe(t, env, "rxe0", "uverbs0")
+	return uverbs.NewHost(env)
 }
 
 // newOut is the run's printer, as runRDMA makes it.
@@ -128,6 +139,15 @@ func modelClean(t *testing.T, m deviceModel) {
 	if qps, cqs, mrs := m.Live(); qps+cqs+mrs != 0 {
 		t.Errorf("after the run the device still holds %d QPs, %d CQs, %d MRs", qps, cqs, mrs)
 	}
+}
+
+// shortPings is n, or with -short (make check) a tenth of it, at least 500: every ring
+// still wraps dozens of times.
+func shortPings(n int) int {
+	if testing.Short() {
+		return max(n/10, 500)
+	}
+	return n
 }
 
 // modelMode is one way of pinging over a device model.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/diag"
 )
 
 // The errors a user meets first on a new machine (device permissions, the
@@ -82,22 +82,22 @@ type netView struct {
 	addrs       func(netdev string) []netip.Addr
 }
 
-// hostNet is the hints' view of host h: its devices and its routing table (h's
-// netlink); addresses and interface names are the process's own network namespace.
+// hostNet is the hints' view of host h: its devices, its netdevs (sysfs), its addresses
+// and routing table (h's rtnetlink).
 func hostNet(h uverbs.Host) netView {
 	return netView{
 		route: func(dst, src netip.Addr) (route, error) { return lookupRoute(h.Env().Netlink, dst, src) },
 		ifName: func(index int) string {
-			if ifi, err := net.InterfaceByIndex(index); err == nil {
-				return ifi.Name
+			if name, err := diag.NetdevByIndex(h, index); err == nil {
+				return name
 			}
 			return fmt.Sprintf("interface %d", index)
 		},
-		owner:       addrOwner,
+		owner:       func(a netip.Addr) string { return addrOwner(h, a) },
 		rdmaDevs:    func(netdev string) []string { return rdmaDevsOn(h, netdev) },
 		ibPort:      func() bool { return hasIBPort(h) },
 		rdmaNetdevs: func() []string { return rdmaNetdevs(h) },
-		addrs:       netdevAddrs,
+		addrs:       func(netdev string) []netip.Addr { return netdevAddrs(h, netdev) },
 	}
 }
 
@@ -115,19 +115,17 @@ func rdmaNetdevs(h uverbs.Host) []string {
 	return nds
 }
 
-// netdevAddrs are netdev's global unicast addresses.
-func netdevAddrs(netdev string) []netip.Addr {
-	ifi, err := net.InterfaceByName(netdev)
+// netdevAddrs are netdev's global unicast addresses on h.
+func netdevAddrs(h uverbs.Host, netdev string) []netip.Addr {
+	index, err := diag.NetdevStat(h, netdev, "ifindex")
 	if err != nil {
 		return nil
 	}
-	addrs, _ := ifi.Addrs()
+	addrs, _ := listAddrs(h.Env().Netlink)
 	var out []netip.Addr
 	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap().IsGlobalUnicast() {
-				out = append(out, ip.Unmap())
-			}
+		if a.ifindex == int(index) && a.addr.IsGlobalUnicast() {
+			out = append(out, a.addr)
 		}
 	}
 	return out
@@ -241,22 +239,13 @@ func noGIDHint(devs []string, netdev string, src, dst netip.Addr) string {
 		d, netdev, src, dst, netdev, netdev)
 }
 
-// addrOwner is the name of the netdev that holds address a, or "".
-func addrOwner(a netip.Addr) string {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return ""
-	}
-	for _, ifi := range ifs {
-		addrs, err := ifi.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, ad := range addrs {
-			if n, ok := ad.(*net.IPNet); ok {
-				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a {
-					return ifi.Name
-				}
+// addrOwner is the name of the netdev of h that holds address a, or "".
+func addrOwner(h uverbs.Host, a netip.Addr) string {
+	addrs, _ := listAddrs(h.Env().Netlink)
+	for _, ad := range addrs {
+		if ad.addr == a {
+			if name, err := diag.NetdevByIndex(h, ad.ifindex); err == nil {
+				return name
 			}
 		}
 	}

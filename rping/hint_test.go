@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
@@ -244,8 +245,28 @@ func TestLookupRoute(t *testing.T) {
 	if r.ifindex != lo.Index || r.src != netip.MustParseAddr("127.0.0.1") {
 		t.Errorf("route to 127.0.0.1: %+v, want ifindex %d src 127.0.0.1", r, lo.Index)
 	}
-	if owner := addrOwner(netip.MustParseAddr("127.0.0.1")); owner != "lo" {
+	// The address dump, with the netdevs of a host whose sysfs has lo (ifindex as the
+	// kernel says): the hints find the owner of 127.0.0.1 and lo's addresses there.
+	env := hostenvtest.NoRDMA(t)
+	p := filepath.Join(env.Sysfs, "class/net/lo/ifindex")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(strconv.Itoa(lo.Index)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := uverbs.NewHost(env)
+	if owner := addrOwner(h, netip.MustParseAddr("127.0.0.1")); owner != "lo" {
 		t.Errorf("addrOwner(127.0.0.1) = %q, want lo", owner)
+	}
+	if owner := addrOwner(h, netip.MustParseAddr("192.0.2.99")); owner != "" {
+		t.Errorf("addrOwner(192.0.2.99) = %q, want none", owner)
+	}
+	if got := hostNet(h).ifName(lo.Index); got != "lo" {
+		t.Errorf("ifName(%d) = %q, want lo", lo.Index, got)
+	}
+	if got := netdevAddrs(h, "lo"); len(got) != 0 {
+		t.Errorf("lo's global addresses: %v, want none (loopback is not global unicast)", got)
 	}
 }
 

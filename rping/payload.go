@@ -12,11 +12,11 @@ const (
 	DefaultPort = 7174
 )
 
-// FillPayload writes ping number ping's payload into buf the way rping's client does:
+// fillPayload writes ping number ping's payload into buf the way rping's client does:
 // "rdma-ping-<n>: " followed by a run of the 58 ASCII codes 'A'..'z' starting at
 // 'A'+(n mod 58), with the last byte set to NUL. len(buf) must be at least MinSize.
 // It allocates nothing, so the ping loop can call it every iteration.
-func FillPayload(buf []byte, ping int) {
+func fillPayload(buf []byte, ping int) {
 	var num [20]byte
 	prefix := strconv.AppendInt(num[:0], int64(ping), 10)
 	n := copy(buf, "rdma-ping-")
@@ -36,6 +36,6 @@ func FillPayload(buf []byte, ping int) {
 // payload up to (not including) its NUL, i.e. what follows "ping data: ".
 func PayloadString(ping, size int) string {
 	buf := make([]byte, size)
-	FillPayload(buf, ping)
+	fillPayload(buf, ping)
 	return string(buf[:size-1])
 }

@@ -32,7 +32,7 @@ func TestPayloadWraps(t *testing.T) {
 
 func TestFillPayloadAllocatesNothing(t *testing.T) {
 	buf := make([]byte, 1024)
-	if n := testing.AllocsPerRun(100, func() { FillPayload(buf, 123456) }); n != 0 {
-		t.Fatalf("FillPayload allocates %v times per call", n)
+	if n := testing.AllocsPerRun(100, func() { fillPayload(buf, 123456) }); n != 0 {
+		t.Fatalf("fillPayload allocates %v times per call", n)
 	}
 }

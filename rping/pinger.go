@@ -49,7 +49,7 @@ type pinger struct {
 	peer      string        // "the server" / "client 10.0.3.1:40000", for stall messages
 	stalled   bool          // the loop ended on a stall; its message is out
 
-	state       State
+	state       testState
 	remote      advert // last advert received (server)
 	echoLen     int    // server: bytes of the last READ that the echo WRITE sends back
 	interrupted bool   // ctx was cancelled: fail quietly
@@ -68,7 +68,7 @@ func newPinger(c conn, cfg *Config, server bool) *pinger {
 		deadline: cfg.Deadline > 0,
 		tr:       cfg.tr,
 		diag:     cfg.dg,
-		state:    StateConnected,
+		state:    stateConnected,
 		clock:    time.Now(),
 	}
 	if server {
@@ -136,7 +136,7 @@ func (p *pinger) clientStatus(ctx context.Context, ret, done int) int {
 		return exitInterrupted
 	case p.stalled:
 		return exitTimeout
-	case p.state == StateDisconnected:
+	case p.state == stateDisconnected:
 		// rping exits 0 here (its loop returns 0 whenever the state is
 		// DISCONNECTED), so a script cannot tell a cut-short run from a full one.
 		if p.count > 0 {
@@ -261,9 +261,9 @@ func (p *pinger) sleepUntil(ctx context.Context, t time.Time) bool {
 // for the go-ahead (the server has READ it), advertise rdma_buf, wait for the
 // go-ahead (the server has WRITTEN the echo into it), check and print.
 func (p *pinger) clientPing(ctx context.Context, ping int) int {
-	p.state = StateRDMAReadAdv
+	p.state = stateRDMAReadAdv
 	start := p.c.Region(bufStart)
-	FillPayload(start.b[:p.size], ping)
+	fillPayload(start.b[:p.size], ping)
 	// The round-trip time runs from the first SEND's post to the arrival of
 	// the server's second go-ahead: both adverts, the server's READ of the
 	// payload and WRITE of the echo, its two go-aheads, and both sides'
@@ -278,14 +278,14 @@ func (p *pinger) clientPing(ctx context.Context, ping int) int {
 	if ret := p.sendAdvert(start); ret != 0 {
 		return ret
 	}
-	if !p.await(ctx, StateRDMAWriteAdv) {
+	if !p.await(ctx, stateRDMAWriteAdv) {
 		return -1
 	}
 	rdma := p.c.Region(bufRDMA)
 	if ret := p.sendAdvert(rdma); ret != 0 {
 		return ret
 	}
-	if !p.await(ctx, StateRDMAWriteComplete) {
+	if !p.await(ctx, stateRDMAWriteComplete) {
 		return -1
 	}
 	var rtt time.Duration
@@ -345,7 +345,7 @@ func (p *pinger) serverLoop(ctx context.Context) int {
 			// A client that leaves mid-ping (Ctrl-C of an endless rping -c) is
 			// still a normal end for the server, as in rping; the "wait for"
 			// line has said where it stopped.
-			if p.state == StateDisconnected {
+			if p.state == stateDisconnected {
 				return 0
 			}
 			return ret
@@ -358,11 +358,11 @@ func (p *pinger) serverLoop(ctx context.Context) int {
 // stays silent).
 func (p *pinger) serverPing(ctx context.Context) (ret int, done bool) {
 	p.awaitWake(ctx)
-	if p.state != StateRDMAReadAdv {
-		if p.state == StateDisconnected {
+	if p.state != stateRDMAReadAdv {
+		if p.state == stateDisconnected {
 			return 0, true
 		}
-		p.mismatch(StateRDMAReadAdv)
+		p.mismatch(stateRDMAReadAdv)
 		return -1, false
 	}
 	p.out.debugLine("server received sink adv\n")
@@ -389,7 +389,7 @@ func (p *pinger) readPing(ctx context.Context) int {
 		return ret
 	}
 	p.out.debugLine("server posted rdma read req \n")
-	if !p.await(ctx, StateRDMAReadComplete) {
+	if !p.await(ctx, stateRDMAReadComplete) {
 		return -1
 	}
 	p.out.debugLine("server received read complete\n")
@@ -413,12 +413,12 @@ func (p *pinger) sink(n int) (region, int) {
 	}
 	if err := p.c.Grow(n); err != nil {
 		p.out.errorf("rping server: client's ping size %d exceeds this server's %d-byte buffer (-S): %v\n", n, len(rdma.b), err)
-		p.state = StateError
+		p.state = stateError
 		return rdma, -1
 	}
 	if rdma = p.c.Region(bufRDMA); n > len(rdma.b) {
 		p.out.errorf("rping server: client's ping size %d exceeds this server's %d-byte buffer (-S)\n", n, len(rdma.b))
-		p.state = StateError
+		p.state = stateError
 		return rdma, -1
 	}
 	return rdma, 0
@@ -427,7 +427,7 @@ func (p *pinger) sink(n int) (region, int) {
 // writeEcho waits for the client's second advert, WRITEs the echo there and gives
 // the last go-ahead.
 func (p *pinger) writeEcho(ctx context.Context) int {
-	if !p.await(ctx, StateRDMAWriteAdv) {
+	if !p.await(ctx, stateRDMAWriteAdv) {
 		return -1
 	}
 	p.out.debugLine("server received sink adv\n")
@@ -440,7 +440,7 @@ func (p *pinger) writeEcho(ctx context.Context) int {
 	if ret := p.post(p.c.PostWrite(wlen, p.remote.addr, p.remote.rkey)); ret != 0 {
 		return ret
 	}
-	if !p.await(ctx, StateRDMAWriteComplete) {
+	if !p.await(ctx, stateRDMAWriteComplete) {
 		return -1
 	}
 	p.out.debugLine("server rdma write complete \n")
@@ -458,7 +458,7 @@ func (p *pinger) goAhead() int {
 
 // await waits for the next wake-up (awaitWake) and reports whether it left the loop
 // in state want; if not, it has complained as rping does.
-func (p *pinger) await(ctx context.Context, want State) bool {
+func (p *pinger) await(ctx context.Context, want testState) bool {
 	p.awaitWake(ctx)
 	if p.state != want {
 		p.mismatch(want)
@@ -468,7 +468,7 @@ func (p *pinger) await(ctx context.Context, want State) bool {
 }
 
 // mismatch is rping's complaint after a wake-up in the wrong state.
-func (p *pinger) mismatch(want State) {
+func (p *pinger) mismatch(want testState) {
 	if !p.interrupted && !p.stalled { // a stall has said why
 		p.out.errorf("wait for %s state %d\n", want, int(p.state))
 	}
@@ -491,14 +491,14 @@ func (p *pinger) awaitWake(ctx context.Context) {
 			} else {
 				p.out.errorf("%v\n", err)
 			}
-			p.state = StateError
+			p.state = stateError
 			return
 		}
 		switch {
 		case c.kind == compStall:
 			if p.tick > 0 && p.onStall() {
 				p.stalled = true
-				p.state = StateError
+				p.state = stateError
 				return
 			}
 			continue
@@ -528,7 +528,7 @@ func (p *pinger) onStall() (end bool) {
 	}
 	// A server between pings waits as long as its client likes, as long as
 	// the client's host acknowledges a keepalive every half bound.
-	if p.server && (p.state == StateConnected || p.state == StateRDMAWriteComplete) {
+	if p.server && (p.state == stateConnected || p.state == stateRDMAWriteComplete) {
 		if !p.kaSent.IsZero() {
 			p.out.errorf("rping server: %s acknowledged nothing for %s (a keepalive went unanswered): "+
 				"its host is down, its link is down, or the network between is partitioned; connection dropped\n",
@@ -588,10 +588,10 @@ func (p *pinger) handle(c completion) (wake bool) {
 	p.ts.completion(c)
 	switch c.kind {
 	case compDisconnected:
-		p.state = StateDisconnected
+		p.state = stateDisconnected
 		return true
 	case compError:
-		p.state = StateError
+		p.state = stateError
 		return true
 	}
 	if c.status != wcSuccess {
@@ -602,7 +602,7 @@ func (p *pinger) handle(c completion) (wake bool) {
 		}
 		p.out.errorf("cq completion failed status %d\n", c.status)
 		p.diag.completionError(c.status)
-		p.state = StateError
+		p.state = stateError
 		return true
 	}
 	switch c.kind {
@@ -611,27 +611,27 @@ func (p *pinger) handle(c completion) (wake bool) {
 		return false
 	case compWrite:
 		p.out.debugLine("rdma write completion\n")
-		p.state = StateRDMAWriteComplete
+		p.state = stateRDMAWriteComplete
 		return true
 	case compRead:
 		p.out.debugLine("rdma read completion\n")
-		p.state = StateRDMAReadComplete
+		p.state = stateRDMAReadComplete
 		return true
 	case compRecv:
 		p.out.debugLine("recv completion\n")
 		if ret := p.recv(c); ret != 0 {
 			p.out.errorf("recv wc error: %d\n", ret)
-			p.state = StateError
+			p.state = stateError
 			return true
 		}
 		if err := p.c.PostRecv(); err != nil {
 			p.out.errorf("post recv error: %d\n", errnoOf(err))
-			p.state = StateError
+			p.state = stateError
 		}
 		return true
 	}
 	p.out.debugLine("unknown!!!!! completion\n")
-	p.state = StateError
+	p.state = stateError
 	return true
 }
 
@@ -643,10 +643,10 @@ func (p *pinger) recv(c completion) int {
 	}
 	if !p.server {
 		// The go-ahead's content is meaningless; only its arrival counts.
-		if p.state == StateRDMAReadAdv {
-			p.state = StateRDMAWriteAdv
+		if p.state == stateRDMAReadAdv {
+			p.state = stateRDMAWriteAdv
 		} else {
-			p.state = StateRDMAWriteComplete
+			p.state = stateRDMAWriteComplete
 		}
 		return 0
 	}
@@ -659,10 +659,10 @@ func (p *pinger) recv(c completion) int {
 		return -1
 	}
 	p.remote = a
-	if p.state <= StateConnected || p.state == StateRDMAWriteComplete {
-		p.state = StateRDMAReadAdv
+	if p.state <= stateConnected || p.state == stateRDMAWriteComplete {
+		p.state = stateRDMAReadAdv
 	} else {
-		p.state = StateRDMAWriteAdv
+		p.state = stateRDMAWriteAdv
 	}
 	return 0
 }

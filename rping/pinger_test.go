@@ -235,7 +235,7 @@ func TestServerErrors(t *testing.T) {
 		{"disconnect between pings is silent", func(c, s *fakeConn) { c.disconnect() }, 0, ""},
 		{"disconnect mid-ping", func(c, s *fakeConn) {
 			r := c.Region(bufStart)
-			FillPayload(r.b, 0)
+			fillPayload(r.b, 0)
 			advertFrom(c, advert{addr: r.addr, rkey: r.rkey, size: 64})
 			c.disconnect()
 		}, 0, "wait for RDMA_READ_COMPLETE state 10\n"},
@@ -279,7 +279,7 @@ func TestServerWriteCappedToSink(t *testing.T) {
 		c.PostRecv()
 	}
 	start, sink := c.Region(bufStart), c.Region(bufRDMA)
-	FillPayload(start.b, 0)
+	fillPayload(start.b, 0)
 	send(advert{addr: start.addr, rkey: start.rkey, size: 64})
 	expect(compRecv)
 	// Sink: the last 23 bytes of the client's RDMA buffer.

@@ -1,9 +1,11 @@
 package rping
 
-// The prober: rping's client kept connected for a long-running agent (gorping mesh), which
-// asks for one ping at a time. It is runClient and converse taken apart at the seams the
-// agent needs: the connection setup (newVerbsConn, setupBuffers, connectClient) and the
-// ping (pinger.clientPing) are rping's own; only the waits around them differ.
+// The prober: rping's client kept connected for a long-running agent (gorping mesh),
+// which asks for one ping at a time. It dials as Run's client does (openCM, then
+// dialClient: resolution with the device check, verbs objects, buffers, the connection,
+// the removal and async-event watches) and pings with the client's own ping
+// (pinger.clientPing); only what it reports differs: a failure reason instead of an exit
+// status, and rping's lines go to a log.
 
 import (
 	"context"
@@ -57,10 +59,12 @@ func (e *ProbeError) Error() string {
 
 func (e *ProbeError) Unwrap() error { return e.Err }
 
-// ProbeConfig describes the connection of a Prober.
+// ProbeConfig describes the connection of a Prober. An agent with several local RDMA
+// ports (rails) dials one Prober per source address; several connections to one target
+// are several Probers.
 type ProbeConfig struct {
 	Target netip.AddrPort // the rping server (any: gorping -s -P, stock rping -s -P, a mesh responder)
-	Source netip.Addr     // source address (rping -I); zero: the route's
+	Source netip.Addr     // source address (rping -I): picks the local port; zero: the route's
 	Size   int            // ping size (rping -S); 0: DefaultSize
 	// ConnectTimeout bounds address and route resolution and the connection; 0: 5 s.
 	ConnectTimeout time.Duration
@@ -76,137 +80,105 @@ var (
 	errProbeClosed  = errors.New("prober closed")
 )
 
-// Prober is one rping client connection kept open for single pings. Ping and Close are
-// not safe for concurrent use with each other; Done, Device and Port are.
+// Prober is one rping client connection kept open for single pings. Ping, Err and Close
+// are not safe for concurrent use with each other; Done, Device and Port are.
 type Prober struct {
-	cm      *rdmacm.Channel
-	id      *rdmacm.ID // until the verbs connection owns it
-	c       *verbsConn
-	pg      *pinger
-	sub     *uverbs.AsyncEvents
-	aw      *asyncWatch
-	out     *printer
-	ctx     context.Context // the prober's life; its cause says why it ended
-	cancel  context.CancelCauseFunc
-	timer   *time.Timer // the ping in flight's deadline; firing ends ctx
-	watched chan struct{}
-	seq     int
-	err     *ProbeError // set once a ping failed: the connection is unusable
-	once    sync.Once
+	run   *cmRun     // the event channel and its removal watch
+	c     *verbsConn // the connection; its life (c.life) is the prober's
+	pg    *pinger
+	lines *lineLog
+	timer *time.Timer // the ping in flight's deadline; firing ends the connection's life
+	seq   int
+	err   *ProbeError // set once the prober is spent
+	once  sync.Once
 }
 
-// DialProbe connects to cfg.Target as rping -c does (the same resolution, verbs objects,
-// buffers and connection) and returns the prober, or a *ProbeError. ctx is the prober's
-// life: when it ends, a ping in flight fails (ReasonCanceled) and the prober is spent.
-// Resolution and connection are bounded by cfg.ConnectTimeout.
+// DialProbe connects to cfg.Target as rping -c does, on the same path (the same
+// resolution and device check, verbs objects, buffers and connection), and returns the
+// prober, or a *ProbeError. ctx is the prober's life: when it ends, a ping in flight
+// fails (ReasonCanceled) and the prober is spent. Resolution and connection are bounded
+// by cfg.ConnectTimeout.
 func DialProbe(ctx context.Context, cfg ProbeConfig) (*Prober, error) {
-	if cfg.Size == 0 {
-		cfg.Size = DefaultSize
-	}
-	if cfg.Size < MinSize || cfg.Size > MaxSize {
-		return nil, &ProbeError{ReasonSetupError, fmt.Errorf("size %d outside %d..%d", cfg.Size, MinSize, MaxSize)}
-	}
-	if cfg.ConnectTimeout <= 0 {
-		cfg.ConnectTimeout = defaultConnectTimeout
-	}
+	return dialProbe(ctx, cfg, cfg.client())
+}
+
+// client is the rping client Config a prober dials with. No stall bound: the connection
+// is bounded by ConnectTimeout, each ping by its own timeout.
+func (cfg ProbeConfig) client() Config {
 	log := cfg.Log
 	if log == nil {
 		log = io.Discard
 	}
-	n, err := countDevices(uverbs.Host{})
+	return Config{Addr: cfg.Target.Addr(), SrcAddr: cfg.Source, Port: cfg.Target.Port(), Size: cfg.Size,
+		Validate: true, Timeout: NoTimeout, Stdout: io.Discard, Stderr: log}
+}
+
+// dialProbe is DialProbe with the client Config rc, which host tests give their host,
+// fake CM and device model.
+func dialProbe(ctx context.Context, cfg ProbeConfig, rc Config) (*Prober, error) {
+	if rc.Size == 0 {
+		rc.Size = DefaultSize
+	}
+	if rc.Size < MinSize || rc.Size > MaxSize {
+		return nil, &ProbeError{ReasonSetupError, fmt.Errorf("size %d outside %d..%d", rc.Size, MinSize, MaxSize)}
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = defaultConnectTimeout
+	}
+	by := time.Now().Add(cfg.ConnectTimeout)
+	p := &Prober{lines: &lineLog{w: rc.Stderr}}
+	rc.Stderr = p.lines
+	out := &printer{stdout: io.Discard, stderr: p.lines}
+	r, _ := openCM(ctx, &rc, out)
+	if r == nil {
+		return nil, &ProbeError{ReasonNoDevice, p.lines.first()}
+	}
+	p.run = r
+	id, err := r.cm.CreateID()
 	if err != nil {
-		return nil, &ProbeError{ReasonNoDevice, err}
+		r.close(errProbeClosed, 0)
+		return nil, &ProbeError{ReasonSetupError, fmt.Errorf("rdma_create_id: %w", err)}
 	}
-	if n == 0 {
-		return nil, &ProbeError{ReasonNoDevice, errors.New("no RDMA devices were detected")}
+	c, step, st := dialClient(r.ctx, &rc, out, id, by)
+	if c == nil {
+		perr := p.dialFailure(out, step, st)
+		r.close(errProbeClosed, 0)
+		return nil, perr
 	}
-	cm, err := rdmacm.Open()
-	if err != nil {
-		return nil, &ProbeError{ReasonNoDevice, err}
-	}
-	rc := Config{Addr: cfg.Target.Addr(), SrcAddr: cfg.Source, Port: cfg.Target.Port(), Size: cfg.Size,
-		Validate: true, Stdout: io.Discard, Stderr: log}
-	p := &Prober{cm: cm, watched: make(chan struct{})}
-	p.ctx, p.cancel = context.WithCancelCause(ctx)
-	// As in runRDMA: a device removal ends the prober, whoever is reading events.
-	p.out = &printer{stdout: io.Discard, stderr: log}
-	p.out.removal = &removal{stderr: log, cancel: p.cancel, gone: cm.Removed()}
-	go func() {
-		defer close(p.watched)
-		select {
-		case <-cm.Removed():
-			p.out.deviceRemoved()
-		case <-p.ctx.Done():
-		}
-	}()
-	if err := p.dial(&rc, cfg.ConnectTimeout); err != nil {
-		p.Close()
-		return nil, err
-	}
+	p.c = c
+	p.pg = newPinger(c, &rc, false)
+	p.pg.out.line = nil // only -v prints ping data; no 64 KiB line buffer per target
+	p.timer = time.AfterFunc(time.Hour, func() { c.end(errProbeTimeout) })
+	p.timer.Stop()
 	return p, nil
 }
 
-func (p *Prober) dial(rc *Config, timeout time.Duration) *ProbeError {
-	dctx, cancel := context.WithTimeout(p.ctx, timeout)
-	defer cancel()
-	id, err := p.cm.CreateID()
-	if err != nil {
+// dialFailure says why dialClient failed at step with exit status st.
+func (p *Prober) dialFailure(out *printer, step dialStep, st int) *ProbeError {
+	err := p.lines.first()
+	if ctx := p.run.ctx; ctx.Err() != nil {
+		return &ProbeError{endReason(ctx), context.Cause(ctx)}
+	}
+	switch {
+	case st == exitTimeout:
+		return &ProbeError{ReasonConnectTimeout, err}
+	case out.sawCMErr:
+		return &ProbeError{cmEventReason(out.cmErr.Type), err}
+	}
+	switch step {
+	case stepAddr:
+		return &ProbeError{ReasonAddrError, err}
+	case stepRoute:
+		return &ProbeError{ReasonRouteError, err}
+	case stepSetup:
 		return &ProbeError{ReasonSetupError, err}
 	}
-	p.id = id
-	if perr := resolveRoute(dctx, id, rc); perr != nil {
-		return p.ctxReason(dctx, perr)
-	}
-	c, ret := newVerbsConn(id, rc, p.out, false)
-	if ret != 0 {
-		return &ProbeError{ReasonSetupError, fmt.Errorf("setup_qp failed: %d", ret)}
-	}
-	p.c, p.id = c, nil // c.close destroys the id from now on
-	if ret := c.setupBuffers(rc.Size, true); ret != 0 {
-		return &ProbeError{ReasonSetupError, fmt.Errorf("rping_setup_buffers failed: %d", ret)}
-	}
-	if err := c.PostRecv(); err != nil {
-		return &ProbeError{ReasonSetupError, fmt.Errorf("ibv_post_recv: %w", err)}
-	}
-	// As in converse: fatal asynchronous events of the QP, CQ or port end the prober.
-	p.sub = c.vctx.SubscribeAsync()
-	p.aw = watchAsync(p.ctx, p.sub.Next, c.dev.Name, c.qp, c.cq, c.port, p.out, p.cancel)
-	c.start(p.ctx)
-	// The dial deadline (dctx) bounds the connection, not the stall policy.
-	if ret := connectClient(dctx, c, p.out, StateRouteResolved, stallPolicy{}, netip.AddrPortFrom(rc.Addr, rc.Port).String()); ret != 0 {
-		perr := &ProbeError{ReasonConnectError, fmt.Errorf("rdma_connect to %s: status %d", netip.AddrPortFrom(rc.Addr, rc.Port), ret)}
-		if ev := p.out.cmErr; p.out.sawCMErr {
-			perr = &ProbeError{cmEventReason(ev.Type), fmt.Errorf("rdma_connect to %s: cma event %s, error %d",
-				netip.AddrPortFrom(rc.Addr, rc.Port), ev.Type, ev.Status)}
-		}
-		return p.ctxReason(dctx, perr)
-	}
-	c.watchCM()
-	p.pg = newPinger(c, rc, false)
-	p.pg.out.line = nil // only -v prints ping data; no 64 KiB line buffer per target
-	p.timer = time.AfterFunc(time.Hour, func() { p.cancel(errProbeTimeout) })
-	p.timer.Stop()
-	return nil
+	return &ProbeError{ReasonConnectError, err}
 }
 
-// ctxReason replaces perr by what ended the dial's context, if it ended: the prober's end
-// (removal, close) or the connect timeout.
-func (p *Prober) ctxReason(dctx context.Context, perr *ProbeError) *ProbeError {
-	if r := p.endReason(); r != "" {
-		return &ProbeError{r, context.Cause(p.ctx)}
-	}
-	if dctx.Err() != nil {
-		return &ProbeError{ReasonConnectTimeout, perr}
-	}
-	return perr
-}
-
-// endReason is why the prober's context ended, "" while it has not.
-func (p *Prober) endReason() string {
-	if p.ctx.Err() == nil {
-		return ""
-	}
-	cause := context.Cause(p.ctx)
+// endReason is why a prober's context ended.
+func endReason(ctx context.Context) string {
+	cause := context.Cause(ctx)
 	var af *asyncFatal
 	switch {
 	case errors.Is(cause, errProbeTimeout):
@@ -217,35 +189,6 @@ func (p *Prober) endReason() string {
 		return ReasonAsyncError
 	}
 	return ReasonCanceled
-}
-
-// resolveRoute is the resolution half of runClient, reporting failures as reasons.
-func resolveRoute(ctx context.Context, id *rdmacm.ID, rc *Config) *ProbeError {
-	var src netip.AddrPort
-	if rc.HasSrcAddr() {
-		src = netip.AddrPortFrom(rc.SrcAddr, 0)
-	}
-	if err := id.ResolveAddr(src, netip.AddrPortFrom(rc.Addr, rc.Port), resolveTimeout); err != nil {
-		return &ProbeError{ReasonAddrError, fmt.Errorf("rdma_resolve_addr: %s", Strerror(err))}
-	}
-	for {
-		ev, err := id.Event(ctx)
-		if err != nil {
-			return &ProbeError{ReasonCanceled, err}
-		}
-		switch ev.Type {
-		case rdmacm.EventAddrResolved:
-			if err := id.ResolveRoute(resolveTimeout); err != nil {
-				return &ProbeError{ReasonRouteError, fmt.Errorf("rdma_resolve_route: %s", Strerror(err))}
-			}
-		case rdmacm.EventRouteResolved:
-			return nil
-		case rdmacm.EventDeviceRemoval:
-			return &ProbeError{ReasonDeviceRemoved, errDeviceRemoved}
-		case rdmacm.EventAddrError, rdmacm.EventRouteError:
-			return &ProbeError{cmEventReason(ev.Type), fmt.Errorf("cma event %s, error %d", ev.Type, ev.Status)}
-		}
-	}
 }
 
 // cmEventReason names an error CM event.
@@ -270,19 +213,15 @@ func cmEventReason(t rdmacm.EventType) string {
 // payload is filled to the echo's check (the fill and check of the 64-byte default
 // payload add tens of nanoseconds to what --stats reports). A ping that does not finish
 // within timeout fails with ReasonTimeout. After a failure the prober is spent: every
-// later Ping returns the same *ProbeError, and the caller closes it and dials anew.
-// In steady state Ping allocates nothing.
+// later Ping returns the same *ProbeError (Err), and the caller closes it and dials
+// anew. In steady state Ping allocates nothing.
 func (p *Prober) Ping(timeout time.Duration) (time.Duration, error) {
-	if p.err != nil {
-		return 0, p.err
-	}
-	if r := p.endReason(); r != "" {
-		p.err = &ProbeError{r, context.Cause(p.ctx)}
-		return 0, p.err
+	if err := p.Err(); err != nil {
+		return 0, err
 	}
 	p.timer.Reset(timeout)
 	t0 := time.Now()
-	ret := p.pg.clientPing(p.ctx, p.seq)
+	ret := p.pg.clientPing(p.c.life, p.seq)
 	rtt := time.Since(t0)
 	fired := !p.timer.Stop()
 	p.seq++
@@ -293,22 +232,34 @@ func (p *Prober) Ping(timeout time.Duration) (time.Duration, error) {
 	return 0, p.err
 }
 
+// Err is nil while the prober can ping; once it cannot (Done is closed, or a ping
+// failed) it is the *ProbeError that says why, which every later Ping returns too.
+func (p *Prober) Err() error {
+	if p.err == nil && p.c.life.Err() != nil {
+		p.err = &ProbeError{endReason(p.c.life), context.Cause(p.c.life)}
+	}
+	if p.err == nil {
+		return nil
+	}
+	return p.err
+}
+
 // failure says why clientPing returned ret.
 func (p *Prober) failure(ret int) *ProbeError {
-	if r := p.endReason(); r != "" {
-		return &ProbeError{r, context.Cause(p.ctx)}
+	if ctx := p.c.life; ctx.Err() != nil {
+		return &ProbeError{endReason(ctx), context.Cause(ctx)}
 	}
 	w := p.c.wait
 	switch {
 	case w.firstErr != uverbs.WCSuccess:
 		return &ProbeError{strings.ToLower(w.firstErr.String()), errors.New(w.firstErr.Cause())}
-	case p.pg.state == StateDisconnected:
+	case p.pg.state == stateDisconnected:
 		return &ProbeError{ReasonDisconnected, errors.New("the peer disconnected")}
 	case w.failed:
 		return &ProbeError{ReasonCQError, errors.New("the completion queue failed")}
 	case ret > 0:
 		return &ProbeError{ReasonPostError, fmt.Errorf("post send error %d", ret)}
-	case p.pg.state == StateRDMAWriteComplete:
+	case p.pg.state == stateRDMAWriteComplete:
 		return &ProbeError{ReasonDataMismatch, errors.New("the echo differs from the payload")}
 	}
 	return &ProbeError{ReasonProtocolError, fmt.Errorf("ping ended in state %s", p.pg.state)}
@@ -316,7 +267,7 @@ func (p *Prober) failure(ret int) *ProbeError {
 
 // Done is closed when the prober can no longer ping: its device went away, a fatal
 // asynchronous event hit it, a ping timed out, its context ended or it was closed.
-func (p *Prober) Done() <-chan struct{} { return p.ctx.Done() }
+func (p *Prober) Done() <-chan struct{} { return p.c.life.Done() }
 
 // Device is the local RDMA device of the connection ("rxe0").
 func (p *Prober) Device() string { return p.c.dev.Name }
@@ -329,27 +280,42 @@ func (p *Prober) Port() int { return int(p.c.port) }
 // once.
 func (p *Prober) Close() error {
 	p.once.Do(func() {
-		if p.timer != nil {
-			p.timer.Stop()
-		}
-		if c := p.c; c != nil {
-			if c.cancel != nil {
-				c.disconnect()
-			}
-			if p.aw != nil {
-				p.aw.stop()
-				p.sub.Close()
-			}
-			c.close()
-		} else if p.id != nil {
-			p.id.Destroy()
-		}
-		p.cancel(errProbeClosed)
-		p.cm.Close()
-		<-p.watched
+		p.timer.Stop()
+		p.c.disconnect()
+		p.c.close()
+		p.run.close(errProbeClosed, 0)
 		if p.err == nil {
 			p.err = &ProbeError{ReasonCanceled, errProbeClosed}
 		}
 	})
 	return nil
+}
+
+// lineLog passes rping's lines on to the prober's log and keeps the first one since it
+// was last asked (first): a dial's failure says what rping said first.
+type lineLog struct {
+	w    io.Writer
+	mu   sync.Mutex
+	line string
+}
+
+func (l *lineLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	if l.line == "" {
+		l.line = strings.TrimRight(string(b), "\n")
+	}
+	l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// first is the first line written since the last call, as an error (nil if none).
+func (l *lineLog) first() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.line
+	l.line = ""
+	if s == "" {
+		return nil
+	}
+	return errors.New(s)
 }

@@ -1,6 +1,7 @@
 package rping
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 
@@ -97,4 +98,68 @@ func parseRouteReply(msgs []netlink.Message) (r route, done bool, err error) {
 		}
 	}
 	return route{}, false, nil
+}
+
+// ifAddr is one address of a netdev (RTM_NEWADDR, as `ip addr` shows it).
+type ifAddr struct {
+	ifindex int
+	addr    netip.Addr
+}
+
+const addrSeq = 2
+
+// listAddrs asks the kernel (rtnetlink RTM_GETADDR dump, on a socket from dial) for every
+// address of every netdev. Only error paths use it (the address hints).
+func listAddrs(dial netlink.Dialer) ([]ifAddr, error) {
+	c, err := dial(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("addresses: %w", err)
+	}
+	defer c.Close()
+	req := netlink.AppendMessage(nil, unix.RTM_GETADDR, unix.NLM_F_REQUEST|unix.NLM_F_DUMP, addrSeq,
+		make([]byte, unix.SizeofIfAddrmsg)) // struct ifaddrmsg, family AF_UNSPEC: all
+	if err := c.Send(req); err != nil {
+		return nil, fmt.Errorf("addresses: %w", err)
+	}
+	var out []ifAddr
+	for {
+		msgs, err := c.Recv(addrSeq)
+		if err != nil {
+			return nil, fmt.Errorf("addresses: %w", err)
+		}
+		for _, m := range msgs {
+			switch m.Type {
+			case unix.NLMSG_DONE:
+				return out, nil
+			case unix.NLMSG_ERROR:
+				if err := netlink.Error(m.Payload); err != nil {
+					return nil, fmt.Errorf("addresses: %w", err)
+				}
+			case unix.RTM_NEWADDR:
+				if a, ok := parseAddr(m.Payload); ok {
+					out = append(out, a)
+				}
+			}
+		}
+	}
+}
+
+// parseAddr reads one RTM_NEWADDR: struct ifaddrmsg (ifa_index at byte 4) and its
+// IFA_LOCAL, else IFA_ADDRESS (they differ only on point-to-point links, where IFA_LOCAL
+// is this host's).
+func parseAddr(p []byte) (ifAddr, bool) {
+	if len(p) < unix.SizeofIfAddrmsg {
+		return ifAddr{}, false
+	}
+	attrs, err := netlink.ParseAttrs(p[unix.SizeofIfAddrmsg:])
+	if err != nil {
+		return ifAddr{}, false
+	}
+	a := ifAddr{ifindex: int(binary.NativeEndian.Uint32(p[4:8]))}
+	for _, at := range attrs {
+		if ip, ok := netip.AddrFromSlice(at.Data); ok && (at.Type == unix.IFA_LOCAL || (at.Type == unix.IFA_ADDRESS && !a.addr.IsValid())) {
+			a.addr = ip.Unmap()
+		}
+	}
+	return a, a.addr.IsValid()
 }

@@ -32,6 +32,7 @@ func TestPingLoopRxeModel(t *testing.T) {
 		{name: "poll", pings: 3000, poll: true},
 		{name: "selfqp", pings: 2000, selfQP: true},
 	} {
+		mode.pings = shortPings(mode.pings)
 		t.Run(mode.name, func(t *testing.T) {
 			g, nic := rxeGlue(t)
 			pingOverModel(t, g, mode)

@@ -113,22 +113,22 @@ func qpPolicy(qp *uverbs.QP, cfgTimeout time.Duration) stallPolicy {
 }
 
 // waitingFor says, for a stall message, what a side in state s was waiting for.
-func waitingFor(s State, server bool) string {
+func waitingFor(s testState, server bool) string {
 	if server {
 		switch s {
-		case StateRDMAReadAdv:
+		case stateRDMAReadAdv:
 			return "the RDMA READ of the client's ping"
-		case StateRDMAReadComplete:
+		case stateRDMAReadComplete:
 			return "the client's second advert"
-		case StateRDMAWriteAdv:
+		case stateRDMAWriteAdv:
 			return "the RDMA WRITE of the echo"
 		}
 		return "the client's next advert"
 	}
 	switch s {
-	case StateRDMAReadAdv:
+	case stateRDMAReadAdv:
 		return "the server's first go-ahead (it reads the ping)"
-	case StateRDMAWriteAdv:
+	case stateRDMAWriteAdv:
 		return "the server's echo and last go-ahead"
 	}
 	return "the server"

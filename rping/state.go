@@ -1,43 +1,22 @@
 package rping
 
-import "strconv"
+// testState is rping's enum test_state. The numbers are the ones rping prints in
+// "wait for <STATE> state %d", so they are part of the output format; String is the
+// enumerator's name as rping's messages spell it ("RDMA_READ_ADV").
+type testState int
 
-// State is rping's enum test_state. The numbers are the ones rping prints in
-// "wait for <STATE> state %d", so they are part of the output format.
-type State int
+//go:generate go run golang.org/x/tools/cmd/stringer@v0.52.0 -type=testState -linecomment
 
 const (
-	StateIdle State = iota + 1
-	StateConnectRequest
-	StateAddrResolved
-	StateRouteResolved
-	StateConnected
-	StateRDMAReadAdv
-	StateRDMAReadComplete
-	StateRDMAWriteAdv
-	StateRDMAWriteComplete
-	StateDisconnected
-	StateError
+	stateIdle              testState = iota + 1 // IDLE
+	stateConnectRequest                         // CONNECT_REQUEST
+	stateAddrResolved                           // ADDR_RESOLVED
+	stateRouteResolved                          // ROUTE_RESOLVED
+	stateConnected                              // CONNECTED
+	stateRDMAReadAdv                            // RDMA_READ_ADV
+	stateRDMAReadComplete                       // RDMA_READ_COMPLETE
+	stateRDMAWriteAdv                           // RDMA_WRITE_ADV
+	stateRDMAWriteComplete                      // RDMA_WRITE_COMPLETE
+	stateDisconnected                           // DISCONNECTED
+	stateError                                  // ERROR
 )
-
-var stateNames = [...]string{
-	StateIdle:              "IDLE",
-	StateConnectRequest:    "CONNECT_REQUEST",
-	StateAddrResolved:      "ADDR_RESOLVED",
-	StateRouteResolved:     "ROUTE_RESOLVED",
-	StateConnected:         "CONNECTED",
-	StateRDMAReadAdv:       "RDMA_READ_ADV",
-	StateRDMAReadComplete:  "RDMA_READ_COMPLETE",
-	StateRDMAWriteAdv:      "RDMA_WRITE_ADV",
-	StateRDMAWriteComplete: "RDMA_WRITE_COMPLETE",
-	StateDisconnected:      "DISCONNECTED",
-	StateError:             "ERROR",
-}
-
-// String is the enumerator's name as rping's messages spell it ("RDMA_READ_ADV").
-func (s State) String() string {
-	if s >= StateIdle && s <= StateError {
-		return stateNames[s]
-	}
-	return "State(" + strconv.Itoa(int(s)) + ")"
-}

@@ -11,7 +11,6 @@ import (
 	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/rdmacm"
 	"github.com/gorping/gorping/uverbs"
-	_ "github.com/gorping/gorping/uverbs/providers" // the providers gorping ships
 )
 
 // Per-connection verbs sizes, as rping's (§3.6 of the spec).
@@ -34,6 +33,7 @@ type verbsConn struct {
 	role   string // "client" or "server" in "… DISCONNECT EVENT..."
 	selfQP bool
 
+	host    uverbs.Host // where the device's sysfs is (diagnostics, the stall cause)
 	dev     uverbs.Device
 	vctx    *uverbs.Context
 	devAttr uverbs.DeviceAttr
@@ -67,6 +67,14 @@ type verbsConn struct {
 	ctx    context.Context // the CM goroutine's context; cancel ends it
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// Once up: the connection's life, which a fatal asynchronous event (the watch aw
+	// on the subscription sub) ends with an *asyncFatal, and the prober with its
+	// ping deadline.
+	life context.Context
+	end  context.CancelCauseFunc
+	sub  *uverbs.AsyncEvents
+	aw   *asyncWatch
 }
 
 // newVerbsConn is rping_setup_qp: verbs context, PD, completion channel, CQ
@@ -74,7 +82,8 @@ type verbsConn struct {
 // On failure it has printed rping's message and released what it made, and
 // returns the status to print with "setup_qp failed: %d".
 func newVerbsConn(id cmID, cfg *Config, out *printer, server bool) (*verbsConn, int) {
-	c := &verbsConn{out: out, id: id, selfQP: cfg.SelfCreateQP, busy: cfg.Poll, spin: cfg.spin, label: "parent", role: "client", tr: cfg.tr}
+	c := &verbsConn{out: out, id: id, host: cfg.host, selfQP: cfg.SelfCreateQP, busy: cfg.Poll, spin: cfg.spin,
+		label: "parent", role: "client", tr: cfg.tr}
 	if server {
 		c.label, c.role = "child", "server"
 	}
@@ -340,6 +349,13 @@ func (c *verbsConn) disconnect() {
 
 // close stops the goroutines, destroys the ID and frees the verbs resources.
 func (c *verbsConn) close() {
+	if c.aw != nil {
+		c.aw.stop()
+		c.sub.Close()
+	}
+	if c.end != nil {
+		c.end(nil)
+	}
 	if c.cancel != nil {
 		c.cancel()
 		c.wg.Wait()
@@ -497,21 +513,9 @@ func (c *verbsConn) describe() connInfo {
 		pick = match
 	}
 	if pick != nil {
-		ci.GID, ci.GIDIndex, ci.GIDType = netip.AddrFrom16(pick.GID).String(), int(pick.Index), gidTypeName(pick.Type)
+		ci.GID, ci.GIDIndex, ci.GIDType = netip.AddrFrom16(pick.GID).String(), int(pick.Index), pick.Type.String()
 	}
 	return ci
-}
-
-func gidTypeName(t uverbs.GIDType) string {
-	switch t {
-	case uverbs.GIDTypeIB:
-		return "IB"
-	case uverbs.GIDTypeRoCEv1:
-		return "RoCEv1"
-	case uverbs.GIDTypeRoCEv2:
-		return "RoCEv2"
-	}
-	return "unknown"
 }
 
 // traceBuffer records the anonymous mapping behind one of rping's buffers (--trace):

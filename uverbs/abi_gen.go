@@ -954,7 +954,7 @@ func portAttrFromWire(w *queryPortResp) PortAttr {
 		SMSL:         w.SmSL,
 		ActiveWidth:  w.ActiveWidth,
 		ActiveSpeed:  w.ActiveSpeed,
-		PhysState:    w.PhysState,
+		PhysState:    PhysState(w.PhysState),
 		LinkLayer:    LinkLayer(w.LinkLayer),
 	}
 }

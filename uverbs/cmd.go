@@ -26,15 +26,15 @@ const (
 // ErrClosed is returned by operations on a closed context or object.
 var ErrClosed = errors.New("uverbs: use of closed object")
 
-// CmdError is a failed uverbs command. It unwraps to the kernel's errno, so
+// cmdError is a failed uverbs command. It unwraps to the kernel's errno, so
 // errors.Is(err, unix.EINVAL) works.
-type CmdError struct {
+type cmdError struct {
 	Cmd   string // e.g. "CREATE_QP"
 	Errno unix.Errno
 }
 
-func (e *CmdError) Error() string { return "uverbs " + e.Cmd + ": " + e.Errno.Error() }
-func (e *CmdError) Unwrap() error { return e.Errno }
+func (e *cmdError) Error() string { return "uverbs " + e.Cmd + ": " + e.Errno.Error() }
+func (e *cmdError) Unwrap() error { return e.Errno }
 
 func cmdName(cmd uint32) string {
 	if n, ok := cmdNames[cmd]; ok {
@@ -216,7 +216,7 @@ func (c *cmdPath) execExLocked(cmd uint32, core, udIn []byte, coreOut, drvOut in
 	if err != nil {
 		var errno unix.Errno
 		if errors.As(err, &errno) {
-			return nil, &CmdError{Cmd: name, Errno: errno}
+			return nil, &cmdError{Cmd: name, Errno: errno}
 		}
 		return nil, fmt.Errorf("uverbs %s: %w", name, err)
 	}
@@ -260,7 +260,7 @@ func (c *cmdPath) execLocked(cmd uint32, core, udIn []byte, respLen int) ([]byte
 	if err != nil {
 		var errno unix.Errno
 		if errors.As(err, &errno) {
-			return nil, &CmdError{Cmd: cmdName(cmd), Errno: errno}
+			return nil, &cmdError{Cmd: cmdName(cmd), Errno: errno}
 		}
 		return nil, fmt.Errorf("uverbs %s: %w", cmdName(cmd), err)
 	}
@@ -281,7 +281,7 @@ func (c *cmdPath) ioctlCmd(name string, arg uintptr) error {
 	if err := c.ioctl(c.fd, rdmaVerbsIoctl, arg); err != nil {
 		var errno unix.Errno
 		if errors.As(err, &errno) {
-			return &CmdError{Cmd: name, Errno: errno}
+			return &cmdError{Cmd: name, Errno: errno}
 		}
 		return fmt.Errorf("uverbs %s: %w", name, err)
 	}
@@ -303,7 +303,6 @@ func (c *cmdPath) Write(cmd uint32, req, resp []byte) error {
 }
 
 // Fd implements Commander.
-func (c *cmdPath) Fd() int { return c.fd }
 
 // Mmap implements Commander: a shared mapping of the device file, made under the command
 // lock so it cannot race with Context.Close closing the fd.

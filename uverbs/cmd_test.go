@@ -234,9 +234,9 @@ func TestCmdErrors(t *testing.T) {
 	e := newTestEnv(t)
 	e.k.on(cmdAllocPD, func(req []byte) ([]byte, error) { return nil, unix.EMFILE })
 	_, err := e.ctx.AllocPD()
-	var ce *CmdError
+	var ce *cmdError
 	if !errors.As(err, &ce) || ce.Cmd != "ALLOC_PD" || !errors.Is(err, unix.EMFILE) {
-		t.Fatalf("AllocPD err = %#v, want CmdError{ALLOC_PD, EMFILE}", err)
+		t.Fatalf("AllocPD err = %#v, want cmdError{ALLOC_PD, EMFILE}", err)
 	}
 	if !strings.Contains(err.Error(), "fake0") || !strings.Contains(err.Error(), "ALLOC_PD") {
 		t.Errorf("error %q lacks device or command", err)

@@ -34,7 +34,7 @@ type Context struct {
 
 // Open opens dev's uverbs node and creates its context through the registered provider
 // (or the one WithProvider names). Every Open makes a new kernel context; OpenShared
-// shares one. WithBackend replaces the device node.
+// shares one. withBackend replaces the device node.
 func Open(dev Device, opts ...Option) (*Context, error) {
 	o := applyOptions(opts)
 	p, err := providers.lookup(dev, o.provider)
@@ -69,9 +69,9 @@ type Backend interface {
 	Munmap(b []byte) error
 }
 
-// OpenBackend creates a context on dev whose device file is b (Open with WithBackend).
+// OpenBackend creates a context on dev whose device file is b (Open with withBackend).
 func OpenBackend(dev Device, b Backend, opts ...Option) (*Context, error) {
-	return Open(dev, append(opts, WithBackend(b))...)
+	return Open(dev, append(opts, withBackend(b))...)
 }
 
 // shared holds the contexts OpenShared hands out, one per device node.
@@ -242,6 +242,8 @@ func (c *Context) Close() error {
 	if c.cmd.backend == nil {
 		errs = append(errs, unix.Close(c.cmd.fd))
 	} else if cl, ok := c.cmd.backend.(io.Closer); ok {
+		// A backend plays the device file: closing it is where the kernel tears the
+		// context's objects down, before their memory is released below.
 		errs = append(errs, cl.Close())
 	}
 	c.cmd.fdClosed = true

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/internal/sysattr"
 )
 
 // Device is an RDMA device that exposes a uverbs character device.
@@ -90,16 +91,16 @@ func sysfsDevices(reg *registry, env hostenv.Env) ([]Device, error) {
 		if !strings.HasPrefix(name, "uverbs") {
 			continue // e.g. the global abi_version file
 		}
-		ibdev, err := readSysfs(filepath.Join(dir, name, "ibdev"))
+		ibdev, err := sysattr.Read(filepath.Join(dir, name, "ibdev"))
 		if err != nil || ibdev == "" {
 			continue // device going away; skip it rather than fail the whole scan
 		}
 		d := Device{Name: ibdev, Index: -1, Uverbs: name, Path: env.DevPath(name), sysfs: root}
-		if s, err := readSysfs(filepath.Join(dir, name, "abi_version")); err == nil {
+		if s, err := sysattr.Read(filepath.Join(dir, name, "abi_version")); err == nil {
 			d.ABI, _ = strconv.Atoi(s)
 		}
-		if s, err := readSysfs(filepath.Join(root, "class", "infiniband", ibdev, "node_guid")); err == nil {
-			d.NodeGUID, _ = parseGUID(s)
+		if s, err := sysattr.Read(filepath.Join(root, "class", "infiniband", ibdev, "node_guid")); err == nil {
+			d.NodeGUID, _ = sysattr.ParseGUID(s)
 		}
 		d.Driver, d.DriverID = sysfsDriver(reg, root, ibdev)
 		devs = append(devs, d)
@@ -147,7 +148,7 @@ func (d Device) Netdevs() []string {
 			nds = append(nds, nd)
 		}
 	}
-	if s, err := readSysfs(filepath.Join(base, "parent")); err == nil {
+	if s, err := sysattr.Read(filepath.Join(base, "parent")); err == nil {
 		add(s)
 	}
 	if ents, err := os.ReadDir(filepath.Join(base, "device", "net")); err == nil {
@@ -157,7 +158,7 @@ func (d Device) Netdevs() []string {
 	}
 	ndevs, _ := filepath.Glob(filepath.Join(base, "ports", "*", "gid_attrs", "ndevs", "*"))
 	for _, f := range ndevs {
-		if s, err := readSysfs(f); err == nil { // unused GID entries fail to read (EINVAL)
+		if s, err := sysattr.Read(f); err == nil { // unused GID entries fail to read (EINVAL)
 			add(s)
 		}
 	}
@@ -169,7 +170,7 @@ func (d Device) LinkLayers() []LinkLayer {
 	files, _ := filepath.Glob(filepath.Join(d.sysfsRoot(), "class", "infiniband", d.Name, "ports", "*", "link_layer"))
 	var lls []LinkLayer
 	for _, f := range files {
-		s, err := readSysfs(f)
+		s, err := sysattr.Read(f)
 		if err != nil {
 			continue
 		}
@@ -183,32 +184,4 @@ func (d Device) LinkLayers() []LinkLayer {
 		}
 	}
 	return lls
-}
-
-func readSysfs(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-// parseGUID parses sysfs's "xxxx:xxxx:xxxx:xxxx" (big-endian 16-bit groups).
-func parseGUID(s string) (uint64, error) {
-	parts := strings.Split(strings.TrimSpace(s), ":")
-	if len(parts) != 4 {
-		return 0, fmt.Errorf("uverbs: bad GUID %q", s)
-	}
-	var g uint64
-	for _, p := range parts {
-		if len(p) == 0 || len(p) > 4 {
-			return 0, fmt.Errorf("uverbs: bad GUID %q", s)
-		}
-		v, err := strconv.ParseUint(p, 16, 16)
-		if err != nil {
-			return 0, fmt.Errorf("uverbs: bad GUID %q", s)
-		}
-		g = g<<16 | v
-	}
-	return g, nil
 }

@@ -2,42 +2,22 @@ package uverbs
 
 import (
 	"encoding/binary"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"testing"
 
 	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 	"github.com/gorping/gorping/internal/netlink"
 	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
-// writeTree creates files (path → content; content "->x" makes a symlink to x).
-func writeTree(t *testing.T, root string, files map[string]string) {
-	t.Helper()
-	for p, c := range files {
-		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if len(c) > 2 && c[:2] == "->" {
-			if err := os.Symlink(c[2:], full); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func TestSysfsDevices(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{
+	hostenvtest.WriteTree(t, root, map[string]string{
 		"class/infiniband_verbs/abi_version":          "6\n",
 		"class/infiniband_verbs/uverbs0/ibdev":        "rxe0\n",
 		"class/infiniband_verbs/uverbs0/abi_version":  "2\n",
@@ -80,24 +60,6 @@ func TestSysfsDevices(t *testing.T) {
 	got, err = sysfsDevices(reg, hostenv.Env{Sysfs: t.TempDir()})
 	if err != nil || got == nil || len(got) != 0 {
 		t.Errorf("empty sysfs: %v, %v; want an empty non-nil list", got, err)
-	}
-}
-
-func TestParseGUID(t *testing.T) {
-	t.Parallel()
-	for s, want := range map[string]uint64{
-		"5054:00ff:fe96:b707":   0x505400fffe96b707,
-		"0000:0000:0000:0001\n": 1,
-		"ffff:ffff:ffff:ffff":   ^uint64(0),
-	} {
-		if g, err := parseGUID(s); err != nil || g != want {
-			t.Errorf("parseGUID(%q) = %#x, %v", s, g, err)
-		}
-	}
-	for _, s := range []string{"", "1:2:3", "12345:0:0:0", "x:0:0:0", "1:2:3:4:5", "::::"} {
-		if _, err := parseGUID(s); err == nil {
-			t.Errorf("parseGUID(%q) succeeded", s)
-		}
 	}
 }
 
@@ -180,7 +142,7 @@ func TestSysfsGIDs(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	p := "class/infiniband/rxe0/ports/1/"
-	writeTree(t, root, map[string]string{
+	hostenvtest.WriteTree(t, root, map[string]string{
 		p + "gids/0":               "fe80:0000:0000:0000:5054:00ff:fe12:3456\n",
 		p + "gids/1":               "0000:0000:0000:0000:0000:ffff:c000:0201\n",
 		p + "gids/2":               "0000:0000:0000:0000:0000:0000:0000:0000\n",
@@ -237,7 +199,7 @@ func TestGIDTableIoctlGolden(t *testing.T) {
 func TestDeviceNetdevs(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	writeTree(t, root, map[string]string{
+	hostenvtest.WriteTree(t, root, map[string]string{
 		"class/infiniband/rxe0/parent":                       "d0\n",
 		"class/infiniband/rxe0/ports/1/link_layer":           "Ethernet\n",
 		"class/infiniband/mlx5_0/device/net/eth0/ifindex":    "2\n",

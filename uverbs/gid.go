@@ -3,11 +3,11 @@ package uverbs
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/gorping/gorping/internal/sysattr"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
@@ -119,39 +119,27 @@ func parseGIDEntries(count uint64, entries []byte) ([]GIDEntry, error) {
 	return out, nil
 }
 
-// sysfsGIDs reads the valid GIDs of one port from sysfs.
+// sysfsGIDs reads the valid GIDs of one port from sysfs, those with an index below n.
 func sysfsGIDs(root, dev string, port, n int, ll LinkLayer) ([]GIDEntry, error) {
-	pdir := filepath.Join(root, "class", "infiniband", dev, "ports", strconv.Itoa(port))
-	_, attrsErr := os.Stat(filepath.Join(pdir, "gid_attrs"))
+	gids, err := sysattr.PortGIDs(filepath.Join(root, "class", "infiniband", dev, "ports", strconv.Itoa(port)), true)
+	if err != nil {
+		return nil, err
+	}
 	var out []GIDEntry
-	for i := 0; i < n; i++ {
-		s, err := readSysfs(filepath.Join(pdir, "gids", strconv.Itoa(i)))
-		if err != nil {
-			if errors.Is(err, os.ErrNotExist) && i > 0 {
-				break
-			}
-			continue // unreadable slot: treat as empty
+	for _, g := range gids {
+		if g.Index >= n {
+			break
 		}
-		gid, err := parseGID(s)
-		if err != nil || gid == ([16]byte{}) {
-			continue
-		}
-		e := GIDEntry{GID: gid, Index: uint32(i), Port: uint32(port), Type: GIDTypeIB}
-		if ll == LinkLayerEthernet {
+		e := GIDEntry{GID: g.Raw, Index: uint32(g.Index), Port: uint32(port), Type: GIDTypeIB}
+		switch {
+		case strings.Contains(g.Type, "v2"):
+			e.Type = GIDTypeRoCEv2
+		case ll == LinkLayerEthernet:
 			e.Type = GIDTypeRoCEv1
 		}
-		if attrsErr == nil {
-			t, err := readSysfs(filepath.Join(pdir, "gid_attrs", "types", strconv.Itoa(i)))
-			if err != nil {
-				continue // empty slot
-			}
-			if strings.Contains(t, "v2") {
-				e.Type = GIDTypeRoCEv2
-			}
-			if nd, err := readSysfs(filepath.Join(pdir, "gid_attrs", "ndevs", strconv.Itoa(i))); err == nil && nd != "" {
-				if ifi, err := netInterfaceIndex(root, nd); err == nil {
-					e.IfIndex = uint32(ifi)
-				}
+		if g.Netdev != "" {
+			if ifi, err := netInterfaceIndex(root, g.Netdev); err == nil {
+				e.IfIndex = uint32(ifi)
 			}
 		}
 		out = append(out, e)
@@ -159,29 +147,9 @@ func sysfsGIDs(root, dev string, port, n int, ll LinkLayer) ([]GIDEntry, error) 
 	return out, nil
 }
 
-// parseGID parses sysfs's "fe80:0000:0000:0000:5054:00ff:fe12:3456".
-func parseGID(s string) ([16]byte, error) {
-	var g [16]byte
-	parts := strings.Split(strings.TrimSpace(s), ":")
-	if len(parts) != 8 {
-		return g, fmt.Errorf("uverbs: bad GID %q", s)
-	}
-	for k, p := range parts {
-		if len(p) == 0 || len(p) > 4 {
-			return g, fmt.Errorf("uverbs: bad GID %q", s)
-		}
-		v, err := strconv.ParseUint(p, 16, 16)
-		if err != nil {
-			return g, fmt.Errorf("uverbs: bad GID %q", s)
-		}
-		g[2*k], g[2*k+1] = byte(v>>8), byte(v)
-	}
-	return g, nil
-}
-
 // netInterfaceIndex reads a netdev's ifindex from sysfs (avoids importing net).
 func netInterfaceIndex(root, name string) (int, error) {
-	s, err := readSysfs(filepath.Join(root, "class", "net", name, "ifindex"))
+	s, err := sysattr.Read(filepath.Join(root, "class", "net", name, "ifindex"))
 	if err != nil {
 		return 0, err
 	}

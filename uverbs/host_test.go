@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gorping/gorping/internal/hostenv"
+	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
 	"github.com/gorping/gorping/internal/netlink"
 )
 
@@ -33,7 +34,7 @@ func TestDevicesFromInjectedSysfs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	env := hostenv.NoRDMA(dir)
-	writeTree(t, env.Sysfs, map[string]string{
+	hostenvtest.WriteTree(t, env.Sysfs, map[string]string{
 		"class/infiniband_verbs/abi_version":         "6\n",
 		"class/infiniband_verbs/uverbs3/ibdev":       "rxe7\n",
 		"class/infiniband_verbs/uverbs3/abi_version": "2\n",

@@ -25,9 +25,9 @@ type options struct {
 // a trace record (--trace). A nil tracer traces nothing and costs nothing.
 func WithTracer(t *trace.Tracer) Option { return func(o *options) { o.tracer = t } }
 
-// WithBackend opens the context on b instead of dev's device node (device models, fake
-// kernels).
-func WithBackend(b Backend) Option { return func(o *options) { o.backend = b } }
+// withBackend opens the context on b instead of dev's device node (OpenBackend: device
+// models, fake kernels).
+func withBackend(b Backend) Option { return func(o *options) { o.backend = b } }
 
 // WithProvider makes p the context's provider, whatever is registered for dev's driver
 // (a provider's own tests, the conformance suite).

@@ -139,7 +139,6 @@ type Commander interface {
 	// what names the mapping in traces and errors ("rxe send queue ring").
 	Mmap(what string, off int64, length, prot int) ([]byte, error)
 	Munmap(b []byte) error
-	Fd() int
 }
 
 // ContextCommander is the Commander NewContext gets: it can also create the kernel
@@ -217,6 +216,33 @@ type TimestampConverter interface {
 type Describer interface {
 	Describe() string
 }
+
+// Optional Provider interface.
+
+// LinkDownAdvisor is a Provider whose driver has a known problem after a port's link went
+// down, and says what to do about it (rxe: its QP1 does not recover from a link flap).
+// rping's explanation of an unanswered connection request and `gorping devices` print
+// the advice after their own facts; Device.LinkDownAdvice asks for it.
+type LinkDownAdvisor interface {
+	// LinkDownAdvice is the advice for dev, whose port on netdev ("" if unknown) saw its
+	// link go down: one clause, lower case, without a final period; "" if none.
+	LinkDownAdvice(dev Device, netdev string) string
+}
+
+// LinkDownAdvice is what d's provider advises after a link went down on d's port on
+// netdev (LinkDownAdvisor), "" if it has no advice or d has no provider.
+func (d Device) LinkDownAdvice(netdev string) string {
+	if a, ok := providers.find(d).(LinkDownAdvisor); ok {
+		return a.LinkDownAdvice(d, netdev)
+	}
+	return ""
+}
+
+// HasProvider reports whether a registered provider (one gorping ships) handles d.
+func (d Device) HasProvider() bool { return providers.find(d) != nil }
+
+// SupportedDrivers lists the drivers of the registered providers, sorted.
+func SupportedDrivers() []string { return providers.drivers() }
 
 // Register makes a provider available to Open. It panics on a duplicate driver id or
 // name, or on an Info that does not hold together (checkInfo): both are programming errors

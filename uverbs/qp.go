@@ -258,20 +258,18 @@ func (qp *QP) release() error {
 	return qp.closeProvLocked()
 }
 
-// QPAttrWireSize is the size of struct ib_uverbs_qp_attr, rdma_cm's INIT_QP_ATTR answer.
-const QPAttrWireSize = sizeofQPAttr
-
-// DecodeQPAttr decodes struct ib_uverbs_qp_attr (rdma_cm's INIT_QP_ATTR answer). A short b
-// reads as zero-extended, as the kernel extends shorter structs.
-func DecodeQPAttr(b []byte) QPAttr {
+// UnmarshalBinary decodes b as struct ib_uverbs_qp_attr (rdma_cm's INIT_QP_ATTR answer).
+// A short b reads as zero-extended, as the kernel extends shorter structs.
+func (a *QPAttr) UnmarshalBinary(b []byte) error {
 	var w qpAttr
 	wire.Decode(&w, b)
-	return qpAttrFromWire(&w)
+	*a = qpAttrFromWire(&w)
+	return nil
 }
 
-// EncodeQPAttr is the inverse of DecodeQPAttr: a as struct ib_uverbs_qp_attr (what a fake
-// rdma_cm answers INIT_QP_ATTR with).
-func EncodeQPAttr(a *QPAttr) []byte {
-	w := qpAttrToWire(a)
-	return append([]byte(nil), wire.Bytes(&w)...)
+// MarshalBinary is a as struct ib_uverbs_qp_attr (what a fake rdma_cm answers
+// INIT_QP_ATTR with).
+func (a QPAttr) MarshalBinary() ([]byte, error) {
+	w := qpAttrToWire(&a)
+	return append([]byte(nil), wire.Bytes(&w)...), nil
 }

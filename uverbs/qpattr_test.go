@@ -32,11 +32,12 @@ func TestQPAttrWire(t *testing.T) {
 	var a QPAttr
 	n := uint64(0)
 	fillDistinct(reflect.ValueOf(&a).Elem(), &n)
-	b := EncodeQPAttr(&a)
-	if len(b) != QPAttrWireSize || QPAttrWireSize != 144 {
-		t.Fatalf("encoded %d bytes (QPAttrWireSize %d), want 144", len(b), QPAttrWireSize)
+	b, _ := a.MarshalBinary()
+	if len(b) != 144 {
+		t.Fatalf("encoded %d bytes, want 144", len(b))
 	}
-	if got := DecodeQPAttr(b); got != a {
+	var got QPAttr
+	if got.UnmarshalBinary(b); got != a {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got, a)
 	}
 	// A few offsets of struct ib_uverbs_qp_attr, independent of the Go mirror.
@@ -60,8 +61,9 @@ func TestQPAttrWire(t *testing.T) {
 		}
 	}
 	// Short input is zero-extended, never a panic.
-	if got := DecodeQPAttr(b[:8]); got.State != a.State || got.PortNum != 0 {
-		t.Errorf("short decode %+v", got)
+	var short QPAttr
+	if short.UnmarshalBinary(b[:8]); short.State != a.State || short.PortNum != 0 {
+		t.Errorf("short decode %+v", short)
 	}
 }
 

@@ -252,7 +252,7 @@ func TestSeamMmapAfterClose(t *testing.T) {
 	}
 }
 
-// kernelBackend is a fake kernel as a Backend (WithBackend): no fd behind it.
+// kernelBackend is a fake kernel as a Backend (withBackend): no fd behind it.
 type kernelBackend struct{ k *fakeKernel }
 
 func (b kernelBackend) Write(p []byte) (int, error)          { return b.k.write(-1, p) }
@@ -271,7 +271,7 @@ func TestOpenSharedRefcounts(t *testing.T) {
 		}
 		return resp, err
 	})
-	open := func() Option { return WithBackend(kernelBackend{e.k}) }
+	open := func() Option { return withBackend(kernelBackend{e.k}) }
 	// A path of this test's own: the shared table is the process's.
 	dev := udDev
 	dev.Path = "/dev/infiniband/ud-test-" + t.Name()

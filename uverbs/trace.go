@@ -272,9 +272,9 @@ func (c *Context) traceGIDIoctl(n int, got uint64, err error) {
 	c.cmd.tr.Emit("uverbs", "QUERY_GID_TABLE (ioctl)", []trace.Field{trace.F("max_entries", n)}, resp, err)
 }
 
-// TraceQPAttr decodes the attributes a.AttrMask selects (rdma_cm's INIT_QP_ATTR answer)
-// for a trace record.
-func TraceQPAttr(a *QPAttr) []trace.Field {
+// TraceFields are the attributes a.AttrMask selects (rdma_cm's INIT_QP_ATTR answer) as
+// the fields of a trace record.
+func (a *QPAttr) TraceFields() []trace.Field {
 	fs := []trace.Field{trace.F("attr_mask", maskNames(a.AttrMask))}
 	if a.AttrMask&QPAttrState != 0 {
 		fs = append(fs, trace.F("state", a.State.String()))

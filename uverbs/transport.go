@@ -1,10 +1,9 @@
 package uverbs
 
 import (
-	"strconv"
-	"strings"
-
 	"path/filepath"
+
+	"github.com/gorping/gorping/internal/sysattr"
 )
 
 // Transport is how a device carries RDMA (enum ibv_transport_type). It decides the
@@ -14,24 +13,14 @@ import (
 type Transport int
 
 const (
-	TransportUnknown Transport = -1
-	TransportIB      Transport = 0 // InfiniBand and RoCE
-	TransportIWARP   Transport = 1
+	TransportUnknown Transport = -1 // unknown
+	TransportIB      Transport = 0  // InfiniBand
+	TransportIWARP   Transport = 1  // iWARP
 )
 
-func (t Transport) String() string {
-	switch t {
-	case TransportIB:
-		return "InfiniBand"
-	case TransportIWARP:
-		return "iWARP"
-	}
-	return "unknown"
-}
-
-// TransportOfNodeType maps a node type (enum rdma_node_type, as sysfs node_type starts
+// transportOfNodeType maps a node type (enum rdma_node_type, as sysfs node_type starts
 // with it) to its transport, as libibverbs does.
-func TransportOfNodeType(nodeType int) Transport {
+func transportOfNodeType(nodeType int) Transport {
 	switch nodeType {
 	case 1, 2, 3: // CA, switch, router
 		return TransportIB
@@ -48,16 +37,12 @@ func (d Device) Transport() Transport {
 
 // nodeTransport is the transport of the node_type file in a device's sysfs directory.
 func nodeTransport(base string) Transport {
-	s, err := readSysfs(filepath.Join(base, "node_type"))
+	s, err := sysattr.Read(filepath.Join(base, "node_type"))
 	if err != nil {
 		return TransportUnknown
 	}
-	num, _, _ := strings.Cut(s, ":")
-	n, err := strconv.Atoi(strings.TrimSpace(num))
-	if err != nil {
-		return TransportUnknown
-	}
-	return TransportOfNodeType(n)
+	n, _ := sysattr.SplitNumName(s)
+	return transportOfNodeType(n)
 }
 
 // Transport is the transport of the device qp was created on, as its provider says.

@@ -1,28 +1,19 @@
 package uverbs
 
-import "strconv"
+//go:generate go run golang.org/x/tools/cmd/stringer@v0.52.0 -type=QPState,WCStatus,WCOpcode,PortState,PhysState,LinkLayer,AsyncEventType,GIDType,Transport -linecomment -output=names_string.go
 
 // QPState is a queue pair state (enum ib_qp_state; same values in libibverbs).
 type QPState uint32
 
 const (
-	QPSReset QPState = 0
-	QPSInit  QPState = 1
-	QPSRTR   QPState = 2
-	QPSRTS   QPState = 3
-	QPSSQD   QPState = 4
-	QPSSQE   QPState = 5
-	QPSErr   QPState = 6
+	QPSReset QPState = 0 // RESET
+	QPSInit  QPState = 1 // INIT
+	QPSRTR   QPState = 2 // RTR
+	QPSRTS   QPState = 3 // RTS
+	QPSSQD   QPState = 4 // SQD
+	QPSSQE   QPState = 5 // SQE
+	QPSErr   QPState = 6 // ERR
 )
-
-var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
-
-func (s QPState) String() string {
-	if int(s) < len(qpStateNames) {
-		return qpStateNames[s]
-	}
-	return "QPState(" + strconv.FormatUint(uint64(s), 10) + ")"
-}
 
 // QPAttrMask selects the QPAttr fields MODIFY_QP/QUERY_QP act on (enum ib_qp_attr_mask).
 type QPAttrMask uint32
@@ -120,88 +111,49 @@ const (
 )
 
 // WCStatus is a work completion status (enum ib_wc_status). Convert to int for the numeric
-// value rping prints ("cq completion failed status %d").
+// value rping prints ("cq completion failed status %d"). Its String is the libibverbs name
+// without the IBV_WC_ prefix, e.g. "WR_FLUSH_ERR".
 type WCStatus uint32
 
 const (
-	WCSuccess        WCStatus = 0
-	WCLocLenErr      WCStatus = 1
-	WCLocQPOpErr     WCStatus = 2
-	WCLocEECOpErr    WCStatus = 3
-	WCLocProtErr     WCStatus = 4
-	WCWRFlushErr     WCStatus = 5
-	WCMWBindErr      WCStatus = 6
-	WCBadRespErr     WCStatus = 7
-	WCLocAccessErr   WCStatus = 8
-	WCRemInvReqErr   WCStatus = 9
-	WCRemAccessErr   WCStatus = 10
-	WCRemOpErr       WCStatus = 11
-	WCRetryExcErr    WCStatus = 12
-	WCRNRRetryExcErr WCStatus = 13
-	WCLocRDDViolErr  WCStatus = 14
-	WCRemInvRDReqErr WCStatus = 15
-	WCRemAbortErr    WCStatus = 16
-	WCInvEECNErr     WCStatus = 17
-	WCInvEECStateErr WCStatus = 18
-	WCFatalErr       WCStatus = 19
-	WCRespTimeoutErr WCStatus = 20
-	WCGeneralErr     WCStatus = 21
+	WCSuccess        WCStatus = 0  // SUCCESS
+	WCLocLenErr      WCStatus = 1  // LOC_LEN_ERR
+	WCLocQPOpErr     WCStatus = 2  // LOC_QP_OP_ERR
+	WCLocEECOpErr    WCStatus = 3  // LOC_EEC_OP_ERR
+	WCLocProtErr     WCStatus = 4  // LOC_PROT_ERR
+	WCWRFlushErr     WCStatus = 5  // WR_FLUSH_ERR
+	WCMWBindErr      WCStatus = 6  // MW_BIND_ERR
+	WCBadRespErr     WCStatus = 7  // BAD_RESP_ERR
+	WCLocAccessErr   WCStatus = 8  // LOC_ACCESS_ERR
+	WCRemInvReqErr   WCStatus = 9  // REM_INV_REQ_ERR
+	WCRemAccessErr   WCStatus = 10 // REM_ACCESS_ERR
+	WCRemOpErr       WCStatus = 11 // REM_OP_ERR
+	WCRetryExcErr    WCStatus = 12 // RETRY_EXC_ERR
+	WCRNRRetryExcErr WCStatus = 13 // RNR_RETRY_EXC_ERR
+	WCLocRDDViolErr  WCStatus = 14 // LOC_RDD_VIOL_ERR
+	WCRemInvRDReqErr WCStatus = 15 // REM_INV_RD_REQ_ERR
+	WCRemAbortErr    WCStatus = 16 // REM_ABORT_ERR
+	WCInvEECNErr     WCStatus = 17 // INV_EECN_ERR
+	WCInvEECStateErr WCStatus = 18 // INV_EEC_STATE_ERR
+	WCFatalErr       WCStatus = 19 // FATAL_ERR
+	WCRespTimeoutErr WCStatus = 20 // RESP_TIMEOUT_ERR
+	WCGeneralErr     WCStatus = 21 // GENERAL_ERR
 )
-
-var wcStatusNames = [...]string{
-	"SUCCESS", "LOC_LEN_ERR", "LOC_QP_OP_ERR", "LOC_EEC_OP_ERR", "LOC_PROT_ERR",
-	"WR_FLUSH_ERR", "MW_BIND_ERR", "BAD_RESP_ERR", "LOC_ACCESS_ERR", "REM_INV_REQ_ERR",
-	"REM_ACCESS_ERR", "REM_OP_ERR", "RETRY_EXC_ERR", "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR",
-	"REM_INV_RD_REQ_ERR", "REM_ABORT_ERR", "INV_EECN_ERR", "INV_EEC_STATE_ERR", "FATAL_ERR",
-	"RESP_TIMEOUT_ERR", "GENERAL_ERR",
-}
-
-// String returns the libibverbs name without the IBV_WC_ prefix, e.g. "WR_FLUSH_ERR".
-func (s WCStatus) String() string {
-	if int(s) < len(wcStatusNames) {
-		return wcStatusNames[s]
-	}
-	return "WCStatus(" + strconv.FormatUint(uint64(s), 10) + ")"
-}
 
 // WCOpcode is a work completion opcode (enum ib_uverbs_wc_opcode / ib_wc_opcode).
 type WCOpcode uint32
 
 const (
-	WCSend            WCOpcode = 0
-	WCRDMAWrite       WCOpcode = 1
-	WCRDMARead        WCOpcode = 2
-	WCCompSwap        WCOpcode = 3
-	WCFetchAdd        WCOpcode = 4
-	WCBindMW          WCOpcode = 5
-	WCLocalInv        WCOpcode = 6
-	WCRecv            WCOpcode = 128
-	WCRecvRDMAWithImm WCOpcode = 129
+	WCSend            WCOpcode = 0   // SEND
+	WCRDMAWrite       WCOpcode = 1   // RDMA_WRITE
+	WCRDMARead        WCOpcode = 2   // RDMA_READ
+	WCCompSwap        WCOpcode = 3   // COMP_SWAP
+	WCFetchAdd        WCOpcode = 4   // FETCH_ADD
+	WCBindMW          WCOpcode = 5   // BIND_MW
+	WCLocalInv        WCOpcode = 6   // LOCAL_INV
+	WCRecv            WCOpcode = 128 // RECV
+	WCRecvRDMAWithImm WCOpcode = 129 // RECV_RDMA_WITH_IMM
 )
-
-func (o WCOpcode) String() string {
-	switch o {
-	case WCSend:
-		return "SEND"
-	case WCRDMAWrite:
-		return "RDMA_WRITE"
-	case WCRDMARead:
-		return "RDMA_READ"
-	case WCCompSwap:
-		return "COMP_SWAP"
-	case WCFetchAdd:
-		return "FETCH_ADD"
-	case WCBindMW:
-		return "BIND_MW"
-	case WCLocalInv:
-		return "LOCAL_INV"
-	case WCRecv:
-		return "RECV"
-	case WCRecvRDMAWithImm:
-		return "RECV_RDMA_WITH_IMM"
-	}
-	return "WCOpcode(" + strconv.FormatUint(uint64(o), 10) + ")"
-}
 
 // WCFlags describe a work completion (enum ib_wc_flags).
 type WCFlags uint32
@@ -298,7 +250,7 @@ type AHAttr struct {
 }
 
 // QPAttr are queue pair attributes for QP.Modify and from QP.Query (the fields of struct
-// ib_uverbs_qp_attr, which rdma_cm's INIT_QP_ATTR answers with: see DecodeQPAttr). Modify
+// ib_uverbs_qp_attr, which rdma_cm's INIT_QP_ATTR answers with: see UnmarshalBinary). Modify
 // uses its mask argument, not AttrMask.
 type QPAttr struct {
 	AttrMask         QPAttrMask
@@ -399,46 +351,27 @@ type DeviceAttr struct {
 type PortState uint8
 
 const (
-	PortNop         PortState = 0
-	PortDown        PortState = 1
-	PortInit        PortState = 2
-	PortArmed       PortState = 3
-	PortActive      PortState = 4
-	PortActiveDefer PortState = 5
+	PortNop         PortState = 0 // NOP
+	PortDown        PortState = 1 // DOWN
+	PortInit        PortState = 2 // INIT
+	PortArmed       PortState = 3 // ARMED
+	PortActive      PortState = 4 // ACTIVE
+	PortActiveDefer PortState = 5 // ACTIVE_DEFER
 )
-
-var portStateNames = [...]string{"NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"}
-
-func (s PortState) String() string {
-	if int(s) < len(portStateNames) {
-		return portStateNames[s]
-	}
-	return "PortState(" + strconv.FormatUint(uint64(s), 10) + ")"
-}
 
 // LinkLayer is a port's link layer (IB_LINK_LAYER_*).
 type LinkLayer uint8
 
 const (
-	LinkLayerUnspecified LinkLayer = 0
-	LinkLayerInfiniBand  LinkLayer = 1
-	LinkLayerEthernet    LinkLayer = 2
+	LinkLayerUnspecified LinkLayer = 0 // Unspecified
+	LinkLayerInfiniBand  LinkLayer = 1 // InfiniBand
+	LinkLayerEthernet    LinkLayer = 2 // Ethernet
 )
-
-func (l LinkLayer) String() string {
-	switch l {
-	case LinkLayerInfiniBand:
-		return "InfiniBand"
-	case LinkLayerEthernet:
-		return "Ethernet"
-	}
-	return "Unspecified"
-}
 
 // PortAttr are a port's attributes (from struct ib_uverbs_query_port_resp).
 type PortAttr struct {
 	State        PortState
-	PhysState    uint8
+	PhysState    PhysState
 	MaxMTU       MTU
 	ActiveMTU    MTU
 	LinkLayer    LinkLayer
@@ -455,45 +388,46 @@ type PortAttr struct {
 	GRHRequired  bool
 }
 
+// PhysState is a port's physical state (the number sysfs prints before the name), named
+// as iproute2's `rdma link` prints it.
+type PhysState uint8
+
+const (
+	physNop                       PhysState = 0 // NOP
+	physSleep                     PhysState = 1 // SLEEP
+	physPolling                   PhysState = 2 // POLLING
+	physDisabled                  PhysState = 3 // DISABLED
+	physPortConfigurationTraining PhysState = 4 // PORT_CONFIGURATION_TRAINING
+	physLinkUp                    PhysState = 5 // LINK_UP
+	physLinkErrorRecovery         PhysState = 6 // LINK_ERROR_RECOVERY
+	physPHYTest                   PhysState = 7 // PHY_TEST
+)
+
 // AsyncEventType is an asynchronous event type (enum ib_event_type).
 type AsyncEventType uint32
 
 const (
-	EventCQErr            AsyncEventType = 0
-	EventQPFatal          AsyncEventType = 1
-	EventQPReqErr         AsyncEventType = 2
-	EventQPAccessErr      AsyncEventType = 3
-	EventCommEst          AsyncEventType = 4
-	EventSQDrained        AsyncEventType = 5
-	EventPathMig          AsyncEventType = 6
-	EventPathMigErr       AsyncEventType = 7
-	EventDeviceFatal      AsyncEventType = 8
-	EventPortActive       AsyncEventType = 9
-	EventPortErr          AsyncEventType = 10
-	EventLIDChange        AsyncEventType = 11
-	EventPKeyChange       AsyncEventType = 12
-	EventSMChange         AsyncEventType = 13
-	EventSRQErr           AsyncEventType = 14
-	EventSRQLimitReached  AsyncEventType = 15
-	EventQPLastWQEReached AsyncEventType = 16
-	EventClientReregister AsyncEventType = 17
-	EventGIDChange        AsyncEventType = 18
-	EventWQFatal          AsyncEventType = 19
+	EventCQErr            AsyncEventType = 0  // CQ_ERR
+	EventQPFatal          AsyncEventType = 1  // QP_FATAL
+	EventQPReqErr         AsyncEventType = 2  // QP_REQ_ERR
+	EventQPAccessErr      AsyncEventType = 3  // QP_ACCESS_ERR
+	EventCommEst          AsyncEventType = 4  // COMM_EST
+	EventSQDrained        AsyncEventType = 5  // SQ_DRAINED
+	EventPathMig          AsyncEventType = 6  // PATH_MIG
+	EventPathMigErr       AsyncEventType = 7  // PATH_MIG_ERR
+	EventDeviceFatal      AsyncEventType = 8  // DEVICE_FATAL
+	EventPortActive       AsyncEventType = 9  // PORT_ACTIVE
+	EventPortErr          AsyncEventType = 10 // PORT_ERR
+	EventLIDChange        AsyncEventType = 11 // LID_CHANGE
+	EventPKeyChange       AsyncEventType = 12 // PKEY_CHANGE
+	EventSMChange         AsyncEventType = 13 // SM_CHANGE
+	EventSRQErr           AsyncEventType = 14 // SRQ_ERR
+	EventSRQLimitReached  AsyncEventType = 15 // SRQ_LIMIT_REACHED
+	EventQPLastWQEReached AsyncEventType = 16 // QP_LAST_WQE_REACHED
+	EventClientReregister AsyncEventType = 17 // CLIENT_REREGISTER
+	EventGIDChange        AsyncEventType = 18 // GID_CHANGE
+	EventWQFatal          AsyncEventType = 19 // WQ_FATAL
 )
-
-var asyncEventNames = [...]string{
-	"CQ_ERR", "QP_FATAL", "QP_REQ_ERR", "QP_ACCESS_ERR", "COMM_EST", "SQ_DRAINED", "PATH_MIG",
-	"PATH_MIG_ERR", "DEVICE_FATAL", "PORT_ACTIVE", "PORT_ERR", "LID_CHANGE", "PKEY_CHANGE",
-	"SM_CHANGE", "SRQ_ERR", "SRQ_LIMIT_REACHED", "QP_LAST_WQE_REACHED", "CLIENT_REREGISTER",
-	"GID_CHANGE", "WQ_FATAL",
-}
-
-func (t AsyncEventType) String() string {
-	if int(t) < len(asyncEventNames) {
-		return asyncEventNames[t]
-	}
-	return "AsyncEventType(" + strconv.FormatUint(uint64(t), 10) + ")"
-}
 
 // AsyncEvent is one event read from the context's async event fd. Element is the port
 // number for port/device events and the object's cookie otherwise; CQ or QP is set when the
@@ -505,13 +439,14 @@ type AsyncEvent struct {
 	QP      *QP
 }
 
-// GIDType is a GID's type (IB_UVERBS_GID_TYPE_*).
+// GIDType is a GID's type (IB_UVERBS_GID_TYPE_*). Its String is the name sysfs and
+// `rdma link` give it: "IB", "RoCE v1", "RoCE v2".
 type GIDType uint32
 
 const (
-	GIDTypeIB     GIDType = 0
-	GIDTypeRoCEv1 GIDType = 1
-	GIDTypeRoCEv2 GIDType = 2
+	GIDTypeIB     GIDType = 0 // IB
+	GIDTypeRoCEv1 GIDType = 1 // RoCE v1
+	GIDTypeRoCEv2 GIDType = 2 // RoCE v2
 )
 
 // GIDEntry is one valid GID table entry.

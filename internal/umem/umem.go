@@ -6,7 +6,6 @@
 package umem
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -19,9 +18,6 @@ type Mem struct {
 	b     []byte // the whole mapping; nil after Free
 	fixed bool   // mapped by AnonAt (unmapped with MunmapPtr)
 }
-
-// ErrFreed is returned when a freed Mem is used where a live one is needed.
-var ErrFreed = errors.New("umem: use of freed memory")
 
 // Anon maps size bytes of zeroed, page-aligned, private anonymous memory.
 func Anon(size int) (*Mem, error) {

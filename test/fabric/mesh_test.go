@@ -38,7 +38,7 @@ func startMesh(t *testing.T, h *vm.Host) *rproc {
 	call(t, 30*time.Second, func(ctx context.Context) error {
 		return h.Agent.WriteFile(ctx, "/root/targets", []byte(meshTargets), 0o644)
 	})
-	a := start(t, h, gorping, "mesh", "--listen", fmt.Sprintf("0.0.0.0:%d", meshPort), "--targets", "/root/targets",
+	a := start(t, h, gorping, "mesh", "--web.listen-address", fmt.Sprintf("0.0.0.0:%d", meshPort), "--targets", "/root/targets",
 		"--interval", "0.5", "--log.format", "json")
 	waitOutput(t, a, `"msg":"gorping mesh started"`, time.Minute)
 	return a
@@ -167,7 +167,7 @@ func TestMesh(t *testing.T) {
 	})
 
 	t.Run("Probe", func(t *testing.T) {
-		prom.WaitFor(t, time.Minute, `gorping_probe_success{job="gorping-probe"}`, count(1))
+		prom.WaitFor(t, time.Minute, `probe_success{job="gorping-probe"}`, count(1))
 		prom.WaitFor(t, time.Minute, `gorping_probes_total{job="gorping-probe"}`, count(3))
 	})
 

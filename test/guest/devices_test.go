@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/diag"
 )
 
 // The --json schema as gorping(1) (docs/gorping.1.md) documents it, typed out here independently of devices.go.
@@ -336,7 +337,7 @@ func TestDevicesMatchRdmaTool(t *testing.T) {
 // snapshot diff (which names no counter itself) reports them.
 func TestDevicesCounterDiff(t *testing.T) {
 	const pings = 20
-	before, err := uverbs.ReadCounters("rxe0", 1)
+	before, err := diag.ReadCounters(uverbs.Host{}, "rxe0", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,15 +354,15 @@ func TestDevicesCounterDiff(t *testing.T) {
 
 	// The kernel serves hw_counters from a cache refreshed at most every `lifespan` ms, so
 	// wait (with a deadline) for the run to show rather than read once.
-	var after uverbs.CounterSnapshot
+	var after diag.CounterSnapshot
 	byName := map[string]uint64{}
 	deadline := time.Now().Add(10 * time.Second)
 	for polls := 1; ; polls++ {
-		if after, err = uverbs.ReadCounters("rxe0", 1); err != nil {
+		if after, err = diag.ReadCounters(uverbs.Host{}, "rxe0", 1); err != nil {
 			t.Fatal(err)
 		}
 		clear(byName)
-		for _, d := range uverbs.DiffCounters(before, after) {
+		for _, d := range diag.DiffCounters(before, after) {
 			byName[d.Name] = d.Delta()
 		}
 		// Each ping is at least a SEND each way; client and server share rxe0, so both
@@ -377,7 +378,7 @@ func TestDevicesCounterDiff(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(uverbs.DiffCounters(after, after)) != 0 {
+	if len(diag.DiffCounters(after, after)) != 0 {
 		t.Error("a snapshot differs from itself")
 	}
 }
@@ -441,21 +442,21 @@ func TestDevicesMTUCheck(t *testing.T) {
 
 	setMTU(t, netdev, 1400)
 	small := activeMTU(t, 1024)
-	nd, err := uverbs.NetdevMTU(netdev)
+	nd, err := diag.NetdevMTU(uverbs.Host{}, netdev)
 	if err != nil || nd != 1400 {
 		t.Fatalf("NetdevMTU(%s) = %d, %v", netdev, nd, err)
 	}
 	if p := small; p.MTUWarning != "" || p.NetdevMTU != 1400 {
 		t.Errorf("consistent port at 1400: %+v", p)
 	}
-	w := uverbs.CheckMTU(uverbs.MTUFacts{PathMTU: pathMTU, ActiveMTU: uverbs.MTU1024, LinkLayer: uverbs.LinkLayerEthernet, Netdev: netdev, NetdevMTU: nd})
+	w := diag.CheckMTU(diag.MTUFacts{PathMTU: pathMTU, ActiveMTU: uverbs.MTU1024, LinkLayer: uverbs.LinkLayerEthernet, Netdev: netdev, NetdevMTU: nd})
 	t.Logf("warning: %s", w)
 	for _, want := range []string{"path MTU 4096 exceeds the port's active MTU 1024", netdev + "'s MTU 1400", "larger than 1320 bytes", "at least 4176", "at most 1024"} {
 		if !strings.Contains(w, want) {
 			t.Errorf("warning %q lacks %q", w, want)
 		}
 	}
-	if w := uverbs.CheckMTU(uverbs.MTUFacts{PathMTU: uverbs.MTU1024, ActiveMTU: uverbs.MTU1024, LinkLayer: uverbs.LinkLayerEthernet, Netdev: netdev, NetdevMTU: nd}); w != "" {
+	if w := diag.CheckMTU(diag.MTUFacts{PathMTU: uverbs.MTU1024, ActiveMTU: uverbs.MTU1024, LinkLayer: uverbs.LinkLayerEthernet, Netdev: netdev, NetdevMTU: nd}); w != "" {
 		t.Errorf("fitting path flagged: %q", w)
 	}
 }
@@ -464,7 +465,7 @@ func TestDevicesMTUCheck(t *testing.T) {
 // kernel returns through QUERY_GID_TABLE (index, GID, type, netdev by ifindex).
 func TestDevicesGIDsMatchIoctl(t *testing.T) {
 	dev := uverbs.Device{}
-	devs, err := uverbs.Devices()
+	devs, err := uverbs.Host{}.Devices()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +486,7 @@ func TestDevicesGIDsMatchIoctl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports, err := uverbs.ReadPorts(dev.Name, true)
+	ports, err := diag.ReadPorts(uverbs.Host{}, dev.Name, true)
 	if err != nil {
 		t.Fatal(err)
 	}

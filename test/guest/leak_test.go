@@ -188,9 +188,9 @@ func TestLeaks(t *testing.T) {
 		if !c2.equal(c1) {
 			t.Errorf("client grew during the run\nafter 100 pings: %s\nlater:           %s", c1, c2)
 		}
+		// The client is killed mid-ping: the server's ending is either order rping
+		// has (PeerKilled's judge; what this test asserts is the steady state above).
 		cli.Kill()
-		if code := srv.Wait(t, peerEndDeadline); code != 0 {
-			t.Errorf("server exit status %d after its client ended, want 0\nstderr:\n%s", code, srv.Stderr())
-		}
+		killedClientEnding(t, g, srv.Wait(t, peerEndDeadline), srv.Stderr())
 	})
 }

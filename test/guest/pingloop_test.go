@@ -292,8 +292,8 @@ func checkConnection(t *testing.T, o map[string]any, role string) {
 	t.Helper()
 	addr := IPv4(t)
 	if o["type"] != "connection" || o["role"] != role || o["device"] != "rxe0" || o["driver"] != "rxe" ||
-		num(t, o, "port") != 1 || o["gid"] != "::ffff:"+addr || num(t, o, "gid_index") < 0 || o["gid_type"] != "RoCEv2" {
-		t.Errorf("connection %v: want %s on rxe0 port 1 with GID ::ffff:%s (RoCEv2)", o, role, addr)
+		num(t, o, "port") != 1 || o["gid"] != "::ffff:"+addr || num(t, o, "gid_index") < 0 || o["gid_type"] != "RoCE v2" {
+		t.Errorf("connection %v: want %s on rxe0 port 1 with GID ::ffff:%s (RoCE v2)", o, role, addr)
 	}
 	if l, _ := o["local"].(string); !strings.HasPrefix(l, addr+":") {
 		t.Errorf("connection local %q, want %s:port", l, addr)

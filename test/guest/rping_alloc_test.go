@@ -4,7 +4,6 @@ package guest
 
 import (
 	"context"
-	"io"
 	"runtime"
 	"syscall"
 	"testing"
@@ -56,22 +55,27 @@ func testPingLoopAllocs(t *testing.T, n int, set func(cfg *rping.Config)) {
 		set(&sv.cfg)
 		set(&cl.cfg)
 		// -v on both sides: printing the ping lines must not allocate either.
-		// (Discarded: the test's own buffers would grow and allocate; --json
-		// moves the -v lines to stderr.)
+		// (Counted, not kept: the test's own buffers would grow and allocate;
+		// the counts are the waits' progress. --json moves the -v lines to stderr.)
 		sv.cfg.Verbose, cl.cfg.Verbose = true, true
-		sv.cfg.Stdout, cl.cfg.Stdout = io.Discard, io.Discard
+		var svOut, clOut lineCounter
+		sv.cfg.Stdout, cl.cfg.Stdout = &svOut, &clOut
 		if cl.cfg.JSON {
-			sv.cfg.Stderr, cl.cfg.Stderr = io.Discard, io.Discard
+			sv.cfg.Stderr, cl.cfg.Stderr = &svOut, &clOut
 		}
+		sv.progress, cl.progress = svOut.n.Load, clOut.n.Load
 		var before, after runtime.MemStats
 		var ru0, ru1 syscall.Rusage
-		sv.start(context.Background())
+		// A failed wait leaves the runs behind: end them before the next test.
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(func() { cancel(); sv.reap(t); cl.reap(t) })
+		sv.start(ctx)
 		listening(t, p) // polls the rdma tool: allocates, so it stays outside the window
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 		start := time.Now()
-		if st := cl.start(context.Background()).wait(t, "client"); st != 0 {
+		if st := cl.start(ctx).wait(t, "client"); st != 0 {
 			t.Fatalf("client exit %d, stderr %q", st, cl.stderr)
 		}
 		if st := sv.wait(t, "server"); st != 0 {

@@ -39,31 +39,70 @@ type runner struct {
 	cfg            rping.Config
 	stdout, stderr *lockedBuffer
 	status         chan int
+	done           chan struct{} // closed when Run has returned
+	// progress counts the run's output (bytes written to stdout and stderr,
+	// or lines where a test discards the output through a lineCounter): a
+	// run that still prints is not stuck, however slow the machine.
+	progress func() int64
 }
 
 func newRunner(server bool, addr netip.Addr, p uint16, size, count int) *runner {
-	r := &runner{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, status: make(chan int, 1)}
+	r := &runner{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, status: make(chan int, 1), done: make(chan struct{})}
 	r.cfg = rping.DefaultConfig()
 	r.cfg.Server, r.cfg.Addr, r.cfg.Port, r.cfg.Size, r.cfg.Count = server, addr, p, size, count
 	r.cfg.Stdout, r.cfg.Stderr = r.stdout, r.stderr
+	r.progress = func() int64 { return int64(r.stdout.Len() + r.stderr.Len()) }
 	return r
 }
 
 func (r *runner) start(ctx context.Context) *runner {
-	go func() { r.status <- rping.Run(ctx, r.cfg) }()
+	go func() {
+		defer close(r.done)
+		r.status <- rping.Run(ctx, r.cfg)
+	}()
 	return r
 }
 
+// reap waits (bounded) for a run that a failed test left behind to end after
+// its context was cancelled, so the next test does not find its RDMA objects.
+func (r *runner) reap(t *testing.T) {
+	select {
+	case <-r.done:
+	case <-time.After(runnerStall):
+		t.Logf("a run did not end within %s of its cancellation", runnerStall)
+	}
+}
+
+// runnerStall is how long a run may go without any output before wait gives
+// up on it: a ping takes milliseconds (tens of them on a loaded arm64 TCG
+// guest), and every setup step is bounded by rdma_cm's 2 s timeouts and the
+// connection's stall bound (19.3 s), so a minute of silence is a hang, not a
+// slow machine; a long run that keeps pinging is waited for however long it takes.
+const runnerStall = 60 * time.Second
+
 func (r *runner) wait(t *testing.T, what string) int {
 	t.Helper()
-	select {
-	case st := <-r.status:
-		return st
-	case <-time.After(90 * time.Second):
-		buf := make([]byte, 1<<20)
-		t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
-		t.Fatalf("%s did not finish; stdout %q stderr %q", what, tail(r.stdout.String()), r.stderr)
-		return -1
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	last, lastAt := r.progress(), time.Now()
+	for {
+		select {
+		case st := <-r.status:
+			return st
+		case now := <-tick.C:
+			if p := r.progress(); p != last {
+				last, lastAt = p, now
+				continue
+			}
+			if now.Sub(lastAt) < runnerStall {
+				continue
+			}
+			buf := make([]byte, 1<<20)
+			t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+			t.Fatalf("%s did not finish and printed nothing for %s (output so far: %d); stdout %q stderr %q",
+				what, runnerStall, last, tail(r.stdout.String()), r.stderr)
+			return -1
+		}
 	}
 }
 

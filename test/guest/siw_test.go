@@ -58,7 +58,7 @@ func TestSiwDevice(t *testing.T) {
 	fams := siwFamilies(t)
 	leakGuard(t)
 	name := Env(t, "GORPING_SIW_DEV")
-	devs, err := uverbs.Devices()
+	devs, err := uverbs.Host{}.Devices()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ const DeviceName = "rxe0"
 // RxeDevice returns the guest's rxe device as uverbs discovers it.
 func RxeDevice(t testing.TB) uverbs.Device {
 	t.Helper()
-	devs, err := uverbs.Devices()
+	devs, err := uverbs.Host{}.Devices()
 	if err != nil {
 		t.Fatalf("uverbs.Devices: %v", err)
 	}

@@ -1,7 +1,7 @@
 // Package meshtest starts `gorping mesh` agents for tests and reads their metrics: the
 // host end-to-end test, the guest tests and the multi-guest tier share it.
 //
-//	a := meshtest.Start(t, bin, nil, "--listen", "127.0.0.1:0", "--peers", "192.0.2.1:7202")
+//	a := meshtest.Start(t, bin, nil, "--web.listen-address", "127.0.0.1:0", "--peers", "192.0.2.1:7202")
 //	meshtest.WaitFor(t, time.Minute, "target up", func() (bool, string) {
 //		v, err := a.Value(`gorping_target_up{target="192.0.2.1:7202"}`)
 //		return err == nil && v == 1, fmt.Sprint(v, err)
@@ -32,7 +32,7 @@ import (
 )
 
 // Agent is a `gorping mesh` process. Start adds --log.format json and reads the actual
-// listen address from the agent's start line, so "--listen 127.0.0.1:0" works.
+// listen address from the agent's start line, so "--web.listen-address 127.0.0.1:0" works.
 type Agent struct {
 	Name   string
 	Addr   string // host:port of the metrics listener

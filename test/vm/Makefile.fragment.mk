@@ -29,12 +29,14 @@ GUESTRUN    := bin/guestrun
 # Turns guestrun's "skipped" (77) into a loud note instead of a make error.
 guest_skip_ok = st=$$?; if [ $$st -eq 77 ]; then echo "*** guest tier SKIPPED: host prerequisite missing (see above) ***"; exit 0; fi; exit $$st
 
-.PHONY: guest guest-matrix test-siw guest-16k demo demo-local bench bench-mesh guest-shell
+.PHONY: guest guest-matrix test-siw guest-16k demo demo-local bench bench-ab bench-mesh guest-shell
 
 $(GUESTRUN): FORCE
 	$(GO) build -o $@ ./test/vm/guestrun
 
-guest: $(GUESTRUN)
+##@ Guests (QEMU)
+
+guest: $(GUESTRUN) ## one guest: SUITE=bookworm ARCH=amd64 [PKGS=./test/guest] [RUN=regex]
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -pkgs '$(PKGS)' $(if $(RUN),-run '$(RUN)') $(GUEST_FLAGS); $(guest_skip_ok)
 
 # Every package's tests share one run step per guest; under load they have
@@ -46,7 +48,7 @@ MATRIX_TIMEOUT ?= 30m
 # siw tier included.
 MATRIX_SKIP ?= TestGuestMeshBench
 
-guest-matrix: $(GUESTRUN)
+guest-matrix: $(GUESTRUN) ## every guest of the matrix (bookworm/amd64, trixie/amd64, bookworm/arm64), every guest-tagged package
 	@$(GUESTRUN) -matrix -pkgs '$(MATRIX_PKGS)' -timeout $(MATRIX_TIMEOUT) $(if $(RUN),-run '$(RUN)') $(if $(MATRIX_SKIP),-skip '$(MATRIX_SKIP)') $(GUEST_FLAGS); $(guest_skip_ok)
 
 # The multi-host (fabric) tier: three guests per target on the test bed's virtual
@@ -57,7 +59,7 @@ guest-matrix: $(GUESTRUN)
 FABRIC_TARGETS ?= bookworm/amd64 trixie/amd64 bookworm/arm64
 FABRIC_TIMEOUT ?= 40m
 .PHONY: fabric
-fabric:
+fabric: ## the multi-host tier (FABRIC_TARGETS, RUN=regex): three guests per target against stock rping
 	@for t in $(FABRIC_TARGETS); do \
 		echo "== fabric tier on $$t"; \
 		FABRIC_SUITE=$${t%/*} FABRIC_ARCH=$${t#*/} $(GO) test -tags fabric -count=1 -v -timeout $(FABRIC_TIMEOUT) \
@@ -65,7 +67,7 @@ fabric:
 	done
 
 # Only the siw tier (bookworm/amd64, where siw.ko builds); make test runs it too.
-test-siw: $(GUESTRUN)
+test-siw: $(GUESTRUN) ## only the Soft-iWARP tier (bookworm/amd64)
 	@$(GUESTRUN) -suite bookworm -arch amd64 -pkgs ./test/guest -run 'TestSiw' -timeout 30m $(GUEST_FLAGS); $(guest_skip_ok)
 
 # The 16 KiB-page tier (make test runs it): Debian trixie's arm64 kernel with 16 KiB
@@ -78,29 +80,40 @@ test-siw: $(GUESTRUN)
 # (the rxe interop tests against stock rping; 3m50s measured).
 GUEST16K_PKGS ?= all
 GUEST16K_RUN  ?=
-guest-16k: $(GUESTRUN)
+guest-16k: $(GUESTRUN) ## the 16 KiB-page tier: trixie/arm64 with linux-image-arm64-16k
 	@$(GUESTRUN) -suite trixie -arch arm64 -kernel-flavour 16k -pkgs '$(GUEST16K_PKGS)' $(if $(GUEST16K_RUN),-run '$(GUEST16K_RUN)') -timeout 30m $(GUEST_FLAGS); $(guest_skip_ok)
 
-demo: $(GUESTRUN)
+##@ Demo and figures
+
+demo: $(GUESTRUN) ## two Soft-RoCE guests: gorping -s on one, -c on the other, --stats, a delay, a partition
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -hosts 2 -script test/vm/demo.sh $(GUEST_FLAGS); $(guest_skip_ok)
 
-demo-local: $(GUESTRUN)
+demo-local: $(GUESTRUN) ## gorping server and client in one guest
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/demo-local.sh $(GUEST_FLAGS); $(guest_skip_ok)
 
 # Times stock rping and gorping against each other in a guest and between two
 # guests (figures, not a test); on the host, the rxe data path and rping's ping loop
 # over each device model (the providers side by side).
-bench: $(GUESTRUN)
+bench: $(GUESTRUN) ## timing figures: stock rping vs gorping in one guest and between two, the rxe data path, rping over each device model
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/bench.sh $(GUEST_FLAGS); $(guest_skip_ok)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -hosts 2 -timeout 60m -script test/vm/bench-hosts.sh $(GUEST_FLAGS); $(guest_skip_ok)
 	$(GO) test -run '^$$' -bench . -benchmem ./uverbs/rxe
 	$(GO) test -run '^$$' -bench ModelPings -benchtime 5000x $(TEST_TAGS) ./rping
 
+# A/B of two trees in one guest: make bench-ab BEFORE=path/to/gorping-linux-amd64 (a build
+# of the older tree for the guest's architecture) runs bench.sh's rounds with that
+# binary's gorping×gorping pairs, event mode and --poll, beside this tree's.
+BENCH_ROUNDS ?= 6
+bench-ab: $(GUESTRUN) ## BEFORE=older gorping binary: its event and --poll time per ping beside this tree's, alternating rounds in one guest
+	@test -n "$(BEFORE)" || { echo "usage: make bench-ab BEFORE=path/to/older/gorping-linux-$(ARCH)"; exit 2; }
+	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -add $(abspath $(BEFORE)):/usr/local/bin/gorping-before \
+		-add $(abspath test/vm/bench.sh):/bench.sh -cmd 'BENCH_ROUNDS=$(BENCH_ROUNDS) sh /bench.sh' $(GUEST_FLAGS); $(guest_skip_ok)
+
 # The cross-host round trip of each test-bed network configuration: QEMU's
 # TCP socket netdev (what two guests were first joined with) and the test
 # bed's switch with one and two vCPUs per guest.
 .PHONY: bench-net
-bench-net: $(GUESTRUN)
+bench-net: $(GUESTRUN) ## the cross-host round trip of each test-bed network configuration
 	@for cfg in "-net socket -cpus 1" "-net switch -cpus 1" "-net switch -cpus 2"; do \
 		echo "== test bed $$cfg"; \
 		$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -hosts 2 $$cfg -script test/vm/bench-net.sh $(GUEST_FLAGS) | grep -v '^\[' || exit $$?; \
@@ -108,8 +121,8 @@ bench-net: $(GUESTRUN)
 
 # One gorping mesh agent probing 64 and 256 targets, and a shell loop of rping -c -C 1
 # (figures for docs/mesh.md, not a test).
-bench-mesh: $(GUESTRUN)
+bench-mesh: $(GUESTRUN) ## one mesh agent probing 64 and 256 targets
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -pkgs ./mesh -run TestGuestMeshBench -timeout 30m $(GUEST_FLAGS); $(guest_skip_ok)
 
-guest-shell: $(GUESTRUN)
+guest-shell: $(GUESTRUN) ## an interactive busybox shell in a guest
 	$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -i -cmd sh -timeout 8h $(GUEST_FLAGS)

@@ -112,6 +112,15 @@ gorping×gorping --poll|$G --poll|$G --poll
 rping×gorping|rping|$G
 gorping×rping|$G|rping
 EOF
+# A/B (make bench-ab BEFORE=...): another build's gorping pairs in the same rounds, so
+# the two trees meet the same drift of the emulated machine.
+B=/usr/local/bin/gorping-before
+if [ -x $B ]; then
+	cat >> $T/pairs <<EOF
+before: gorping×gorping|$B|$B
+before: gorping×gorping --poll|$B --poll|$B --poll
+EOF
+fi
 r=1
 while [ $r -le $ROUNDS ]; do
 	echo "round $r"
@@ -147,7 +156,7 @@ awk -v n=$N '
 			m = order[i]; c = cnt[m]
 			w = wall[m] / c * 1e6 / n; s = cs[m] / c * 1e6 / n; l = cc[m] / c * 1e6 / n
 			printf "| %-24s | %9.0f | %9.0f | %9.0f | %9.0f | %9.2fx | %8.2fx |\n", m, w, s, l, s + l, w / bw, (s + l) / bc
-			if (m ~ /--poll/) pw = w
+			if (m == "gorping×gorping --poll") pw = w
 		}
 		printf "\nperftest floor: 4 × ib_send_lat %.1f + ib_read_lat %.1f + ib_write_lat %.1f = %.0f µs per iteration\n", send, rd, wr, floor
 		if (pw) printf "gorping×gorping --poll: %.0f µs wall per ping = %.2fx the floor (includes start, setup and teardown)\n", pw, pw / floor

@@ -4,7 +4,9 @@
 # layers, flattened by `release unpack`) and /release/expect.env (what they must say).
 #
 # 1. dpkg -i the .deb into an empty dpkg database, check its files and its binary,
-#    run it as a client against stock rping, dpkg -r it and check that nothing is left.
+#    run it as a client against stock rping, start the agent as its systemd unit would
+#    (with the packaged options and targets files), dpkg -r it (the configuration
+#    stays), dpkg -P it and check that nothing is left.
 # 2. Unpack the image's file system and run its entrypoint as a client against stock
 #    rping: in a chroot of the image, as a container runtime starts it, and as the
 #    image's user (not root) with a 64 KiB memlock limit.
@@ -97,18 +99,50 @@ case " $addrs" in *" $GORPING_IPV6 "*) ;; *) fail "completion addresses: '$addrs
 step "the installed gorping as a client of stock rping"
 ping_stock_rping "installed /usr/bin/gorping" /usr/bin/gorping
 
-step "dpkg -r gorping: nothing left"
+step "the agent as gorping-mesh.service starts it: /etc/default/gorping-mesh, /etc/gorping/targets"
+unit=/usr/lib/systemd/system/gorping-mesh.service
+for f in $unit /etc/default/gorping-mesh /etc/gorping/targets; do
+	grep -qx "$f" /tmp/files && [ -f "$f" ] || fail "$f not installed"
+done
+grep -qx 'ExecStart=/usr/bin/gorping mesh $GORPING_MESH_OPTIONS' $unit || fail "$unit: ExecStart is not gorping mesh \$GORPING_MESH_OPTIONS"
+grep -qx 'EnvironmentFile=-/etc/default/gorping-mesh' $unit || fail "$unit does not read /etc/default/gorping-mesh"
+# No systemd in this guest: the ExecStart line with the EnvironmentFile's options, as
+# systemd runs it. It listens (metrics on :10174) and stops cleanly on SIGTERM.
+(. /etc/default/gorping-mesh && echo "gorping mesh $GORPING_MESH_OPTIONS" && exec /usr/bin/gorping mesh $GORPING_MESH_OPTIONS) > /tmp/mesh.log 2>&1 &
+mesh=$!
+i=0
+until wget -q -O /tmp/metrics http://127.0.0.1:10174/metrics 2>/dev/null && grep -q '^gorping_build_info' /tmp/metrics; do
+	i=$((i+1))
+	if [ $i -gt 300 ] || ! kill -0 $mesh 2>/dev/null; then
+		fail "the packaged agent serves no /metrics on :10174 within 30 s"
+		break
+	fi
+	sleep 0.1
+done
+grep '^gorping_build_info' /tmp/metrics
+kill -TERM $mesh 2>/dev/null
+wait $mesh
+m=$?
+cat /tmp/mesh.log
+[ $m -eq 0 ] || fail "the packaged agent exit $m after SIGTERM"
+
+step "dpkg -r gorping: only the configuration left; dpkg -P: nothing left"
 $DPKG -r gorping || fail "dpkg -r exit $?"
 status=$($DPKG_QUERY -W -f '${Status}' gorping 2>/dev/null)
-case "$status" in ""|"unknown ok not-installed"|"deinstall ok not-installed") ;; *) fail "after dpkg -r: status '$status'";; esac
+[ "$status" = "deinstall ok config-files" ] || fail "after dpkg -r: status '$status', want deinstall ok config-files"
+[ -f /etc/gorping/targets ] && [ -f /etc/default/gorping-mesh ] || fail "dpkg -r removed the configuration (conffiles)"
+[ -e /usr/bin/gorping ] && fail "/usr/bin/gorping left after dpkg -r"
+$DPKG -P gorping || fail "dpkg -P exit $?"
+status=$($DPKG_QUERY -W -f '${Status}' gorping 2>/dev/null)
+case "$status" in ""|"unknown ok not-installed"|"deinstall ok not-installed") ;; *) fail "after dpkg -P: status '$status'";; esac
 while read -r f; do
 	[ "$f" = /. ] && continue
-	if [ -f "$f" ] || [ -L "$f" ]; then fail "$f left after dpkg -r"; fi
+	if [ -f "$f" ] || [ -L "$f" ]; then fail "$f left after dpkg -P"; fi
 done < /tmp/files
 after=$(find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path /tmp -o -path /release \) -prune -o -print | sort)
 # dpkg's own bookkeeping may stay (its logs and database files), nothing of gorping's.
 left=$(echo "$after" | grep -vxF "$before" | grep -v '^/var/lib/dpkg/' | grep -v '^/var/log/dpkg.log$')
-[ -z "$left" ] || fail "left after dpkg -r: $left"
+[ -z "$left" ] || fail "left after dpkg -P: $left"
 [ -z "$(echo "$after" | grep -i gorping | grep -v '^/usr/local/bin/gorping$')" ] ||
 	fail "gorping files left: $(echo "$after" | grep -i gorping)"
 

@@ -23,9 +23,14 @@ import (
 // they are in the container; registering memory then needs a memlock limit that fits
 // (see the README's Install section).
 const (
-	imageUser  = "65532:65532"
-	entrypoint = "/usr/bin/gorping"
+	imageUser   = "65532:65532"
+	entrypoint  = "/usr/bin/gorping"
+	licensePath = "usr/share/doc/gorping/LICENSE"
 )
+
+// imageFiles are the regular files of the image's layer, sorted (the Containerfile's
+// test compares its COPY destinations with them).
+func imageFiles() []string { return []string{strings.TrimPrefix(entrypoint, "/"), licensePath} }
 
 // ImageConfig is what the guest test needs from an image's configuration.
 type ImageConfig struct {
@@ -107,7 +112,7 @@ func archImage(b Build, arch string) (v1.Image, error) {
 		data []byte
 	}{
 		{strings.TrimPrefix(entrypoint, "/"), 0o755, bin},
-		{"usr/share/doc/gorping/LICENSE", 0o644, lic},
+		{licensePath, 0o644, lic},
 	} {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: b.Date}); err != nil {
 			return nil, err

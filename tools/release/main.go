@@ -45,7 +45,8 @@ const (
 		"exit statuses, interoperating with stock rping, from one static binary\n" +
 		"that needs no rdma-core libraries: it talks to /dev/infiniband itself\n" +
 		"and carries its own data paths for rxe (Soft-RoCE), siw (Soft-iWARP)\n" +
-		"and mlx5 (ConnectX-4 and later)."
+		"and mlx5 (ConnectX-4 and later). gorping-mesh.service runs it as a\n" +
+		"mesh agent that pings its peers and exports to Prometheus."
 )
 
 func main() {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,6 +24,30 @@ var formats = []struct {
 	{"deb", "/usr/share/zsh/vendor-completions"},
 	{"rpm", "/usr/share/zsh/site-functions"},
 }
+
+// UnitDir is where both formats put the systemd unit: /usr/lib/systemd/system, lintian's
+// canonical place. Not /lib: on a merged-/usr system /lib is a symlink no package owns,
+// and removing a package that listed /lib made dpkg remove the symlink (the guest test
+// lost its dynamic loader that way).
+const UnitDir = "/usr/lib/systemd/system"
+
+// The agent's service: the unit, its options (a conffile) and its targets file (a
+// conffile the admin fills in), so `systemctl enable --now gorping-mesh` works as
+// installed.
+var (
+	//go:embed files/gorping-mesh.service
+	meshUnit []byte
+	//go:embed files/gorping-mesh.default
+	meshDefault []byte
+	//go:embed files/targets
+	meshTargets []byte
+)
+
+const (
+	MeshUnit     = "gorping-mesh.service"
+	MeshDefaults = "/etc/default/gorping-mesh"
+	MeshTargets  = "/etc/gorping/targets"
+)
 
 // Packages writes a .deb and an .rpm per architecture into b.Out and returns their paths.
 func Packages(b Build) ([]string, error) {
@@ -51,6 +76,13 @@ func Packages(b Build) ([]string, error) {
 	if err := os.WriteFile(overrides, []byte(lintianOverrides), 0o644); err != nil {
 		return nil, err
 	}
+	service := map[string]string{}
+	for name, data := range map[string][]byte{"unit": meshUnit, "default": meshDefault, "targets": meshTargets} {
+		service[name] = filepath.Join(work, name)
+		if err := os.WriteFile(service[name], data, 0o644); err != nil {
+			return nil, err
+		}
+	}
 	var out []string
 	for _, arch := range Arches {
 		for _, f := range formats {
@@ -60,6 +92,11 @@ func Packages(b Build) ([]string, error) {
 				{Source: filepath.Join(b.Completion, "gorping.bash"), Destination: "/usr/share/bash-completion/completions/gorping", FileInfo: mode(0o644, b)},
 				{Source: filepath.Join(b.Completion, "_gorping"), Destination: f.zshDir + "/_gorping", FileInfo: mode(0o644, b)},
 				{Source: filepath.Join(b.Completion, "gorping.fish"), Destination: "/usr/share/fish/vendor_completions.d/gorping.fish", FileInfo: mode(0o644, b)},
+				{Source: service["unit"], Destination: UnitDir + "/" + MeshUnit, FileInfo: mode(0o644, b)},
+				// Configuration: kept on upgrade when the admin changed it (deb conffiles,
+				// rpm %config(noreplace)).
+				{Source: service["default"], Destination: MeshDefaults, Type: files.TypeConfigNoReplace, FileInfo: mode(0o644, b)},
+				{Source: service["targets"], Destination: MeshTargets, Type: files.TypeConfigNoReplace, FileInfo: mode(0o644, b)},
 			}
 			if f.name == "deb" {
 				contents = append(contents,

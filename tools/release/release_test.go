@@ -192,10 +192,75 @@ func TestVersionMapping(t *testing.T) {
 
 // The files both kinds of package hold besides their license files.
 var packaged = []string{
+	MeshDefaults,
+	MeshTargets,
 	"/usr/bin/gorping",
 	"/usr/share/bash-completion/completions/gorping",
 	"/usr/share/fish/vendor_completions.d/gorping.fish",
 	"/usr/share/man/man1/gorping.1.gz",
+}
+
+// checkService checks the agent's unit in an unpacked package: systemd-analyze verify
+// accepts it, it runs the packaged binary's mesh with the options of the packaged
+// defaults file, and that file's options are ones gorping mesh takes, with the packaged
+// targets file (which must parse: comments only).
+func checkService(t *testing.T, root, unitDir string) {
+	t.Helper()
+	unit, err := os.ReadFile(filepath.Join(root, unitDir, MeshUnit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"ExecStart=/usr/bin/gorping mesh $GORPING_MESH_OPTIONS\n", "EnvironmentFile=-" + MeshDefaults + "\n",
+		"DynamicUser=yes\n", "CapabilityBoundingSet=CAP_IPC_LOCK\n", "WantedBy=multi-user.target\n"} {
+		if !bytes.Contains(unit, []byte("\n"+l)) {
+			t.Errorf("%s lacks %q", MeshUnit, l)
+		}
+	}
+	if sa, err := exec.LookPath("systemd-analyze"); err == nil {
+		// The unit names /bin/kill and the standard targets, which the package does not
+		// carry: give the tree the host's (a copy: the tree is the test's own).
+		vroot := t.TempDir()
+		if out, err := exec.Command("cp", "-a", root+"/.", vroot).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v\n%s", err, out)
+		}
+		os.MkdirAll(filepath.Join(vroot, "bin"), 0o755)
+		os.WriteFile(filepath.Join(vroot, "bin/kill"), []byte("#!/bin/sh\n"), 0o755)
+		targets, _ := filepath.Glob("/lib/systemd/system/*.target")
+		os.MkdirAll(filepath.Join(vroot, "usr/lib/systemd/system"), 0o755)
+		for _, tg := range targets {
+			if data, err := os.ReadFile(tg); err == nil {
+				os.WriteFile(filepath.Join(vroot, "usr/lib/systemd/system", filepath.Base(tg)), data, 0o644)
+			}
+		}
+		cmd := exec.Command(sa, "verify", "--man=no", "--root="+vroot, filepath.Join(unitDir, MeshUnit))
+		if out, err := cmd.CombinedOutput(); err != nil || len(bytes.TrimSpace(out)) > 0 {
+			t.Errorf("systemd-analyze verify %s: %v\n%s", MeshUnit, err, out)
+		}
+	} else if os.Getenv("CI") == "true" {
+		t.Errorf("systemd-analyze not installed: %v", err)
+	}
+	defaults, err := os.ReadFile(filepath.Join(root, MeshDefaults))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opts string
+	for _, l := range strings.Split(string(defaults), "\n") {
+		if v, ok := strings.CutPrefix(l, "GORPING_MESH_OPTIONS="); ok {
+			opts = strings.Trim(v, `"`)
+		}
+	}
+	if !strings.Contains(opts, "--targets "+MeshTargets) {
+		t.Errorf("%s: GORPING_MESH_OPTIONS=%q does not read %s", MeshDefaults, opts, MeshTargets)
+	}
+	targets, err := os.ReadFile(filepath.Join(root, MeshTargets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(string(targets), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			t.Errorf("%s line %d: %q: the packaged file has only comments", MeshTargets, i+1, l)
+		}
+	}
 }
 
 // checkTree checks an unpacked package's files: the binary's stamp, a static binary, the
@@ -242,6 +307,7 @@ func TestDeb(t *testing.T) {
 	dpkgDeb := need(t, "dpkg-deb", "dpkg")
 	dir, w := artifacts(t), want(t)
 	wantFiles := append(slices.Clone(packaged),
+		UnitDir+"/"+MeshUnit,
 		"/usr/share/doc/gorping/changelog.Debian.gz",
 		"/usr/share/doc/gorping/copyright",
 		"/usr/share/lintian/overrides/gorping",
@@ -283,6 +349,14 @@ func TestDeb(t *testing.T) {
 			root := t.TempDir()
 			run(t, dpkgDeb, "-x", deb, root)
 			checkTree(t, root, arch, "/usr/share/zsh/vendor-completions", w)
+			checkService(t, root, UnitDir)
+			// The configuration is the admin's: conffiles, kept on upgrade.
+			ctl := t.TempDir()
+			run(t, dpkgDeb, "-e", deb, ctl)
+			conffiles, _ := os.ReadFile(filepath.Join(ctl, "conffiles"))
+			if got := strings.Fields(string(conffiles)); !slices.Equal(got, []string{MeshDefaults, MeshTargets}) {
+				t.Errorf("conffiles %q, want %s and %s", got, MeshDefaults, MeshTargets)
+			}
 			cr, _ := os.ReadFile(filepath.Join(root, "usr/share/doc/gorping/copyright"))
 			if !bytes.Contains(cr, []byte("\nLicense: Expat\n")) || !bytes.Contains(cr, []byte("Permission is hereby granted")) {
 				t.Errorf("copyright: %q", cr)
@@ -309,7 +383,8 @@ func TestRPM(t *testing.T) {
 	rpm2cpio := need(t, "rpm2cpio", "rpm2cpio")
 	cpio := need(t, "cpio", "cpio")
 	dir, w := artifacts(t), want(t)
-	wantFiles := append(slices.Clone(packaged), "/usr/share/licenses/gorping/LICENSE", "/usr/share/zsh/site-functions/_gorping")
+	wantFiles := append(slices.Clone(packaged), UnitDir+"/"+MeshUnit,
+		"/usr/share/licenses/gorping/LICENSE", "/usr/share/zsh/site-functions/_gorping")
 	sort.Strings(wantFiles)
 	for _, arch := range Arches {
 		rpmArch := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[arch]
@@ -334,6 +409,10 @@ func TestRPM(t *testing.T) {
 				t.Fatalf("rpm2cpio | cpio: %v\n%s", err, out)
 			}
 			checkTree(t, root, arch, "/usr/share/zsh/site-functions", w)
+			checkService(t, root, UnitDir)
+			if cfg := strings.Fields(run(t, rpm, "-qpc", pkg)); !slices.Equal(cfg, []string{MeshDefaults, MeshTargets}) {
+				t.Errorf("rpm -qpc: %q, want %s and %s", cfg, MeshDefaults, MeshTargets)
+			}
 		})
 	}
 }

@@ -1,4 +1,5 @@
-// Package providers registers the providers gorping ships: importing it (rping does) makes
+// Package providers registers the providers gorping ships: importing it (package main does,
+// the one place the product chooses them; tests that open real devices do too) makes
 // uverbs.Open find them. A new provider is one line here and a package of its own
 // (docs/adding-a-provider.md).
 package providers

@@ -70,7 +70,7 @@ func TestSysfsDriverNames(t *testing.T) {
 	got := map[string][2]any{}
 	for _, d := range devs {
 		got[d.Name] = [2]any{d.Driver, d.DriverID}
-		if want := uverbs.HasProvider(d); want != (d.Name != "qedr0") {
+		if want := d.HasProvider(); want != (d.Name != "qedr0") {
 			t.Errorf("%s: HasProvider %v", d.Name, want)
 		}
 	}

@@ -76,9 +76,6 @@ func (r *ring) available() uint32 {
 	return (atomic.LoadUint32(r.prod) - r.own) & r.mask
 }
 
-// consumeSlot is the next slot to read.
-func (r *ring) consumeSlot() unsafe.Pointer { return r.slot(r.own) }
-
 // release returns n read slots to the kernel (store-release of the consumer index), after
 // the reads are done.
 func (r *ring) release(n uint32) {

@@ -402,7 +402,3 @@ func (q *qp) Close() error {
 	}
 	return nil
 }
-
-func asBytes[T any](p *T) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
-}

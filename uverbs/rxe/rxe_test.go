@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"unsafe"
@@ -31,7 +33,7 @@ func (f *fakeCmd) Write(cmd uint32, req, resp []byte) error {
 	}
 	return f.err
 }
-func (f *fakeCmd) Fd() int { return 42 }
+
 func (f *fakeCmd) Mmap(what string, off int64, length, prot int) ([]byte, error) {
 	if f.rings == nil {
 		return nil, unix.ENODEV
@@ -231,7 +233,7 @@ func TestCQArmAndClose(t *testing.T) {
 			t.Errorf("arm %d: cmd %d req % x resp %d", i, cmd.cmds[i], cmd.reqs[i], cmd.resps[i])
 		}
 	}
-	cmd.err = &uverbs.CmdError{Cmd: "REQ_NOTIFY_CQ", Errno: unix.EINVAL}
+	cmd.err = fmt.Errorf("uverbs REQ_NOTIFY_CQ: %w", unix.EINVAL)
 	if err := q.Arm(false); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("Arm error %v not passed through", err)
 	}
@@ -391,7 +393,7 @@ func TestPostSendWQE(t *testing.T) {
 		t.Errorf("doorbells %v, want 2", tq.cmd.cmds)
 	}
 	// A doorbell failure in RTS is reported.
-	tq.cmd.err = &uverbs.CmdError{Cmd: "POST_SEND", Errno: unix.EINVAL}
+	tq.cmd.err = fmt.Errorf("uverbs POST_SEND: %w", unix.EINVAL)
 	if err := q.PostSend(wr2); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("doorbell error %v not reported", err)
 	}
@@ -557,5 +559,19 @@ func TestDataPathAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(1000, f); n != 0 {
 			t.Errorf("%s: %v allocations per call, want 0", name, n)
 		}
+	}
+}
+
+// The advice after a link went down names the device and its netdev, and reaches
+// applications through the registered provider (Device.LinkDownAdvice).
+func TestLinkDownAdvice(t *testing.T) {
+	t.Parallel()
+	dev := uverbs.Device{Name: "rxe1", Driver: "rxe", DriverID: rxeDriverID}
+	want := "rdma link delete rxe1; rdma link add rxe1 type rxe netdev d0"
+	if got := dev.LinkDownAdvice("d0"); !strings.HasPrefix(got, "rxe's QP1") || !strings.HasSuffix(got, want) {
+		t.Errorf("LinkDownAdvice = %q, want rxe's QP1 ... %q", got, want)
+	}
+	if got := (uverbs.Device{Name: "mlx5_0", Driver: "mlx5", DriverID: 1}).LinkDownAdvice("eth0"); got != "" {
+		t.Errorf("a driver without advice: %q", got)
 	}
 }

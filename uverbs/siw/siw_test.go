@@ -41,7 +41,6 @@ func (f *fakeCmd) Mmap(what string, off int64, length, prot int) ([]byte, error)
 }
 
 func (f *fakeCmd) Munmap(b []byte) error { return nil }
-func (f *fakeCmd) Fd() int               { return -1 }
 
 var le = binary.LittleEndian
 

@@ -7,6 +7,7 @@ package hostenvtest
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gorping/gorping/internal/hostenv"
@@ -42,4 +43,25 @@ func AddRxe(t testing.TB, e hostenv.Env, ibdev, uverbs string) {
 // gorping_hostenv tag the host e.
 func BinaryEnv(e hostenv.Env) []string {
 	return []string{"GORPING_HOSTENV_SYSFS=" + e.Sysfs, "GORPING_HOSTENV_DEV=" + e.Dev}
+}
+
+// WriteTree writes files below root: path (relative, slash-separated) → content; a
+// content "->target" makes a symlink to target (sysfs class entries are links).
+func WriteTree(t testing.TB, root string, files map[string]string) {
+	t.Helper()
+	for p, c := range files {
+		full := filepath.Join(root, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if target, ok := strings.CutPrefix(c, "->"); ok {
+			if err := os.Symlink(target, full); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/gorping/gorping/mesh"
+	"github.com/gorping/gorping/mesh/pinglist"
+)
+
+// meshCommand is `gorping mesh`, the agent (package mesh runs it).
+func meshCommand() *subcommand {
+	return &subcommand{
+		name:     "mesh",
+		help:     "ping mesh agent exporting to Prometheus",
+		synopsis: "mesh [options]",
+		about: "An RDMA ping mesh agent: serves the rping protocol (a persistent server), keeps one rping\n" +
+			"connection to every target, pings each once per interval and exports the results to\n" +
+			"Prometheus (/metrics; /probe?target=HOST[:PORT]&count=N probes once; /-/healthy, /-/ready).\n" +
+			"An option's value is the next word or follows \"=\"; DUR is a duration (500ms, 2s, 1m) or seconds (0.5).\n\n",
+		options:  meshOptions,
+		daemon:   true,
+		schedule: mesh.Schedule,
+		run: func(ctx context.Context, w words, env Env) int {
+			return mesh.Main(ctx, w.raw, env.Version, env.Stdout, env.Stderr)
+		},
+	}
+}
+
+const (
+	groupTargets   = "Targets (any rping server: gorping mesh, gorping -s -P, rping -s -P)"
+	groupProbing   = "Probing"
+	groupResponder = "Responder"
+	groupHTTP      = "HTTP"
+	groupLogs      = "Logs (on stderr)"
+)
+
+// meshOptions are mesh's options, in its usage's order.
+var meshOptions = []option{
+	{long: "targets", arg: "file", value: valueFile, group: groupTargets,
+		help: "one host[:port] per line, # comments; re-read when it changes and on SIGHUP",
+		man: "One target, **host[:port]**, per line; **#** starts a comment. Re-read when it changes\n" +
+			"(checked every **--targets-reload**) and on SIGHUP, without a gap in the other targets'\n" +
+			"series. A bad line (or one over 4096 bytes) is skipped, logged once per change of the\n" +
+			"file and counted (**gorping_target_file_bad_lines**); a file that is not a regular file\n" +
+			"or is over 8 MiB is refused and its last targets kept."},
+	{long: "targets-reload", arg: "dur", group: groupTargets,
+		help: "how often the file is checked for changes (default 2s, at least 100ms; 0: only on SIGHUP)"},
+	{long: "peers", arg: "a,b,c", group: groupTargets, help: "targets on the command line (repeated: they add up)"},
+	{long: "targets-dns", arg: "name[:port]", group: groupTargets,
+		help: "every A/AAAA address of NAME (e.g. a Kubernetes headless Service)",
+		man: "Every A/AAAA address of *name* (a Kubernetes headless Service lists every pod of a\n" +
+			"DaemonSet), resolved again every **--dns-refresh**. A target on this agent's responder\n" +
+			"port at one of this host's addresses is skipped."},
+	{long: "dns-refresh", arg: "dur", group: groupTargets, help: "how often NAME is resolved again (default 30s, at least 1s)"},
+	{long: "max-targets", arg: "n", group: groupTargets,
+		help: "probe at most N targets (default 4096)",
+		man: "Probe at most *n* targets (default 4096): the file's first, then **--peers**, then\n" +
+			"**--targets-dns** in address order; the others are logged once and counted\n" +
+			"(**gorping_targets_ignored**)."},
+
+	{long: "interval", arg: "dur", group: groupProbing, help: "one ping per target per interval (default 1s, at least 10ms)"},
+	{long: "jitter", arg: "f", group: groupProbing,
+		help: "each slot moves by up to F times the interval (default 0.1)",
+		man:  "Each slot moves by up to *f* times the interval (default 0.1), so agents do not beat in step."},
+	{long: "timeout", arg: "dur", group: groupProbing,
+		help: "a ping that takes longer fails with reason timeout (default 1s, or the interval if shorter)",
+		man: "A ping that takes longer fails with reason **timeout** (default 1s, or the interval if\n" +
+			"shorter; at least 1ms). A longer one lets a slow ping outlast slots, which are skipped."},
+	{long: "connect-timeout", arg: "dur", group: groupProbing, help: "bound of resolution and connection (default 5s, at least 100ms)"},
+	{long: "backoff-max", arg: "dur", group: groupProbing,
+		help: "cap of the reconnection backoff (default 30s)",
+		man:  "A failed connection is dialled again after a capped exponential backoff, up to this (default 30s)."},
+	{long: "size", arg: "n", group: groupProbing, help: "ping size in bytes, 23..65535 (default 64)"},
+	{long: "source", arg: "addr", value: valueAddr, group: groupProbing, help: "source address the probes bind to"},
+
+	{long: "port", arg: "n", group: groupResponder, help: "responder port, also the default port of targets (default 7174)"},
+	{long: "bind", arg: "addr", value: valueAddr, group: groupResponder,
+		help: "responder address (default ::, which serves IPv6 and IPv4)"},
+	{long: "no-responder", group: groupResponder, help: "probe only"},
+
+	{long: "web.listen-address", arg: "addr", group: groupHTTP,
+		help: "metrics listener (default :10174; repeated: one listener per address)",
+		man: "The HTTP listener (default **:10174**; repeated: one listener per address):\n" +
+			"**/metrics**, **/-/healthy** (200 while the process runs), **/-/ready** (503 until the\n" +
+			"responder listens), and **/probe?target=HOST[:PORT]&count=N**, which pings a target N\n" +
+			"times once and returns that probe's metrics (**probe_success** and\n" +
+			"**probe_duration_seconds** as blackbox_exporter's)."},
+	{long: "listen", arg: "addr", group: groupHTTP, help: "the same as --web.listen-address (its first name)"},
+	{long: "web.config.file", arg: "file", value: valueFile, group: groupHTTP,
+		help: "TLS and basic auth (Prometheus exporter-toolkit web configuration)",
+		man: "The Prometheus exporter-toolkit web configuration (TLS, basic auth); it applies to every\n" +
+			"path, the health endpoints included. A file broken at run time makes every request\n" +
+			"answer 500 until it is fixed (the agent keeps probing); that, and a basic_auth_users\n" +
+			"emptied (which asks for no credentials), is logged once per change of the file."},
+	{long: "probe-allow", arg: "cidrs", group: groupHTTP,
+		help: "/probe may also probe addresses in these prefixes (comma-separated; repeated: they add up)",
+		man:  "By default **/probe** only probes targets the agent already has; this adds prefixes (comma-separated)."},
+	{long: "probe-any", group: groupHTTP, help: "/probe may probe any target"},
+
+	{long: "log.format", arg: "format", value: valueWords, words: []string{"logfmt", "json", "text"}, group: groupLogs,
+		help: "logfmt or json, Prometheus' log format (default logfmt; text is logfmt)"},
+	{long: "log.level", arg: "level", value: valueWords, words: []string{"debug", "info", "warn", "error"}, group: groupLogs,
+		help: "debug, info, warn or error (default info)"},
+
+	helpOption,
+}
+
+// meshPlanCommand is `gorping mesh plan`: the pinglist an agent of a members file would
+// probe (package mesh/pinglist computes it).
+var meshPlanCommand = &subcommand{
+	name:     "mesh plan",
+	help:     "print the pinglist of a members file",
+	synopsis: "mesh plan --members FILE (--self HOST | --all) [--epoch N] [--max-peers K]",
+	about: "Print the targets a mesh agent of a members file probes in an epoch, one \"AGENT TARGET\"\n" +
+		"line each, and the plan's summary on stderr (docs/mesh.md, pinglists): a full mesh inside\n" +
+		"each group, a rotating sample of the other groups within the budget.\n\n",
+	options: []option{
+		{long: "members", arg: "file", value: valueFile, help: "one \"HOST GROUP\" line per agent, # comments",
+			man: "The members file: one **HOST GROUP** line per agent (a rack, a ToR, a rail), **#**\n" +
+				"starts a comment, a host on one line only. A bad line is refused with its number."},
+		{long: "self", arg: "host", help: "the targets of this agent (a host of the members file)"},
+		{long: "all", help: "the targets of every agent"},
+		{long: "epoch", arg: "n", help: "the epoch whose sample to print (default 0)"},
+		{long: "max-peers", arg: "k", help: "at most K targets per agent (default 0: no limit)"},
+		helpOption,
+	},
+}
+
+func init() {
+	meshPlanCommand.run = func(_ context.Context, w words, env Env) int {
+		o := pinglist.PlanOptions{Members: w.last("members", ""), Self: w.last("self", ""), All: w.has("all")}
+		var err error
+		if o.Epoch, err = strconv.ParseUint(w.last("epoch", "0"), 10, 64); err != nil {
+			fmt.Fprint(env.Stderr, meshPlanCommand.usageError("--epoch %q: want a number, 0 or more", w.last("epoch", "")))
+			return exitCommandUsage
+		}
+		if o.MaxPeers, err = strconv.Atoi(w.last("max-peers", "0")); err != nil {
+			fmt.Fprint(env.Stderr, meshPlanCommand.usageError("--max-peers %q: want a number, 0 or more", w.last("max-peers", "")))
+			return exitCommandUsage
+		}
+		err = pinglist.RunPlan(o, env.Stdout, env.Stderr)
+		switch {
+		case errors.Is(err, pinglist.ErrUsage):
+			fmt.Fprint(env.Stderr, meshPlanCommand.usageError("%s", strings.TrimPrefix(err.Error(), pinglist.ErrUsage.Error()+": ")))
+			return exitCommandUsage
+		case err != nil:
+			fmt.Fprintf(env.Stderr, "gorping mesh plan: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+}
