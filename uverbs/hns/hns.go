@@ -35,11 +35,16 @@ func init() {
 // provider is the hns provider. pageSize is the kernel's page size, 0 for this kernel's
 // (libhns sizes the UAR mapping and the doorbell record pages by it); the oracle tests open
 // contexts on a provider with another (uverbs.WithProvider) to run as on 64 KiB pages.
+// hnsABI is the uverbs ABI version of the hns_roce kernel driver.
+const hnsABI = 1
+
 type provider struct{ pageSize int }
 
 func (provider) Info() uverbs.ProviderInfo {
 	return uverbs.ProviderInfo{
-		Driver: hnsDriver, DriverID: hnsDriverID, ABIMin: 0, ABIMax: 1 << 30,
+		// hns_roce sets uverbs_abi_ver 1 and has never changed it; libhns accepts any, gorping
+		// only the one it was checked against (the oracle's and the model's devices).
+		Driver: hnsDriver, DriverID: hnsDriverID, ABIMin: hnsABI, ABIMax: hnsABI,
 		Transport: uverbs.TransportIB,
 		// The RDMA device's parent is the PCI function the hns3 Ethernet driver owns.
 		Sysfs: uverbs.SysfsMatch{BusDrivers: []string{"hns3"}},
