@@ -44,8 +44,9 @@ check: lint abicheck ## gofmt, vet, generated files, the ABI layout, unit tests 
 test: host-deps lint dashboard-check unit fuzz unit-arm64 abicheck test-deploy test-release guest-matrix guest-16k guest-release fabric ## everything: check, short fuzzing of the mesh agent's parsers, arm64 host tests, the dashboard and manifests current and valid, release artifacts, the guest matrix, 16 KiB pages, the multi-host tier
 
 # The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
-# host; the mlx5 oracle tests (test/mlx5oracle) build a C harness with gcc against
-# Debian's libibverbs-dev and run its libmlx5 (ibverbs-providers); the completion tests
+# host; the oracle tests (test/oracle, with the mlx5 and vendor drivers' parts) build a C
+# harness with gcc against Debian's libibverbs-dev and run its libmlx5, libbnxt_re,
+# libirdma and libhns (ibverbs-providers); the completion tests
 # run bash, zsh and fish, the release tests dpkg-deb, rpm, skopeo and lintian. Installed only as
 # root on Debian (like qemu for the guest tier). Under CI=true a missing oracle fails
 # the tests. prometheus gives the mesh tests a real Prometheus server and promtool
@@ -120,14 +121,14 @@ flaky: ## repeat the tests that raced before: host ones FLAKY_COUNT times with -
 # arm64 binaries under qemu-user
 # (no -race: it needs cgo there). A missing qemu-aarch64 is a loud skip, a failure
 # under CI=true.
-ARM64_PKGS := ./internal/... ./uverbs/... ./test/mlx5model ./test/rxemodel
+ARM64_PKGS := ./internal/... ./uverbs/... ./test/mlx5model ./test/rxemodel ./test/bnxtremodel ./test/irdmamodel ./test/hnsmodel
 ##@ CI
 unit-arm64: ## the host tests of the per-architecture packages as arm64 binaries under qemu-user
 	@if ! command -v qemu-aarch64 >/dev/null; then \
 		if [ "$$CI" = true ]; then echo "qemu-aarch64 missing (make host-deps)"; exit 1; fi; \
 		echo "*** SKIPPING arm64 host tests: qemu-aarch64 missing (make host-deps as root) ***"; exit 0; fi; \
 	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 $(ARM64_PKGS)
-	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 -run 'MLX5|Rxe' ./rping
+	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 -run 'MLX5|Rxe|BnxtRe|Irdma|Hns' ./rping
 
 # Compares every Go ABI mirror with the C uapi headers (gcc, test-only), after checking
 # that the generated mirrors are what the headers give (generate-check).
@@ -140,7 +141,7 @@ abicheck: generate-check ## the generated files current, then every ABI mirror a
 # the product); the enum name tables (*_string.go) by stringer, pinned in each package's
 # //go:generate line. make generate rewrites both; generate-check fails if one is not
 # current, and leaves the tree as it was.
-ABI_SPECS := $(sort $(wildcard */abi.spec */*/abi.spec))
+ABI_SPECS := $(sort $(wildcard */abi.spec */*/abi.spec */*/*/abi.spec))
 GENERATE_PKGS := $(sort $(patsubst %/,./%,$(dir $(shell grep -rl --include='*.go' '^//go:generate' uverbs rping rdmacm mesh internal 2>/dev/null))))
 STRINGER_FILES := $(wildcard */*_string.go */*/*_string.go)
 .PHONY: generate generate-check

@@ -35,7 +35,7 @@ type glueRun struct {
 // both have ended, and returns their statuses. A server that never got a request
 // reports -1. Both run on a host of the test's own (glueHost): what the glue reads from
 // sysfs (counters, MTUs, GIDs) is what the test put there, whatever the machine has.
-func runGlue(t *testing.T, g glueRun, cl, sv *side) (clSt, svSt int) {
+func runGlue(t testing.TB, g glueRun, cl, sv *side) (clSt, svSt int) {
 	t.Helper()
 	cm := newFakeCM(g.dev)
 	if g.cm != nil {
@@ -90,7 +90,7 @@ func runGlue(t *testing.T, g glueRun, cl, sv *side) (clSt, svSt int) {
 
 // glueHost is a host without RDMA but one device in its sysfs: rping's first step
 // counts the devices (what the glue uses is the model's, through the fake CM).
-func glueHost(t *testing.T) uverbs.Host {
+func glueHost(t testing.TB) uverbs.Host {
 	env := hostenvtest.NoRDMA(t)
 	hostenvtest.AddRxe(t, env, "rxe0", "uverbs0")
 	return uverbs.NewHost(env)

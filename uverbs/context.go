@@ -59,8 +59,10 @@ func Open(dev Device, opts ...Option) (*Context, error) {
 // Backend stands in for a device file (tests, device models): every command write and
 // every mapping of the context goes to it instead of the kernel; ioctls fail with ENOTTY,
 // as on a kernel without the ioctl interface. The fds its GET_CONTEXT and
-// CREATE_COMP_CHANNEL answers carry must be real (e.g. pipes); the context owns them.
-// A backend that is also an io.Closer is closed where the device file would be.
+// CREATE_COMP_CHANNEL answers carry must be real (e.g. pipes); the context owns them. A
+// Backend that is also an io.Closer is closed by Context.Close where the device file would
+// be: before the provider frees its queue memory, as the kernel releases the context's
+// objects when the fd closes.
 type Backend interface {
 	Write(p []byte) (int, error)
 	Mmap(off int64, length, prot int) ([]byte, error)

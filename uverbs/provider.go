@@ -95,6 +95,9 @@ type QPRequest struct {
 	SigAll bool
 	SendCQ ProviderCQ
 	RecvCQ ProviderCQ
+	// PD is the kernel handle of the PD the QP is created on (irdma registers the queue
+	// memory on it, with REG_MR, before CREATE_QP).
+	PD uint32
 }
 
 // PendingQP is a QP between PrepareQP and the kernel's answer.
@@ -192,6 +195,14 @@ type CompEventObserver interface {
 // deferred doorbell that failed) is returned by QP.Modify.
 type QPStateObserver interface {
 	SetState(s QPState) error
+}
+
+// QPAttrObserver is a ProviderQP told about every successful MODIFY_QP, with the
+// attributes and the mask it carried (bnxt_re writes each send WQE's PSN range for the
+// device's retransmissions, from the send PSN and path MTU the QP was given). Its error
+// is QP.Modify's.
+type QPAttrObserver interface {
+	Modified(attr *QPAttr, mask QPAttrMask) error
 }
 
 // TimestampConverter is a ProviderCQ whose completions carry device timestamps when

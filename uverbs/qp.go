@@ -40,7 +40,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	qreq := QPRequest{Type: attr.Type, Cap: attr.Cap, SigAll: attr.SigAll, SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov}
+	qreq := QPRequest{Type: attr.Type, Cap: attr.Cap, SigAll: attr.SigAll, SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov, PD: pd.handle}
 	pending, err := c.prov.PrepareQP(&qreq)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
@@ -196,6 +196,11 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 			if err := o.SetState(attr.State); err != nil {
 				return fmt.Errorf("uverbs: %s QP %d now %v: %s provider: %w", c.dev.Name, qp.qpn, attr.State, c.info.Driver, err)
 			}
+		}
+	}
+	if o, ok := qp.prov.(QPAttrObserver); ok {
+		if err := o.Modified(attr, mask); err != nil {
+			return fmt.Errorf("uverbs: %s QP %d modified (mask %#x): %s provider: %w", c.dev.Name, qp.qpn, uint32(mask), c.info.Driver, err)
 		}
 	}
 	return nil

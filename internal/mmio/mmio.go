@@ -1,7 +1,8 @@
 // Package mmio holds the few instructions a hardware RDMA provider needs that Go has no
 // intrinsic for: barriers between CPU stores, DMA by the NIC and write-combining MMIO, a
 // single 64-bit store to device memory, and the 64-byte BlueFlame copy. They are written
-// in per-architecture assembly (amd64, arm64) so the binary stays cgo-free.
+// in per-architecture assembly (amd64, arm64) so the binary stays cgo-free. The 32-bit
+// store is for devices whose doorbell registers take 32-bit writes.
 //
 // The barrier names follow what each one orders:
 //
@@ -70,6 +71,15 @@ func Store64(dst, src unsafe.Pointer) {
 	store64(dst, src)
 	if recording {
 		emit(OpStore64, dst, src, 8)
+	}
+}
+
+// Store32 stores the 4 bytes at src to dst with one 32-bit store instruction: a doorbell
+// register that takes 32-bit writes (irdma's). Both must be 4-byte aligned.
+func Store32(dst, src unsafe.Pointer) {
+	store32(dst, src)
+	if recording {
+		emit(OpStore32, dst, src, 4)
 	}
 }
 

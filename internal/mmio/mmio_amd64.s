@@ -30,6 +30,14 @@ TEXT ·store64(SB), NOSPLIT|NOFRAME, $0-16
 	MOVQ AX, (DI)
 	RET
 
+// func store32(dst, src unsafe.Pointer)
+TEXT ·store32(SB), NOSPLIT|NOFRAME, $0-16
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVL (SI), AX
+	MOVL AX, (DI)
+	RET
+
 // func copy64(dst, src unsafe.Pointer)
 TEXT ·copy64(SB), NOSPLIT|NOFRAME, $0-16
 	MOVQ dst+0(FP), DI

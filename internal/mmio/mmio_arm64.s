@@ -30,6 +30,14 @@ TEXT ·store64(SB), NOSPLIT|NOFRAME, $0-16
 	MOVD R2, (R0)
 	RET
 
+// func store32(dst, src unsafe.Pointer)
+TEXT ·store32(SB), NOSPLIT|NOFRAME, $0-16
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVWU (R1), R2
+	MOVW R2, (R0)
+	RET
+
 // func copy64(dst, src unsafe.Pointer)
 // One 64-byte burst: ld4/st4 de- and re-interleave, so together they copy straight.
 TEXT ·copy64(SB), NOSPLIT|NOFRAME, $0-16

@@ -12,6 +12,9 @@ const supported = true
 func store64(dst, src unsafe.Pointer)
 
 //go:noescape
+func store32(dst, src unsafe.Pointer)
+
+//go:noescape
 func copy64(dst, src unsafe.Pointer)
 
 func toDevice()

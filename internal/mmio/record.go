@@ -22,10 +22,11 @@ const (
 	OpStore64                  // Store64: 8 bytes to device memory
 	OpCopy64                   // Copy64: 64 bytes to device memory
 	OpRecord                   // StoreRecord: 4 bytes to a doorbell record
+	OpStore32                  // Store32: 4 bytes to device memory
 )
 
 var opNames = [...]string{OpToDevice: "to_device", OpFromDevice: "from_device", OpWCStart: "wc_start",
-	OpFlush: "flush", OpStore64: "store64", OpCopy64: "copy64", OpRecord: "record"}
+	OpFlush: "flush", OpStore64: "store64", OpCopy64: "copy64", OpRecord: "record", OpStore32: "store32"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) && opNames[o] != "" {

@@ -4,12 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
-	"testing"
 	"unsafe"
 
 	"github.com/gorping/gorping/internal/mmio"
+	"github.com/gorping/gorping/test/providertest"
 )
 
 // Doorbells reach the model as they reach a device: as stores to the UAR pages. The
@@ -53,7 +52,8 @@ type uarRange struct {
 	page       int
 }
 
-// ringState is what ring needs without taking n.mu (the engine holds that for long).
+// ringState is what ring needs without taking the kernel's lock (the engine holds that
+// for long).
 type ringState struct {
 	mu     sync.Mutex
 	uars   []uarRange
@@ -61,13 +61,14 @@ type ringState struct {
 	cqs    map[uint32]*mcq // by CQN
 	bfPart map[uintptr][]byte
 	queue  []doorbell
+	errs   []string // violations ring found, moved to the kernel's by the engine
 }
 
-func (n *NIC) ring(e mmio.Event) {
+func (d *driver) ring(e mmio.Event) {
 	if e.Op != mmio.OpStore64 && e.Op != mmio.OpCopy64 {
 		return
 	}
-	r := &n.rs
+	r := &d.rs
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var u *uarRange
@@ -99,10 +100,10 @@ func (n *NIC) ring(e mmio.Event) {
 	}
 	// BlueFlame: the chunks of one copy arrive one by one, ascending from the half's start.
 	db.bf = true
-	if first := n.cfg.BfRegSize == 0 || (db.off-bfOffset)%(n.cfg.BfRegSize/2) == 0; !first {
+	if first := d.cfg.BfRegSize == 0 || (db.off-bfOffset)%(d.cfg.BfRegSize/2) == 0; !first {
 		part := r.bfPart[e.Addr-64]
 		if part == nil {
-			n.ringFail("BlueFlame chunk at UAR %d +%#x continues no copy (bf_reg_size %d)", db.uar, db.off, n.cfg.BfRegSize)
+			r.errs = append(r.errs, fmt.Sprintf("BlueFlame chunk at UAR %d +%#x continues no copy (bf_reg_size %d)", db.uar, db.off, d.cfg.BfRegSize))
 			return
 		}
 		delete(r.bfPart, e.Addr-64)
@@ -128,84 +129,84 @@ func (r *ringState) sqRecord(ctrl []byte) (uint32, bool) {
 	return 0, false
 }
 
-// ringFail records a violation from ring, which runs without n.mu.
-func (n *NIC) ringFail(format string, args ...any) {
-	n.rfMu.Lock()
-	n.ringErrs = append(n.ringErrs, fmt.Sprintf(format, args...))
-	n.rfMu.Unlock()
-}
-
-// doorbells acts on the queued doorbells (n.mu held).
-func (n *NIC) doorbells() bool {
-	n.rs.mu.Lock()
-	q := n.rs.queue
-	n.rs.queue = nil
-	n.rs.mu.Unlock()
-	n.rfMu.Lock()
-	n.errs = append(n.errs, n.ringErrs...)
-	n.ringErrs = nil
-	n.rfMu.Unlock()
+// doorbells acts on the queued doorbells (the kernel's lock held).
+func (d *driver) doorbells(k *providertest.Kernel) bool {
+	d.rs.mu.Lock()
+	q := d.rs.queue
+	d.rs.queue = nil
+	for _, e := range d.rs.errs {
+		k.Fail("%s", e)
+	}
+	d.rs.errs = nil
+	d.rs.mu.Unlock()
 	for _, db := range q {
 		if db.off == cqDoorbell {
-			n.armDoorbell(db)
+			d.armDoorbell(k, db)
 		} else {
-			n.sqDoorbell(db)
+			d.sqDoorbell(k, db)
 		}
 	}
 	return len(q) > 0
 }
 
 // armDoorbell arms the CQ the doorbell names: the arm word and CQN, checked against the
-// CQ's arm record, which the provider writes before ringing.
-func (n *NIC) armDoorbell(db doorbell) {
+// CQ's arm record, which the provider writes before ringing. CQEs beyond the consumer
+// index the arm names raise the event at once.
+func (d *driver) armDoorbell(k *providertest.Kernel, db doorbell) {
 	w, cqn := binary.BigEndian.Uint32(db.bytes), binary.BigEndian.Uint32(db.bytes[4:])
 	if db.uar != 0 {
-		n.fail("CQ arm doorbell on UAR %d; the kernel put every CQ of the context on UAR 0", db.uar)
+		k.Fail("CQ arm doorbell on UAR %d; the kernel put every CQ of the context on UAR 0", db.uar)
 		return
 	}
-	for _, c := range n.cqs {
-		if c.cqn == cqn && !c.dead && c.x == db.x {
-			if db.rec != w {
-				n.fail("CQ %#x arm doorbell %#08x, but its doorbell record says %#08x", cqn, w, db.rec)
-				return
-			}
-			c.armWord, c.armed, c.armCI = w, true, w&0xffffff
-			n.stats.Arms++
-			return
+	d.rs.mu.Lock()
+	c := d.rs.cqs[cqn]
+	d.rs.mu.Unlock()
+	if c == nil || c.x != db.x {
+		if !db.live {
+			k.Fail("arm doorbell for unknown CQ %#x", cqn)
 		}
+		return
 	}
-	if !db.live {
-		n.fail("arm doorbell for unknown CQ %#x", cqn)
+	if db.rec != w {
+		k.Fail("CQ %#x arm doorbell %#08x, but its doorbell record says %#08x", cqn, w, db.rec)
+		return
 	}
+	c.armCI = w & 0xffffff
+	n := (c.pi - c.armCI) & 0xffffff
+	k.ArmCQ(c.cq, n > 0 && n <= c.ncqe)
 }
 
 // sqDoorbell lets the named QP's send queue run up to the rung WQE, after checking the
 // doorbell as a device would: the QP is on this bfreg, the bytes are the first 8 bytes of
 // that WQE's control segment (BlueFlame: the whole WQE) as it lies in the send queue, and
 // the doorbell record announces exactly the WQEs up to and including it.
-func (n *NIC) sqDoorbell(db doorbell) {
+func (d *driver) sqDoorbell(k *providertest.Kernel, db doorbell) {
 	w0, w1 := binary.BigEndian.Uint32(db.bytes), binary.BigEndian.Uint32(db.bytes[4:])
 	qpn, idx, ds := w1>>8, w0>>8&0xffff, int(w1&0x3f)
-	q := n.qps[qpn]
-	if q == nil || q.dead || q.x != db.x {
+	p := k.QP(qpn)
+	var q *mqp
+	if p != nil {
+		q = p.Driver.(*mqp)
+	}
+	if q == nil || q.x != db.x {
 		if !db.live || q != nil {
-			n.fail("doorbell for unknown QP %#x (UAR %d +%#x)", qpn, db.uar, db.off)
+			k.Fail("doorbell for unknown QP %#x (UAR %d +%#x)", qpn, db.uar, db.off)
 		}
 		return
 	}
-	k := q.bfreg % 2
-	reg := bfOffset + k*n.cfg.BfRegSize
-	if db.uar != q.bfreg/2 || (db.off != reg && db.off != reg+n.cfg.BfRegSize/2) {
-		n.fail("QP %#x rang UAR %d +%#x; its bfreg %d is UAR %d +%#x", qpn, db.uar, db.off, q.bfreg, q.bfreg/2, reg)
+	kk := q.bfreg % 2
+	reg := bfOffset + kk*d.cfg.BfRegSize
+	if db.uar != q.bfreg/2 || (db.off != reg && db.off != reg+d.cfg.BfRegSize/2) {
+		k.Fail("QP %#x rang UAR %d +%#x; its bfreg %d is UAR %d +%#x", qpn, db.uar, db.off, q.bfreg, q.bfreg/2, reg)
 		return
 	}
-	if db.bf && (n.cfg.BfRegSize == 0 || q.bfreg == 0) {
-		n.fail("QP %#x: BlueFlame write on a bfreg without BlueFlame (bf_reg_size %d, bfreg %d)", qpn, n.cfg.BfRegSize, q.bfreg)
+	if db.bf && (d.cfg.BfRegSize == 0 || q.bfreg == 0) {
+		k.Fail("QP %#x: BlueFlame write on a bfreg without BlueFlame (bf_reg_size %d, bfreg %d)", qpn, d.cfg.BfRegSize, q.bfreg)
 		return
 	}
 	blocks := uint32((ds*16 + 63) / 64)
 	if db.rec != (idx+blocks)&0xffff {
-		n.fail("QP %#x: doorbell for WQE %d (%d blocks), but the doorbell record says %d", qpn, idx, blocks, db.rec)
+		k.Fail("QP %#x: doorbell for WQE %d (%d blocks), but the doorbell record says %d", qpn, idx, blocks, db.rec)
 		return
 	}
 	// The rung WQE must be in the queue as rung: the doorbell is its first 8 bytes, a
@@ -217,62 +218,47 @@ func (n *NIC) sqDoorbell(db doorbell) {
 			if db.bf {
 				kind = "BlueFlame copy"
 			}
-			n.fail("QP %#x: %s byte %d is %#02x, the WQE %d in the send queue has %#02x", qpn, kind, i, db.bytes[i], idx, b)
+			k.Fail("QP %#x: %s byte %d is %#02x, the WQE %d in the send queue has %#02x", qpn, kind, i, db.bytes[i], idx, b)
 			return
 		}
 	}
 	if db.bf {
-		n.stats.BlueFlames++
+		k.Count().BlueFlames++
 	} else {
-		n.stats.Doorbells++
+		k.Count().Doorbells++
 	}
 	q.rung = (idx + blocks) & 0xffff
-	q.rungOnce = true
 }
 
-// register/unregister keep ringState in step with the objects (called under n.mu).
-func (n *NIC) addUARs(x *mctx) {
-	n.rs.mu.Lock()
-	defer n.rs.mu.Unlock()
+// addUARs, setQP and setCQ keep ringState in step with the objects (under the kernel's
+// lock).
+func (d *driver) addUARs(x *mctx) {
+	d.rs.mu.Lock()
+	defer d.rs.mu.Unlock()
 	for i, p := range x.uars {
 		start := uintptrOf(p)
-		n.rs.uars = append(n.rs.uars, uarRange{start: start, end: start + uintptr(len(p)), x: x, page: i})
+		d.rs.uars = append(d.rs.uars, uarRange{start: start, end: start + uintptr(len(p)), x: x, page: i})
 	}
 }
 
-func (n *NIC) setQP(q *mqp, live bool) {
-	n.rs.mu.Lock()
-	defer n.rs.mu.Unlock()
+func (d *driver) setQP(q *mqp, live bool) {
+	d.rs.mu.Lock()
+	defer d.rs.mu.Unlock()
 	if live {
-		n.rs.qps[q.qpn] = q
+		d.rs.qps[q.qpn] = q
 	} else {
-		delete(n.rs.qps, q.qpn)
+		delete(d.rs.qps, q.qpn)
 	}
 }
 
-func (n *NIC) setCQ(c *mcq, live bool) {
-	n.rs.mu.Lock()
-	defer n.rs.mu.Unlock()
+func (d *driver) setCQ(c *mcq, live bool) {
+	d.rs.mu.Lock()
+	defer d.rs.mu.Unlock()
 	if live {
-		n.rs.cqs[c.cqn] = c
+		d.rs.cqs[c.cqn] = c
 	} else {
-		delete(n.rs.cqs, c.cqn)
+		delete(d.rs.cqs, c.cqn)
 	}
 }
 
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(&b[0])) }
-
-// NewForTest is New for tests: without the mmio recorder it skips t loudly, or fails it
-// under CI=true; the model is closed when t ends.
-func NewForTest(t testing.TB, cfg Config) *NIC {
-	t.Helper()
-	if err := Available(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skipf("*** SKIPPING: %v ***", err)
-	}
-	n := New(cfg)
-	t.Cleanup(n.Close)
-	return n
-}

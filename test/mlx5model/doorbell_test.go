@@ -120,16 +120,16 @@ func (a *end) awaitOK(t *testing.T, id uint64) bool {
 
 // passes waits until the engine has run two more full passes.
 func (n *NIC) settle() {
-	for start := n.passes.Load(); n.passes.Load() < start+2; {
+	for start := n.d.passes.Load(); n.d.passes.Load() < start+2; {
 		time.Sleep(50 * time.Microsecond)
 	}
 }
 
 // mq returns the model's view of a QP.
 func (n *NIC) mq(qpn uint32) *mqp {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.qps[qpn]
+	n.k.Lock()
+	defer n.k.Unlock()
+	return n.k.QP(qpn).Driver.(*mqp)
 }
 
 // reg is the address of q's doorbell / BlueFlame register (first half).
@@ -242,13 +242,13 @@ func TestModelRejectsBadDoorbells(t *testing.T) {
 			}
 			var c *mcq
 			q, other := n.mq(a.qp.Num()), n.mq(b.qp.Num())
-			n.mu.Lock()
-			for _, x := range n.cqs {
+			n.k.Lock()
+			for _, x := range n.d.order {
 				if x.x == q.x {
 					c = x
 				}
 			}
-			n.mu.Unlock()
+			n.k.Unlock()
 			tc.bad(n, q, other, c)
 			n.settle()
 			errs := strings.Join(n.Errors(), "\n")

@@ -1,29 +1,33 @@
 // Package mlx5model is a test-only model of a ConnectX adapter and its kernel driver, in
-// process: it answers the uverbs commands the mlx5 provider sends (as the mlx5_ib driver
-// would), hands out UAR pages as plain memory, and executes the provider's send WQEs
-// between its QPs (SEND, RDMA WRITE, RDMA READ, inline data), writing CQEs in the format
-// the oracle confirmed (64-byte CQEs, owner bit, user index) and completion events to the
-// channel fds. It is independent of the provider's code: formats are written out here
-// from the device's documented layout, so a provider bug is not mirrored.
+// process: mlx5_ib's and the device's half of the provider's queues plugged into the fake
+// uverbs kernel of test/providertest. The kernel answers the core commands and executes
+// the work between QPs; this package answers mlx5's driver data (as mlx5_ib would), hands
+// out UAR pages as plain memory, learns of doorbells from the provider's stores to them
+// (internal/mmio's recorder), reads the provider's send and receive WQEs from its buffers
+// and writes CQEs in the format the oracle confirmed (64-byte CQEs, owner bit, user
+// index). It is independent of the provider's code: formats are written out here from the
+// device's documented layout, so a provider bug is not mirrored.
 //
-// It checks what a device would reject: WQE index and QPN in every control segment, keys
-// and access rights of every SGE, CQ overrun. Violations are recorded (Errors) and turn
-// into error CQEs where a device would report one.
+// It checks what a device would reject: WQE index and QPN in every control segment, the
+// doorbell against the doorbell record and the WQE in the queue, keys and access rights
+// of every SGE, CQ overrun. Violations are recorded (Errors) and turn into error CQEs
+// where a device would report one.
 package mlx5model
 
 import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"runtime"
-	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 	"unsafe"
 
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/test/internal/kcmd"
+	"github.com/gorping/gorping/test/providertest"
 	"github.com/gorping/gorping/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // Config shapes the modelled device.
@@ -43,6 +47,17 @@ type Config struct {
 	Fail func(cmd uint32) error
 }
 
+// Values the model's driver answers with: those of a ConnectX-6 as the oracle's fake
+// kernel gave libmlx5.
+const (
+	maxSQDescSz  = 1024
+	maxRQDescSz  = 512
+	maxSendWQEBB = 1 << 15
+	maxRecvWR    = 1 << 15
+	vendorID     = 0x02c9
+	vendorPartID = 4123
+)
+
 // Layout of a 4 KiB UAR (the device's, written out here independently of the provider).
 const (
 	uarSize    = 4096
@@ -53,33 +68,13 @@ const (
 // NIC is one modelled adapter. Contexts opened on it (Open) can reach each other's QPs.
 type NIC struct {
 	cfg Config
-
-	mu     sync.Mutex
-	qps    map[uint32]*mqp // by QPN
-	cqs    []*mcq
-	mrs    map[uint32]*mmr // by lkey (== rkey)
-	ctxs   []*mctx
-	nextN  uint32
-	errs   []string
-	stop   chan struct{}
-	done   chan struct{}
-	closed bool
-	stats  Stats
-
-	passes   atomic.Uint64 // engine passes (tests wait for the engine with it)
-	rs       ringState     // doorbells from the mmio recorder (doorbell.go)
-	clock    *devClock     // the device clock and its clock_info page (clock.go)
-	rfMu     sync.Mutex
-	ringErrs []string // violations ring found, moved to errs by the engine
-	cancel   func()
+	k   *providertest.Kernel
+	d   *driver
 }
 
-// Stats counts what the model executed.
-type Stats struct {
-	Sends, Writes, Reads, Recvs, CQEs, ErrorCQEs, Events int
-	SQLaps, RQLaps, CQLaps                               int // times a ring index wrapped
-	Doorbells, BlueFlames, Arms                          int // UAR stores that rang an SQ (8-byte doorbell or BlueFlame copy) or armed a CQ
-}
+// Stats counts what the model executed: the kernel's counters, the rings' laps, and the
+// UAR stores that rang an SQ (8-byte doorbell or BlueFlame copy) or armed a CQ.
+type Stats = providertest.Stats
 
 // New starts a model; Close stops it. It panics unless Available() is nil: without the
 // mmio recorder no doorbell would ever reach it.
@@ -90,121 +85,74 @@ func New(cfg Config) *NIC {
 	if cfg.PageSize == 0 {
 		cfg.PageSize = 4096
 	}
-	n := &NIC{cfg: cfg, qps: map[uint32]*mqp{}, mrs: map[uint32]*mmr{}, nextN: 0x100,
-		stop: make(chan struct{}), done: make(chan struct{})}
-	n.rs.qps, n.rs.cqs, n.rs.bfPart = map[uint32]*mqp{}, map[uint32]*mcq{}, map[uintptr][]byte{}
+	d := &driver{cfg: cfg, all: map[uint32]*mcq{}}
+	d.rs.qps, d.rs.cqs, d.rs.bfPart = map[uint32]*mqp{}, map[uint32]*mcq{}, map[uintptr][]byte{}
 	clk, err := newDevClock(cfg.PageSize)
 	if err != nil {
 		panic(fmt.Sprintf("mlx5model: clock page: %v", err))
 	}
-	n.clock = clk
-	n.cancel = mmio.Subscribe(n.ring)
-	go n.run()
+	d.clock = clk
+	d.cancel = mmio.Subscribe(d.ring)
+	k, err := providertest.StartKernel(device("mlx5_0"), nil, d, providertest.Options{Fail: cfg.Fail})
+	if err != nil {
+		d.cancel()
+		panic(fmt.Sprintf("mlx5model: %v", err))
+	}
+	d.k = k
+	return &NIC{cfg: cfg, k: k, d: d}
+}
+
+// NewForTest is New for tests: without the mmio recorder it skips t loudly, or fails it
+// under CI=true; the model is closed when t ends.
+func NewForTest(t testing.TB, cfg Config) *NIC {
+	t.Helper()
+	if err := Available(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skipf("*** SKIPPING: %v ***", err)
+	}
+	n := New(cfg)
+	t.Cleanup(n.Close)
 	return n
 }
 
-// Device is the uverbs device the model presents.
-func (n *NIC) Device(name string) uverbs.Device {
+func device(name string) uverbs.Device {
 	return uverbs.Device{Name: name, Index: 0, Uverbs: "uverbs0", Path: "/dev/infiniband/model-" + name,
 		Driver: "mlx5", DriverID: 1, ABI: 1, NodeGUID: 0x0202c9fffe000001}
 }
 
+// Device is the uverbs device the model presents.
+func (n *NIC) Device(name string) uverbs.Device { return device(name) }
+
 // Open opens a context on the model through the mlx5 provider.
 func (n *NIC) Open(name string, opts ...uverbs.Option) (*uverbs.Context, error) {
-	return uverbs.OpenBackend(n.Device(name), &backend{nic: n}, opts...)
+	return n.k.OpenAs(device(name), opts...)
 }
 
 // Errors returns every violation the model saw.
-func (n *NIC) Errors() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]string(nil), n.errs...)
-}
+func (n *NIC) Errors() []string { return n.k.Errors() }
 
 // Stats returns the counters.
-func (n *NIC) Stats() Stats {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.stats
-}
+func (n *NIC) Stats() Stats { return n.k.Stats() }
 
 // Live counts the objects the model's contexts still hold: QPs and CQs not destroyed,
 // memory regions not deregistered. After a user of the model released everything they
 // are 0.
-func (n *NIC) Live() (qps, cqs, mrs int) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, c := range n.cqs {
-		if !c.dead {
-			cqs++
-		}
-	}
-	return len(n.qps), cqs, len(n.mrs)
-}
+func (n *NIC) Live() (qps, cqs, mrs int) { return n.k.Live() }
 
 // TimestampedCQs returns the numbers of the CQs created with completion timestamps, in
 // the order they were created.
 func (n *NIC) TimestampedCQs() []uint32 {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.k.Lock()
+	defer n.k.Unlock()
 	var cqns []uint32
-	for _, c := range n.cqs {
+	for _, c := range n.d.order {
 		if c.ts {
 			cqns = append(cqns, c.cqn)
 		}
 	}
 	return cqns
-}
-
-// Close stops the engine.
-func (n *NIC) Close() {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return
-	}
-	n.closed = true
-	n.mu.Unlock()
-	n.cancel()
-	close(n.stop)
-	<-n.done
-}
-
-func (n *NIC) fail(format string, args ...any) {
-	n.errs = append(n.errs, fmt.Sprintf(format, args...))
-}
-
-// mem views n bytes at a process address (provider buffers are real memory here).
-func mem(addr uint64, n int) []byte { return kcmd.Mem(addr, n) }
-
-type mmr struct {
-	handle       uint32
-	addr, length uint64
-	access       uint32
-	key          uint32
-	pd           uint32
-	x            *mctx // the context that registered it
-}
-
-// mcq is a CQ as the device sees it.
-type mcq struct {
-	handle  uint32
-	cookie  uint64 // user_handle, the completion event's payload
-	cqn     uint32
-	buf     []byte
-	ncqe    uint32
-	db      *[2]uint32
-	pi      uint32 // producer index
-	channel *os.File
-	x       *mctx
-
-	armWord uint32 // last arm word rung
-	armed   bool
-	armCI   uint32
-	events  uint32
-	dead    bool
-	ts      bool // created with completion timestamps: stamp every CQE
-	stamps  []Stamp
 }
 
 // Stamp is one timestamped CQE: its opcode (op_own >> 4) and the device clock in it.
@@ -216,12 +164,10 @@ type Stamp struct {
 // Stamps returns the CQEs the model stamped on the CQ with number cqn, in order
 // (Config.KeepStamps).
 func (n *NIC) Stamps(cqn uint32) []Stamp {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, c := range n.cqs {
-		if c.cqn == cqn {
-			return append([]Stamp(nil), c.stamps...)
-		}
+	n.k.Lock()
+	defer n.k.Unlock()
+	if c := n.d.all[cqn]; c != nil {
+		return append([]Stamp(nil), c.stamps...)
 	}
 	return nil
 }
@@ -230,28 +176,69 @@ func (n *NIC) Stamps(cqn uint32) []Stamp {
 // (frac 0, so the snapshot does not matter beyond 1 ns of rounding).
 func TimestampNS(ts uint64) uint64 { return cyclesNS(ts) }
 
+// Close stops the engine.
+func (n *NIC) Close() {
+	n.d.cancel()
+	n.k.Close()
+}
+
+// driver is mlx5_ib and the device for the fake kernel (providertest.Driver and Engine).
+type driver struct {
+	cfg    Config
+	k      *providertest.Kernel
+	clock  *devClock
+	nextN  uint32
+	all    map[uint32]*mcq // every CQ made, by CQN (Stamps after destroy)
+	order  []*mcq          // in creation order
+	passes atomic.Uint64   // engine passes (tests wait for the engine with it)
+	rs     ringState       // doorbells from the mmio recorder (doorbell.go)
+	cancel func()
+}
+
+// mctx is one uverbs context on the model (one open of the device).
+type mctx struct {
+	uars    [][]byte // static UAR system pages (PageSize bytes, nupp UARs each)
+	nupp    int
+	tot     int // static bfregs
+	lowLat  int
+	bfUsers map[int]int // net bfreg index -> QPs
+}
+
+// mcq is a CQ as the device sees it.
+type mcq struct {
+	cq     *providertest.CQ
+	cqn    uint32
+	buf    []byte
+	ncqe   uint32
+	db     *[2]uint32
+	pi     uint32 // producer index
+	x      *mctx
+	armCI  uint32
+	ts     bool // created with completion timestamps: stamp every CQE
+	stamps []Stamp
+}
+
 // mqp is a QP as the device sees it.
 type mqp struct {
-	handle, qpn, uidx uint32
-	pd                uint32
-	buf               []byte
-	db                *[2]uint32
-	sqCnt, rqCnt      uint32 // SQ blocks, RQ slots
-	rqShift           uint32
-	sqOff             int
-	sendCQ, recvCQ    *mcq
-	state             uint8
-	dest              uint32
-	sigAll            bool
-	bfreg             int // net bfreg index: UAR bfreg/2, register bfreg%2
-	x                 *mctx
+	qp           *providertest.QP
+	qpn, uidx    uint32
+	buf          []byte
+	db           *[2]uint32
+	sqCnt, rqCnt uint32 // SQ blocks, RQ slots
+	rqShift      uint32
+	sqOff        int
+	bfreg        int // net bfreg index: UAR bfreg/2, register bfreg%2
+	x            *mctx
 
-	sqCI     uint32 // next SQ block to execute
-	rung     uint32 // SQ producer counter (16 bits) the last doorbell announced
-	rungOnce bool
-	rqCI     uint32 // next RQ slot to consume (count)
-	dead     bool
+	sqCI uint32 // next SQ block to execute
+	rung uint32 // SQ producer counter (16 bits) the last doorbell announced
+	rqCI uint32 // next RQ slot to consume (count)
 }
+
+func le32(b []byte) uint32 { return kcmd.LE32(b) }
+func le64(b []byte) uint64 { return kcmd.LE64(b) }
+
+var putLE = kcmd.PutLE
 
 func be32(b []byte) uint32   { return binary.BigEndian.Uint32(b) }
 func dbrec(p *uint32) uint32 { return beLoad(p) }
@@ -262,368 +249,205 @@ func beLoad(p *uint32) uint32 {
 func pow2(v uint32) bool   { return v != 0 && v&(v-1) == 0 }
 func alignUp(n, a int) int { return (n + a - 1) / a * a }
 
-// run is the device engine: it watches every doorbell record and executes what it finds.
-func (n *NIC) run() {
-	defer close(n.done)
-	idle := 0
-	for {
-		select {
-		case <-n.stop:
-			return
-		default:
+func (d *driver) GetContext(c *providertest.Context, in, out []byte) error {
+	k := c.Kernel()
+	if len(in) < 32 || len(out) < 72 {
+		return unix.EINVAL
+	}
+	tot, low := int(le32(in[0:])), int(le32(in[4:]))
+	if flags, mask, caps := le32(in[8:]), le32(in[12:]), le64(in[24:]); flags != 0 || mask != 0 || caps&2 != 0 {
+		k.Fail("GET_CONTEXT asks flags %#x comp_mask %#x lib_caps %#x", flags, mask, caps)
+		return unix.EINVAL
+	}
+	if le64(in[24:])&1 == 0 {
+		k.Fail("GET_CONTEXT without lib_caps 4K_UAR")
+		return unix.EINVAL
+	}
+	// As mlx5_ib: the bfregs asked for are rounded up to whole system pages.
+	nupp := d.cfg.PageSize / uarSize
+	perPage := 2 * nupp
+	if tot == 0 || tot > 512 {
+		return unix.EINVAL
+	}
+	tot = (tot + perPage - 1) / perPage * perPage
+	if low > tot-1 {
+		return unix.EINVAL
+	}
+	x := &mctx{tot: tot, lowLat: low, nupp: nupp, bfUsers: map[int]int{}}
+	for i := 0; i < tot/perPage; i++ {
+		page, err := unix.Mmap(-1, 0, d.cfg.PageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			return err
 		}
-		n.mu.Lock()
-		progress := n.step()
-		n.mu.Unlock()
-		n.passes.Add(1)
-		if progress {
-			idle = 0
-			continue
-		}
-		// Idle: yield first, then sleep a little, as a device would just wait.
-		if idle++; idle < 50 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(20 * time.Microsecond)
-		}
+		x.uars = append(x.uars, page)
+	}
+	c.Driver = x
+	d.addUARs(x)
+	cqeVersion := uint32(1)
+	if in[16] == 0 {
+		cqeVersion = 0
+	}
+	r := putLE(1<<17, uint32(d.cfg.BfRegSize), uint32(tot), 64)
+	r = binary.LittleEndian.AppendUint16(r, maxSQDescSz)
+	r = binary.LittleEndian.AppendUint16(r, maxRQDescSz)
+	r = append(r, putLE(maxSendWQEBB, maxRecvWR, 1<<15)...)
+	r = binary.LittleEndian.AppendUint16(r, 1) // num_ports
+	r = binary.LittleEndian.AppendUint16(r, 0)
+	r = append(r, putLE(0, 72)...)             // comp_mask, response_length
+	r = append(r, byte(cqeVersion), 3, 0, 1)   // clock_info_versions: V1
+	r = binary.LittleEndian.AppendUint64(r, 0) // hca_core_clock_offset
+	r = append(r, putLE(12, uint32(nupp), 0, 0)...)
+	copy(out, r)
+	return nil
+}
+
+func (d *driver) QueryDevice(r *kcmd.QueryDeviceResp) {
+	r.VendorID, r.VendorPartID, r.MaxQP, r.MaxQPWR, r.MaxSGE, r.MaxCQE = vendorID, vendorPartID, 1<<17, 1<<15, 30, 1<<22-1
+	r.MaxQPRdAtom, r.MaxQPInitRdAtom = 16, 16
+}
+
+func (d *driver) QueryDeviceEx(r *kcmd.ExQueryDeviceResp) {
+	if !d.cfg.NoTimestamps {
+		r.TimestampMask, r.HcaCoreClock = clockMask, clockKHz
 	}
 }
 
-func (n *NIC) step() bool {
-	progress := n.doorbells()
-	if now := time.Now(); now.Sub(n.clock.updated) >= clockRefresh {
-		n.clock.refresh(now)
+func (d *driver) QueryPort(_ uint8, r *kcmd.QueryPortResp) {
+	r.MaxMsgSz, r.GIDTblLen, r.MaxMTU, r.ActiveMTU = 1<<30, 256, 5, 3
+}
+
+// AllocPD: mlx5_ib answers the pdn and fails without room for it.
+func (d *driver) AllocPD(_ *providertest.Context, h uint32, in, out []byte) error {
+	if len(out) < 4 {
+		return unix.EFAULT
 	}
-	for _, q := range n.qps {
-		if q.dead {
-			continue
+	copy(out, putLE(h|0x800000))
+	return nil
+}
+
+func (d *driver) RegMR(mr *providertest.MR, in, out []byte) error {
+	mr.Key = mr.Handle<<8 | 0x07
+	return nil
+}
+
+// CreateCQ makes a CQ from CREATE_CQ's or CREATE_CQ_EX's driver data (mlx5_ib_create_cq);
+// the extended one's flag asks completion timestamps.
+func (d *driver) CreateCQ(k *providertest.Kernel, c *providertest.CQ, in, out []byte) (int, error) {
+	if c.Flags&^1 != 0 {
+		k.Fail("CREATE_CQ_EX: flags %#x", c.Flags)
+		return 0, unix.EOPNOTSUPP
+	}
+	if len(in) < 32 || len(out) < 4 {
+		return 0, unix.EINVAL
+	}
+	ncqe := uint32(c.CQE) + 1
+	if !pow2(ncqe) || le32(in[16:]) != 64 || in[20] != 0 || binary.LittleEndian.Uint16(in[22:]) != 0 {
+		k.Fail("CREATE_CQ: cqe %d, cqe_size %d, compression %d, flags %#x", c.CQE, le32(in[16:]), in[20], binary.LittleEndian.Uint16(in[22:]))
+		return 0, unix.EINVAL
+	}
+	d.nextN++
+	q := &mcq{cq: c, cqn: d.nextN | 0x400, ncqe: ncqe, buf: kcmd.Mem(le64(in[0:]), int(ncqe)*64),
+		db: (*[2]uint32)(kcmd.Ptr(le64(in[8:]))), x: c.Ctx.Driver.(*mctx), ts: c.Flags&1 != 0}
+	for i := 63; i < len(q.buf); i += 64 {
+		if q.buf[i] != 0xf0 {
+			k.Fail("CREATE_CQ: CQE %d op_own %#x, want 0xf0", i/64, q.buf[i])
+			return 0, unix.EINVAL
 		}
-		if q.state == 6 { // ERR: flush
-			progress = n.flush(q) || progress
-			continue
+	}
+	c.Driver = q
+	d.all[q.cqn] = q
+	d.order = append(d.order, q)
+	d.setCQ(q, true)
+	copy(out, putLE(q.cqn))
+	return c.CQE, nil
+}
+
+func (d *driver) CreateQP(k *providertest.Kernel, p *providertest.QP, in, out []byte) error {
+	if len(in) < 48 || len(out) < 4 {
+		k.Fail("CREATE_QP: %d/%d bytes of driver data", len(in), len(out))
+		return unix.EINVAL
+	}
+	sqCnt, rqCnt, rqShift, flags, uidx := le32(in[16:]), le32(in[20:]), le32(in[24:]), le32(in[28:]), le32(in[32:])
+	if (sqCnt != 0 && !pow2(sqCnt)) || (rqCnt != 0 && !pow2(rqCnt)) || flags != 0 || uidx >= 1<<24 {
+		k.Fail("CREATE_QP: sq %d rq %d shift %d flags %#x uidx %d", sqCnt, rqCnt, rqShift, flags, uidx)
+		return unix.EINVAL
+	}
+	sqOff := int(rqCnt) << rqShift
+	size := sqOff + int(sqCnt)*64
+	d.nextN++
+	x := p.Ctx.Driver.(*mctx)
+	q := &mqp{qp: p, qpn: d.nextN | 0x10000, uidx: uidx, buf: kcmd.Mem(le64(in[0:]), size), db: (*[2]uint32)(kcmd.Ptr(le64(in[8:]))),
+		sqCnt: sqCnt, rqCnt: rqCnt, rqShift: rqShift, sqOff: sqOff, x: x}
+	// The kernel's choice: a free low-latency bfreg, else the least used medium one, else 0.
+	net := 0
+	firstLow := x.tot - x.lowLat
+	for i := firstLow; i < x.tot; i++ {
+		if x.bfUsers[i] == 0 {
+			net = i
+			break
 		}
-		if q.state == 3 { // RTS executes the send queue
-			for n.execOne(q) {
-				progress = true
+	}
+	if net == 0 {
+		best := -1
+		for i := 1; i < firstLow; i++ {
+			if best < 0 || x.bfUsers[i] < x.bfUsers[best] {
+				best = i
 			}
 		}
-	}
-	for _, c := range n.cqs {
-		if !c.dead {
-			progress = n.checkArm(c) || progress
+		if best > 0 {
+			net = best
 		}
 	}
+	x.bfUsers[net]++
+	q.bfreg = net
+	p.QPN, p.Driver = q.qpn, q
+	d.setQP(q, true)
+	copy(out, putLE(uint32(net/2*4+net%2))) // bfreg_index, gross
+	return nil
+}
+
+func (d *driver) DestroyQP(p *providertest.QP) {
+	q := p.Driver.(*mqp)
+	d.setQP(q, false)
+	q.x.bfUsers[q.bfreg]--
+}
+
+func (d *driver) DestroyCQ(c *providertest.CQ) { d.setCQ(c.Driver.(*mcq), false) }
+
+// Mmap hands out the context's UAR pages (command 0, regular; index = page offset) and the
+// clock_info page (command 7), read-only.
+func (d *driver) Mmap(c *providertest.Context, off int64, length, prot int) ([]byte, error) {
+	k := c.Kernel()
+	x, _ := c.Driver.(*mctx)
+	ps := int64(d.cfg.PageSize)
+	if x == nil || length != int(ps) || off%ps != 0 {
+		k.Fail("mmap offset %#x length %d: not one %d-byte page", off, length, ps)
+		return nil, unix.EINVAL
+	}
+	pg := off / ps
+	if cmd := (pg >> 8) & 0xff; cmd == 7 {
+		if pg&0xff != 0 || prot&unix.PROT_WRITE != 0 {
+			k.Fail("clock_info mmap index %d prot %#x", pg&0xff, prot)
+			return nil, unix.EPERM
+		}
+		return d.clock.page, nil
+	}
+	cmd, idx := (pg>>8)&0xff, int(pg&0xff|(pg>>16)&0xff<<8)
+	if cmd != 0 || idx >= len(x.uars) || prot&unix.PROT_WRITE == 0 {
+		k.Fail("mmap offset %#x (command %d, index %d), prot %#x", off, cmd, idx, prot)
+		return nil, unix.EINVAL
+	}
+	return x.uars[idx], nil
+}
+
+// Doorbells is the engine's first act in every pass: the doorbells rung, then the clock.
+func (d *driver) Doorbells(k *providertest.Kernel) bool {
+	progress := d.doorbells(k)
+	if now := time.Now(); now.Sub(d.clock.updated) >= clockRefresh {
+		d.clock.refresh(now)
+	}
+	d.passes.Add(1)
 	return progress
 }
 
-// rqPI is the producer counter the provider published for q's RQ: receives need no
-// doorbell, the device reads the record when a message arrives.
-func (q *mqp) rqPI() uint32 { return dbrec(&q.db[0]) }
-
-// wqe returns the send WQE block i (masked) of q.
-func (q *mqp) block(i uint32) int { return q.sqOff + int(i&(q.sqCnt-1))*64 }
-
-// sqByte maps an offset from a WQE start to the SQ buffer, wrapping at the SQ end.
-func (q *mqp) sqAt(start, off int) int {
-	sqLen := int(q.sqCnt) * 64
-	return q.sqOff + (start-q.sqOff+off)%sqLen
-}
-
-type sge struct {
-	addr uint64
-	len  uint32
-	key  uint32
-}
-
-// execOne executes the next posted send WQE of q; false if there is none (or it must wait
-// for a receive at the peer).
-func (n *NIC) execOne(q *mqp) bool {
-	if q.sqCI&0xffff == q.rung {
-		return false // nothing rung beyond what ran
-	}
-	start := q.block(q.sqCI)
-	ctrl := q.buf[start : start+16]
-	w0, w1 := be32(ctrl[0:]), be32(ctrl[4:])
-	opcode, idx := byte(w0), uint16(w0>>8)
-	ds, qpn := int(w1&0x3f), w1>>8
-	fm := ctrl[11]
-	if idx != uint16(q.sqCI) || qpn != q.qpn || ds < 1 || uint32(ds*16+63)/64 > (q.rung-q.sqCI)&0xffff {
-		n.fail("QP %#x: WQE at block %d has index %d, qpn %#x, ds %d", q.qpn, q.sqCI, idx, qpn, ds)
-		q.state = 6
-		return true
-	}
-	off := 16
-	var raddr uint64
-	var rkey uint32
-	if opcode == 0x08 || opcode == 0x09 || opcode == 0x10 {
-		s := q.sqAt(start, off)
-		raddr, rkey = binary.BigEndian.Uint64(q.buf[s:]), be32(q.buf[s+8:])
-		off += 16
-	}
-	// Gather list or inline data.
-	var sges []sge
-	var inline []byte
-	for off < ds*16 {
-		s := q.sqAt(start, off)
-		w := be32(q.buf[s:])
-		if w&0x80000000 != 0 {
-			l := int(w &^ 0x80000000)
-			inline = make([]byte, l)
-			for i := range inline {
-				inline[i] = q.buf[q.sqAt(start, off+4+i)]
-			}
-			off += alignUp(4+l, 16)
-			continue
-		}
-		sges = append(sges, sge{addr: binary.BigEndian.Uint64(q.buf[s+8:]), len: w, key: be32(q.buf[s+4:])})
-		off += 16
-	}
-	peer := n.qps[q.dest]
-	var status byte // syndrome, 0 = ok
-	var byteCnt uint32
-	switch opcode {
-	case 0x0a, 0x0b: // SEND, SEND_IMM
-		if peer == nil || peer.dead || (peer.state != 2 && peer.state != 3) {
-			status = 0x15 // transport retry exceeded: nobody answers
-			break
-		}
-		if peer.rqCI&0xffff == peer.rqPI() {
-			return false // RNR: wait for the peer to post a receive
-		}
-		data, synd := n.gather(q, sges, inline)
-		if synd != 0 {
-			status = synd
-			break
-		}
-		if synd := n.deliver(peer, q, data, opcode, be32(ctrl[12:])); synd != 0 {
-			status = 0x13 // the responder's error comes back as remote access/op error
-			if synd == 0x01 {
-				status = 0x14
-			}
-		}
-		n.stats.Sends++
-	case 0x08, 0x09: // RDMA WRITE
-		data, synd := n.gather(q, sges, inline)
-		if synd != 0 {
-			status = synd
-			break
-		}
-		dst, ok := n.remote(peer, raddr, rkey, len(data), 2)
-		if !ok {
-			status = 0x13
-			break
-		}
-		copy(dst, data)
-		n.stats.Writes++
-	case 0x10: // RDMA READ
-		total := 0
-		for _, g := range sges {
-			total += int(g.len)
-		}
-		src, ok := n.remote(peer, raddr, rkey, total, 4)
-		if !ok {
-			status = 0x13
-			break
-		}
-		if synd := n.scatter(q, sges, src, 1); synd != 0 {
-			status = synd
-			break
-		}
-		byteCnt = uint32(total)
-		n.stats.Reads++
-	default:
-		n.fail("QP %#x: unsupported WQE opcode %#x", q.qpn, opcode)
-		status = 0x02
-	}
-	blocks := uint32((ds*16 + 63) / 64)
-	if (q.sqCI&(q.sqCnt-1))+blocks >= q.sqCnt {
-		n.stats.SQLaps++
-	}
-	wqeIdx := uint16(q.sqCI)
-	q.sqCI += blocks
-	if status != 0 {
-		n.cqe(q.sendCQ, q, 13, func(c []byte) {
-			c[54], c[55] = 0x42, status
-			binary.BigEndian.PutUint32(c[56:], uint32(opcode)<<24|q.qpn)
-			binary.BigEndian.PutUint16(c[60:], wqeIdx)
-		})
-		q.state = 6
-		return true
-	}
-	if fm&0x08 != 0 || q.sigAll {
-		n.cqe(q.sendCQ, q, 0, func(c []byte) {
-			binary.BigEndian.PutUint32(c[44:], byteCnt)
-			binary.BigEndian.PutUint32(c[56:], uint32(opcode)<<24|q.qpn)
-			binary.BigEndian.PutUint16(c[60:], wqeIdx)
-		})
-	}
-	return true
-}
-
-// lookup finds the MR of key covering [addr, addr+n) with the access bits need (0: any).
-func (n *NIC) lookup(key uint32, addr uint64, length int, need uint32) bool {
-	m := n.mrs[key]
-	return m != nil && addr >= m.addr && addr+uint64(length) <= m.addr+m.length && m.access&need == need
-}
-
-func (n *NIC) gather(q *mqp, sges []sge, inline []byte) ([]byte, byte) {
-	if inline != nil {
-		return inline, 0
-	}
-	var data []byte
-	for _, g := range sges {
-		if !n.lookup(g.key, g.addr, int(g.len), 0) {
-			n.fail("QP %#x: gather lkey %#x [%#x+%d] not registered", q.qpn, g.key, g.addr, g.len)
-			return nil, 0x04 // local protection error
-		}
-		data = append(data, mem(g.addr, int(g.len))...)
-	}
-	return data, 0
-}
-
-// scatter writes data into the sges (access: LOCAL_WRITE needed).
-func (n *NIC) scatter(q *mqp, sges []sge, data []byte, need uint32) byte {
-	for _, g := range sges {
-		if len(data) == 0 {
-			break
-		}
-		if !n.lookup(g.key, g.addr, int(g.len), need) {
-			n.fail("QP %#x: scatter lkey %#x [%#x+%d] not writable", q.qpn, g.key, g.addr, g.len)
-			return 0x04
-		}
-		k := copy(mem(g.addr, int(g.len)), data)
-		data = data[k:]
-	}
-	if len(data) > 0 {
-		return 0x01 // local length error
-	}
-	return 0
-}
-
-func (n *NIC) remote(peer *mqp, addr uint64, key uint32, length int, need uint32) ([]byte, bool) {
-	if peer == nil || !n.lookup(key, addr, length, need) || n.mrs[key].pd != peer.pd {
-		n.fail("remote access rkey %#x [%#x+%d] (access %#x) refused", key, addr, length, need)
-		return nil, false
-	}
-	return mem(addr, length), true
-}
-
-// deliver consumes the peer's next receive WQE for data and completes it.
-func (n *NIC) deliver(peer, from *mqp, data []byte, opcode byte, imm uint32) byte {
-	slot := int(peer.rqCI&(peer.rqCnt-1)) << peer.rqShift
-	var sges []sge
-	for i := 0; i < 1<<peer.rqShift/16; i++ {
-		s := peer.buf[slot+i*16:]
-		if be32(s[4:]) == 0x100 { // invalid lkey ends the list
-			break
-		}
-		sges = append(sges, sge{addr: binary.BigEndian.Uint64(s[8:]), len: be32(s[0:]), key: be32(s[4:])})
-	}
-	if peer.rqCI&(peer.rqCnt-1) == peer.rqCnt-1 {
-		n.stats.RQLaps++
-	}
-	peer.rqCI++
-	synd := n.scatter(peer, sges, data, 1)
-	if synd != 0 {
-		n.cqe(peer.recvCQ, peer, 14, func(c []byte) { c[55] = synd })
-		peer.state = 6
-		return synd
-	}
-	op := byte(2)
-	if opcode == 0x0b {
-		op = 3
-	}
-	n.cqe(peer.recvCQ, peer, op, func(c []byte) {
-		binary.BigEndian.PutUint32(c[24:], from.qpn)
-		binary.BigEndian.PutUint32(c[36:], imm)
-		binary.BigEndian.PutUint32(c[44:], uint32(len(data)))
-		binary.BigEndian.PutUint32(c[56:], peer.qpn)
-	})
-	n.stats.Recvs++
-	return 0
-}
-
-// flush completes everything outstanding on a QP in ERR with WR_FLUSH_ERR.
-func (n *NIC) flush(q *mqp) bool {
-	progress := false
-	for q.sqCI&0xffff != q.rung {
-		start := q.block(q.sqCI)
-		w0, w1 := be32(q.buf[start:]), be32(q.buf[start+4:])
-		blocks := uint32((int(w1&0x3f)*16 + 63) / 64)
-		idx := uint16(w0 >> 8)
-		// A WQE that does not end by the rung index is garbage: flush up to there only.
-		q.sqCI += min(max(blocks, 1), (q.rung-q.sqCI)&0xffff)
-		n.cqe(q.sendCQ, q, 13, func(c []byte) {
-			c[55] = 0x05
-			binary.BigEndian.PutUint32(c[56:], w0&0xff<<24|q.qpn)
-			binary.BigEndian.PutUint16(c[60:], idx)
-		})
-		progress = true
-	}
-	for q.rqCI&0xffff != q.rqPI() {
-		q.rqCI++
-		n.cqe(q.recvCQ, q, 14, func(c []byte) { c[55] = 0x05 })
-		progress = true
-	}
-	return progress
-}
-
-// cqe writes one CQE: body first, then the last word with opcode and owner bit.
-func (n *NIC) cqe(c *mcq, q *mqp, opcode byte, fill func([]byte)) {
-	if c == nil || c.dead {
-		return
-	}
-	ci := dbrec(&c.db[0]) & 0xffffff
-	if (c.pi-ci)&0xffffff >= c.ncqe {
-		n.fail("CQ %#x overrun: producer %d, consumer %d, %d entries", c.cqn, c.pi, ci, c.ncqe)
-		return
-	}
-	slot := c.pi & (c.ncqe - 1)
-	e := c.buf[slot*64 : slot*64+64]
-	clear(e[:60])
-	binary.BigEndian.PutUint32(e[32:], q.uidx)
-	var last [4]byte
-	fill(e)
-	if c.ts {
-		n.clock.stamp(e)
-		if n.cfg.KeepStamps {
-			c.stamps = append(c.stamps, Stamp{Opcode: opcode, TS: binary.BigEndian.Uint64(e[48:])})
-		}
-	}
-	copy(last[:3], e[60:63])
-	owner := byte(0)
-	if c.pi&c.ncqe != 0 {
-		owner = 1
-	}
-	last[3] = opcode<<4 | owner
-	atomic.StoreUint32((*uint32)(unsafe.Pointer(&e[60])), binary.LittleEndian.Uint32(last[:]))
-	if slot == c.ncqe-1 {
-		n.stats.CQLaps++
-	}
-	c.pi++
-	n.stats.CQEs++
-	if opcode >= 13 {
-		n.stats.ErrorCQEs++
-	}
-}
-
-// checkArm fires the completion event of an armed CQ (armDoorbell) once a CQE beyond
-// the armed consumer index exists.
-func (n *NIC) checkArm(c *mcq) bool {
-	progress := false
-	if c.armed && c.channel != nil && (c.pi-c.armCI)&0xffffff > 0 && (c.pi-c.armCI)&0xffffff <= c.ncqe {
-		c.armed = false
-		var ev [8]byte
-		binary.LittleEndian.PutUint64(ev[:], c.cookie)
-		// A full channel means events go unread (a loop that re-arms without
-		// reading them): fail then, rather than block the engine under n.mu.
-		c.channel.SetWriteDeadline(time.Now().Add(time.Second))
-		if _, err := c.channel.Write(ev[:]); err != nil {
-			n.fail("CQ %#x: completion event: %v (is the channel read?)", c.cqn, err)
-		}
-		c.events++
-		n.stats.Events++
-		progress = true
-	}
-	return progress
-}
+func ptrAt(a uint64) unsafe.Pointer { return kcmd.Ptr(a) }

@@ -9,10 +9,10 @@ import (
 // provider created that libmlx5 did not, or memory it registered) is a difference, and so
 // is a UAR page only gorping mapped.
 func TestDiffStepReportsGoOnlyRegions(t *testing.T) {
-	want := StepRecord{Line: "x", Mem: map[string][]byte{"cq0": {1}}, UAR: map[string][]byte{"uar0": {0}}}
-	got := Observation{Mem: map[string][]byte{"cq0": {1}, "qp7": {2}}, UAR: map[string][]byte{"uar0": {0}, "uar9": {0}}}
+	want := StepRecord{Line: "x", Mem: map[string][]byte{"cq0": {1}}, Pages: map[string][]byte{"uar0": {0}}}
+	got := Observation{Mem: map[string][]byte{"cq0": {1}, "qp7": {2}}, Pages: map[string][]byte{"uar0": {0}, "uar9": {0}}}
 	d := strings.Join(DiffStep(want, got), "\n")
-	for _, w := range []string{"region qp7 exists only in gorping", "UAR page uar9 exists only in gorping"} {
+	for _, w := range []string{"region qp7 exists only in gorping", "device page uar9 exists only in gorping"} {
 		if !strings.Contains(d, w) {
 			t.Errorf("DiffStep did not report %q; it said:\n%s", w, d)
 		}

@@ -1,98 +1,30 @@
 // Package mlx5oracle runs Debian's libibverbs + libmlx5 (rdma-core 44) over a fake
 // kernel and records what the library does, so that gorping's pure-Go mlx5 provider
-// can be compared with it byte for byte. It is test-only: the C harness
-// (csrc/harness.c, embedded) is built with gcc against the system's libibverbs-dev
-// and ibverbs-providers (`make host-deps` installs them); nothing in the product
-// imports this package.
+// can be compared with it byte for byte. It is test-only: the C harness (test/oracle's)
+// is built with gcc against the system's libibverbs-dev and ibverbs-providers (`make
+// host-deps` installs them); nothing in the product imports this package.
+//
+// It is the mlx5 part of the one oracle harness (test/oracle: the harness, the fake
+// kernel, records and comparison); this package is its [Driver] (ConnectX-6 sysfs,
+// mlx5_ib's answers, the UAR pages as device pages, the 64-byte CQE, mlx5's doorbell
+// discipline), the mlx5 scenarios and the tests of what libmlx5 does.
 //
 // # API
 //
 //   - [Scenarios] returns the named scenarios; [Builder] makes new ones ([Builder.CQE]
 //     places CQEs: slot, owner bit of the lap, wqe_counter of the posted WQE).
-//   - [Run] (or [MustRun] in tests) builds the harness once (cached under the user
-//     cache dir, keyed by the source hash), runs a scenario against a fresh
-//     [NewFake](sc.Params) and returns its [Record]. [MustRun] fails under CI=true
-//     when the oracle cannot run ([ErrUnavailable]) and skips loudly otherwise;
-//     MLX5ORACLE_DUMP=<dir> writes each record as JSON.
-//   - The other side: [NewBackend](sc.Params) has the method set of a uverbs
-//     device-file backend (Write, Mmap, Munmap) answering a Go provider with the same
-//     [Fake]; [MapMR] maps a scenario's MR at its fixed address with the harness's
-//     fill; after each step [Backend.Observe] returns the step's commands, regions and
-//     UAR pages, and [DiffStep] lists how they differ from the oracle's [StepRecord].
-//     [Backend.CompEvent] queues a completion event like the harness's event step.
+//   - [Run] (or [MustRun] in tests) runs a scenario with the oracle; its records are
+//     [oracle.Record]s, and ORACLE_DUMP=<dir> writes each as JSON.
+//   - [NewBackend](sc.Params) answers a Go provider with the same fake kernel;
+//     [DiffStep] compares a step with mlx5's [CheckOrder].
 //   - uverbs/mlx5's oracle_test.go runs every scenario through the provider that way
 //     (also [PageScenarios] at 16 and 64 KiB) and lists the deliberate differences.
 //   - [TsToNS] runs libmlx5's mlx5dv_ts_to_ns on any clock_info/timestamp vectors.
 //
-// # How the library is steered
-//
-// The harness defines open/openat/stat/socket/ioctl/write/mmap in the executable
-// (linked -rdynamic), so libibverbs and the dlopen'ed libmlx5 call them:
-//   - RDMA netlink sockets fail (EPROTONOSUPPORT) → sysfs discovery under $SYSFS_PATH,
-//     a fake tree with one device mlx5_0 / uverbs0 (ConnectX-6 modalias, ABI 1);
-//   - /dev/infiniband/uverbs0 is /dev/null underneath (its sysfs dev is 1:3);
-//   - every ioctl on it fails with ENOTTY → libibverbs uses the legacy write() path;
-//   - every write() on it is a uverbs command, answered by [Fake] in the Go process;
-//   - mmap on it returns fresh anonymous pages; UAR pages (mmap command 0, 2, 3) are
-//     kept read-only, and on x86-64 each store to them faults, is single-stepped with
-//     the trap flag and recorded (offset, width decoded from the instruction, bytes).
-//     Elsewhere the pages stay writable and only their content after each step is
-//     recorded (Record.SingleStep false, StepRecord.Stores empty).
-//   - the host page of every doorbell record the fake learns of ("W <name>.db") is kept
-//     read-only the same way, so record stores are captured in order with the UAR
-//     stores; and the data-path verbs (send, recv, poll, arm) run single-stepped
-//     throughout, each instruction classified, so the fences between the stores
-//     (sfence, lfence, mfence, LOCK-prefixed) are recorded too: StepRecord.Seq.
-//   - sysconf(_SC_PAGESIZE) and getpagesize answer Params.PageSize ($ORACLE_PAGE_SIZE):
-//     [PageScenarios] run every scenario as on a 16 or 64 KiB-page kernel;
-//   - the completion channel and async fds are pipes; the event step writes an
-//     ib_uverbs_comp_event_desc carrying the CQ's user_handle into the channel.
-//   - MRs are anonymous mappings at the step's fixed address, byte i = i·7 + id.
-//
-// # Harness protocol (internal; Run speaks it)
-//
-// stdin: the scenario script, one [Step.Line] per line, then "end". Afterwards, the
-// answers: for each query, zero or more "W <name> <hexaddr> <len>" lines (new watched
-// regions) and one "A <errno> <hex response>" line.
-// stdout: "Q <cmd> <in_words> <out_words> <hex of everything after the 8-byte header>"
-// for each command, and "E <json>" events: start{single_step}, mmap{off,len,prot,
-// flags}, store{page,off,width,hex} (page "uar<i>", a record "cq0.db", or "dbpage"),
-// fence{kind}, uarpage{page,hex} (no single-step only),
-// mem{name,hex} (a watched region whose content changed, emitted after each step),
-// step{i,ret,errno,<result fields>}, done.
-//
-// # Record format
-//
-// A [Record] has one [StepRecord] per scenario step, in order, each with
-//   - Step/Line: the step and its script line;
-//   - Result: ret/errno and the step's outputs ([Result]: lkey/rkey for mr, cqe for
-//     cq, qpn and the caps the library reports for qp, modify return codes for rts,
-//     bad_wr index for send/recv, the ibv_wc array for poll, the CQ id for event);
-//   - Cmds: each uverbs command sent during the step, normalised by [Fake]: Core and
-//     Driver request bytes with run-dependent fields zeroed and named in Syms
-//     ("response", "user_handle", "fd" for the comp channel, buffer addresses as
-//     "cq0+0x0"/"qp0+0x0", doorbell records as "dbrec<page>+<off>" where pages are
-//     numbered in order of first appearance), the header words, the errno and the
-//     response bytes the fake gave (fds in GET_CONTEXT/CREATE_COMP_CHANNEL answers
-//     are patched by the harness and appear as 0 here);
-//   - Mmaps of the uverbs fd;
-//   - Stores to UAR pages in program order: page "uar<i>" (mmap page index i), byte
-//     offset, width, bytes as they lie in memory (so a be64 doorbell reads 00 00 00 0a…);
-//   - Seq: the whole device-visible sequence in program order, UAR and doorbell-record
-//     stores and fences ([SeqEvent]). The Go side records the provider's through
-//     internal/mmio's recorder (-tags mmiorecord) as Observation.Ops; [DiffStep]
-//     compares [LibView] of one with [X86View] of the other event by event and checks
-//     the provider's barriers with [CheckOrder] (ToDevice, invisible on x86, included);
-//     with a sequence the UAR page contents (its replay) are not compared separately;
-//   - Mem: the content of every watched region after the step: "cq<i>" (the CQ
-//     buffer, entries × cqe_size), "cq<i>.db" (8-byte doorbell record: set_ci, arm),
-//     "qp<i>" (the QP buffer, RQ at 0 then SQ), "qp<i>.db" (8 bytes: rq head, sq
-//     cur_post), "mr<i>" (registered buffers, e.g. scatter-to-CQE copies); Changed
-//     names the regions that changed in this step;
-//   - UAR: every UAR page's content after the step (stores replayed onto zeroed pages).
-//
-// Region ids count from 0 in order of CREATE_CQ / CREATE_QP / REG_MR, which is why
-// scenario object ids must also count from 0 in creation order.
+// test/oracle's documentation says how the library is steered and what a record holds.
+// For mlx5 the device pages are the UAR pages (mmap commands 0, 2 and 3, named
+// "uar<index>"); the regions are "cq<i>" (entries × cqe_size), "cq<i>.db" (set_ci, arm),
+// "qp<i>" (RQ at 0, then the SQ), "qp<i>.db" (rq head, sq cur_post) and "mr<i>".
 //
 // # Fake kernel answers
 //

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gorping/gorping/test/oracle"
 	"golang.org/x/sys/unix"
 )
 
@@ -234,7 +235,7 @@ func TestOracleHarnessQPCaps(t *testing.T) {
 		t.Fatalf("only %d QPs", i)
 	}
 	// Doorbell records: the CQ's at +0 of a page, the first QP's at +0x40 of the same.
-	want := []Sym{{"core", 0, "response"}, {"core", 8, "user_handle"}, {"driver", 0, "qp0+0x0"}, {"driver", 8, "dbrec0+0x40"}}
+	want := []Sym{Sym{Part: "core", Off: 0, Name: "response"}, Sym{Part: "core", Off: 8, Name: "user_handle"}, Sym{Part: "driver", Off: 0, Name: "qp0+0x0"}, Sym{Part: "driver", Off: 8, Name: "dbrec0+0x40"}}
 	if fmt.Sprint(cq[0].Syms) != fmt.Sprint(want) {
 		t.Errorf("CREATE_QP symbolic fields %v, want %v", cq[0].Syms, want)
 	}
@@ -627,12 +628,12 @@ func TestOracleHarnessUARWithoutSingleStep(t *testing.T) {
 					t.Fatalf("step %d: stores recorded without single-stepping", i)
 				}
 				stored += len(rec.Steps[i].Stores)
-				for _, d := range diffMem(st.Line, "UAR page", rec.Steps[i].UAR, st.UAR) {
+				for _, d := range oracle.DiffMem(st.Line, "UAR page", rec.Steps[i].Pages, st.Pages) {
 					t.Error(d)
 				}
 			}
-			if stored == 0 || len(rec.Steps[len(rec.Steps)-1].UAR) != int(sc.Params.TotBFRegs/2) {
-				t.Errorf("%d stores, %d UAR pages", stored, len(rec.Steps[len(rec.Steps)-1].UAR))
+			if stored == 0 || len(rec.Steps[len(rec.Steps)-1].Pages) != int(sc.Params.TotBFRegs/2) {
+				t.Errorf("%d stores, %d UAR pages", stored, len(rec.Steps[len(rec.Steps)-1].Pages))
 			}
 		})
 	}

@@ -127,7 +127,8 @@ func (b *Builder) CQE(cq int, c CQE) *Builder {
 	}
 	c.Owner = uint8(n/e) & 1
 	b.cqWritten[cq]++
-	return b.Add(Step{Kind: KCQE, ID: cq, Slot: n % e, Bytes: c.Bytes()})
+	bytes := c.Bytes()
+	return b.Add(Step{Kind: KCQE, ID: cq, Slot: n % e, Bytes: bytes[:]})
 }
 
 // ReqCQE is a successful requester CQE for the WQE at wqe_index idx of qp (libmlx5
@@ -182,19 +183,19 @@ func Scenarios() []Scenario {
 	// qp-caps: CREATE_QP sizing for several caps; more QPs than low-latency bfregs,
 	// so later QPs share bfreg 0.
 	b = NewBuilder("qp-caps", p, 0).CQ(0, 63, false)
-	for i, c := range []Caps{stdCaps, {1, 1, 1, 1, 0}, {64, 64, 2, 2, 0}, {100, 0, 1, 1, 28},
-		{16, 16, 4, 4, 256}, {128, 32, 1, 3, 0}, {8, 8, 1, 1, 512}} {
+	for i, c := range []Caps{stdCaps, Caps{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 0}, Caps{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 2, MaxRecvSGE: 2, MaxInline: 0}, Caps{MaxSendWR: 100, MaxRecvWR: 0, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 28},
+		Caps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 4, MaxRecvSGE: 4, MaxInline: 256}, Caps{MaxSendWR: 128, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 3, MaxInline: 0}, Caps{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 512}} {
 		b.Add(Step{Kind: KQP, ID: i, SendCQ: 0, RecvCQ: 0, Caps: c, SigAll: i == 2})
 	}
 	b.Add(Step{Kind: KDestroyQP, ID: 1})
 	out = append(out, b.Sc)
 
 	// recv: RECV with one SGE, a chain, and three SGEs in a four-SGE RQ (terminated).
-	b = NewBuilder("recv", p, 2).CQ(0, 15, false).QP(0, 0, stdCaps).QP(1, 0, Caps{16, 16, 1, 4, 0})
+	b = NewBuilder("recv", p, 2).CQ(0, 15, false).QP(0, 0, stdCaps).QP(1, 0, Caps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 4, MaxInline: 0})
 	b.Recv(0, RecvWR{WRID: 1, SGEs: sge0(0, 0, 4096)})
 	b.Recv(0, RecvWR{WRID: 2, SGEs: sge0(0, 64, 100)}, RecvWR{WRID: 3, SGEs: sge0(1, 0, 200)}, RecvWR{WRID: 4, SGEs: sge0(1, 8, 8)})
-	b.Recv(1, RecvWR{WRID: 5, SGEs: []SGE{{0, 0, 16}, {1, 32, 48}, {0, 1024, 1000}}})
-	b.Recv(1, RecvWR{WRID: 6, SGEs: []SGE{{0, 0, 16}, {1, 32, 48}, {0, 1024, 1000}, {1, 0, 4096}}})
+	b.Recv(1, RecvWR{WRID: 5, SGEs: []SGE{SGE{MR: 0, Off: 0, Len: 16}, SGE{MR: 1, Off: 32, Len: 48}, SGE{MR: 0, Off: 1024, Len: 1000}}})
+	b.Recv(1, RecvWR{WRID: 6, SGEs: []SGE{SGE{MR: 0, Off: 0, Len: 16}, SGE{MR: 1, Off: 32, Len: 48}, SGE{MR: 0, Off: 1024, Len: 1000}, SGE{MR: 1, Off: 0, Len: 4096}}})
 	out = append(out, b.Sc)
 
 	// send-kinds and the same with BlueFlame off: signaled and unsignaled SEND, SEND
@@ -208,11 +209,11 @@ func Scenarios() []Scenario {
 		case "send-kinds-shared":
 			pp.LowLatBFRegs = nil
 		}
-		b = NewBuilder(name, pp, 2).CQ(0, 63, false).QP(0, 0, Caps{32, 16, 2, 1, 64})
+		b = NewBuilder(name, pp, 2).CQ(0, 63, false).QP(0, 0, Caps{MaxSendWR: 32, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInline: 64})
 		b.Send(0, SendWR{WRID: 10, Opcode: OpSend, Flags: FlagSignaled, SGEs: sge0(0, 0, 8)})
 		b.Send(0, SendWR{WRID: 11, Opcode: OpSend, SGEs: sge0(0, 16, 100)})
 		b.Send(0, SendWR{WRID: 12, Opcode: OpSendImm, Flags: FlagSignaled | FlagSolicited, Imm: 0xdeadbeef, SGEs: sge0(1, 0, 64)})
-		b.Send(0, SendWR{WRID: 13, Opcode: OpSend, Flags: FlagSignaled | FlagFence, SGEs: []SGE{{0, 0, 32}, {1, 64, 32}}})
+		b.Send(0, SendWR{WRID: 13, Opcode: OpSend, Flags: FlagSignaled | FlagFence, SGEs: []SGE{SGE{MR: 0, Off: 0, Len: 32}, SGE{MR: 1, Off: 64, Len: 32}}})
 		b.Send(0, SendWR{WRID: 14, Opcode: OpRDMAWrite, Flags: FlagSignaled, RAddr: RemoteAddr, RKey: RemoteKey, SGEs: sge0(0, 0, 4096)})
 		b.Send(0, SendWR{WRID: 15, Opcode: OpRDMAWriteImm, Flags: FlagSignaled, Imm: 7, RAddr: RemoteAddr + 8, RKey: RemoteKey, SGEs: sge0(1, 0, 16)})
 		b.Send(0, SendWR{WRID: 16, Opcode: OpRDMARead, Flags: FlagSignaled, RAddr: RemoteAddr, RKey: RemoteKey, SGEs: sge0(1, 128, 64)})
@@ -226,11 +227,11 @@ func Scenarios() []Scenario {
 
 	// inline: SEND and RDMA WRITE inline of sizes from 0 to the QP's limit, several
 	// of them spanning two or more WQEBBs; BlueFlame on.
-	b = NewBuilder("inline", p, 2).CQ(0, 63, false).QP(0, 0, Caps{16, 16, 2, 1, 256})
+	b = NewBuilder("inline", p, 2).CQ(0, 63, false).QP(0, 0, Caps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInline: 256})
 	for i, n := range []uint32{0, 1, 12, 28, 29, 44, 60, 64, 100, 124, 200, 256} {
 		b.Send(0, SendWR{WRID: uint64(100 + i), Opcode: OpSend, Flags: FlagSignaled | FlagInline, SGEs: sge0(0, uint64(i), n)})
 	}
-	b.Send(0, SendWR{WRID: 200, Opcode: OpSend, Flags: FlagSignaled | FlagInline, SGEs: []SGE{{0, 3, 10}, {1, 5, 30}}})
+	b.Send(0, SendWR{WRID: 200, Opcode: OpSend, Flags: FlagSignaled | FlagInline, SGEs: []SGE{SGE{MR: 0, Off: 3, Len: 10}, SGE{MR: 1, Off: 5, Len: 30}}})
 	b.Send(0, SendWR{WRID: 201, Opcode: OpRDMAWrite, Flags: FlagSignaled | FlagInline, RAddr: RemoteAddr, RKey: RemoteKey, SGEs: sge0(1, 0, 40)})
 	out = append(out, b.Sc)
 
@@ -323,7 +324,7 @@ func sqWrap(p Params, bf uint32) Scenario {
 	if bf == 0 {
 		name = "sq-wrap-nobf"
 	}
-	caps := Caps{4, 4, 1, 1, 0} // 4 WQEs of 256 B: 16 WQEBBs
+	caps := Caps{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 0} // 4 WQEs of 256 B: 16 WQEBBs
 	b := NewBuilder(name, p, 1).CQ(0, 15, false).QP(0, 0, caps)
 	sq := b.sqCount[0]
 	wr := uint64(1000)
@@ -384,7 +385,7 @@ func cqeErrors(p Params, op uint8) Scenario {
 	if op == CQERespErr {
 		name = "cqe-resp-errors"
 	}
-	b := NewBuilder(name, p, 1).CQ(0, 63, false).QP(0, 0, Caps{32, 32, 1, 1, 0})
+	b := NewBuilder(name, p, 1).CQ(0, 63, false).QP(0, 0, Caps{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 0})
 	for i, syn := range Syndromes {
 		var c CQE
 		if op == CQEReqErr {
@@ -403,7 +404,7 @@ func cqeErrors(p Params, op uint8) Scenario {
 // cqWrap runs five laps over a four-entry CQ: each lap fills it with responder CQEs,
 // polls it dry (and once more, to see the stale previous-lap entries ignored).
 func cqWrap(p Params) Scenario {
-	b := NewBuilder("cq-wrap", p, 1).CQ(0, 3, false).QP(0, 0, Caps{8, 16, 1, 1, 0})
+	b := NewBuilder("cq-wrap", p, 1).CQ(0, 3, false).QP(0, 0, Caps{MaxSendWR: 8, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInline: 0})
 	wr := uint64(700)
 	for lap := 0; lap < 5; lap++ {
 		for i := 0; i < 4; i++ {

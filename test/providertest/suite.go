@@ -55,6 +55,7 @@ func Run(t *testing.T, newDevice func(t *testing.T) Device) {
 	}{
 		{"CreateDestroy", testCreateDestroy, false},
 		{"CloseWithObjects", testCloseWithObjects, false},
+		{"ContextCloseReleases", testContextCloseReleases, false},
 		{"SendRecv", testSendRecv, false},
 		{"RDMAWriteRead", testRDMAWriteRead, false},
 		{"ArmEvents", testArmEvents, false},
@@ -304,6 +305,37 @@ func testCloseWithObjects(t *testing.T, d Device) {
 		if err := f(); err != nil {
 			t.Errorf("destroy %s after Close: %v", what, err)
 		}
+	}
+}
+
+// Closing one of two contexts with its objects alive (a connected QP in ERR with a receive
+// posted, which a device flushes from the queue's doorbell record) releases them all in
+// the kernel, as the kernel's context teardown does, before the provider frees their
+// memory: the device (a model's engine) must not go on reading it, and the other
+// context's objects stay. Needs a Device that counts its objects (Kernel.Live).
+func testContextCloseReleases(t *testing.T, d Device) {
+	l, ok := d.(interface{ Live() (qps, cqs, mrs int) })
+	if !ok {
+		t.Skip("this device does not count its objects")
+	}
+	b := newEnd(t, d, 16, defaultCap)
+	q0, c0, m0 := l.Live()
+	a := newEnd(t, d, 16, defaultCap)
+	connect(t, a, b)
+	a.postRecv(1, bufLen)
+	if err := a.qp.Modify(&uverbs.QPAttr{State: uverbs.QPSErr}, uverbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ctx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if q, c, m := l.Live(); q != q0 || c != c0 || m != m0 {
+		t.Errorf("after closing one of two contexts the device holds %d QPs, %d CQs, %d MRs; want the other's %d, %d, %d", q, c, m, q0, c0, m0)
+	}
+	// The other context still works.
+	b.postRecv(2, bufLen)
+	if n, err := b.cq.Poll(make([]uverbs.WC, 1)); n != 0 || err != nil {
+		t.Errorf("the other context's CQ: %d completions, %v; want none", n, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gorping/gorping/uverbs"
+	_ "github.com/gorping/gorping/uverbs/rxe" // the provider the model answers
 )
 
 // pair is two connected RC QPs on the model, each with a registered buffer.

@@ -92,11 +92,13 @@ demo-local: $(GUESTRUN) ## gorping server and client in one guest
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/demo-local.sh $(GUEST_FLAGS); $(guest_skip_ok)
 
 # Times stock rping and gorping against each other in a guest and between two
-# guests (figures, not a test).
-bench: $(GUESTRUN) ## timing figures: stock rping vs gorping in one guest and between two, the rxe data path
+# guests (figures, not a test); on the host, the rxe data path and rping's ping loop
+# over each device model (the providers side by side).
+bench: $(GUESTRUN) ## timing figures: stock rping vs gorping in one guest and between two, the rxe data path, rping over each device model
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -script test/vm/bench.sh $(GUEST_FLAGS); $(guest_skip_ok)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -hosts 2 -timeout 60m -script test/vm/bench-hosts.sh $(GUEST_FLAGS); $(guest_skip_ok)
 	$(GO) test -run '^$$' -bench . -benchmem ./uverbs/rxe
+	$(GO) test -run '^$$' -bench ModelPings -benchtime 5000x $(TEST_TAGS) ./rping
 
 # A/B of two trees in one guest: make bench-ab BEFORE=path/to/gorping-linux-amd64 (a build
 # of the older tree for the guest's architecture) runs bench.sh's rounds with that

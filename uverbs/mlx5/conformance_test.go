@@ -30,3 +30,6 @@ func (d modelDevice) Open(t *testing.T) *uverbs.Context {
 }
 
 func (d modelDevice) Errors() []string { return d.nic.Errors() }
+
+// Live counts the model's objects (the suite's ContextCloseReleases).
+func (d modelDevice) Live() (qps, cqs, mrs int) { return d.nic.Live() }

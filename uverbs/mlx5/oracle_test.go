@@ -614,15 +614,15 @@ func compareOpen(t *testing.T, want mlx5oracle.StepRecord, got mlx5oracle.Observ
 	if string(w) != string(g) || mine[0].InWords != last.InWords || mine[0].OutWords != last.OutWords {
 		t.Errorf("GET_CONTEXT driver request % x (words %d/%d), libmlx5 % x (words %d/%d)", g, mine[0].InWords, mine[0].OutWords, last.Driver, last.InWords, last.OutWords)
 	}
-	if len(got.UAR) != len(want.UAR) {
-		t.Errorf("gorping mapped %d UAR pages, libmlx5 %d", len(got.UAR), len(want.UAR))
+	if len(got.Pages) != len(want.Pages) {
+		t.Errorf("gorping mapped %d UAR pages, libmlx5 %d", len(got.Pages), len(want.Pages))
 	}
 	// The mappings themselves: offset (command and index in page units), length, prot.
 	if fmt.Sprint(got.Mmaps) != fmt.Sprint(want.Mmaps) {
 		t.Errorf("mmaps of the device file: gorping %+v, libmlx5 %+v", got.Mmaps, want.Mmaps)
 	}
-	for name := range want.UAR {
-		if _, ok := got.UAR[name]; !ok {
+	for name := range want.Pages {
+		if _, ok := got.Pages[name]; !ok {
 			t.Errorf("gorping did not map UAR page %s", name)
 		}
 	}

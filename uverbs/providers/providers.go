@@ -5,6 +5,9 @@
 package providers
 
 import (
+	_ "github.com/gorping/gorping/uverbs/bnxtre"
+	_ "github.com/gorping/gorping/uverbs/hns"
+	_ "github.com/gorping/gorping/uverbs/irdma"
 	_ "github.com/gorping/gorping/uverbs/mlx5"
 	_ "github.com/gorping/gorping/uverbs/rxe"
 	_ "github.com/gorping/gorping/uverbs/siw"

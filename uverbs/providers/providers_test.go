@@ -13,14 +13,15 @@ import (
 
 func TestShippedProviders(t *testing.T) {
 	t.Parallel()
-	if got := uverbs.SupportedDrivers(); !slices.Equal(got, []string{"mlx5", "rxe", "siw"}) {
-		t.Errorf("registered providers %q, want mlx5, rxe, siw", got)
+	want := []string{"bnxt_re", "hns", "irdma", "mlx5", "rxe", "siw"}
+	if got := uverbs.SupportedDrivers(); !slices.Equal(got, want) {
+		t.Errorf("registered providers %q, want %q", got, want)
 	}
 }
 
 // Without RDMA netlink, discovery names drivers by the providers' SysfsMatch: rxe by its
-// parent attribute, siw as a software RNIC, mlx5 by its bus driver; a bus driver no
-// provider claims keeps its own name and no id.
+// parent attribute, siw as a software RNIC, mlx5, bnxt_re, irdma and hns by their bus drivers; a bus
+// driver no provider claims keeps its own name and no id.
 func TestSysfsDriverNames(t *testing.T) {
 	t.Parallel()
 	env := hostenv.NoRDMA(t.TempDir())
@@ -42,7 +43,7 @@ func TestSysfsDriverNames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i, dev := range []string{"rxe0", "siw0", "mlx5_0", "bnxt_re0"} {
+	for i, dev := range []string{"rxe0", "siw0", "mlx5_0", "bnxt_re0", "irdma0", "hns_0", "qedr0"} {
 		uv := "class/infiniband_verbs/uverbs" + string(rune('0'+i))
 		write(uv+"/ibdev", dev+"\n")
 		write(uv+"/abi_version", "1\n")
@@ -55,6 +56,12 @@ func TestSysfsDriverNames(t *testing.T) {
 	link("class/infiniband/mlx5_0/device/driver", "bus/pci/drivers/mlx5_core")
 	write("bus/pci/drivers/bnxt_en/.keep", "")
 	link("class/infiniband/bnxt_re0/device/driver", "bus/pci/drivers/bnxt_en")
+	write("bus/pci/drivers/ice/.keep", "")
+	link("class/infiniband/irdma0/device/driver", "bus/pci/drivers/ice")
+	write("bus/pci/drivers/hns3/.keep", "")
+	link("class/infiniband/hns_0/device/driver", "bus/pci/drivers/hns3")
+	write("bus/pci/drivers/qede/.keep", "")
+	link("class/infiniband/qedr0/device/driver", "bus/pci/drivers/qede")
 
 	devs, err := uverbs.NewHost(env).Devices()
 	if err != nil {
@@ -63,12 +70,13 @@ func TestSysfsDriverNames(t *testing.T) {
 	got := map[string][2]any{}
 	for _, d := range devs {
 		got[d.Name] = [2]any{d.Driver, d.DriverID}
-		if want := d.HasProvider(); want != (d.Name != "bnxt_re0") {
+		if want := d.HasProvider(); want != (d.Name != "qedr0") {
 			t.Errorf("%s: HasProvider %v", d.Name, want)
 		}
 	}
 	for name, want := range map[string][2]any{
-		"rxe0": {"rxe", uint32(14)}, "siw0": {"siw", uint32(18)}, "mlx5_0": {"mlx5", uint32(1)}, "bnxt_re0": {"bnxt_en", uint32(0)},
+		"rxe0": {"rxe", uint32(14)}, "siw0": {"siw", uint32(18)}, "mlx5_0": {"mlx5", uint32(1)}, "bnxt_re0": {"bnxt_re", uint32(6)},
+		"irdma0": {"irdma", uint32(9)}, "hns_0": {"hns", uint32(12)}, "qedr0": {"qede", uint32(0)},
 	} {
 		if got[name] != want {
 			t.Errorf("%s: driver %v, want %v", name, got[name], want)

@@ -37,7 +37,7 @@ func (q *kqueue) at(i uint32) unsafe.Pointer { return unsafe.Pointer(&q.mem[int(
 
 func pow2(n int) uint32 { return 1 << bits.Len(uint(n-1)) }
 
-func (kernelSiw) GetContext(in, out []byte) error {
+func (kernelSiw) GetContext(_ *providertest.Context, in, out []byte) error {
 	if len(in) != 0 || len(out) != allocCtxLen {
 		return fmt.Errorf("siw GET_CONTEXT with %d/%d driver bytes", len(in), len(out))
 	}
@@ -107,14 +107,14 @@ func (kernelSiw) NextSend(qp *providertest.QP) (providertest.SendWR, bool) {
 	return wr, true
 }
 
-func (kernelSiw) NextRecv(qp *providertest.QP) (uverbs.RecvWR, bool) {
+func (kernelSiw) NextRecv(qp *providertest.QP) (providertest.RecvWR, bool) {
 	q := &qp.Driver.(*kqp).rq
 	w := atomic.LoadUint32(q.word(q.next))
 	if w&0xffff != wqeValid {
-		return uverbs.RecvWR{}, false
+		return providertest.RecvWR{}, false
 	}
 	e := (*rqe)(q.at(q.next))
-	wr := uverbs.RecvWR{ID: e.ID, SGE: sges(e.SGE[:min(uint8(w>>16), maxSGE)])}
+	wr := providertest.RecvWR{RecvWR: uverbs.RecvWR{ID: e.ID, SGE: sges(e.SGE[:min(uint8(w>>16), maxSGE)])}}
 	atomic.StoreUint32(q.word(q.next), 0)
 	q.next++
 	return wr, true
@@ -133,7 +133,7 @@ func siwStatus(s uverbs.WCStatus) uint16 {
 var cqeOpcode = map[uverbs.WCOpcode]uint8{uverbs.WCSend: opSend, uverbs.WCRDMAWrite: opWrite, uverbs.WCRDMARead: opRead,
 	uverbs.WCRecv: opReceive}
 
-func (kernelSiw) Complete(cq *providertest.CQ, wc uverbs.WC) bool {
+func (kernelSiw) Complete(cq *providertest.CQ, wc providertest.Completion) bool {
 	q := cq.Driver.(*kqueue)
 	word := q.word(q.next)
 	if atomic.LoadUint32(word)&wqeValid != 0 {

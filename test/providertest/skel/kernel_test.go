@@ -38,7 +38,7 @@ func (r *kring) slot(i uint32) unsafe.Pointer {
 	return unsafe.Pointer(&r.mem[RingHeaderLen+int(i%r.slots)*r.size])
 }
 
-func (kernel) GetContext(in, out []byte) error {
+func (kernel) GetContext(_ *providertest.Context, in, out []byte) error {
 	if len(in) != 0 || len(out) != 0 {
 		return fmt.Errorf("skel GET_CONTEXT with %d/%d driver bytes", len(in), len(out))
 	}
@@ -93,15 +93,15 @@ func (kernel) NextSend(qp *providertest.QP) (providertest.SendWR, bool) {
 		RemoteAddr: w.RemoteAddr, RKey: w.RKey, Imm: w.Imm, SGE: sges(w)}, Signaled: w.Flags&uint32(uverbs.SendSignaled) != 0}, true
 }
 
-func (kernel) NextRecv(qp *providertest.QP) (uverbs.RecvWR, bool) {
+func (kernel) NextRecv(qp *providertest.QP) (providertest.RecvWR, bool) {
 	w, ok := take(qp.Driver.(*kqp).rq)
 	if !ok {
-		return uverbs.RecvWR{}, false
+		return providertest.RecvWR{}, false
 	}
-	return uverbs.RecvWR{ID: w.ID, SGE: sges(w)}, true
+	return providertest.RecvWR{RecvWR: uverbs.RecvWR{ID: w.ID, SGE: sges(w)}}, true
 }
 
-func (kernel) Complete(cq *providertest.CQ, wc uverbs.WC) bool {
+func (kernel) Complete(cq *providertest.CQ, wc providertest.Completion) bool {
 	r := cq.Driver.(*kring)
 	prod := atomic.LoadUint32(&r.h.Prod)
 	if prod-atomic.LoadUint32(&r.h.Cons) == r.slots {

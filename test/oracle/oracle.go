@@ -1,4 +1,4 @@
-package mlx5oracle
+package oracle
 
 import (
 	"bufio"
@@ -25,11 +25,11 @@ var harnessSrc []byte
 
 // ErrUnavailable wraps every reason the oracle cannot run on this machine (no gcc, no
 // libibverbs-dev/ibverbs-providers, not x86-64/arm64 Linux).
-var ErrUnavailable = errors.New("mlx5 oracle unavailable")
+var ErrUnavailable = errors.New("oracle unavailable")
 
 var (
 	buildMu    sync.Mutex
-	buildCache = map[bool]buildResult{}
+	buildCache = map[string]buildResult{}
 )
 
 type buildResult struct {
@@ -37,35 +37,37 @@ type buildResult struct {
 	err  error
 }
 
-// Build compiles the harness with gcc against the system libibverbs (once per process;
-// the binary is cached under the user cache dir, keyed by the source hash).
-func Build() (string, error) { return buildVariant(false) }
+// Build compiles the harness for d with gcc against the system libibverbs (once per
+// process and driver; the binary is cached under the user cache dir, keyed by the source
+// and the arguments).
+func Build(d Driver) (string, error) { return buildVariant(d, false) }
 
-// buildVariant builds the harness; noStep leaves UAR pages writable and records only
+// buildVariant builds the harness; noStep leaves device pages writable and records only
 // their content (what non-x86-64 hosts do), so that path is tested on x86-64 too.
-func buildVariant(noStep bool) (string, error) {
+func buildVariant(d Driver, noStep bool) (string, error) {
+	args := append([]string{"-O1", "-g", "-Wall", "-rdynamic"}, d.BuildArgs()...)
+	if noStep {
+		args = append(args, "-DORACLE_NO_STEP")
+	}
+	key := d.Library() + fmt.Sprint(args)
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if r, ok := buildCache[noStep]; ok {
+	if r, ok := buildCache[key]; ok {
 		return r.path, r.err
 	}
-	p, err := build(noStep)
-	buildCache[noStep] = buildResult{p, err}
+	p, err := build(d.Library(), args)
+	buildCache[key] = buildResult{p, err}
 	return p, err
 }
 
-func build(noStep bool) (string, error) {
+func build(lib string, args []string) (string, error) {
 	if _, err := exec.LookPath("gcc"); err != nil {
 		return "", fmt.Errorf("%w: gcc not found (install gcc)", ErrUnavailable)
 	}
-	for _, f := range []string{"/usr/include/infiniband/verbs.h", "/etc/libibverbs.d/mlx5.driver"} {
+	for _, f := range []string{"/usr/include/infiniband/verbs.h", "/etc/libibverbs.d/" + lib + ".driver"} {
 		if _, err := os.Stat(f); err != nil {
 			return "", fmt.Errorf("%w: %s missing (install libibverbs-dev ibverbs-providers)", ErrUnavailable, f)
 		}
-	}
-	args := []string{"-O1", "-g", "-Wall", "-rdynamic"}
-	if noStep {
-		args = append(args, "-DORACLE_NO_STEP")
 	}
 	h := sha256.New()
 	h.Write(harnessSrc)
@@ -75,9 +77,9 @@ func build(noStep bool) (string, error) {
 	if err != nil {
 		dir = os.TempDir()
 	}
-	dir = filepath.Join(dir, "gorping", "mlx5oracle")
+	dir = filepath.Join(dir, "gorping", "oracle")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("mlx5 oracle cache dir: %w", err)
+		return "", fmt.Errorf("oracle cache dir: %w", err)
 	}
 	bin := filepath.Join(dir, "harness-"+hex.EncodeToString(sum[:8]))
 	if _, err := os.Stat(bin); err == nil {
@@ -85,26 +87,35 @@ func build(noStep bool) (string, error) {
 	}
 	tmp, err := os.MkdirTemp(dir, "build-")
 	if err != nil {
-		return "", fmt.Errorf("mlx5 oracle build dir: %w", err)
+		return "", fmt.Errorf("oracle build dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	src := filepath.Join(tmp, "harness.c")
 	if err := os.WriteFile(src, harnessSrc, 0o644); err != nil {
-		return "", fmt.Errorf("mlx5 oracle source: %w", err)
+		return "", fmt.Errorf("oracle source: %w", err)
 	}
 	out := filepath.Join(tmp, "harness")
-	cmd := exec.Command("gcc", append(args, "-o", out, src, "-libverbs", "-lmlx5")...)
+	var libs []string
+	var cargs []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-l") {
+			libs = append(libs, a)
+		} else {
+			cargs = append(cargs, a)
+		}
+	}
+	cmd := exec.Command("gcc", append(append(cargs, "-o", out, src, "-libverbs"), libs...)...)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%w: gcc harness.c: %v\n%s", ErrUnavailable, err, msg)
 	}
 	if err := os.Rename(out, bin); err != nil {
-		return "", fmt.Errorf("mlx5 oracle cache: %w", err)
+		return "", fmt.Errorf("oracle cache: %w", err)
 	}
 	return bin, nil
 }
 
-// Store is one store to a UAR page, in program order: page "uar<i>" (i = the mmap
-// page index), byte offset in the page, width in bytes (0 if the harness could not
+// Store is one store to a device page, in program order: the page's name (the driver's:
+// "uar<i>", "db"), byte offset in the page, width in bytes (0 if the harness could not
 // decode the instruction), and the bytes stored as they lie in memory.
 type Store struct {
 	Page  string `json:"page"`
@@ -113,8 +124,8 @@ type Store struct {
 	Bytes []byte `json:"bytes"`
 }
 
-// SeqEvent is one device-visible event of a step, in program order: a store to a UAR
-// page or a doorbell record (Target "uar<i>" or the record's region, "qp0.db"; Off
+// SeqEvent is one device-visible event of a step, in program order: a store to a device
+// page or a doorbell record (Target the page's name or the record's region, "qp0.db"; Off
 // within it; Width; Bytes as stored), or an ordering instruction (Fence: "sfence",
 // "lfence", "mfence", "locked") executed inside a data-path verb (send, recv, poll, arm),
 // which the harness runs single-stepped on x86-64. Stores to a doorbell-record page
@@ -230,10 +241,10 @@ type StepRecord struct {
 	// appeared in it).
 	Mem     map[string][]byte
 	Changed []string
-	// UAR is the content of every UAR page ("uar<i>") after the step: the stores
-	// replayed onto zeroed pages (x86-64), or the pages as the library left them
-	// where single-stepping is unavailable. A provider's pages must read the same.
-	UAR map[string][]byte
+	// Pages is the content of every device page after the step: the stores replayed
+	// onto the pages as mapped (x86-64), or the pages as the library left them where
+	// single-stepping is unavailable. A provider's pages must read the same.
+	Pages map[string][]byte
 }
 
 // Record is the oracle's account of one scenario run.
@@ -246,49 +257,60 @@ type Record struct {
 	Stderr     string   // what the harness and the libraries printed (warnings)
 }
 
-// Run builds the harness if needed and runs sc against a fresh Fake with sc.Params.
+// Run builds the harness if needed and runs sc against a fresh Fake of sc.Driver.
 func Run(ctx context.Context, sc Scenario) (*Record, error) {
 	return RunWith(ctx, sc, Options{})
 }
 
 // Options vary how the harness runs.
 type Options struct {
-	// NoSingleStep records UAR page contents instead of single-stepping each store
+	// NoSingleStep records device page contents instead of single-stepping each store
 	// (what non-x86-64 hosts always do).
 	NoSingleStep bool
 }
 
 // RunWith is Run with options.
 func RunWith(ctx context.Context, sc Scenario, o Options) (*Record, error) {
-	bin, err := buildVariant(o.NoSingleStep)
+	bin, err := buildVariant(sc.Driver, o.NoSingleStep)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// The bound is generous: the fake kernel answering the harness runs in the test
+	// binary, which make unit-arm64 runs under qemu-user, many times slower.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	sysfs, err := os.MkdirTemp("", "mlx5oracle-sysfs-")
+	sysfs, err := os.MkdirTemp("", "oracle-sysfs-")
 	if err != nil {
-		return nil, fmt.Errorf("mlx5 oracle sysfs: %w", err)
+		return nil, fmt.Errorf("oracle sysfs: %w", err)
 	}
 	defer os.RemoveAll(sysfs)
+	if err := writeSysfs(sysfs, sc.Driver.Sysfs()); err != nil {
+		return nil, err
+	}
 
 	cmd := exec.CommandContext(ctx, bin, sysfs)
-	cmd.Env = append(os.Environ(), fmt.Sprintf("ORACLE_PAGE_SIZE=%d", sc.Params.Page()))
-	if ci := sc.Params.ClockInfo; ci != nil {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("ORACLE_CLOCK_INFO=%d,%d,%d,%d,%d,%d", ci.Nsec, ci.Cycles, ci.Frac, ci.Mult, ci.Shift, ci.Mask))
+	// The providers' tuning variables (MLX5_*, BNXT_*, IRDMA_*, HNS_*) would change what
+	// the library does: the harness runs without them.
+	for _, e := range os.Environ() {
+		name, _, _ := strings.Cut(e, "=")
+		if name != "SYSFS_PATH" && !strings.HasPrefix(name, "MLX5_") && !strings.HasPrefix(name, "BNXT_") &&
+			!strings.HasPrefix(name, "IRDMA_") && !strings.HasPrefix(name, "HNS_") && !strings.HasPrefix(name, "RDMAV_") {
+			cmd.Env = append(cmd.Env, e)
+		}
 	}
+	cmd.Env = append(cmd.Env, fmt.Sprintf("ORACLE_PAGE_SIZE=%d", Page(sc.Driver)))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, fmt.Errorf("mlx5 oracle: %w", err)
+		return nil, fmt.Errorf("oracle: %w", err)
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("mlx5 oracle: %w", err)
+		return nil, fmt.Errorf("oracle: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("mlx5 oracle start: %w", err)
+		return nil, fmt.Errorf("oracle start: %w", err)
 	}
 	rec, perr := drive(sc, stdin, stdout)
 	stdin.Close()
@@ -297,13 +319,38 @@ func RunWith(ctx context.Context, sc Scenario, o Options) (*Record, error) {
 	if rec != nil {
 		rec.Stderr = stderr.String()
 	}
+	if perr != nil && ctx.Err() != nil {
+		perr = fmt.Errorf("%w; the harness was killed at the 2-minute bound", perr)
+	}
 	if perr != nil {
-		return rec, fmt.Errorf("mlx5 oracle %s: %w (stderr: %s)", sc.Name, perr, strings.TrimSpace(stderr.String()))
+		return rec, fmt.Errorf("oracle %s (%s): %w (stderr: %s)", sc.Name, sc.Driver.Library(), perr, strings.TrimSpace(stderr.String()))
 	}
 	if werr != nil {
-		return rec, fmt.Errorf("mlx5 oracle %s: harness: %w (stderr: %s)", sc.Name, werr, strings.TrimSpace(stderr.String()))
+		return rec, fmt.Errorf("oracle %s (%s): harness: %w (stderr: %s)", sc.Name, sc.Driver.Library(), werr, strings.TrimSpace(stderr.String()))
 	}
 	return rec, nil
+}
+
+// Page is d's page size (PageSize, or 4096).
+func Page(d Driver) int {
+	if p := d.PageSize(); p != 0 {
+		return p
+	}
+	return 4096
+}
+
+// writeSysfs writes the fake sysfs tree under root.
+func writeSysfs(root string, files map[string]string) error {
+	for rel, content := range files {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("oracle sysfs: %w", err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return fmt.Errorf("oracle sysfs: %w", err)
+		}
+	}
+	return nil
 }
 
 type event struct {
@@ -323,7 +370,7 @@ type event struct {
 
 func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 	rec := &Record{Scenario: sc.Name}
-	fake := NewFake(sc.Params)
+	fake := NewFake(sc.Driver)
 	w := bufio.NewWriter(stdin)
 	w.WriteString(sc.Script())
 	w.WriteString("end\n")
@@ -333,7 +380,7 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 	sc2 := bufio.NewScanner(stdout)
 	sc2.Buffer(make([]byte, 1<<20), 1<<26)
 	mem := map[string][]byte{}
-	uar := map[string][]byte{}
+	pages := map[string][]byte{}
 	cur := StepRecord{}
 	done := false
 	for sc2.Scan() {
@@ -364,6 +411,42 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 				return rec, fmt.Errorf("answer: %w", err)
 			}
 			cur.Cmds = append(cur.Cmds, fake.Cmds[len(fake.Cmds)-1])
+		case strings.HasPrefix(line, "M "):
+			var off uint64
+			var n, prot, flags int
+			if _, err := fmt.Sscanf(line, "M %d %d %d %d", &off, &n, &prot, &flags); err != nil {
+				return rec, fmt.Errorf("bad mmap query %q: %w", line, err)
+			}
+			page, fill, errno := sc.Driver.Mmap(fake, off, n, prot)
+			name, content := page, "-"
+			if name == "" {
+				name = "-"
+			}
+			if len(fill) > 0 {
+				content = hex.EncodeToString(fill[:min(len(fill), n)])
+			}
+			fmt.Fprintf(w, "A %d %s %s\n", int(errno), name, content)
+			if err := w.Flush(); err != nil {
+				return rec, fmt.Errorf("answer: %w", err)
+			}
+			if errno == 0 && page != "" {
+				pg := make([]byte, n)
+				copy(pg, fill)
+				pages[page] = pg
+			}
+		case strings.HasPrefix(line, "P "):
+			var i int
+			if _, err := fmt.Sscanf(line, "P %d", &i); err != nil || i < 0 || i >= len(sc.Steps) {
+				return rec, fmt.Errorf("bad cqe query %q", line)
+			}
+			region, off, b, err := sc.Driver.Poke(fake, sc.Steps[i])
+			if err != nil {
+				return rec, fmt.Errorf("step %d %q: %w", i, sc.Steps[i].Line(), err)
+			}
+			fmt.Fprintf(w, "A 0 %s %d %s\n", region, off, hex.EncodeToString(b))
+			if err := w.Flush(); err != nil {
+				return rec, fmt.Errorf("answer: %w", err)
+			}
 		case strings.HasPrefix(line, "E "):
 			var ev event
 			raw := []byte(line[2:])
@@ -375,9 +458,6 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 				rec.SingleStep = ev.SingleStep != 0
 			case "mmap":
 				cur.Mmaps = append(cur.Mmaps, Mmap{Off: ev.Off, Len: ev.Len, Prot: ev.Prot, Flags: ev.Flags})
-				if pg := ev.Off / uint64(sc.Params.Page()); (pg>>8)&0xff == 0 || (pg>>8)&0xff == 2 || (pg>>8)&0xff == 3 {
-					uar[fmt.Sprintf("uar%d", pg&0xff)] = make([]byte, ev.Len)
-				}
 			case "fence":
 				cur.Seq = append(cur.Seq, SeqEvent{Fence: ev.Kind})
 			case "store":
@@ -386,21 +466,22 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 					return rec, fmt.Errorf("bad store %q: %w", line, err)
 				}
 				cur.Seq = append(cur.Seq, SeqEvent{Target: ev.Page, Off: int(ev.Off), Width: ev.Width, Bytes: b})
-				if !strings.HasPrefix(ev.Page, "uar") {
+				pg, ok := pages[ev.Page]
+				if !ok {
 					break // a doorbell record: in Seq and (after the step) in Mem
 				}
 				cur.Stores = append(cur.Stores, Store{Page: ev.Page, Off: int(ev.Off), Width: ev.Width, Bytes: b})
-				if pg := uar[ev.Page]; int(ev.Off)+len(b) <= len(pg) {
+				if int(ev.Off)+len(b) <= len(pg) {
 					pg = append([]byte(nil), pg...) // earlier steps keep their snapshot
 					copy(pg[ev.Off:], b)
-					uar[ev.Page] = pg
+					pages[ev.Page] = pg
 				}
-			case "uarpage":
+			case "devpage":
 				b, err := hex.DecodeString(ev.Hex)
 				if err != nil {
-					return rec, fmt.Errorf("bad uarpage %q: %w", line, err)
+					return rec, fmt.Errorf("bad devpage %q: %w", line, err)
 				}
-				uar[ev.Page] = b
+				pages[ev.Page] = b
 			case "mem":
 				b, err := hex.DecodeString(ev.Hex)
 				if err != nil {
@@ -425,11 +506,11 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 				cur.Line = sc.Steps[ev.I].Line()
 				cur.Mem = make(map[string][]byte, len(mem))
 				for k, v := range mem {
-					cur.Mem[k] = v
+					cur.Mem[k] = normalizeMem(sc.Driver, fake, k, v)
 				}
-				cur.UAR = make(map[string][]byte, len(uar))
-				for k, v := range uar {
-					cur.UAR[k] = v
+				cur.Pages = make(map[string][]byte, len(pages))
+				for k, v := range pages {
+					cur.Pages[k] = v
 				}
 				rec.Steps = append(rec.Steps, cur)
 				cur = StepRecord{}
@@ -451,43 +532,22 @@ func drive(sc Scenario, stdin io.Writer, stdout io.Reader) (*Record, error) {
 	return rec, nil
 }
 
-// ClockVector is one input of mlx5dv_ts_to_ns: a clock_info snapshot and a device
-// timestamp.
-type ClockVector struct {
-	Nsec, Cycles, Frac uint64
-	Mult, Shift        uint32
-	Mask, TS           uint64
-}
-
-// TsToNS runs libmlx5's mlx5dv_ts_to_ns (the static inline function of
-// infiniband/mlx5dv.h, compiled into the harness) on every vector and returns the results.
-func TsToNS(ctx context.Context, vs []ClockVector) ([]uint64, error) {
-	bin, err := buildVariant(false)
+// RunTool runs d's harness with args (a driver's own mode, as mlx5's --ts-to-ns) on
+// stdin and returns its stdout.
+func RunTool(ctx context.Context, d Driver, stdin []byte, args ...string) ([]byte, error) {
+	bin, err := buildVariant(d, false)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	in := make([]byte, 0, len(vs)*56)
-	for _, v := range vs {
-		for _, x := range []uint64{v.Nsec, v.Cycles, v.Frac, uint64(v.Mult), uint64(v.Shift), v.Mask, v.TS} {
-			in = le.AppendUint64(in, x)
-		}
-	}
-	cmd := exec.CommandContext(ctx, bin, "--ts-to-ns")
-	cmd.Stdin = bytes.NewReader(in)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdin = bytes.NewReader(stdin)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("mlx5 oracle ts_to_ns: %w (stderr: %s)", err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("oracle %s %v: %w (stderr: %s)", d.Library(), args, err, strings.TrimSpace(stderr.String()))
 	}
-	if len(out) != 8*len(vs) {
-		return nil, fmt.Errorf("mlx5 oracle ts_to_ns: %d bytes of results for %d vectors", len(out), len(vs))
-	}
-	res := make([]uint64, len(vs))
-	for i := range res {
-		res[i] = le.Uint64(out[8*i:])
-	}
-	return res, nil
+	return out, nil
 }

@@ -1,4 +1,4 @@
-package mlx5oracle
+package oracle
 
 import (
 	"context"
@@ -25,19 +25,19 @@ func MustRunWith(t testing.TB, sc Scenario, o Options) *Record {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%v (CI=true: the oracle must run; see make host-deps)", err)
 		}
-		t.Skipf("*** SKIPPING mlx5 oracle: %v (run `make host-deps` as root) ***", err)
+		t.Skipf("*** SKIPPING the %s oracle: %v (run `make host-deps` as root) ***", sc.Driver.Library(), err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	// MLX5ORACLE_DUMP=<dir> keeps each record as <dir>/<scenario>.json for reading.
-	if dir := os.Getenv("MLX5ORACLE_DUMP"); dir != "" {
+	// ORACLE_DUMP=<dir> keeps each record as <dir>/<library>-<scenario>.json for reading.
+	if dir := os.Getenv("ORACLE_DUMP"); dir != "" {
 		b, err := json.MarshalIndent(rec, "", " ")
 		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, sc.Name+".json"), b, 0o644)
+			err = os.WriteFile(filepath.Join(dir, sc.Driver.Library()+"-"+sc.Name+".json"), b, 0o644)
 		}
 		if err != nil {
-			t.Logf("MLX5ORACLE_DUMP: %v", err)
+			t.Logf("ORACLE_DUMP: %v", err)
 		}
 	}
 	return rec

@@ -1,4 +1,4 @@
-package mlx5oracle
+package oracle
 
 import (
 	"encoding/binary"
@@ -10,14 +10,16 @@ import (
 	"unsafe"
 
 	"github.com/gorping/gorping/internal/mmio"
+	"github.com/gorping/gorping/test/internal/kcmd"
 	"golang.org/x/sys/unix"
 )
 
 // Backend lets a Go provider run against the same fake kernel answers the harness gave
-// libmlx5, in process: it has the method set of a uverbs device-file backend
+// the library, in process: it has the method set of a uverbs device-file backend
 // (Write/Mmap/Munmap), answers every command with Fake.Answer, patches the fds the
 // harness patches (async fd, completion channel fds: real pipes), hands out anonymous
-// pages for UAR mmaps, and can observe the same regions a Record holds.
+// pages for the device file's mmaps as the Driver answers them, and can observe the same
+// regions a Record holds.
 //
 // Safety: responses are written to the address the request names, and Observe reads
 // the CQ/QP buffers and doorbell records at the addresses the CREATE requests named.
@@ -30,7 +32,7 @@ type Backend struct {
 	async    [2]int
 	chans    [][2]int
 	cqHandle []uint64 // user_handle of each CREATE_CQ, by cq id
-	uars     []uarPage
+	pages    []devPage
 	mmaps    []Mmap // since the last Observe
 	seenCmds int
 	errs     []error
@@ -41,16 +43,16 @@ type Backend struct {
 	cancel func()
 }
 
-type uarPage struct {
+type devPage struct {
 	name string
 	mem  []byte
 }
 
-// NewBackend returns a backend answering with a fresh Fake(p).
+// NewBackend returns a backend answering with a fresh Fake of d.
 // With the mmiorecord build tag it also records the provider's barriers, doorbell-record
 // and MMIO stores (Observation.Ops); Recording says whether it does.
-func NewBackend(p Params) *Backend {
-	b := &Backend{Fake: NewFake(p), async: [2]int{-1, -1}}
+func NewBackend(d Driver) *Backend {
+	b := &Backend{Fake: NewFake(d), async: [2]int{-1, -1}}
 	b.cancel = mmio.Subscribe(func(e mmio.Event) {
 		b.recMu.Lock()
 		b.ops = append(b.ops, e)
@@ -88,34 +90,34 @@ func (b *Backend) Write(p []byte) (int, error) {
 	if errno != 0 {
 		return 0, errno
 	}
-	ex := cmd&exFlag != 0
-	num := cmd &^ exFlag
+	ex := cmd&kcmd.ExFlag != 0
+	num := cmd &^ kcmd.ExFlag
 	if !ex {
 		switch num {
-		case CmdGetContext:
+		case kcmd.CmdGetContext:
 			if b.async[0] < 0 {
 				if err := unix.Pipe2(b.async[:], unix.O_CLOEXEC); err != nil {
-					return 0, fmt.Errorf("mlx5oracle: async pipe: %w", err)
+					return 0, fmt.Errorf("oracle: async pipe: %w", err)
 				}
 			}
 			if len(out) >= 4 {
 				binary.LittleEndian.PutUint32(out, uint32(b.async[0]))
 			}
-		case CmdCreateCompChannel:
+		case kcmd.CmdCreateCompChannel:
 			var fds [2]int
 			if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
-				return 0, fmt.Errorf("mlx5oracle: channel pipe: %w", err)
+				return 0, fmt.Errorf("oracle: channel pipe: %w", err)
 			}
 			b.chans = append(b.chans, fds)
 			if len(out) >= 4 {
 				binary.LittleEndian.PutUint32(out, uint32(fds[0]))
 			}
-		case CmdCreateCQ:
+		case kcmd.CmdCreateCQ:
 			if len(body) >= 16 {
 				b.cqHandle = append(b.cqHandle, binary.LittleEndian.Uint64(body[8:]))
 			}
 		}
-	} else if num == CmdCreateCQ && len(body) >= 24 {
+	} else if num == kcmd.CmdCreateCQ && len(body) >= 24 {
 		b.cqHandle = append(b.cqHandle, binary.LittleEndian.Uint64(body[16:])) // after the ex header
 	}
 	if len(out) > 0 && len(body) >= 8 {
@@ -124,32 +126,50 @@ func (b *Backend) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Mmap hands out anonymous pages for the uverbs fd's mmaps; UAR pages (mmap commands
-// 0, 2, 3) are remembered as "uar<i>" for Observe.
+// Poke writes what a "cqe" step writes (the driver's Poke, with what this fake learned)
+// into the provider's memory, as the harness writes it into the library's.
+func (b *Backend) Poke(s Step) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	region, off, data, err := b.Fake.D.Poke(b.Fake, s)
+	if err != nil {
+		return err
+	}
+	r := b.Fake.Region(region)
+	if r == nil || off+len(data) > r.Len {
+		return fmt.Errorf("oracle: cqe of %d bytes at %d outside region %s", len(data), off, region)
+	}
+	copy(ptrBytes(r.Addr+uint64(off), len(data)), data)
+	return nil
+}
+
+// Mmap hands out anonymous pages for the uverbs fd's mmaps, filled and named as the
+// Driver answers (device pages are remembered for Observe).
 func (b *Backend) Mmap(off int64, length, prot int) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mmaps = append(b.mmaps, Mmap{Off: uint64(off), Len: length, Prot: prot, Flags: unix.MAP_SHARED})
+	page, fill, errno := b.Fake.D.Mmap(b.Fake, uint64(off), length, prot)
+	if errno != 0 {
+		return nil, errno
+	}
 	m, err := unix.Mmap(-1, 0, length, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5oracle: mmap: %w", err)
+		return nil, fmt.Errorf("oracle: mmap: %w", err)
 	}
-	pg := off / int64(b.Fake.P.Page())
-	if (pg>>8)&0xff == 7 && b.Fake.P.ClockInfo != nil {
-		copy(m, b.Fake.P.ClockInfo.Bytes()) // the clock_info page
+	copy(m, fill)
+	if page != "" {
+		b.pages = append(b.pages, devPage{page, m})
 	}
-	b.mu.Lock()
-	b.mmaps = append(b.mmaps, Mmap{Off: uint64(off), Len: length, Prot: prot, Flags: unix.MAP_SHARED})
-	if c := (pg >> 8) & 0xff; c == 0 || c == 2 || c == 3 {
-		b.uars = append(b.uars, uarPage{fmt.Sprintf("uar%d", pg&0xff), m})
-	}
-	b.mu.Unlock()
 	return m, nil
 }
 
 // Munmap releases a page Mmap gave.
 func (b *Backend) Munmap(m []byte) error {
 	b.mu.Lock()
-	for i, u := range b.uars {
+	for i, u := range b.pages {
 		if len(u.mem) > 0 && len(m) > 0 && &u.mem[0] == &m[0] {
-			b.uars = append(b.uars[:i], b.uars[i+1:]...)
+			b.pages = append(b.pages[:i], b.pages[i+1:]...)
 			break
 		}
 	}
@@ -164,47 +184,47 @@ func (b *Backend) CompEvent(cq int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if cq >= len(b.cqHandle) || len(b.chans) == 0 {
-		return fmt.Errorf("mlx5oracle: no cq %d or no channel", cq)
+		return fmt.Errorf("oracle: no cq %d or no channel", cq)
 	}
 	var d [8]byte
 	binary.LittleEndian.PutUint64(d[:], b.cqHandle[cq])
 	if _, err := unix.Write(b.chans[len(b.chans)-1][1], d[:]); err != nil {
-		return fmt.Errorf("mlx5oracle: comp event: %w", err)
+		return fmt.Errorf("oracle: comp event: %w", err)
 	}
 	return nil
 }
 
 // Observation is what Observe saw since the previous call: the commands (as in
-// StepRecord.Cmds), every watched region's content (StepRecord.Mem) and the UAR
-// pages' content (StepRecord.UAR).
+// StepRecord.Cmds), every watched region's content (StepRecord.Mem) and the device
+// pages' content (StepRecord.Pages).
 type Observation struct {
 	Cmds  []Cmd
 	Mem   map[string][]byte
-	UAR   map[string][]byte
+	Pages map[string][]byte
 	Mmaps []Mmap // of the device file, as StepRecord.Mmaps
 	// Ops is the provider's sequence of device-visible operations since the last
 	// Observe, in its own terms: stores (Target as in SeqEvent, "?" prefixed when the
-	// address is in no known record or UAR page) and barriers by name (Fence
+	// address is in no known record or device page) and barriers by name (Fence
 	// "to_device", "from_device", "wc_start", "flush"). Nil without -tags mmiorecord.
 	Ops []SeqEvent
 }
 
-// Observe snapshots the regions and UAR pages and returns the commands since the last
-// Observe; call it after each step.
+// Observe snapshots the regions and device pages and returns the commands since the
+// last Observe; call it after each step.
 func (b *Backend) Observe() Observation {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	o := Observation{Mem: map[string][]byte{}, UAR: map[string][]byte{}}
+	o := Observation{Mem: map[string][]byte{}, Pages: map[string][]byte{}}
 	o.Cmds = append(o.Cmds, b.Fake.Cmds[b.seenCmds:]...)
 	o.Mmaps, b.mmaps = b.mmaps, nil
 	b.seenCmds = len(b.Fake.Cmds)
 	for _, r := range b.Fake.Regions {
 		if !r.Dead {
-			o.Mem[r.Name] = readMem(r.Addr, r.Len)
+			o.Mem[r.Name] = normalizeMem(b.Fake.D, b.Fake, r.Name, readMem(r.Addr, r.Len))
 		}
 	}
-	for _, u := range b.uars {
-		o.UAR[u.name] = append([]byte(nil), u.mem...)
+	for _, u := range b.pages {
+		o.Pages[u.name] = append([]byte(nil), u.mem...)
 	}
 	b.recMu.Lock()
 	ops := b.ops
@@ -220,10 +240,10 @@ func (b *Backend) Observe() Observation {
 }
 
 // name turns a recorded operation into a SeqEvent: barriers by name, stores by the record
-// or UAR page they hit (b.mu held).
+// or device page they hit (b.mu held).
 func (b *Backend) name(e mmio.Event) SeqEvent {
 	switch e.Op {
-	case mmio.OpRecord, mmio.OpStore64, mmio.OpCopy64:
+	case mmio.OpRecord, mmio.OpStore64, mmio.OpStore32, mmio.OpCopy64:
 	default:
 		return SeqEvent{Fence: e.Op.String()}
 	}
@@ -239,7 +259,7 @@ func (b *Backend) name(e mmio.Event) SeqEvent {
 		ev.Target, ev.Off = "?record", int(a&4095)
 		return ev
 	}
-	for _, u := range b.uars {
+	for _, u := range b.pages {
 		base := uint64(uintptr(unsafe.Pointer(&u.mem[0])))
 		if a >= base && a < base+uint64(len(u.mem)) {
 			ev.Target, ev.Off = u.name, int(a-base)
@@ -249,6 +269,10 @@ func (b *Backend) name(e mmio.Event) SeqEvent {
 	ev.Target, ev.Off = "?mmio", int(a&4095)
 	return ev
 }
+
+// StopRecording stops recording the provider's device-visible operations (a test that
+// measures the provider's allocations: the recording's own would count).
+func (b *Backend) StopRecording() { b.cancel() }
 
 // Close closes the write ends of the pipes the backend created (the read ends were
 // handed to the provider's core, which owns and closes them).
@@ -269,21 +293,21 @@ func (b *Backend) Close() error {
 
 // MapMR maps the buffer of an mr step in this process at the step's fixed address,
 // filled as the harness fills it (byte i = i·7 + ID), so that a Go provider registers
-// the same addresses and data as libmlx5 did. Release it with UnmapMR (unix.Munmap
+// the same addresses and data as the library did. Release it with UnmapMR (unix.Munmap
 // only unmaps what unix.Mmap mapped).
 func MapMR(s Step) ([]byte, error) {
 	if s.Kind != KMR {
-		return nil, fmt.Errorf("mlx5oracle: MapMR of a %s step", s.Kind)
+		return nil, fmt.Errorf("oracle: MapMR of a %s step", s.Kind)
 	}
 	want := *(*unsafe.Pointer)(unsafe.Pointer(&s.Addr))
 	p, err := unix.MmapPtr(-1, 0, want, uintptr(s.Len), unix.PROT_READ|unix.PROT_WRITE,
 		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE)
 	if err != nil {
-		return nil, fmt.Errorf("mlx5oracle: map mr%d at %#x: %w", s.ID, s.Addr, err)
+		return nil, fmt.Errorf("oracle: map mr%d at %#x: %w", s.ID, s.Addr, err)
 	}
 	if p != want {
 		unix.MunmapPtr(p, uintptr(s.Len))
-		return nil, fmt.Errorf("mlx5oracle: map mr%d: got %p, want %#x", s.ID, p, s.Addr)
+		return nil, fmt.Errorf("oracle: map mr%d: got %p, want %#x", s.ID, p, s.Addr)
 	}
 	b := unsafe.Slice((*byte)(p), s.Len)
 	for i := range b {
@@ -313,7 +337,7 @@ func UnmapMR(b []byte) error {
 		return nil
 	}
 	if err := unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b))); err != nil {
-		return fmt.Errorf("mlx5oracle: unmap mr: %w", err)
+		return fmt.Errorf("oracle: unmap mr: %w", err)
 	}
 	return nil
 }

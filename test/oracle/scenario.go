@@ -1,4 +1,4 @@
-package mlx5oracle
+package oracle
 
 import (
 	"encoding/hex"
@@ -7,7 +7,8 @@ import (
 )
 
 // Step kinds. Each Step is one line of the harness script; a Go provider under test
-// runs the same Step values (see doc.go for what each does).
+// runs the same Step values (see doc.go for what each does). The timestamp steps
+// (query_device_ex aside) need a driver whose harness has them (mlx5).
 const (
 	KOpen      = "open"       // ibv_get_device_list + ibv_open_device (GET_CONTEXT retries, QUERY_PORT…)
 	KQueryPort = "query_port" // ibv_query_port(Port)
@@ -19,7 +20,7 @@ const (
 	KRTS       = "rts"        // MODIFY_QP RESET→INIT→RTR→RTS with fixed attributes
 	KRecv      = "recv"       // ibv_post_recv of Recvs (one chain)
 	KSend      = "send"       // ibv_post_send of Sends (one chain)
-	KCQE       = "cqe"        // write the 64 CQE bytes into CQ buffer slot Slot
+	KCQE       = "cqe"        // write what the device writes: the driver's Poke places Bytes (slot Slot of CQ ID)
 	KPoll      = "poll"       // ibv_poll_cq(N)
 	KArm       = "arm"        // ibv_req_notify_cq(Solicited)
 	KEvent     = "event"      // comp event for CQ written to the channel; ibv_get_cq_event + ack 1
@@ -99,10 +100,11 @@ type Step struct {
 	SigAll      bool   // qp
 	Sends       []SendWR
 	Recvs       []RecvWR
-	Slot        int      // cqe
-	Bytes       [64]byte // cqe
-	N           int      // poll: max entries
-	Solicited   bool     // arm
+	Slot        int    // cqe: the CQE's slot in CQ ID
+	Bytes       []byte // cqe: the CQE, as the driver's Poke completes it
+	Ref         int    // cqe: an object the driver's Poke refers to (bnxt_re: the QP whose handle the CQE carries)
+	N           int    // poll: max entries
+	Solicited   bool   // arm
 	// WantErr marks a step the library is expected to refuse (ret −1, Result.Errno
 	// set); the harness does not use it, tests do.
 	WantErr bool
@@ -153,7 +155,7 @@ func (s Step) Line() string {
 			sges(&b, w.SGEs)
 		}
 	case KCQE:
-		fmt.Fprintf(&b, " %d %d %s", s.ID, s.Slot, hex.EncodeToString(s.Bytes[:]))
+		fmt.Fprintf(&b, " %d %d %d %s", s.ID, s.Slot, s.Ref, hex.EncodeToString(s.Bytes))
 	case KPoll, KPollTS:
 		fmt.Fprintf(&b, " %d %d", s.ID, s.N)
 	case KArm:
@@ -162,10 +164,10 @@ func (s Step) Line() string {
 	return b.String()
 }
 
-// Scenario is a named sequence of steps run against a fake kernel with Params.
+// Scenario is a named sequence of steps run against a fake kernel with Driver's answers.
 type Scenario struct {
 	Name   string
-	Params Params
+	Driver Driver
 	Steps  []Step
 }
 

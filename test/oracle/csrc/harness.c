@@ -1,21 +1,29 @@
-// Test-only oracle harness: runs Debian's libibverbs + libmlx5 over a fake kernel.
+// Test-only oracle harness: runs Debian's libibverbs and one of its providers (libmlx5,
+// libbnxt_re, libirdma, libhns) over a fake kernel.
 //
-// The program interposes the few libc entry points the two libraries use to reach the
+// The program interposes the few libc entry points the libraries use to reach the
 // kernel (open/openat/stat/socket/ioctl/write/mmap) by defining them in the executable
 // (linked with -rdynamic, so the dlopen'ed provider binds to them too). The uverbs
 // device node is /dev/null underneath; every write() on it is a uverbs command, which is
-// forwarded to the Go side as a "Q" line on stdout and answered by an "A" line on stdin.
-// UAR pages are anonymous pages kept read-only; each store to them faults, is single-
-// stepped with the x86 trap flag, and is recorded with its offset, width and bytes.
+// forwarded to the Go side as a "Q" line on stdout and answered by an "A" line on stdin;
+// every mmap of it is an "M" line, answered with the name of the device page it is (or
+// "-": plain memory) and what the page holds. Device pages are anonymous pages kept
+// read-only; each store to them faults, is single-stepped with the x86 trap flag, and
+// is recorded with its offset, width and bytes. Nothing here knows a driver: the Go side
+// (test/oracle and the driver's part) writes the fake sysfs, answers the commands and
+// the mmaps, and places what a "cqe" step writes.
 //
 // stdin:  the scenario script (one step per line, "end" last), then answers.
-// stdout: "Q <cmd> <in_words> <out_words> <hex>" queries and "E <json>" events.
+// stdout: "Q <cmd> <in_words> <out_words> <hex>", "M <off> <len> <prot> <flags>" and
+//         "P <step>" queries, and "E <json>" events.
 // The line formats are documented in ../doc.go.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#ifdef ORACLE_MLX5
 #include <infiniband/mlx5dv.h>
+#endif
 #include <infiniband/verbs.h>
 #include <rdma/ib_user_verbs.h>
 #include <signal.h>
@@ -184,14 +192,14 @@ static struct region *region_by_name(const char *name)
 	return NULL;
 }
 
-// forget drops the watched regions of a destroyed object (its memory may be gone).
+// forget drops the watched regions of a destroyed object (its memory may be gone):
+// "qp0" and every "qp0.<part>".
 static void forget(const char *kind, int id)
 {
-	char a[32], b[32];
-	snprintf(a, sizeof(a), "%s%d", kind, id);
-	snprintf(b, sizeof(b), "%s%d.db", kind, id);
+	char a[32];
+	int n = snprintf(a, sizeof(a), "%s%d", kind, id);
 	for (int i = 0; i < n_regions; i++)
-		if (!strcmp(regions[i].name, a) || !strcmp(regions[i].name, b))
+		if (!strncmp(regions[i].name, a, n) && (regions[i].name[n] == 0 || regions[i].name[n] == '.'))
 			regions[i].len = 0;
 }
 
@@ -221,12 +229,14 @@ static void emit_mem(void)
 	}
 }
 
-/* ---------- UAR pages, doorbell records and store capture ---------- */
+/* ---------- device pages, doorbell records and store capture ---------- */
 
+// A device page: an mmap of the uverbs fd the Go side named (mlx5: "uar3", bnxt_re:
+// "db"), whose stores are the doorbells.
 struct uar {
 	uint8_t *addr;
 	size_t len;
-	unsigned long pgoff;
+	char name[32];
 };
 static struct uar uars[64];
 static int n_uars;
@@ -470,8 +480,8 @@ static void emit_stores(void)
 		}
 		unsigned w = s->width ? s->width : 8;
 		if (s->uar >= 0)
-			printf("E {\"ev\":\"store\",\"page\":\"uar%lu\",\"off\":%lu,\"width\":%u,\"hex\":\"",
-			       uars[s->uar].pgoff & 0xff, (unsigned long)(s->addr - (uintptr_t)uars[s->uar].addr),
+			printf("E {\"ev\":\"store\",\"page\":\"%s\",\"off\":%lu,\"width\":%u,\"hex\":\"",
+			       uars[s->uar].name, (unsigned long)(s->addr - (uintptr_t)uars[s->uar].addr),
 			       s->width);
 		else if (s->region >= 0)
 			printf("E {\"ev\":\"store\",\"page\":\"%s\",\"off\":%lu,\"width\":%u,\"hex\":\"",
@@ -485,46 +495,51 @@ static void emit_stores(void)
 	}
 	n_seq = 0;
 #if !HAVE_STEP
-	// Without single-stepping, the final content of each UAR page stands in.
+	// Without single-stepping, the final content of each device page stands in.
 	for (int i = 0; i < n_uars; i++) {
-		printf("E {\"ev\":\"uarpage\",\"page\":\"uar%lu\",\"hex\":\"", uars[i].pgoff & 0xff);
+		printf("E {\"ev\":\"devpage\",\"page\":\"%s\",\"hex\":\"", uars[i].name);
 		hexout(uars[i].addr, uars[i].len);
 		printf("\"}\n");
 	}
 #endif
 }
 
-// fill_clock_info writes the fake kernel's clock_info page ($ORACLE_CLOCK_INFO: nsec,
-// cycles, frac, mult, shift, mask; struct mlx5_ib_clock_info, sign 0).
-static void fill_clock_info(void *p)
-{
-	const char *e = getenv("ORACLE_CLOCK_INFO");
-	unsigned long long v[6] = { 0 };
-	if (!e || sscanf(e, "%llu,%llu,%llu,%llu,%llu,%llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6)
-		return;
-	uint8_t *b = p;
-	uint32_t mult = v[3], shift = v[4];
-	memcpy(b + 8, &v[0], 8);
-	memcpy(b + 16, &v[1], 8);
-	memcpy(b + 24, &v[2], 8);
-	memcpy(b + 32, &mult, 4);
-	memcpy(b + 36, &shift, 4);
-	memcpy(b + 40, &v[5], 8);
-}
+static char line_buf[1 << 17];
+
+// answer reads the Go side's answer to a query: "W" lines (new watched regions) first,
+// then the "A" line, whose text after the errno is returned.
+static int answer(char **rest);
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	if (fd >= 0 && fd == uverbs_fd) {
-		unsigned long pgoff = off / page_size;
-		unsigned cmd = (pgoff >> 8) & 0xff;
 		void *p = (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
 					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		printf("E {\"ev\":\"mmap\",\"off\":%lu,\"len\":%zu,\"prot\":%d,\"flags\":%d}\n",
 		       (unsigned long)off, len, prot, flags);
-		if (p != MAP_FAILED && cmd == 7)
-			fill_clock_info(p);
-		if (p != MAP_FAILED && (cmd == 0 || cmd == 2 || cmd == 3) && n_uars < 64) {
-			uars[n_uars++] = (struct uar){ p, len, pgoff };
+		printf("M %lu %zu %d %d\n", (unsigned long)off, len, prot, flags);
+		fflush(stdout);
+		char *rest;
+		int err = answer(&rest);
+		if (err) {
+			syscall(SYS_munmap, p, len);
+			errno = err;
+			return MAP_FAILED;
+		}
+		// rest: "<name>|- <hex fill>|-"
+		char name[32];
+		char *sp = strchr(rest, ' ');
+		size_t nl = sp ? (size_t)(sp - rest) : strcspn(rest, "\n");
+		if (nl == 0 || nl >= sizeof(name))
+			die("bad mmap answer %s", rest);
+		memcpy(name, rest, nl);
+		name[nl] = 0;
+		if (sp && sp[1] != '-' && sp[1] != '\n')
+			hexin(sp + 1, p, len);
+		if (p != MAP_FAILED && strcmp(name, "-") != 0 && n_uars < 64) {
+			uars[n_uars] = (struct uar){ p, len, "" };
+			memcpy(uars[n_uars].name, name, nl + 1);
+			n_uars++;
 			mprotect(p, len, UAR_PROT);
 		}
 		return p;
@@ -545,9 +560,40 @@ static int chan_wr[16];
 static int n_chans;
 static int async_pipe[2] = { -1, -1 };
 
+static int answer(char **rest)
+{
+	while (fgets(line_buf, sizeof(line_buf), in)) {
+		if (line_buf[0] == 'W') {
+			if (n_regions >= 64)
+				die("too many regions");
+			struct region *r = &regions[n_regions++];
+			unsigned long long a, l;
+			if (sscanf(line_buf, "W %31s %llx %llu", r->name, &a, &l) != 3)
+				die("bad W line: %s", line_buf);
+			r->addr = (uint8_t *)(uintptr_t)a;
+			r->len = l;
+			r->last = NULL;
+			size_t nl = strlen(r->name);
+			if (nl > 3 && !strcmp(r->name + nl - 3, ".db"))
+				protect_dbrec(r->addr);
+			continue;
+		}
+		if (line_buf[0] == 'A') {
+			char *p = line_buf + 2;
+			int err = strtol(p, &p, 10);
+			if (*p == ' ')
+				p++;
+			*rest = p;
+			return err;
+		}
+		die("unexpected answer line: %s", line_buf);
+	}
+	die("no answer");
+	return -1;
+}
+
 static ssize_t fake_write(const void *buf, size_t len)
 {
-	static char line[1 << 16];
 	static uint8_t out[1 << 14];
 	const uint8_t *b = buf;
 	uint32_t cmd;
@@ -560,35 +606,10 @@ static ssize_t fake_write(const void *buf, size_t len)
 	printf("\n");
 	fflush(stdout);
 
-	int err = -1, n = 0;
-	while (fgets(line, sizeof(line), in)) {
-		if (line[0] == 'W') {
-			if (n_regions >= 64)
-				die("too many regions");
-			struct region *r = &regions[n_regions++];
-			unsigned long long a, l;
-			if (sscanf(line, "W %31s %llx %llu", r->name, &a, &l) != 3)
-				die("bad W line: %s", line);
-			r->addr = (uint8_t *)(uintptr_t)a;
-			r->len = l;
-			r->last = NULL;
-			size_t nl = strlen(r->name);
-			if (nl > 3 && !strcmp(r->name + nl - 3, ".db"))
-				protect_dbrec(r->addr);
-			continue;
-		}
-		if (line[0] == 'A') {
-			char *p = line + 2;
-			err = strtol(p, &p, 10);
-			if (*p == ' ')
-				p++;
-			n = hexin(p, out, sizeof(out));
-			break;
-		}
-		die("unexpected answer line: %s", line);
-	}
-	if (err < 0)
-		die("no answer for command %u", cmd);
+	char *rest;
+	int err = answer(&rest), n = 0;
+	if (!err)
+		n = hexin(rest, out, sizeof(out));
 	if (err) {
 		errno = err;
 		return -1;
@@ -617,6 +638,8 @@ static ssize_t fake_write(const void *buf, size_t len)
 	}
 	if (!ex && num == IB_USER_VERBS_CMD_CREATE_CQ && n_cqs < 64)
 		memcpy(&cqs[n_cqs++].user_handle, b + 16, 8);
+	if (ex && num == IB_USER_VERBS_CMD_CREATE_CQ && n_cqs < 64)
+		memcpy(&cqs[n_cqs++].user_handle, b + 24, 8); // after the extended header
 	if (n && resp)
 		memcpy((void *)(uintptr_t)resp, out, n);
 	return len;
@@ -627,41 +650,6 @@ ssize_t write(int fd, const void *buf, size_t len)
 	if (fd >= 0 && fd == uverbs_fd)
 		return fake_write(buf, len);
 	return syscall(SYS_write, fd, buf, len);
-}
-
-/* ---------- fake sysfs ---------- */
-
-static void put(const char *root, const char *rel, const char *content)
-{
-	char path[4096];
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	for (char *p = path + strlen(root) + 1; *p; p++) {
-		if (*p == '/') {
-			*p = 0;
-			mkdir(path, 0755);
-			*p = '/';
-		}
-	}
-	FILE *f = fopen(path, "w");
-	if (!f)
-		die("create %s: %s", path, strerror(errno));
-	fputs(content, f);
-	fclose(f);
-}
-
-static void make_sysfs(const char *root)
-{
-	put(root, "class/infiniband_verbs/abi_version", "6\n");
-	put(root, "class/infiniband_verbs/uverbs0/ibdev", "mlx5_0\n");
-	put(root, "class/infiniband_verbs/uverbs0/dev", "1:3\n");
-	put(root, "class/infiniband_verbs/uverbs0/abi_version", "1\n");
-	put(root, "class/infiniband_verbs/uverbs0/device/modalias",
-	    "pci:v000015B3d0000101Bsv000015B3sd00000006bc02sc00i00\n");
-	put(root, "class/infiniband/mlx5_0/device/modalias",
-	    "pci:v000015B3d0000101Bsv000015B3sd00000006bc02sc00i00\n");
-	put(root, "class/infiniband/mlx5_0/node_type", "1: CA\n");
-	put(root, "class/infiniband/mlx5_0/node_guid", "0002:c903:00a1:b2c3\n");
-	put(root, "class/infiniband/mlx5_0/fw_ver", "20.0.0\n");
 }
 
 /* ---------- scenario interpreter ---------- */
@@ -740,6 +728,8 @@ static void modify_rts(struct ibv_qp *q, char *res, size_t cap)
 					  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 	snprintf(res, cap, "\"init\":%d,\"rtr\":%d,\"rts\":%d", r1, r2, r3);
 }
+
+static int cur_step; // the step being run (a "cqe" step's query names it)
 
 static int run_step(char *line, char *res, size_t cap)
 {
@@ -877,16 +867,23 @@ static int run_step(char *line, char *res, size_t cap)
 		return r ? -1 : 0;
 	}
 	if (!strcmp(op, "cqe")) {
-		int id = num(&s), slot = num(&s);
-		char name[32];
-		snprintf(name, sizeof(name), "cq%d", id);
+		// What the device writes: the Go side places it ("D <region> <offset> <hex>"),
+		// from what its fake kernel learned (the driver's CQE format, handles).
+		static uint8_t b[4096];
+		char name[32], *rest;
+		unsigned long off;
+		int pos;
+		printf("P %d\n", cur_step);
+		fflush(stdout);
+		if (answer(&rest))
+			die("no cqe for step %d", cur_step);
+		if (sscanf(rest, "%31s %lu %n", name, &off, &pos) != 2)
+			die("bad cqe answer %s", rest);
 		struct region *r = region_by_name(name);
-		uint8_t b[64];
-		if (hexin(tok(&s), b, 64) != 64)
-			die("cqe needs 64 bytes");
-		if ((size_t)(slot + 1) * 64 > r->len)
-			die("cqe slot %d outside cq%d", slot, id);
-		memcpy(r->addr + slot * 64, b, 64);
+		int n = hexin(rest + pos, b, sizeof(b));
+		if (off + n > r->len)
+			die("cqe of %d bytes at %lu outside %s", n, off, name);
+		memcpy(r->addr + off, b, n);
 		return 0;
 	}
 	if (!strcmp(op, "query_device_ex")) {
@@ -912,6 +909,7 @@ static int run_step(char *line, char *res, size_t cap)
 			snprintf(res, cap, "\"cqe\":%d", cq[id]->cqe);
 		return cq[id] ? 0 : -1;
 	}
+#ifdef ORACLE_MLX5
 	if (!strcmp(op, "poll_ts")) {
 		// The extended poll API: each completion's raw timestamp, and that timestamp
 		// converted with the clock_info page by mlx5dv_ts_to_ns.
@@ -950,6 +948,7 @@ static int run_step(char *line, char *res, size_t cap)
 		snprintf(res + o, cap - o, "],\"n\":%d,\"clock_err\":%d", k, cr);
 		return 0;
 	}
+#endif
 	if (!strcmp(op, "poll")) {
 		int id = num(&s), n = num(&s);
 		struct ibv_wc wc[64];
@@ -1029,6 +1028,7 @@ static int run_step(char *line, char *res, size_t cap)
 	return -1;
 }
 
+#ifdef ORACLE_MLX5
 // ts_to_ns_vectors: stdin holds records of seven little-endian u64 (nsec, last_cycles,
 // frac, mult, shift, mask, device timestamp); for each, stdout gets mlx5dv_ts_to_ns's
 // result as a little-endian u64.
@@ -1051,6 +1051,7 @@ static int ts_to_ns_vectors(void)
 	fflush(stdout);
 	return 0;
 }
+#endif
 
 int main(int argc, char **argv)
 {
@@ -1059,19 +1060,17 @@ int main(int argc, char **argv)
 	int n = 0;
 	size_t used = 0;
 
+#ifdef ORACLE_MLX5
 	if (argc == 2 && !strcmp(argv[1], "--ts-to-ns"))
 		return ts_to_ns_vectors();
+#endif
 	if (argc != 2)
 		die("usage: harness SYSFS_DIR < script");
 	setvbuf(stdout, NULL, _IOFBF, 1 << 16);
 	in = stdin;
-	make_sysfs(argv[1]);
-	setenv("SYSFS_PATH", argv[1], 1);
+	setenv("SYSFS_PATH", argv[1], 1); // the Go side wrote the fake sysfs there
 	if (getenv("ORACLE_PAGE_SIZE"))
 		page_size = strtol(getenv("ORACLE_PAGE_SIZE"), NULL, 0);
-	unsetenv("MLX5_SHUT_UP_BF");
-	unsetenv("MLX5_TOTAL_UUARS");
-	unsetenv("MLX5_NUM_LOW_LAT_UUARS");
 
 	while (used < sizeof(script) - 4096 && fgets(script + used, sizeof(script) - used, in)) {
 		if (!strcmp(script + used, "end\n"))
@@ -1093,6 +1092,7 @@ int main(int argc, char **argv)
 #endif
 	printf("E {\"ev\":\"start\",\"single_step\":%d}\n", HAVE_STEP);
 	for (int i = 0; i < n; i++) {
+		cur_step = i;
 		int r = run_step(lines[i], res, sizeof(res));
 		int e = r ? errno : 0;
 		emit_stores();
