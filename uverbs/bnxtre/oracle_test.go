@@ -30,6 +30,9 @@ func TestOracleScenarios(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	if testing.Short() {
+		names = []string{"thor"} // make check: the default device; make unit runs every set
+	}
 	for _, set := range names {
 		for _, sc := range bnxtreoracle.Scenarios(set, sets[set]) {
 			t.Run(sc.Name, func(t *testing.T) {

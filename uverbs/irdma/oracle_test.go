@@ -32,6 +32,9 @@ func TestOracleScenarios(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	if testing.Short() {
+		names = []string{"e810"} // make check: the default device; make unit runs every set
+	}
 	for _, set := range names {
 		for _, sc := range irdmaoracle.Scenarios(set, sets[set]) {
 			t.Run(sc.Name, func(t *testing.T) {
