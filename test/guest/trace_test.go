@@ -132,7 +132,7 @@ func TestTraceText(t *testing.T) {
 			}
 		}
 		// The path diagnostics.
-		mustHave(t, side.who, s, "gorping: path: "+side.role+" rxe0 port 1", "netdev", "GID index", "RoCEv2")
+		mustHave(t, side.who, s, "gorping: path: "+side.role+" rxe0 port 1", "netdev", "GID index", "(RoCE v2)")
 		mustHave(t, side.who, s, "gorping: path: MTU: path ", "port active ", "netdev ")
 		mustHave(t, side.who, s, "gorping: counters moved on rxe0 port 1:", "sent_pkts +")
 	}
