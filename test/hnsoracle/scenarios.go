@@ -151,16 +151,16 @@ var stdCaps = oracle.Caps{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSG
 
 // ParamSets are the engines every scenario runs on: a HIP08 with record doorbells, one
 // without (receive and consumer-index doorbells), a HIP09 (64-byte CQEs, no reserved
-// receive SGE, the owner-bit barrier), and the HIP08 at 64 KiB pages.
+// receive SGE, the owner-bit barrier), the HIP09 at 16 KiB pages and the HIP08 at 64 KiB.
 func ParamSets() map[string]Params {
 	h8 := DefaultParams()
 	nodb := h8
 	nodb.QPCaps, nodb.CQCaps = 0, 0
 	h9 := h8
 	h9.HwVer, h9.CQESize, h9.QPCaps = 0x130, 64, 3|4
-	k64 := h8
-	k64.PageSize = 64 << 10
-	return map[string]Params{"hip08": h8, "hip08-nodb": nodb, "hip09": h9, "hip08@64k": k64}
+	k16, k64 := h9, h8
+	k16.PageSize, k64.PageSize = 16<<10, 64<<10
+	return map[string]Params{"hip08": h8, "hip08-nodb": nodb, "hip09": h9, "hip09@16k": k16, "hip08@64k": k64}
 }
 
 // Scenarios returns every scenario on p, named "<set>/<name>"; on a set with larger pages
