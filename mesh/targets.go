@@ -79,6 +79,13 @@ func parseTarget(s string, defaultPort uint16) (target, error) {
 		}
 		host, port = h, pp
 	}
+	// "192.0.2.1." is the address, not a name: the trailing dot a name may carry would
+	// otherwise turn it into one that skips the address checks.
+	if h := strings.TrimSuffix(host, "."); h != host {
+		if _, err := netip.ParseAddr(h); err == nil {
+			host = h
+		}
+	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Zone() != "" {
 			return target{}, fmt.Errorf("target %s: zoned addresses are not supported", quote(s))
