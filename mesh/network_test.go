@@ -641,8 +641,12 @@ func TestShutdownAnswersProbes(t *testing.T) {
 		code, body, err := ta.Get("/probe?target=192.0.2.1")
 		got <- answer{code, body, err}
 	}()
-	meshtest.WaitFor(t, 10*time.Second, "the probe's dial", func() (bool, string) {
-		return fn.dialCount("192.0.2.1:7174") >= 1, ""
+	// The probe holds its slot and its dial hangs. The dial alone is not enough: the
+	// agent's own loop dials the same target, and cancelling before the request reached
+	// the agent gave a reset, not a 503.
+	meshtest.WaitFor(t, 10*time.Second, "the probe's slot and dial", func() (bool, string) {
+		n, slots := fn.dialCount("192.0.2.1:7174"), len(ta.a.probeSlots)
+		return n >= 1 && slots == 1, fmt.Sprintf("%d dials, %d probe slots held", n, slots)
 	})
 	ta.cancel()
 	a := <-got
