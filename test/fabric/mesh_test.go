@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,20 +24,29 @@ import (
 // from 127.0.0.1 (vm.Host.Forwards), the only way the host reaches a guest.
 const meshPort = 10174
 
-// meshTargets is every agent's targets file: all three hosts (an agent skips
-// itself) and a stock rping -s -P on h3.
-const meshTargets = `# the mesh: every host (an agent skips its own address on its own port)
+// meshTargets is h's agent's targets file: all three hosts (an agent skips
+// itself) and h's own stock rping -s -P on h3.
+func meshTargets(h *vm.Host) string {
+	return fmt.Sprintf(`# the mesh: every host (an agent skips its own address on its own port)
 10.0.3.1
 10.0.3.2
 10.0.3.3
-10.0.3.3:7300   # stock rping -s -P -p 7300 on h3
-`
+10.0.3.3:%d   # stock rping -s -P on h3, for this agent alone
+`, stockPort(h))
+}
+
+// stockPort is the port of h's agent's stock rping -s -P on h3: 7301 for h1,
+// 7302 for h2, 7303 for h3. One server per agent because stock rping before
+// v44.9 (bookworm's 44.0) loses connection requests that arrive together at
+// one -P server and then dies (rping.md §6.2 and §6.4), and agents that
+// reconnect after h3's reboot do arrive together.
+func stockPort(h *vm.Host) int { return 7300 + int(h.Name[1]-'0') }
 
 // startMesh starts h's agent on its targets file, one ping per 0.5 s.
 func startMesh(t *testing.T, h *vm.Host) *rproc {
 	t.Helper()
 	call(t, 30*time.Second, func(ctx context.Context) error {
-		return h.Agent.WriteFile(ctx, "/root/targets", []byte(meshTargets), 0o644)
+		return h.Agent.WriteFile(ctx, "/root/targets", []byte(meshTargets(h)), 0o644)
 	})
 	a := start(t, h, gorping, "mesh", "--web.listen-address", fmt.Sprintf("0.0.0.0:%d", meshPort), "--targets", "/root/targets",
 		"--interval", "0.5", "--log.format", "json")
@@ -44,12 +54,13 @@ func startMesh(t *testing.T, h *vm.Host) *rproc {
 	return a
 }
 
-// startStockResponder starts rping -s -P on h3's port 7300.
-func startStockResponder(t *testing.T, h3 *vm.Host) *rproc {
+// startStockResponders starts on h3 the stock rping -s -P of each agent.
+func startStockResponders(t *testing.T, h3 *vm.Host, agents []*vm.Host) {
 	t.Helper()
-	s := start(t, h3, stock, "-s", "-P", "-a", h3.IPv4, "-p", "7300")
-	waitListening(t, s, addrPort(h3.IPv4, 7300), time.Minute)
-	return s
+	for _, h := range agents {
+		s := start(t, h3, stock, "-s", "-P", "-a", h3.IPv4, "-p", strconv.Itoa(stockPort(h)))
+		waitListening(t, s, addrPort(h3.IPv4, stockPort(h)), time.Minute)
+	}
 }
 
 // count is a condition: the vector has one sample whose value is n.
@@ -78,7 +89,7 @@ func rules(t *testing.T) string {
 func TestMesh(t *testing.T) {
 	h1, h2, h3 := host(t, 1), host(t, 2), host(t, 3)
 	hosts := []*vm.Host{h1, h2, h3}
-	startStockResponder(t, h3)
+	startStockResponders(t, h3, hosts)
 	agents := map[*vm.Host]*rproc{}
 	for _, h := range hosts {
 		agents[h] = startMesh(t, h)
@@ -94,8 +105,8 @@ func TestMesh(t *testing.T) {
 		RuleFiles: []string{rules(t)}})
 
 	t.Run("AllPairsUp", func(t *testing.T) {
-		// h1 and h2 probe the other two hosts and the stock server; h3 probes h1,
-		// h2 and the stock server on itself.
+		// h1 and h2 probe the other two hosts and their stock server on h3; h3 probes
+		// h1, h2 and its stock server on itself.
 		prom.WaitFor(t, 3*time.Minute, `count(gorping_target_up{job=~"gorping-mesh-.*"} == 1)`, count(9))
 		prom.WaitFor(t, time.Minute, `count(histogram_count(rate(gorping_probe_rtt_seconds{job=~"gorping-mesh-.*"}[5s])) > 0)`, count(9))
 		prom.WaitFor(t, time.Minute, `count(gorping_target_path_info{device="rxe0",port="1"})`, count(9))
@@ -137,7 +148,7 @@ func TestMesh(t *testing.T) {
 		if err := h3.Boot(t.Context()); err != nil {
 			t.Fatalf("booting h3 again: %v", err)
 		}
-		startStockResponder(outer, h3)
+		startStockResponders(outer, h3, hosts)
 		agents[h3] = startMesh(outer, h3)
 		prom.WaitFor(t, 3*time.Minute, `count(gorping_target_up{job=~"gorping-mesh-.*"} == 1)`, count(9))
 	})
@@ -145,12 +156,12 @@ func TestMesh(t *testing.T) {
 	t.Run("TargetFileEdit", func(t *testing.T) {
 		keep := `{host="h1", target="10.0.3.2:7174"}`
 		conns := prom.WaitFor(t, time.Minute, `gorping_connections_total`+keep, promtest.NonEmpty)[0].Value
-		edited := strings.ReplaceAll(meshTargets, "10.0.3.3:7300", "# 10.0.3.3:7300 (removed)")
+		edited := strings.ReplaceAll(meshTargets(h1), "10.0.3.3:7301", "# 10.0.3.3:7301 (removed)")
 		call(t, 30*time.Second, func(ctx context.Context) error {
 			return h1.Agent.WriteFile(ctx, "/root/targets", []byte(edited), 0o644)
 		})
 		edit := time.Now()
-		prom.WaitFor(t, time.Minute, `count(gorping_target_up{host="h1", target="10.0.3.3:7300"})`, func(v promtest.Vector) bool { return len(v) == 0 })
+		prom.WaitFor(t, time.Minute, `count(gorping_target_up{host="h1", target="10.0.3.3:7301"})`, func(v promtest.Vector) bool { return len(v) == 0 })
 		// Twenty seconds after the edit, the kept target's series has every
 		// scrape of those seconds (one a second) and the same connection.
 		prom.WaitFor(t, time.Minute, fmt.Sprintf(`count_over_time(gorping_target_up%s[20s]) >= 19 and on () vector(time()) > %d`,
@@ -161,9 +172,9 @@ func TestMesh(t *testing.T) {
 		prom.WaitFor(t, time.Minute, `resets(gorping_probes_total`+keep+`[1m])`, count(0))
 		// And back: the target's series come again.
 		call(t, 30*time.Second, func(ctx context.Context) error {
-			return h1.Agent.WriteFile(ctx, "/root/targets", []byte(meshTargets), 0o644)
+			return h1.Agent.WriteFile(ctx, "/root/targets", []byte(meshTargets(h1)), 0o644)
 		})
-		prom.WaitFor(t, time.Minute, `gorping_target_up{host="h1", target="10.0.3.3:7300"}`, count(1))
+		prom.WaitFor(t, time.Minute, `gorping_target_up{host="h1", target="10.0.3.3:7301"}`, count(1))
 	})
 
 	t.Run("Probe", func(t *testing.T) {
