@@ -100,15 +100,15 @@ fuzz:
 FLAKY_COUNT  ?= 20
 FLAKY_ROUNDS ?= 3
 HOG          ?= 0
-FLAKY_HOST   := TestGlueDebugLines|TestPingLoopMLX5ModelTimestamps|TestStall|TestModelContextCloseReleasesObjects|TestClockSnapshot|TestProber
+FLAKY_HOST   := TestGlueDebugLines|TestPingLoopMLX5ModelTimestamps|TestStall|TestModelContextCloseReleasesObjects|TestClockSnapshot|TestProber|TestConformance|TestShutdownAnswersProbes|TestProbeDNSBounded
 FLAKY_GUESTS := TestLeaks|TestErrors|TestGuestPingLoopAllocatesNothing|TestGuestProbe
-FLAKY_FABRIC := TestCrossLinkFlap|TestCrossPartition|TestCrossOneWayServerFirst|TestCrossPeerPowerOff
+FLAKY_FABRIC := TestCrossLinkFlap|TestCrossPartition|TestCrossOneWayServerFirst|TestCrossPeerPowerOff|TestCrossPersistentTwoHosts|TestMesh$$
 .PHONY: flaky
 flaky: ## repeat the tests that raced before: host ones FLAKY_COUNT times with -race (HOG=N busy loops beside); FLAKY_GUEST=1 adds the guest and multi-host ones, FLAKY_ROUNDS times
 	@hog=""; for i in $$(seq 1 $(HOG)); do sh -c 'while :; do :; done' & hog="$$hog $$!"; done; \
 	trap 'kill $$hog 2>/dev/null' EXIT INT TERM; \
 	echo "flaky: host tests x$(FLAKY_COUNT) -race, $(HOG) busy loops beside"; \
-	$(GO) test -race -count=$(FLAKY_COUNT) $(TEST_TAGS) -run '$(FLAKY_HOST)' ./rping ./uverbs/mlx5 ./test/mlx5model || exit 1; \
+	$(GO) test -race -count=$(FLAKY_COUNT) $(TEST_TAGS) -run '$(FLAKY_HOST)' ./rping ./uverbs/mlx5 ./uverbs/hns ./mesh ./test/mlx5model || exit 1; \
 	if [ "$(FLAKY_GUEST)" = 1 ]; then for r in $$(seq 1 $(FLAKY_ROUNDS)); do \
 		echo "flaky: guest and multi-host round $$r of $(FLAKY_ROUNDS) ($(SUITE)/$(ARCH))"; \
 		$(MAKE) --no-print-directory guest PKGS=./test/guest RUN='$(FLAKY_GUESTS)' || exit 1; \
