@@ -156,12 +156,13 @@ func TestMesh(t *testing.T) {
 	t.Run("TargetFileEdit", func(t *testing.T) {
 		keep := `{host="h1", target="10.0.3.2:7174"}`
 		conns := prom.WaitFor(t, time.Minute, `gorping_connections_total`+keep, promtest.NonEmpty)[0].Value
-		edited := strings.ReplaceAll(meshTargets(h1), "10.0.3.3:7301", "# 10.0.3.3:7301 (removed)")
+		removed := addrPort(h3.IPv4, stockPort(h1))
+		edited := strings.ReplaceAll(meshTargets(h1), removed, "# "+removed+" (removed)")
 		call(t, 30*time.Second, func(ctx context.Context) error {
 			return h1.Agent.WriteFile(ctx, "/root/targets", []byte(edited), 0o644)
 		})
 		edit := time.Now()
-		prom.WaitFor(t, time.Minute, `count(gorping_target_up{host="h1", target="10.0.3.3:7301"})`, func(v promtest.Vector) bool { return len(v) == 0 })
+		prom.WaitFor(t, time.Minute, `count(gorping_target_up{host="h1", target="`+removed+`"})`, func(v promtest.Vector) bool { return len(v) == 0 })
 		// Twenty seconds after the edit, the kept target's series has every
 		// scrape of those seconds (one a second) and the same connection.
 		prom.WaitFor(t, time.Minute, fmt.Sprintf(`count_over_time(gorping_target_up%s[20s]) >= 19 and on () vector(time()) > %d`,
@@ -174,7 +175,7 @@ func TestMesh(t *testing.T) {
 		call(t, 30*time.Second, func(ctx context.Context) error {
 			return h1.Agent.WriteFile(ctx, "/root/targets", []byte(meshTargets(h1)), 0o644)
 		})
-		prom.WaitFor(t, time.Minute, `gorping_target_up{host="h1", target="10.0.3.3:7301"}`, count(1))
+		prom.WaitFor(t, time.Minute, `gorping_target_up{host="h1", target="`+removed+`"}`, count(1))
 	})
 
 	t.Run("Probe", func(t *testing.T) {
