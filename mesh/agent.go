@@ -48,6 +48,7 @@ type Agent struct {
 	stopProbes context.CancelFunc
 	targetKeys atomic.Pointer[map[string]bool] // the current targets' keys (isTarget)
 	responding atomic.Bool                     // the responder listens (/-/ready)
+	self       atomic.Pointer[selfDesc]        // this agent's description (/agent)
 }
 
 // deps are the agent's seams to the world, replaced by host tests.
@@ -58,6 +59,7 @@ type deps struct {
 	hup      <-chan os.Signal           // nil: the process's SIGHUP
 	local    func() map[netip.Addr]bool // this host's addresses; nil: the interfaces'
 	limits   *httpLimits                // nil: defaultHTTPLimits
+	rails    *hostRails                 // where this agent's rails are read; nil: this host
 	// webConfigPoll is how often the web configuration is checked; 0: webConfigPoll.
 	webConfigPoll time.Duration
 }
@@ -132,6 +134,10 @@ func newAgent(cfg Config, d deps) (*Agent, error) {
 	if d.local == nil {
 		d.local = localAddrs
 	}
+	if d.rails == nil {
+		r := defaultHostRails()
+		d.rails = &r
+	}
 	probing, stopProbes := context.WithCancel(context.Background())
 	return &Agent{cfg: c, log: newLogger(c.Config, c.Log), m: newMetrics(c.Version), d: d,
 		probeSlots: make(chan struct{}, maxProbesInFlight), probing: probing, stopProbes: stopProbes}, nil
@@ -167,6 +173,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		closeAll()
 		return err
 	}
+	var railNotes []string
+	a.describeSelf(&railNotes) // before the listeners serve /agent
 	// Probers and the responder get their own context, ended only after the listener is
 	// told nothing: the last scrapes see the teardown.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -213,6 +221,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		hup = c
 	}
 	wg.Go(func() { a.watchSources(work, hup) })
+	wg.Go(func() { a.watchRails(work, railNotes) })
 	if cfg.WebConfigFile != "" {
 		every := d.webConfigPoll
 		if every == 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/gorping/gorping/mesh/pinglist"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -47,6 +49,9 @@ type Config struct {
 	BackoffMax     time.Duration // --backoff-max
 	Size           int           // --size
 	Source         string        // --source: the probes' source address; "": the route's
+
+	AgentName string // --agent-name: this agent's name in its description, pinglists and peers' labels; "": the host name
+	Group     string // --group: its pinglist group (a ToR, a rack, a switch plane)
 
 	ProbeAllow []string // --probe-allow: prefixes or addresses
 	ProbeAny   bool     // --probe-any
@@ -106,6 +111,11 @@ HTTP:
 	--web.config.file FILE	TLS and basic auth (Prometheus exporter-toolkit web configuration)
 	--probe-allow CIDRS	/probe may also probe addresses in these prefixes (comma-separated)
 	--probe-any		/probe may probe any target
+
+Agents (peers found by the address of their listener; docs/mesh.md):
+	--agent-name NAME	this agent's name in its description (/agent) and its peers' labels
+				(default: the host name)
+	--group NAME		its pinglist group: a ToR, a rack, a switch plane
 
 Logs:
 	--log.format logfmt|json	(default logfmt, on stderr; text is logfmt)
@@ -234,6 +244,8 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
 	one(&durationFlag{&cfg.BackoffMax}, "backoff-max")
 	one((*intFlag)(&cfg.Size), "size")
 	str(&cfg.Source, "source")
+	str(&cfg.AgentName, "agent-name")
+	str(&cfg.Group, "group")
 	fs.Var(&listFlag{l: &cfg.ProbeAllow}, "probe-allow", "")
 	one((*boolFlag)(&cfg.ProbeAny), "probe-any")
 	str(&cfg.LogFormat, "log.format")
@@ -525,6 +537,21 @@ func (cfg Config) check() (*agentConfig, error) {
 		if _, err := netip.ParseAddr(c.dnsName); err != nil && !validHostname(c.dnsName) {
 			return nil, usageErrorf("--targets-dns %s: not a host name", quote(cfg.TargetsDNS))
 		}
+	}
+	if c.AgentName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("--agent-name: no default: the host name: %w", err)
+		}
+		if pinglist.CheckHost(h) != nil {
+			return nil, usageErrorf("--agent-name: the host name %s cannot be an agent's name: give --agent-name", quote(h))
+		}
+		c.AgentName = h
+	} else if err := pinglist.CheckHost(c.AgentName); err != nil {
+		return nil, usageErrorf("--agent-name %s: %v", quote(c.AgentName), err)
+	}
+	if err := pinglist.CheckGroup(cfg.Group); err != nil {
+		return nil, usageErrorf("--group %s: %v", quote(cfg.Group), err)
 	}
 	if cfg.WebConfigFile != "" {
 		// Regular files only (exporter-toolkit would block on a FIFO at every request).

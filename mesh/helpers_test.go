@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/internal/hostenv"
 	"github.com/gorping/gorping/test/meshtest"
 )
 
@@ -51,6 +52,10 @@ func runAgent(t *testing.T, cfg Config, d deps, timeout time.Duration) *testAgen
 	ctx, cancel := context.WithCancel(context.Background())
 	ta := &testAgent{cancel: cancel, done: make(chan int, 1), logs: &meshtest.Buffer{}, hup: make(chan os.Signal, 1)}
 	d.hup = ta.hup
+	if d.rails == nil {
+		// This machine's RDMA ports must not matter.
+		d.rails = &hostRails{env: hostenv.NoRDMA(t.TempDir())}
+	}
 	cfg.Log = ta.logs
 	a, err := newAgent(cfg, d)
 	if err != nil {

@@ -717,7 +717,8 @@ func TestArgs(t *testing.T) {
 		t.Errorf("checkArgs: %+v %v", cfg, err)
 	}
 	for _, bad := range [][]string{{"--interval", "0"}, {"--jitter", "0.7"}, {"--size", "10"}, {"--port", "70000"},
-		{"--bind", "x"}, {"--log.format", "xml"}, {"--log.level", "loud"}, {"--peers", "a b"}, {"--probe-allow", "x"}} {
+		{"--bind", "x"}, {"--log.format", "xml"}, {"--log.level", "loud"}, {"--peers", "a b"}, {"--probe-allow", "x"},
+		{"--agent-name", "a b"}, {"--group", "tor#1"}} {
 		if _, err := checkArgs(bad); err == nil {
 			t.Errorf("checkArgs(%q) accepted", bad)
 		}

@@ -35,6 +35,7 @@ const (
 	groupProbing   = "Probing"
 	groupResponder = "Responder"
 	groupHTTP      = "HTTP"
+	groupAgents    = "Agents (peers found by the address of their listener)"
 	groupLogs      = "Logs (on stderr)"
 )
 
@@ -100,6 +101,13 @@ var meshOptions = []option{
 		help: "/probe may also probe addresses in these prefixes (comma-separated; repeated: they add up)",
 		man:  "By default **/probe** only probes targets the agent already has; this adds prefixes (comma-separated)."},
 	{long: "probe-any", group: groupHTTP, help: "/probe may probe any target"},
+
+	{long: "agent-name", arg: "name", group: groupAgents,
+		help: "this agent's name in its description (/agent) and its peers' labels (default: the host name)"},
+	{long: "group", arg: "name", group: groupAgents,
+		help: "this agent's pinglist group: a ToR, a rack, a switch plane",
+		man: "This agent's pinglist group (a ToR, a rack, a switch plane; in Kubernetes from a node\n" +
+			"label), published in its description."},
 
 	{long: "log.format", arg: "format", value: valueWords, words: []string{"logfmt", "json", "text"}, group: groupLogs,
 		help: "logfmt or json, Prometheus' log format (default logfmt; text is logfmt)"},
