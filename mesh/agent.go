@@ -173,6 +173,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		closeAll()
 		return err
 	}
+	a.m.agentInfo.WithLabelValues(cfg.AgentName, cfg.Group, cfg.Version).Set(1)
 	var railNotes []string
 	a.describeSelf(&railNotes) // before the listeners serve /agent
 	// Probers and the responder get their own context, ended only after the listener is

@@ -75,6 +75,7 @@ func (a *Agent) handler() (http.Handler, error) {
 		fmt.Fprintln(w, "Ready")
 	})
 	mux.HandleFunc("/probe", a.probeHandler)
+	mux.HandleFunc("/agent", a.agentHandler)
 	landing, err := web.NewLandingPage(web.LandingConfig{
 		Name:        "gorping mesh",
 		Description: "RDMA ping mesh agent: probes its peers over RC connections (rping protocol) and exports to Prometheus",
@@ -85,6 +86,7 @@ func (a *Agent) handler() (http.Handler, error) {
 			{Address: "/-/healthy", Text: "Health"},
 			{Address: "/-/ready", Text: "Readiness"},
 			{Address: "/probe?target=HOST:PORT&count=3", Text: "Probe a target once (blackbox style)"},
+			{Address: "/agent", Text: "This agent's description (its rails, for its peers)"},
 		},
 	})
 	if err != nil {
@@ -92,6 +94,25 @@ func (a *Agent) handler() (http.Handler, error) {
 	}
 	mux.Handle("/", landing)
 	return mux, nil
+}
+
+// agentHandler is /agent: this agent's description, the document its peers read to
+// learn its rails (agentdesc; docs/mesh.md). It is behind the listener's TLS and basic
+// auth like every path.
+func (a *Agent) agentHandler(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "/agent takes GET or HEAD", http.StatusMethodNotAllowed)
+		return
+	}
+	self := a.self.Load()
+	if self == nil {
+		http.Error(w, "this agent has not described itself yet", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(self.doc)))
+	w.Write(self.doc)
 }
 
 // slogPrinter adapts the agent's logger to promhttp's ErrorLog.

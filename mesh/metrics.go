@@ -47,6 +47,7 @@ type metrics struct {
 	responderStarts prometheus.Counter
 	probeRequests   *prometheus.CounterVec
 	slotDelay       prometheus.Histogram
+	agentInfo       *prometheus.GaugeVec
 }
 
 func newMetrics(version string) *metrics {
@@ -89,8 +90,11 @@ func newMetrics(version string) *metrics {
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help: "gorping's version and the Go version it was built with; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
+	m.agentInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "agent_info",
+		Help: "This agent's name, pinglist group and version, as its description (/agent) gives them; always 1."},
+		[]string{"name", "group", "version"})
 	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.targets, m.configErrors, m.badLines, m.ignored,
-		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build,
+		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build, m.agentInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{sourceFile, sourcePeers, sourceDNS} {
 		m.targets.WithLabelValues(s)

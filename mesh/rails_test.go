@@ -171,3 +171,33 @@ func TestDescribeSelfRefresh(t *testing.T) {
 		t.Errorf("the missing GID was logged %d times, want once:\n%s", n, logs)
 	}
 }
+
+func TestAgentEndpoint(t *testing.T) {
+	h := twoRails(t, 1)
+	ta := startAgent(t, deps{dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}, rails: &h.rails},
+		"--agent-name", "node1", "--group", "tor-a", "--port", "7174")
+	resp, err := ta.Client.Get(ta.URL("/agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "application/json" {
+		t.Fatalf("/agent: %d %q, want 200 application/json", resp.StatusCode, ct)
+	}
+	d, err := agentdesc.Decode(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Name != "node1" || d.Group != "tor-a" || d.GorpingVersion != "v0.0.0-test" || d.ResponderPort != 7174 || len(d.Rails) != 2 ||
+		d.Rails[0].Device != "rxe0" || d.Rails[0].Addresses[0].String() != "10.0.1.1/24" {
+		t.Errorf("/agent: %+v", d)
+	}
+	_, body, _ := ta.Get("/agent")
+	t.Logf("/agent: %s", body)
+	if r, err := ta.Client.Post(ta.URL("/agent"), "application/json", strings.NewReader("{}")); err != nil || r.StatusCode != 405 {
+		t.Errorf("POST /agent: %v %v, want 405", r, err)
+	} else {
+		r.Body.Close()
+	}
+	ta.wait(t, `gorping_agent_info{name="node1",group="tor-a",version="v0.0.0-test"}`, eq(1))
+}
