@@ -43,7 +43,7 @@ func newManager(ctx context.Context, s *probeSettings, m *metrics) *manager {
 func (mg *manager) reconcile(ctx context.Context, targets []target) {
 	want := make(map[string]target, len(targets))
 	for _, t := range targets {
-		want[t.Key()] = t
+		want[t.ID()] = t
 	}
 	mg.mu.Lock()
 	var stop []*running
@@ -55,13 +55,13 @@ func (mg *manager) reconcile(ctx context.Context, targets []target) {
 	}
 	var started []string
 	for _, t := range targets {
-		k := t.Key()
+		k := t.ID()
 		if _, ok := mg.running[k]; ok {
 			continue
 		}
 		mg.seed++
 		lctx, cancel := context.WithCancel(mg.ctx)
-		r := &running{t: t, tm: mg.m.forTarget(k), cancel: cancel, done: make(chan struct{})}
+		r := &running{t: t, tm: mg.m.forTarget(t), cancel: cancel, done: make(chan struct{})}
 		mg.running[k] = r
 		l := newTargetLoop(t, mg.s, r.tm, mg.seed)
 		go func() {
@@ -82,7 +82,7 @@ func (mg *manager) reconcile(ctx context.Context, targets []target) {
 			return
 		}
 		r.tm.remove()
-		removed = append(removed, r.t.Key())
+		removed = append(removed, r.t.ID())
 	}
 	slices.Sort(removed)
 	logTargets(mg.s.log, "target removed", removed)

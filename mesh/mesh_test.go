@@ -162,7 +162,9 @@ type fakeNet struct {
 	behavior map[netip.AddrPort]behavior
 	dials    map[netip.AddrPort]int
 	open     int
-	gate     chan struct{} // if set, Close waits for it
+	gate     chan struct{}                      // if set, Close waits for it
+	sources  map[netip.AddrPort][]netip.Addr    // if set, each dial's source address
+	device   func(src netip.Addr) (string, int) // if set, the device and port of a connection from src
 }
 
 type behavior struct {
@@ -206,10 +208,13 @@ func (f *fakeNet) openConns() int {
 	return f.open
 }
 
-func (f *fakeNet) dial(ctx context.Context, addr netip.AddrPort, _ io.Writer) (probeConn, error) {
+func (f *fakeNet) dial(ctx context.Context, src netip.Addr, addr netip.AddrPort, _ io.Writer) (probeConn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dials[addr]++
+	if f.sources != nil {
+		f.sources[addr] = append(f.sources[addr], src)
+	}
 	b, ok := f.behavior[addr]
 	if b.hang {
 		f.mu.Unlock()
@@ -224,7 +229,10 @@ func (f *fakeNet) dial(ctx context.Context, addr netip.AddrPort, _ io.Writer) (p
 		return nil, &rping.ProbeError{Reason: b.dialErr, Err: errors.New("fake")}
 	}
 	f.open++
-	c := &fakeConn{f: f, b: b, done: make(chan struct{})}
+	c := &fakeConn{f: f, b: b, done: make(chan struct{}), dev: "mlx5_0", port: 1}
+	if f.device != nil {
+		c.dev, c.port = f.device(src)
+	}
 	if b.dieAfter > 0 {
 		c.timer = time.AfterFunc(b.dieAfter, func() { c.kill() })
 	}
@@ -240,6 +248,8 @@ type fakeConn struct {
 	closed bool
 	timer  *time.Timer
 	err    error
+	dev    string
+	port   int
 }
 
 func (c *fakeConn) kill() { c.once.Do(func() { close(c.done) }) }
@@ -263,8 +273,8 @@ func (c *fakeConn) Ping(time.Duration) (time.Duration, error) {
 }
 
 func (c *fakeConn) Done() <-chan struct{} { return c.done }
-func (c *fakeConn) Device() string        { return "mlx5_0" }
-func (c *fakeConn) Port() int             { return 1 }
+func (c *fakeConn) Device() string        { return c.dev }
+func (c *fakeConn) Port() int             { return c.port }
 
 func (c *fakeConn) Close() error {
 	if c.timer != nil {

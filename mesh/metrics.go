@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,21 +53,24 @@ type metrics struct {
 
 func newMetrics(version string) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
-	tl := []string{"target"}
+	// Every per-target series has target, and device, port (the local rail) and peer
+	// (the peer agent) for the rail targets; those are empty, so absent in Prometheus,
+	// for direct targets.
+	tl := []string{"target", "device", "port", "peer"}
 	m.rtt = prometheus.NewHistogramVec(rttHistogramOpts(
 		"Round-trip time of successful rping pings to the target (both adverts, the RDMA READ and WRITE, both go-aheads)."), tl)
 	m.probes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probes_total",
 		Help: "Probe slots of the target, one per interval; each either succeeds (an RTT) or fails (a reason)."}, tl)
 	m.failures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "probe_failures_total",
 		Help: "Probe slots of the target that failed, by reason (a completion status name, connect_refused, timeout, ...)."},
-		[]string{"target", "reason"})
+		[]string{"target", "device", "port", "peer", "reason"})
 	m.up = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_up",
 		Help: "1 if the target's last probe succeeded, else 0."}, tl)
 	m.connections = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "connections_total",
 		Help: "RC connections established to the target (the first and every re-establishment)."}, tl)
 	m.path = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_path_info",
 		Help: "The local RDMA device and port of the target's latest connection (labels as node_exporter's infiniband collector); always 1."},
-		[]string{"target", "device", "port"})
+		tl)
 	m.targets = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "targets",
 		Help: "Targets probed, by the source that names them (file, peers, dns)."}, []string{"source"})
 	m.configErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "target_config_errors_total",
@@ -109,6 +113,7 @@ func newMetrics(version string) *metrics {
 // allocates nothing.
 type targetMetrics struct {
 	m           *metrics
+	labels      []string // target, device, port, peer
 	key         string
 	rtt         prometheus.Observer
 	probes      prometheus.Counter
@@ -119,9 +124,14 @@ type targetMetrics struct {
 	port        string
 }
 
-func (m *metrics) forTarget(key string) *targetMetrics {
-	tm := &targetMetrics{m: m, key: key, rtt: m.rtt.WithLabelValues(key), probes: m.probes.WithLabelValues(key),
-		up: m.up.WithLabelValues(key), connections: m.connections.WithLabelValues(key),
+func (m *metrics) forTarget(t target) *targetMetrics {
+	port := ""
+	if t.Device != "" {
+		port = strconv.Itoa(t.DevPort)
+	}
+	l := []string{t.Key(), t.Device, port, t.Peer}
+	tm := &targetMetrics{m: m, labels: l, key: l[0], rtt: m.rtt.WithLabelValues(l...), probes: m.probes.WithLabelValues(l...),
+		up: m.up.WithLabelValues(l...), connections: m.connections.WithLabelValues(l...),
 		failures: map[string]prometheus.Counter{}}
 	tm.up.Set(0)
 	return tm
@@ -139,7 +149,7 @@ func (tm *targetMetrics) failure(reason string) { tm.failed(reason, 1) }
 func (tm *targetMetrics) failed(reason string, n int) {
 	c, ok := tm.failures[reason]
 	if !ok {
-		c = tm.m.failures.WithLabelValues(tm.key, reason)
+		c = tm.m.failures.WithLabelValues(tm.labels[0], tm.labels[1], tm.labels[2], tm.labels[3], reason)
 		tm.failures[reason] = c
 	}
 	tm.probes.Add(float64(n))
@@ -154,10 +164,10 @@ func (tm *targetMetrics) connected(device, port string) {
 		return
 	}
 	if tm.device != "" {
-		tm.m.path.DeleteLabelValues(tm.key, tm.device, tm.port)
+		tm.m.path.DeleteLabelValues(tm.key, tm.device, tm.port, tm.labels[3])
 	}
 	tm.device, tm.port = device, port
-	tm.m.path.WithLabelValues(tm.key, device, port).Set(1)
+	tm.m.path.WithLabelValues(tm.key, device, port, tm.labels[3]).Set(1)
 }
 
 // remove deletes every series of the target (it left the target list), each by its
@@ -165,14 +175,15 @@ func (tm *targetMetrics) connected(device, port string) {
 // n targets O(n²) (10,000 targets: minutes, holding the vectors' locks against scrapes).
 // The target's loop has ended: nothing records for it any more.
 func (tm *targetMetrics) remove() {
-	tm.m.rtt.DeleteLabelValues(tm.key)
-	tm.m.probes.DeleteLabelValues(tm.key)
-	tm.m.up.DeleteLabelValues(tm.key)
-	tm.m.connections.DeleteLabelValues(tm.key)
+	l := tm.labels
+	tm.m.rtt.DeleteLabelValues(l...)
+	tm.m.probes.DeleteLabelValues(l...)
+	tm.m.up.DeleteLabelValues(l...)
+	tm.m.connections.DeleteLabelValues(l...)
 	for reason := range tm.failures {
-		tm.m.failures.DeleteLabelValues(tm.key, reason)
+		tm.m.failures.DeleteLabelValues(l[0], l[1], l[2], l[3], reason)
 	}
 	if tm.device != "" {
-		tm.m.path.DeleteLabelValues(tm.key, tm.device, tm.port)
+		tm.m.path.DeleteLabelValues(tm.key, tm.device, tm.port, l[3])
 	}
 }

@@ -22,14 +22,18 @@ type probeConn interface {
 	Close() error
 }
 
-// dialFunc opens a probeConn to addr. ctx is the connection's life; the dial is bounded by the
-// dialer itself. log receives rping's lines about the connection. Errors carry a reason
-// as *rping.ProbeError.
-type dialFunc func(ctx context.Context, addr netip.AddrPort, log io.Writer) (probeConn, error)
+// dialFunc opens a probeConn to addr from src (zero: the dialer's default, --source or
+// the route's). ctx is the connection's life; the dial is bounded by the dialer itself.
+// log receives rping's lines about the connection. Errors carry a reason as
+// *rping.ProbeError.
+type dialFunc func(ctx context.Context, src netip.Addr, addr netip.AddrPort, log io.Writer) (probeConn, error)
 
-// rpingDialer dials with rping.DialProbe.
-func rpingDialer(src netip.Addr, size int, connectTimeout time.Duration) dialFunc {
-	return func(ctx context.Context, addr netip.AddrPort, log io.Writer) (probeConn, error) {
+// rpingDialer dials with rping.DialProbe; defaultSrc is --source.
+func rpingDialer(defaultSrc netip.Addr, size int, connectTimeout time.Duration) dialFunc {
+	return func(ctx context.Context, src netip.Addr, addr netip.AddrPort, log io.Writer) (probeConn, error) {
+		if !src.IsValid() {
+			src = defaultSrc
+		}
 		p, err := rping.DialProbe(ctx, rping.ProbeConfig{Target: addr, Source: src, Size: size,
 			ConnectTimeout: connectTimeout, Log: log})
 		if err != nil {
@@ -86,11 +90,16 @@ type targetLoop struct {
 	lastReason string    // why the target is down ("" while it is up)
 	pending    string    // the connection died between slots: the next slot fails with this
 	timer      *time.Timer
+	warnedPath bool // a rail target's connection left by another device: logged
 }
 
 func newTargetLoop(t target, s *probeSettings, tm *targetMetrics, seed uint64) *targetLoop {
 	rnd := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
-	return &targetLoop{t: t, s: s, tm: tm, rnd: rnd, log: s.log.With("target", t.Key()),
+	log := s.log.With("target", t.Key())
+	if t.Device != "" {
+		log = log.With("device", t.Device, "port", t.DevPort, "peer", t.Peer)
+	}
+	return &targetLoop{t: t, s: s, tm: tm, rnd: rnd, log: log,
 		bo: backoff{base: s.interval, max: max(s.backoffMax, s.interval), rnd: rnd}}
 }
 
@@ -193,7 +202,7 @@ func (l *targetLoop) dial(ctx context.Context) string {
 	cancel()
 	var conn probeConn
 	if err == nil {
-		conn, err = l.s.dial(ctx, netip.AddrPortFrom(addr, l.t.Port), lineLog{l.log})
+		conn, err = l.s.dial(ctx, l.t.Src, netip.AddrPortFrom(addr, l.t.Port), lineLog{l.log})
 		if err != nil && ctx.Err() != nil {
 			return rping.ReasonCanceled
 		}
@@ -209,6 +218,13 @@ func (l *targetLoop) dial(ctx context.Context) string {
 	l.bo.reset()
 	l.conn = conn
 	l.tm.connected(conn.Device(), strconv.Itoa(conn.Port()))
+	if l.t.Device != "" && (conn.Device() != l.t.Device || conn.Port() != l.t.DevPort) && !l.warnedPath {
+		// The source address picks the device; another one means the host's addresses
+		// and its description disagree (an address moved since it was described).
+		l.warnedPath = true
+		l.log.Warn("a rail target's connection left by another device than its rail", "rail", l.t.Device+"/"+strconv.Itoa(l.t.DevPort),
+			"device", conn.Device(), "port", conn.Port(), "source", l.t.Src)
+	}
 	l.log.Debug("connected", "address", addr, "device", conn.Device(), "port", conn.Port())
 	return ""
 }

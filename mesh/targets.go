@@ -16,7 +16,15 @@ import (
 type target struct {
 	Host   string // as given: "node1", "192.0.2.1", "2001:db8::1" (no brackets)
 	Port   uint16
-	Source string // where it came from: sourceFile, sourcePeers, sourceDNS
+	Source string // where it came from: sourceFile, sourcePeers, sourceDNS, sourceRails
+
+	// A rail target (sourceRails, from a peer's description) is probed from the local
+	// rail Device/DevPort, leaving from its address Src; Peer is the peer agent's name.
+	// Direct targets have none of these: the route picks the device.
+	Src     netip.Addr
+	Device  string
+	DevPort int
+	Peer    string
 }
 
 // Target sources, the values of the source label.
@@ -24,10 +32,20 @@ const (
 	sourceFile  = "file"
 	sourcePeers = "peers"
 	sourceDNS   = "dns"
+	sourceRails = "rails" // a peer agent's rail, paired with a local one (agentdesc.Pair)
 )
 
 // Key is the target's label value: host:port, IPv6 in brackets ("[2001:db8::1]:7174").
 func (t target) Key() string { return net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port))) }
+
+// ID tells the agent's targets apart: the key, and for a rail target also the local
+// rail and the peer (with --rails all, two local rails probe one peer address).
+func (t target) ID() string {
+	if t.Device == "" {
+		return t.Key()
+	}
+	return t.Key() + " " + t.Device + "/" + strconv.Itoa(t.DevPort) + " " + t.Peer
+}
 
 // Addr returns the target's address if its host is an address literal.
 func (t target) Addr() (netip.Addr, bool) {
