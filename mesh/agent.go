@@ -49,6 +49,14 @@ type Agent struct {
 	targetKeys atomic.Pointer[map[string]bool] // the current targets' keys (isTarget)
 	responding atomic.Bool                     // the responder listens (/-/ready)
 	self       atomic.Pointer[selfDesc]        // this agent's description (/agent)
+
+	rq          *reloadRequests
+	agentsHup   chan struct{}   // SIGHUP, for discovery (the agents file)
+	listenPorts map[uint16]bool // the listeners' ports: an agent address of this host on one is this agent
+	railMu      sync.Mutex
+	railGen     uint64   // generation of railList
+	railList    []target // discovery's rail targets, for the reloader
+	railDone    *railApplied
 }
 
 // deps are the agent's seams to the world, replaced by host tests.
@@ -140,7 +148,9 @@ func newAgent(cfg Config, d deps) (*Agent, error) {
 	}
 	probing, stopProbes := context.WithCancel(context.Background())
 	return &Agent{cfg: c, log: newLogger(c.Config, c.Log), m: newMetrics(c.Version), d: d,
-		probeSlots: make(chan struct{}, maxProbesInFlight), probing: probing, stopProbes: stopProbes}, nil
+		probeSlots: make(chan struct{}, maxProbesInFlight), probing: probing, stopProbes: stopProbes,
+		rq: &reloadRequests{kick: make(chan struct{}, 1)}, agentsHup: make(chan struct{}, 1),
+		listenPorts: map[uint16]bool{}, railDone: newRailApplied()}, nil
 }
 
 // Run runs the agent until ctx ends, then releases every connection and closes the
@@ -167,11 +177,21 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		lns = append(lns, netutil.LimitListener(ln, lim.maxConns))
 		addrs = append(addrs, ln.Addr().String())
+		if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil {
+			a.listenPorts[ap.Port()] = true
+		}
 	}
 	h, err := a.handler()
 	if err != nil {
 		closeAll()
 		return err
+	}
+	var dc *discovery
+	if cfg.discovers() {
+		if dc, err = newDiscovery(a); err != nil {
+			closeAll()
+			return err
+		}
 	}
 	a.m.agentInfo.WithLabelValues(cfg.AgentName, cfg.Group, cfg.Version).Set(1)
 	var railNotes []string
@@ -223,6 +243,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { a.watchSources(work, hup) })
 	wg.Go(func() { a.watchRails(work, railNotes) })
+	if dc != nil {
+		wg.Go(func() { dc.run(work, a.agentsHup) })
+	}
 	if cfg.WebConfigFile != "" {
 		every := d.webConfigPoll
 		if every == 0 {
@@ -270,7 +293,7 @@ func responderDesc(cfg *agentConfig) string {
 // reloads run in a goroutine of their own (reloader), so that whatever a reload waits
 // for (a file, DNS, stopping thousands of loops) never delays a signal.
 func (a *Agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
-	rq := &reloadRequests{kick: make(chan struct{}, 1)}
+	rq := a.rq
 	rq.ask(reloadFile | reloadForce | reloadDNS) // the first load
 	done := make(chan struct{})
 	go func() {
@@ -301,6 +324,10 @@ func (a *Agent) watchSources(ctx context.Context, hup <-chan os.Signal) {
 		case <-hup:
 			a.log.Info("SIGHUP: reloading the targets")
 			rq.ask(reloadFile | reloadForce | reloadDNS)
+			select {
+			case a.agentsHup <- struct{}{}:
+			default: // one is pending already
+			}
 		case <-fileTick:
 			rq.ask(reloadFile)
 		case <-dt.C:
@@ -315,6 +342,7 @@ const (
 	reloadFile = 1 << iota
 	reloadForce
 	reloadDNS
+	reloadRails // discovery has new rail targets
 )
 
 // reloadRequests merges the requests that arrive while a reload runs into the next one.
@@ -349,6 +377,7 @@ func (r *reloadRequests) take() int {
 func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 	checked := make(chan map[string]bool, 1)
 	checking, recheck := false, false
+	var railGen uint64 // the rail targets' generation in a.src.rails
 	for {
 		changed := false
 		select {
@@ -363,6 +392,10 @@ func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 				a.src.refreshDNS(ctx)
 				changed, recheck = true, true
 			}
+			if what&reloadRails != 0 {
+				a.src.rails, railGen = a.railTargetsNow()
+				changed = true
+			}
 		case res := <-checked:
 			checking = false
 			a.src.selfNames = res
@@ -374,6 +407,7 @@ func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 		l := a.src.targets()
 		a.targetKeys.Store(&l.keys)
 		a.mgr.reconcile(ctx, l.probe)
+		a.railDone.set(railGen)
 		if !checking && len(l.names) > 0 && (recheck || l.unchecked > 0) {
 			checking, recheck = true, false
 			names, local := l.names, a.d.local()
@@ -387,6 +421,9 @@ func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 		}
 	}
 }
+
+// listensOn reports whether one of the agent's listeners is on port.
+func (a *Agent) listensOn(port uint16) bool { return a.listenPorts[port] }
 
 // isTarget reports whether key is one of the agent's targets (for /probe).
 func (a *Agent) isTarget(key string) bool {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/gorping/gorping/mesh/agentdesc"
 	"github.com/gorping/gorping/mesh/pinglist"
 	"github.com/gorping/gorping/rping"
 )
@@ -50,8 +51,17 @@ type Config struct {
 	Size           int           // --size
 	Source         string        // --source: the probes' source address; "": the route's
 
-	AgentName string // --agent-name: this agent's name in its description, pinglists and peers' labels; "": the host name
-	Group     string // --group: its pinglist group (a ToR, a rack, a switch plane)
+	AgentName        string        // --agent-name: this agent's name in its description, pinglists and peers' labels; "": the host name
+	Group            string        // --group: its pinglist group (a ToR, a rack, a switch plane)
+	Agents           []string      // --agents: peer agents' listeners, host[:port] each
+	AgentsFile       string        // --agents-file: one host[:port] per line
+	AgentsDNS        string        // --agents-dns NAME[:PORT]
+	AgentsHTTPConfig string        // --agents.http-config: the HTTP client of /agent requests (Prometheus' http client config)
+	AgentsRefresh    time.Duration // --agents-refresh: how often every peer's /agent is read
+	AgentsKeep       time.Duration // --agents-keep: how long a peer that stops answering keeps its rails
+	Rails            string        // --rails same-subnet|all
+	MaxPeers         int           // --max-peers: pinglist budget (0: every known peer)
+	Rotate           time.Duration // --rotate: the pinglist epoch
 
 	ProbeAllow []string // --probe-allow: prefixes or addresses
 	ProbeAny   bool     // --probe-any
@@ -71,7 +81,8 @@ const defaultMaxTargets = 4096
 func DefaultConfig() Config {
 	return Config{Listen: []string{defaultListen}, Port: rping.DefaultPort, Bind: "::", TargetsReload: 2 * time.Second,
 		DNSRefresh: 30 * time.Second, MaxTargets: defaultMaxTargets, Interval: time.Second, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
-		BackoffMax: 30 * time.Second, Size: rping.DefaultSize, LogFormat: "logfmt", LogLevel: "info"}
+		BackoffMax: 30 * time.Second, Size: rping.DefaultSize, LogFormat: "logfmt", LogLevel: "info",
+		AgentsRefresh: 30 * time.Second, AgentsKeep: 5 * time.Minute, Rails: railsSameSubnet, Rotate: 5 * time.Minute}
 }
 
 // usage is `gorping mesh --help`.
@@ -116,13 +127,24 @@ Agents (peers found by the address of their listener; docs/mesh.md):
 	--agent-name NAME	this agent's name in its description (/agent) and its peers' labels
 				(default: the host name)
 	--group NAME		its pinglist group: a ToR, a rack, a switch plane
+	--agents a,b,c		peer agents by their listener's host[:port] (default port 10174);
+				each one's rails are read from its /agent and probed
+	--agents-file FILE	one agent host[:port] per line; re-read like --targets
+	--agents-dns NAME[:PORT]	every A/AAAA address of NAME is an agent (resolved every --dns-refresh)
+	--agents.http-config FILE	the client of /agent: scheme, tls_config, basic_auth, ... (YAML,
+				as in a Prometheus scrape config)
+	--agents-refresh DUR	how often every peer's /agent is read (default 30s)
+	--agents-keep DUR	a peer that stops answering keeps its rails this long (default 5m)
+	--rails same-subnet|all	which peer rails each local rail probes (default same-subnet)
+	--max-peers K		probe at most K peers, chosen by the pinglist (default 0: every peer)
+	--rotate DUR		the pinglist's epoch: its inter-group peers rotate (default 5m)
 
 Logs:
 	--log.format logfmt|json	(default logfmt, on stderr; text is logfmt)
 	--log.level LEVEL	debug, info, warn, error (default info)
 
-DUR is a Go duration (500ms, 2s, 1m) or seconds (0.5). --web.listen-address, --peers
-and --probe-allow may be repeated and add up (--peers a --peers b,c probes all three);
+DUR is a Go duration (500ms, 2s, 1m) or seconds (0.5). --web.listen-address, --peers,
+--agents and --probe-allow may be repeated and add up (--peers a --peers b,c probes all three);
 every other option is taken once, and an empty value is an error.
 `
 
@@ -246,6 +268,15 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
 	str(&cfg.Source, "source")
 	str(&cfg.AgentName, "agent-name")
 	str(&cfg.Group, "group")
+	fs.Var(&listFlag{l: &cfg.Agents}, "agents", "")
+	str(&cfg.AgentsFile, "agents-file")
+	str(&cfg.AgentsDNS, "agents-dns")
+	str(&cfg.AgentsHTTPConfig, "agents.http-config")
+	one(&durationFlag{&cfg.AgentsRefresh}, "agents-refresh")
+	one(&durationFlag{&cfg.AgentsKeep}, "agents-keep")
+	str(&cfg.Rails, "rails")
+	one((*intFlag)(&cfg.MaxPeers), "max-peers")
+	one(&durationFlag{&cfg.Rotate}, "rotate")
 	fs.Var(&listFlag{l: &cfg.ProbeAllow}, "probe-allow", "")
 	one((*boolFlag)(&cfg.ProbeAny), "probe-any")
 	str(&cfg.LogFormat, "log.format")
@@ -270,7 +301,7 @@ func (f *onceFlag) String() string {
 
 func (f *onceFlag) Set(s string) error {
 	if f.set {
-		return errors.New("given twice (only --web.listen-address, --peers and --probe-allow add up)")
+		return errors.New("given twice (only --web.listen-address, --peers, --agents and --probe-allow add up)")
 	}
 	if s == "" {
 		return errors.New("empty value")
@@ -423,6 +454,22 @@ func parseAllow(s string) (netip.Prefix, error) {
 	return pf.Masked(), nil
 }
 
+// parseDNSOption parses NAME[:PORT] (--targets-dns, --agents-dns).
+func parseDNSOption(opt, v string, defaultPort uint16) (string, uint16, error) {
+	name, port := v, defaultPort
+	if h, p, err := net.SplitHostPort(v); err == nil {
+		pp, perr := parsePort(p)
+		if perr != nil {
+			return "", 0, usageErrorf("%s %s: %v", opt, quote(v), perr)
+		}
+		name, port = h, pp
+	}
+	if _, err := netip.ParseAddr(name); err != nil && !validHostname(name) {
+		return "", 0, usageErrorf("%s %s: not a host name", opt, quote(v))
+	}
+	return name, port, nil
+}
+
 func checkMin(opt string, d, least time.Duration) error {
 	if d < least {
 		return usageErrorf("%s %s: want at least %s", opt, d, least)
@@ -440,6 +487,12 @@ type agentConfig struct {
 	probeAllow []netip.Prefix
 	dnsName    string
 	dnsPort    uint16
+
+	agents        []target
+	agentsDNSName string
+	agentsDNSPort uint16
+	agentsHTTP    agentsHTTP
+	railMode      agentdesc.Mode
 }
 
 // usageError is a Config that New refuses: a bad option (exit status 2).
@@ -526,17 +579,12 @@ func (cfg Config) check() (*agentConfig, error) {
 		return nil, usageError{err}
 	}
 	if cfg.TargetsDNS != "" {
-		c.dnsName, c.dnsPort = cfg.TargetsDNS, c.port
-		if h, p, err := net.SplitHostPort(cfg.TargetsDNS); err == nil {
-			port, perr := parsePort(p)
-			if perr != nil {
-				return nil, usageErrorf("--targets-dns %s: %v", cfg.TargetsDNS, perr)
-			}
-			c.dnsName, c.dnsPort = h, port
+		if c.dnsName, c.dnsPort, err = parseDNSOption("--targets-dns", cfg.TargetsDNS, c.port); err != nil {
+			return nil, err
 		}
-		if _, err := netip.ParseAddr(c.dnsName); err != nil && !validHostname(c.dnsName) {
-			return nil, usageErrorf("--targets-dns %s: not a host name", quote(cfg.TargetsDNS))
-		}
+	}
+	if err := c.checkAgents(); err != nil {
+		return nil, err
 	}
 	if c.AgentName == "" {
 		h, err := os.Hostname()

@@ -140,6 +140,7 @@ type sources struct {
 	fileErr     string // the last read error, "" after a good read
 	fileTargets []target
 	dnsTargets  []target
+	rails       []target        // discovery's rail targets (already paired: no self check)
 	skipped     map[string]bool // self targets already logged
 	selfNames   map[string]bool // by key: whether a name on the responder's port is this host
 	maxTargets  int
@@ -266,18 +267,18 @@ type targetList struct {
 func (s *sources) targets() targetList {
 	local := s.local()
 	seen := map[string]bool{}
-	count := map[string]int{sourceFile: 0, sourcePeers: 0, sourceDNS: 0}
+	count := map[string]int{sourceFile: 0, sourcePeers: 0, sourceDNS: 0, sourceRails: 0}
 	l := targetList{keys: map[string]bool{}}
 	over := 0 // targets beyond --max-targets
-	for _, list := range [][]target{s.fileTargets, s.peers, s.dnsTargets} {
+	for _, list := range [][]target{s.fileTargets, s.peers, s.dnsTargets, s.rails} {
 		for _, t := range list {
-			k := t.Key()
+			k := t.ID()
 			if seen[k] {
 				continue
 			}
 			seen[k] = true
 			self, known := false, true
-			if s.selfPort != 0 && t.Port == s.selfPort {
+			if s.selfPort != 0 && t.Port == s.selfPort && t.Source != sourceRails {
 				if a, ok := t.Addr(); ok {
 					self = local[a]
 				} else {
@@ -296,7 +297,7 @@ func (s *sources) targets() targetList {
 				over++
 				continue
 			}
-			l.keys[k] = true
+			l.keys[t.Key()] = true
 			if !known {
 				l.unchecked++
 				continue
@@ -310,7 +311,7 @@ func (s *sources) targets() targetList {
 	}
 	s.m.ignored.WithLabelValues("max_targets").Set(float64(over))
 	if all := len(l.probe) + l.unchecked + over; over > 0 && all != s.lastOver {
-		s.log.Error("more than --max-targets: probing the first ones (the file's in order, then --peers, then --targets-dns by address); raise --max-targets or shorten the list",
+		s.log.Error("more than --max-targets: probing the first ones (the file's in order, then --peers, then --targets-dns by address, then the rail targets); raise --max-targets or shorten the list",
 			"targets", all, "max_targets", s.maxTargets, "not_probed", over)
 	}
 	s.lastOver = 0
@@ -318,7 +319,7 @@ func (s *sources) targets() targetList {
 		s.lastOver = len(l.probe) + l.unchecked + over
 	}
 	if none := len(l.keys) == 0; none && !s.warnedEmpty {
-		s.log.Warn("no targets: this agent probes nothing (give --targets, --peers or --targets-dns; a list naming only this agent is empty too)")
+		s.log.Warn("no targets: this agent probes nothing (give --targets, --peers, --targets-dns or agents to find rails from; a list naming only this agent is empty too)")
 		s.warnedEmpty = true
 	} else if !none {
 		s.warnedEmpty = false

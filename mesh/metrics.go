@@ -49,6 +49,12 @@ type metrics struct {
 	probeRequests   *prometheus.CounterVec
 	slotDelay       prometheus.Histogram
 	agentInfo       *prometheus.GaugeVec
+	peerUp          *prometheus.GaugeVec
+	peerInfo        *prometheus.GaugeVec
+	fetches         prometheus.Counter
+	fetchFailures   *prometheus.CounterVec
+	agentsBadLines  prometheus.Gauge
+	railProblems    *prometheus.GaugeVec
 }
 
 func newMetrics(version string) *metrics {
@@ -72,7 +78,7 @@ func newMetrics(version string) *metrics {
 		Help: "The local RDMA device and port of the target's latest connection (labels as node_exporter's infiniband collector); always 1."},
 		tl)
 	m.targets = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "targets",
-		Help: "Targets probed, by the source that names them (file, peers, dns)."}, []string{"source"})
+		Help: "Targets probed, by the source that names them (file, peers, dns; rails: the peer agents' rails)."}, []string{"source"})
 	m.configErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "target_config_errors_total",
 		Help: "Problems with the target sources, once per change: a target file that cannot be read or is refused (read), a DNS name that does not resolve (resolve)."},
 		[]string{"source", "reason"})
@@ -97,16 +103,43 @@ func newMetrics(version string) *metrics {
 	m.agentInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "agent_info",
 		Help: "This agent's name, pinglist group and version, as its description (/agent) gives them; always 1."},
 		[]string{"name", "group", "version"})
+	m.peerUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "peer_up",
+		Help: "1 if the peer agent's /agent answered the last time it was read, else 0; by the peer's name (its address until it has answered once). A peer that stops answering keeps its rails for --agents-keep."},
+		[]string{"peer"})
+	m.peerInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "peer_info",
+		Help: "A known peer agent's group and version, from its description; always 1."}, []string{"peer", "group", "version"})
+	m.fetches = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "agent_fetches_total",
+		Help: "Reads of peer agents' /agent, answered or not."})
+	m.fetchFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "agent_fetch_failures_total",
+		Help: "Reads of a peer agent's /agent that failed, by reason (unreachable, timeout, unauthorized, http_status, bad_description)."},
+		[]string{"reason"})
+	m.agentsBadLines = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "agents_file_bad_lines",
+		Help: "Lines of the current --agents-file that do not parse (each logged once when the file changes)."})
+	m.railProblems = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "rail_problems",
+		Help: "Pairs of a local rail and a probed peer (or its rail) that cannot be probed, by reason (self, no_rail_in_subnet, gid_family, link_layer); each logged once."},
+		[]string{"reason"})
 	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.targets, m.configErrors, m.badLines, m.ignored,
 		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build, m.agentInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, s := range []string{sourceFile, sourcePeers, sourceDNS} {
+	for _, s := range []string{sourceFile, sourcePeers, sourceDNS, sourceRails} {
 		m.targets.WithLabelValues(s)
 	}
 	for _, o := range []string{"ok", "refused", "busy", "bad_request", "cancelled"} {
 		m.probeRequests.WithLabelValues(o)
 	}
 	return m
+}
+
+// registerDiscovery registers the discovery's series: only agents that discover peers
+// (--agents, --agents-file, --agents-dns) have them.
+func (m *metrics) registerDiscovery() {
+	for _, r := range fetchReasons {
+		m.fetchFailures.WithLabelValues(r)
+	}
+	for _, r := range railProblemReasons {
+		m.railProblems.WithLabelValues(r)
+	}
+	m.reg.MustRegister(m.peerUp, m.peerInfo, m.fetches, m.fetchFailures, m.agentsBadLines, m.railProblems)
 }
 
 // targetMetrics are one target's children, looked up once so that recording a probe

@@ -33,6 +33,10 @@ const (
 	sourcePeers = "peers"
 	sourceDNS   = "dns"
 	sourceRails = "rails" // a peer agent's rail, paired with a local one (agentdesc.Pair)
+
+	// Sources of agents (gorping_target_config_errors_total's source label).
+	sourceAgentsFile = "agents_file"
+	sourceAgentsDNS  = "agents_dns"
 )
 
 // Key is the target's label value: host:port, IPv6 in brackets ("[2001:db8::1]:7174").

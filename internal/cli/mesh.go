@@ -108,6 +108,42 @@ var meshOptions = []option{
 		help: "this agent's pinglist group: a ToR, a rack, a switch plane",
 		man: "This agent's pinglist group (a ToR, a rack, a switch plane; in Kubernetes from a node\n" +
 			"label), published in its description."},
+	{long: "agents", arg: "a,b,c", group: groupAgents,
+		help: "peer agents by their listener's host[:port] (default port 10174; repeated: they add up)",
+		man: "Peer agents by any address their listener answers on, **host[:port]** (default port\n" +
+			"10174; repeated: they add up). The agent reads each one's description (**/agent**)\n" +
+			"every **--agents-refresh** and probes its rails from the matching local rail\n" +
+			"(**--rails**). An address of this agent's own listener, or one answering with its name,\n" +
+			"is skipped."},
+	{long: "agents-file", arg: "file", value: valueFile, group: groupAgents,
+		help: "one agent host[:port] per line, # comments; re-read like --targets",
+		man: "One agent **host[:port]** per line, **#** comments; re-read when it changes (every\n" +
+			"**--targets-reload**) and on SIGHUP. Bad lines are logged once per change and counted\n" +
+			"(**gorping_agents_file_bad_lines**)."},
+	{long: "agents-dns", arg: "name[:port]", group: groupAgents,
+		help: "every A/AAAA address of NAME is an agent (resolved every --dns-refresh)"},
+	{long: "agents.http-config", arg: "file", value: valueFile, group: groupAgents,
+		help: "the HTTP client of /agent requests: scheme, tls_config, basic_auth, ... (Prometheus YAML)",
+		man: "The HTTP client of the **/agent** requests, as in a Prometheus scrape config: **scheme**\n" +
+			"(http or https) and Prometheus' HTTP client configuration (**tls_config**,\n" +
+			"**basic_auth**, **authorization**, **proxy_url**, ...); relative file names are relative\n" +
+			"to the file."},
+	{long: "agents-refresh", arg: "dur", group: groupAgents,
+		help: "how often every peer's /agent is read (default 30s, at least 100ms)"},
+	{long: "agents-keep", arg: "dur", group: groupAgents,
+		help: "a peer that stops answering keeps its rails this long (default 5m)",
+		man: "A peer agent that stops answering keeps its last known rails this long (default 5m):\n" +
+			"**gorping_peer_up** is 0 meanwhile, and a line is logged when it stops, answers again or\n" +
+			"is forgotten."},
+	{long: "rails", arg: "mode", value: valueWords, words: []string{"same-subnet", "all"}, group: groupAgents,
+		help: "same-subnet: each local rail probes the peer rails in its subnets (default); all: every peer rail"},
+	{long: "max-peers", arg: "k", group: groupAgents,
+		help: "probe at most K peer agents, chosen by the pinglist (default 0: every peer)",
+		man: "Probe at most *k* peer agents (each on its rails): every peer of this agent's group when\n" +
+			"they leave room, the rest from other groups, chosen by the same deterministic plan as\n" +
+			"**gorping mesh plan** over the known agents and this one."},
+	{long: "rotate", arg: "dur", group: groupAgents,
+		help: "the pinglist's epoch: its inter-group peers rotate (default 5m, at least 1s)"},
 
 	{long: "log.format", arg: "format", value: valueWords, words: []string{"logfmt", "json", "text"}, group: groupLogs,
 		help: "logfmt or json, Prometheus' log format (default logfmt; text is logfmt)"},

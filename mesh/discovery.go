@@ -1,0 +1,688 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/config"
+	"go.yaml.in/yaml/v2"
+
+	"github.com/gorping/gorping/mesh/agentdesc"
+	"github.com/gorping/gorping/mesh/pinglist"
+)
+
+// defaultAgentPort is a peer agent's default port: the listener's (defaultListen).
+const defaultAgentPort = 10174
+
+// Discovery's bounds: one /agent request takes at most agentFetchTimeout, and at most
+// agentFetchParallel run at once.
+const (
+	agentFetchTimeout  = 5 * time.Second
+	agentFetchParallel = 8
+	minAgentsRefresh   = 100 * time.Millisecond
+	minRotate          = time.Second
+	maxMaxPeers        = pinglist.MaxMembers
+)
+
+// --rails values.
+const (
+	railsSameSubnet = "same-subnet"
+	railsAll        = "all"
+)
+
+// Reasons of gorping_agent_fetch_failures_total.
+const (
+	fetchUnreachable   = "unreachable"     // no connection (refused, no route, TLS handshake)
+	fetchTimeout       = "timeout"         // no answer within agentFetchTimeout
+	fetchUnauthorized  = "unauthorized"    // 401 or 403: the credentials of --agents.http-config
+	fetchHTTPStatus    = "http_status"     // any other status than 200
+	fetchBadDescripton = "bad_description" // the answer is not a description this gorping reads
+)
+
+var fetchReasons = []string{fetchUnreachable, fetchTimeout, fetchUnauthorized, fetchHTTPStatus, fetchBadDescripton}
+
+// agentsHTTP is --agents.http-config: the scheme and Prometheus' HTTP client config.
+type agentsHTTP struct {
+	scheme string
+	client config.HTTPClientConfig
+}
+
+// maxHTTPConfigBytes bounds the --agents.http-config file.
+const maxHTTPConfigBytes = 1 << 20
+
+// loadAgentsHTTP reads --agents.http-config: a Prometheus HTTP client configuration
+// (tls_config, basic_auth, authorization, proxy_url, ...), as in a scrape config, with
+// the scrape config's `scheme` (http, the default, or https) beside it.
+func loadAgentsHTTP(path string) (agentsHTTP, error) {
+	h := agentsHTTP{scheme: "http", client: config.DefaultHTTPClientConfig}
+	if path == "" {
+		return h, nil
+	}
+	data, err := readRegularFile(path, maxHTTPConfigBytes)
+	if err != nil {
+		return h, err
+	}
+	var top map[string]any
+	if err := yaml.Unmarshal(data, &top); err != nil {
+		return h, fmt.Errorf("%s: %w", path, err)
+	}
+	if v, ok := top["scheme"]; ok {
+		s, _ := v.(string)
+		if s != "http" && s != "https" {
+			return h, fmt.Errorf("%s: scheme %v: want http or https", path, v)
+		}
+		h.scheme = s
+		delete(top, "scheme")
+	}
+	rest, err := yaml.Marshal(top)
+	if err != nil {
+		return h, fmt.Errorf("%s: %w", path, err)
+	}
+	c, err := config.LoadHTTPConfig(string(rest))
+	if err != nil {
+		return h, fmt.Errorf("%s: %w", path, err)
+	}
+	c.SetDirectory(filepath.Dir(path))
+	if err := c.Validate(); err != nil {
+		return h, fmt.Errorf("%s: %w", path, err)
+	}
+	h.client = *c
+	return h, nil
+}
+
+// checkAgents checks the discovery options.
+func (c *agentConfig) checkAgents() error {
+	cfg := c.Config
+	var err error
+	if len(cfg.Agents) > 0 {
+		if c.agents, err = parsePeers(strings.Join(cfg.Agents, ","), defaultAgentPort); err != nil {
+			return usageErrorf("--agents: %w", err)
+		}
+	}
+	if cfg.AgentsDNS != "" {
+		if c.agentsDNSName, c.agentsDNSPort, err = parseDNSOption("--agents-dns", cfg.AgentsDNS, defaultAgentPort); err != nil {
+			return err
+		}
+	}
+	switch cfg.Rails {
+	case railsSameSubnet:
+		c.railMode = agentdesc.SameSubnet
+	case railsAll:
+		c.railMode = agentdesc.AllRails
+	default:
+		return usageErrorf("--rails %s: want %s or %s", quote(cfg.Rails), railsSameSubnet, railsAll)
+	}
+	if cfg.MaxPeers < 0 || cfg.MaxPeers > maxMaxPeers {
+		return usageErrorf("--max-peers %d: want 0 (every peer) to %d", cfg.MaxPeers, maxMaxPeers)
+	}
+	if err := checkMin("--agents-refresh", cfg.AgentsRefresh, minAgentsRefresh); err != nil {
+		return err
+	}
+	if cfg.AgentsKeep < 0 {
+		return usageErrorf("--agents-keep %s: want 0 or more", cfg.AgentsKeep)
+	}
+	if err := checkMin("--rotate", cfg.Rotate, minRotate); err != nil {
+		return err
+	}
+	if c.agentsHTTP, err = loadAgentsHTTP(cfg.AgentsHTTPConfig); err != nil {
+		return fmt.Errorf("--agents.http-config: %w", err)
+	}
+	return nil
+}
+
+// discovers reports whether any discovery option is given.
+func (c *agentConfig) discovers() bool {
+	return len(c.agents) > 0 || c.AgentsFile != "" || c.agentsDNSName != ""
+}
+
+// peerState is what the agent knows of one agent address.
+type peerState struct {
+	addr    string                 // the agent's address, host:port
+	desc    *agentdesc.Description // its last description; nil: none yet, or forgotten
+	lastOK  time.Time
+	up      bool
+	lastErr string // the last failure, logged; "" while it answers
+	self    bool   // it answered as this agent
+}
+
+// discovery finds the peer agents (--agents, --agents-file, --agents-dns), reads their
+// descriptions and turns them into rail targets.
+type discovery struct {
+	a      *Agent
+	client *http.Client
+	scheme string
+
+	file      string
+	fileData  []byte
+	fileOK    bool
+	fileErr   string
+	fileAddrs []target
+	dnsAddrs  []target
+
+	peers    map[string]*peerState // by agent address
+	selfSeen map[string]bool       // addresses skipped as this agent, logged
+	problems map[string]bool       // rail problems logged (current ones)
+	peerUp   map[string]float64    // gorping_peer_up's current series, by peer label
+	peerInfo map[[3]string]bool    // gorping_peer_info's current series
+	probing  []string              // the peers probed now, by name (pinglist.Steps moves it)
+	lastPlan string                // the last pinglist problem logged
+}
+
+func newDiscovery(a *Agent) (*discovery, error) {
+	h := a.cfg.agentsHTTP
+	client, err := config.NewClientFromConfig(h.client, "gorping_mesh_agents")
+	if err != nil {
+		return nil, fmt.Errorf("--agents.http-config: %w", err)
+	}
+	a.m.registerDiscovery()
+	return &discovery{a: a, client: client, scheme: h.scheme, file: a.cfg.AgentsFile,
+		peers: map[string]*peerState{}, selfSeen: map[string]bool{}, problems: map[string]bool{},
+		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}}, nil
+}
+
+// run discovers until ctx ends: every --agents-refresh it reads every peer's
+// description, the file is checked every --targets-reload and on SIGHUP, the DNS name
+// resolved every --dns-refresh, and the pinglist moves on at every epoch.
+func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
+	cfg := dc.a.cfg
+	dc.loadFile(false)
+	dc.resolve(ctx)
+	dc.round(ctx)
+	refresh := time.NewTicker(cfg.AgentsRefresh)
+	defer refresh.Stop()
+	dns := time.NewTicker(cfg.DNSRefresh)
+	defer dns.Stop()
+	var fileTick <-chan time.Time
+	if dc.file != "" && cfg.TargetsReload > 0 {
+		t := time.NewTicker(cfg.TargetsReload)
+		defer t.Stop()
+		fileTick = t.C
+	}
+	epoch := time.NewTimer(time.Hour)
+	defer epoch.Stop()
+	for {
+		epoch.Reset(dc.untilNextEpoch(time.Now()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-refresh.C:
+		case <-dns.C:
+			dc.resolve(ctx)
+		case <-fileTick:
+			if !dc.loadFile(false) {
+				continue
+			}
+		case <-hup:
+			dc.loadFile(true)
+			dc.resolve(ctx)
+		case <-epoch.C:
+		}
+		dc.round(ctx)
+	}
+}
+
+// untilNextEpoch is the time to the next epoch (only with --max-peers: without a
+// budget, epochs change nothing).
+func (dc *discovery) untilNextEpoch(now time.Time) time.Duration {
+	if dc.a.cfg.MaxPeers == 0 {
+		return time.Hour
+	}
+	r := dc.a.cfg.Rotate
+	next := now.Truncate(r).Add(r)
+	return max(time.Until(next), time.Millisecond)
+}
+
+func (dc *discovery) epoch(now time.Time) uint64 {
+	return uint64(now.Unix()) / uint64(dc.a.cfg.Rotate/time.Second)
+}
+
+// loadFile reads --agents-file as loadFile reads --targets, and reports whether its
+// agents may have changed.
+func (dc *discovery) loadFile(force bool) bool {
+	if dc.file == "" {
+		return false
+	}
+	log, m := dc.a.log, dc.a.m
+	data, err := readTargetFile(dc.file)
+	if err != nil {
+		if msg := err.Error(); msg != dc.fileErr || force {
+			dc.fileErr = msg
+			log.Error("cannot read the agents file; keeping its last agents", "file", dc.file, "err", err)
+			m.configErrors.WithLabelValues(sourceAgentsFile, "read").Inc()
+		}
+		dc.fileOK = false
+		return false
+	}
+	dc.fileErr = ""
+	if dc.fileOK && string(data) == string(dc.fileData) {
+		return force
+	}
+	dc.fileData, dc.fileOK = data, true
+	ts, errs := parseTargetFile(data, defaultAgentPort)
+	const each = 10
+	for i, e := range errs {
+		if i == each {
+			log.Warn("more bad lines in the agents file, not logged", "file", dc.file, "count", len(errs)-each)
+			break
+		}
+		log.Warn("bad line in the agents file", "file", dc.file, "line", e.Line, "err", e.Err)
+	}
+	m.agentsBadLines.Set(float64(len(errs)))
+	log.Info("agents file loaded", "file", dc.file, "agents", len(ts), "bad_lines", len(errs))
+	dc.fileAddrs = ts
+	return true
+}
+
+// resolve resolves --agents-dns; a failure keeps the last answer.
+func (dc *discovery) resolve(ctx context.Context) {
+	cfg := dc.a.cfg
+	if cfg.agentsDNSName == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ts, err := resolveDNS(ctx, dc.a.d.resolver, cfg.agentsDNSName, cfg.agentsDNSPort)
+	if err != nil {
+		dc.a.log.Warn("cannot resolve --agents-dns; keeping its last agents", "name", cfg.agentsDNSName, "err", err)
+		dc.a.m.configErrors.WithLabelValues(sourceAgentsDNS, "resolve").Inc()
+		return
+	}
+	dc.dnsAddrs = ts
+}
+
+// addresses are the agent addresses to read, each once, without this agent's own
+// listeners (an address of this host on a listener's port).
+func (dc *discovery) addresses() []string {
+	local := dc.a.d.local()
+	seen := map[string]bool{}
+	var out []string
+	for _, list := range [][]target{dc.a.cfg.agents, dc.fileAddrs, dc.dnsAddrs} {
+		for _, t := range list {
+			k := t.Key()
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			if a, ok := t.Addr(); ok && local[a] && dc.a.listensOn(t.Port) {
+				if !dc.selfSeen[k] {
+					dc.selfSeen[k] = true
+					dc.a.log.Info("skipping an agent address that is this agent's listener", "agent", k)
+				}
+				continue
+			}
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// round reads every agent's description, updates what is known of the peers and hands
+// the rail targets to the manager.
+func (dc *discovery) round(ctx context.Context) {
+	addrs := dc.addresses()
+	listed := map[string]bool{}
+	for _, k := range addrs {
+		listed[k] = true
+		if dc.peers[k] == nil {
+			dc.peers[k] = &peerState{addr: k}
+		}
+	}
+	for k, p := range dc.peers {
+		if !listed[k] {
+			if p.desc != nil {
+				dc.a.log.Info("agent no longer listed: forgetting it", "agent", k, "peer", p.desc.Name)
+			}
+			delete(dc.peers, k)
+		}
+	}
+	type result struct {
+		desc   agentdesc.Description
+		reason string
+		err    error
+	}
+	res := make([]result, len(addrs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, agentFetchParallel)
+	for i, k := range addrs {
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			res[i].desc, res[i].reason, res[i].err = dc.fetch(ctx, k)
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	now := time.Now()
+	log := dc.a.log
+	for i, k := range addrs {
+		p, r := dc.peers[k], res[i]
+		if r.err == nil {
+			if r.desc.Name == dc.a.cfg.AgentName {
+				if !p.self {
+					log.Info("an agent address answers as this agent: skipping it", "agent", k, "name", r.desc.Name)
+				}
+				p.self, p.desc = true, nil
+				continue
+			}
+			p.self = false
+			if !p.up {
+				log.Info("peer agent up", "agent", k, "peer", r.desc.Name, "group", r.desc.Group, "rails", len(r.desc.Rails))
+			}
+			d := r.desc
+			p.desc, p.lastOK, p.up, p.lastErr = &d, now, true, ""
+			continue
+		}
+		dc.a.m.fetchFailures.WithLabelValues(r.reason).Inc()
+		p.up = false
+		if msg := r.err.Error(); msg != p.lastErr {
+			p.lastErr = msg
+			if p.desc != nil {
+				log.Warn("peer agent does not answer; keeping its rails for --agents-keep", "agent", k, "peer", p.desc.Name,
+					"reason", r.reason, "err", r.err, "keep", dc.a.cfg.AgentsKeep)
+			} else {
+				log.Warn("cannot read an agent's description", "agent", k, "reason", r.reason, "err", r.err)
+			}
+		}
+		if p.desc != nil && now.Sub(p.lastOK) > dc.a.cfg.AgentsKeep {
+			log.Warn("peer agent silent for longer than --agents-keep: forgetting its rails", "agent", k, "peer", p.desc.Name,
+				"silent", now.Sub(p.lastOK).Round(time.Second))
+			p.desc = nil
+		}
+	}
+	peers := dc.known()
+	dc.export(peers)
+	dc.apply(ctx, peers, now)
+}
+
+// fetch reads one agent's description.
+func (dc *discovery) fetch(ctx context.Context, addr string) (agentdesc.Description, string, error) {
+	dc.a.m.fetches.Inc()
+	ctx, cancel := context.WithTimeout(ctx, agentFetchTimeout)
+	defer cancel()
+	url := dc.scheme + "://" + addr + "/agent"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return agentdesc.Description{}, fetchUnreachable, err
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "gorping-mesh/"+dc.a.cfg.Version)
+	resp, err := dc.client.Do(req)
+	if err != nil {
+		var ne net.Error
+		if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+			return agentdesc.Description{}, fetchTimeout, fmt.Errorf("GET %s: no answer within %s", url, agentFetchTimeout)
+		}
+		return agentdesc.Description{}, fetchUnreachable, fmt.Errorf("GET %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return agentdesc.Description{}, fetchUnauthorized, fmt.Errorf("GET %s: %s: check the credentials in --agents.http-config", url, resp.Status)
+	case resp.StatusCode != http.StatusOK:
+		return agentdesc.Description{}, fetchHTTPStatus, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	d, err := agentdesc.Decode(resp.Body)
+	if err != nil {
+		return agentdesc.Description{}, fetchBadDescripton, fmt.Errorf("GET %s: %w", url, err)
+	}
+	return d, "", nil
+}
+
+// knownPeer is one peer agent: its latest description and whether any of its addresses
+// answers.
+type knownPeer struct {
+	desc   agentdesc.Description
+	up     bool
+	lastOK time.Time
+}
+
+// known are the peers with a description, by name: an agent known at several addresses
+// (its node IP in --agents and in DNS) is one peer, with its latest description.
+func (dc *discovery) known() map[string]*knownPeer {
+	out := map[string]*knownPeer{}
+	for _, p := range dc.peers {
+		if p.desc == nil || p.self {
+			continue
+		}
+		k, ok := out[p.desc.Name]
+		if !ok {
+			out[p.desc.Name] = &knownPeer{desc: *p.desc, up: p.up, lastOK: p.lastOK}
+			continue
+		}
+		k.up = k.up || p.up
+		if p.lastOK.After(k.lastOK) {
+			k.desc, k.lastOK = *p.desc, p.lastOK
+		}
+	}
+	return out
+}
+
+// export sets gorping_peer_up and gorping_peer_info: per peer by name, and per address
+// for an agent that has never answered (its name is not known).
+func (dc *discovery) export(peers map[string]*knownPeer) {
+	m := dc.a.m
+	up := map[string]float64{}
+	info := map[[3]string]bool{}
+	for name, p := range peers {
+		up[name] = 0
+		if p.up {
+			up[name] = 1
+		}
+		info[[3]string{name, p.desc.Group, p.desc.GorpingVersion}] = true
+	}
+	for _, p := range dc.peers {
+		if p.desc == nil && !p.self {
+			up[p.addr] = 0
+		}
+	}
+	for l := range dc.peerUp {
+		if _, ok := up[l]; !ok {
+			m.peerUp.DeleteLabelValues(l)
+		}
+	}
+	for l, v := range up {
+		m.peerUp.WithLabelValues(l).Set(v)
+	}
+	dc.peerUp = up
+	for l := range dc.peerInfo {
+		if !info[l] {
+			m.peerInfo.DeleteLabelValues(l[0], l[1], l[2])
+		}
+	}
+	for l := range info {
+		m.peerInfo.WithLabelValues(l[0], l[1], l[2]).Set(1)
+	}
+	dc.peerInfo = info
+}
+
+// chosen are the peers to probe in this epoch, by name: every known peer, or with
+// --max-peers the pinglist's choice among the members (the known peers and this agent).
+func (dc *discovery) chosen(peers map[string]*knownPeer, now time.Time) []string {
+	cfg := dc.a.cfg
+	names := make([]string, 0, len(peers))
+	for n := range peers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if cfg.MaxPeers == 0 {
+		return names
+	}
+	members := []pinglist.Member{{Host: cfg.AgentName, Group: cfg.Group}}
+	for _, n := range names {
+		members = append(members, peers[n].desc.Member())
+	}
+	plan, err := pinglist.New(members, cfg.MaxPeers)
+	var ts []pinglist.Member
+	if err == nil {
+		ts, err = plan.Targets(cfg.AgentName, dc.epoch(now))
+	}
+	if err != nil {
+		// Cannot happen with checked descriptions; if it does, every peer is probed
+		// rather than none, and it is said once.
+		if msg := err.Error(); msg != dc.lastPlan {
+			dc.lastPlan = msg
+			dc.a.log.Error("cannot compute the pinglist: probing every known peer", "err", err)
+		}
+		return names
+	}
+	dc.lastPlan = ""
+	out := make([]string, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.Host)
+	}
+	return out
+}
+
+// pinglistBatch is how many peers a change of the pinglist adds (and removes) at a time.
+const pinglistBatch = 8
+
+// apply moves the probed peers to this epoch's choice in batches (pinglist.Steps: each
+// step's additions start before its removals stop) and hands the rail targets of the
+// probed peers to the manager after each change.
+func (dc *discovery) apply(ctx context.Context, peers map[string]*knownPeer, now time.Time) {
+	want := dc.chosen(peers, now)
+	// A peer forgotten since goes at once: it has no description to pair with.
+	dc.probing = slices.DeleteFunc(dc.probing, func(n string) bool { return peers[n] == nil })
+	steps := pinglist.Steps(dc.probing, want, pinglistBatch)
+	if len(steps) == 0 {
+		dc.a.setRailTargets(ctx, dc.railTargets(peers, dc.probing))
+		return
+	}
+	for i, st := range steps {
+		if i > 0 {
+			// Let the last step's targets start their first slots before the next.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(dc.a.cfg.Interval):
+			}
+		}
+		dc.probing = append(dc.probing, st.Add...)
+		if !dc.a.setRailTargets(ctx, dc.railTargets(peers, dc.probing)) {
+			return
+		}
+		dc.probing = slices.DeleteFunc(dc.probing, func(n string) bool { return slices.Contains(st.Remove, n) })
+		if !dc.a.setRailTargets(ctx, dc.railTargets(peers, dc.probing)) {
+			return
+		}
+	}
+}
+
+// railTargets pairs this agent's rails with each of names' (agentdesc.Pair), logging
+// each problem once while it lasts and setting gorping_rail_problems.
+func (dc *discovery) railTargets(peers map[string]*knownPeer, names []string) []target {
+	self := dc.a.self.Load()
+	if self == nil {
+		return nil
+	}
+	local := map[netip.Addr]bool{}
+	for _, r := range self.desc.Rails {
+		for _, p := range r.Addresses {
+			local[p.Addr()] = true
+		}
+	}
+	var out []target
+	problems := map[string]bool{}
+	byReason := map[string]int{}
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	for _, n := range sorted {
+		p := peers[n]
+		if p == nil {
+			continue
+		}
+		ts, probs := agentdesc.Pair(self.desc, p.desc, dc.a.cfg.railMode)
+		for _, pr := range probs {
+			line := pr.Reason + " " + pr.Error()
+			problems[line] = true
+			byReason[pr.Reason]++
+			if !dc.problems[line] {
+				dc.a.log.Warn("a rail pair that cannot be probed", "peer", pr.Peer, "device", pr.Device, "port", pr.Port,
+					"reason", pr.Reason, "detail", pr.Detail)
+			}
+		}
+		for _, t := range ts {
+			if local[t.Addr.Addr()] {
+				continue // never a sibling rail of this agent (Pair says so too)
+			}
+			out = append(out, target{Host: t.Addr.Addr().String(), Port: t.Addr.Port(), Source: sourceRails,
+				Src: t.Source, Device: t.Device, DevPort: t.Port, Peer: t.Peer})
+		}
+	}
+	dc.problems = problems
+	for _, r := range railProblemReasons {
+		dc.a.m.railProblems.WithLabelValues(r).Set(float64(byReason[r]))
+	}
+	return out
+}
+
+var railProblemReasons = []string{agentdesc.ReasonSelf, agentdesc.ReasonNoSubnet, agentdesc.ReasonGIDFamily, agentdesc.ReasonLinkLayer}
+
+// railApplied tells discovery when the reloader has applied a list of rail targets.
+type railApplied struct {
+	mu  sync.Mutex
+	gen uint64
+	ch  chan struct{}
+}
+
+func newRailApplied() *railApplied { return &railApplied{ch: make(chan struct{})} }
+
+func (r *railApplied) set(gen uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if gen > r.gen {
+		r.gen = gen
+		close(r.ch)
+		r.ch = make(chan struct{})
+	}
+}
+
+func (r *railApplied) wait(ctx context.Context, gen uint64) bool {
+	for {
+		r.mu.Lock()
+		done, ch := r.gen >= gen, r.ch
+		r.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// setRailTargets hands ts to the reloader and waits until it has reconciled them (false:
+// ctx ended first).
+func (a *Agent) setRailTargets(ctx context.Context, ts []target) bool {
+	a.railMu.Lock()
+	a.railGen++
+	gen := a.railGen
+	a.railList = ts
+	a.railMu.Unlock()
+	a.rq.ask(reloadRails)
+	return a.railDone.wait(ctx, gen)
+}
+
+// railTargetsNow is the latest rail targets and their generation.
+func (a *Agent) railTargetsNow() ([]target, uint64) {
+	a.railMu.Lock()
+	defer a.railMu.Unlock()
+	return a.railList, a.railGen
+}
