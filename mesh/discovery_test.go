@@ -83,7 +83,7 @@ func TestRailsDiscovery(t *testing.T) {
 	}
 	a1.wait(t, `gorping_targets{source="rails"}`, eq(4))
 	a1.wait(t, `gorping_peer_up{peer="node2"}`, eq(1))
-	a1.wait(t, `gorping_peer_info{peer="node3",group="tor-b",version="v0.0.0-test"}`, eq(1))
+	a1.wait(t, `gorping_peer_info{peer="node3",peer_group="tor-b",peer_version="v0.0.0-test"}`, eq(1))
 	a3.wait(t, railSeries("10.0.2.1:7174", "rxe1", "node1"), eq(1))
 	m, err := a1.Scrape()
 	if err != nil {

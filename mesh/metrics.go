@@ -101,13 +101,13 @@ func newMetrics(version string) *metrics {
 		Help: "gorping's version and the Go version it was built with; always 1."}, []string{"version", "goversion"})
 	build.WithLabelValues(version, runtime.Version()).Set(1)
 	m.agentInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "agent_info",
-		Help: "This agent's name, pinglist group and version, as its description (/agent) gives them; always 1."},
-		[]string{"name", "group", "version"})
+		Help: "This agent's name (agent), pinglist group and version, as its description (/agent) gives them; always 1."},
+		[]string{"agent", "group", "version"})
 	m.peerUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "peer_up",
 		Help: "1 if the peer agent's /agent answered the last time it was read, else 0; by the peer's name (its address until it has answered once). A peer that stops answering keeps its rails for --agents-keep."},
 		[]string{"peer"})
 	m.peerInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "peer_info",
-		Help: "A known peer agent's group and version, from its description; always 1."}, []string{"peer", "group", "version"})
+		Help: "A known peer agent's group and version, from its description; always 1."}, []string{"peer", "peer_group", "peer_version"})
 	m.fetches = prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "agent_fetches_total",
 		Help: "Reads of peer agents' /agent, answered or not."})
 	m.fetchFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "agent_fetch_failures_total",

@@ -201,5 +201,5 @@ func TestAgentEndpoint(t *testing.T) {
 	} else {
 		r.Body.Close()
 	}
-	ta.wait(t, `gorping_agent_info{name="node1",group="tor-a",version="v0.0.0-test"}`, eq(1))
+	ta.wait(t, `gorping_agent_info{agent="node1",group="tor-a",version="v0.0.0-test"}`, eq(1))
 }
