@@ -145,7 +145,8 @@ Logs:
 
 DUR is a Go duration (500ms, 2s, 1m) or seconds (0.5). --web.listen-address, --peers,
 --agents and --probe-allow may be repeated and add up (--peers a --peers b,c probes all three);
-every other option is taken once, and an empty value is an error.
+every other option is taken once, and an empty value is an error (but for --group: an
+empty group is none).
 `
 
 // IsCommand reports whether args (rping's argv without the program name) is a mesh
@@ -267,7 +268,9 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
 	one((*intFlag)(&cfg.Size), "size")
 	str(&cfg.Source, "source")
 	str(&cfg.AgentName, "agent-name")
-	str(&cfg.Group, "group")
+	// An empty --group is no group: what a manifest's --group=$(NODE_LABEL) gives on a
+	// node without the label, which must not stop the agent.
+	fs.Var(&onceFlag{v: (*stringFlag)(&cfg.Group), emptyOK: true}, "group", "")
 	fs.Var(&listFlag{l: &cfg.Agents}, "agents", "")
 	str(&cfg.AgentsFile, "agents-file")
 	str(&cfg.AgentsDNS, "agents-dns")
@@ -286,10 +289,11 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
 	return fs, v
 }
 
-// onceFlag refuses a second use of its option and an empty value.
+// onceFlag refuses a second use of its option and, unless emptyOK, an empty value.
 type onceFlag struct {
-	v   flag.Value
-	set bool
+	v       flag.Value
+	set     bool
+	emptyOK bool
 }
 
 func (f *onceFlag) String() string {
@@ -303,7 +307,7 @@ func (f *onceFlag) Set(s string) error {
 	if f.set {
 		return errors.New("given twice (only --web.listen-address, --peers, --agents and --probe-allow add up)")
 	}
-	if s == "" {
+	if s == "" && !f.emptyOK {
 		return errors.New("empty value")
 	}
 	f.set = true

@@ -676,6 +676,12 @@ func TestOptionRules(t *testing.T) {
 	if len(c.Listen) != 2 {
 		t.Errorf("two --listen: %v, want both", c.Listen)
 	}
+	// An empty --group is no group (a manifest's --group=$(LABEL) on a node without it).
+	if c, err := checkArgs([]string{"--group", ""}); err != nil {
+		t.Errorf("--group '': %v, want no group", err)
+	} else if c.Group != "" {
+		t.Errorf("--group '': group %q, want none", c.Group)
+	}
 	for _, bad := range []struct {
 		args []string
 		want string
@@ -684,6 +690,7 @@ func TestOptionRules(t *testing.T) {
 		{[]string{"--listen", ""}, "--listen"},
 		{[]string{"--peers", ""}, "--peers"},
 		{[]string{"--targets", ""}, "--targets"},
+		{[]string{"--group", "a", "--group", "b"}, "--group"},
 		{[]string{"--no-responder", "--no-responder"}, "--no-responder"},
 		{[]string{"--probe-allow", "::ffff:0:0/80"}, "--probe-allow"},
 		{[]string{"--probe-allow", "fe80::1%eth0"}, "--probe-allow"},

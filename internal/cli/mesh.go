@@ -107,7 +107,8 @@ var meshOptions = []option{
 	{long: "group", arg: "name", group: groupAgents,
 		help: "this agent's pinglist group: a ToR, a rack, a switch plane",
 		man: "This agent's pinglist group (a ToR, a rack, a switch plane; in Kubernetes from a node\n" +
-			"label), published in its description."},
+			"label), published in its description. Empty (what **--group=$(LABEL)** gives on a node\n" +
+			"without the label): no group; the agents without one form a group together."},
 	{long: "agents", arg: "a,b,c", group: groupAgents,
 		help: "peer agents by their listener's host[:port] (default port 10174; repeated: they add up)",
 		man: "Peer agents by any address their listener answers on, **host[:port]** (default port\n" +
