@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -93,8 +94,33 @@ func TestMeshManifests(t *testing.T) {
 		t.Errorf("container args %v do not start with mesh", c.Args)
 	}
 	svcName := svc.Name + "." + svc.Namespace + ".svc.cluster.local"
-	if !slices.Contains(c.Args, "--targets-dns="+svcName) {
-		t.Errorf("args %v do not discover peers through the headless Service %s", c.Args, svcName)
+	if !slices.Contains(c.Args, "--agents-dns="+svcName) {
+		t.Errorf("args %v do not discover peer agents through the headless Service %s", c.Args, svcName)
+	}
+	// --agents-dns NAME reads every agent's /agent on the listener's default port: the
+	// Service's port must be it.
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 10174 {
+		t.Errorf("Service ports %+v: want the agents' listener port 10174, which --agents-dns assumes", svc.Spec.Ports)
+	}
+	// Kubernetes expands $(VAR) in args only for the container's own env (an unknown one
+	// stays literal and would become the agent's name or group).
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	for _, a := range c.Args {
+		for _, m := range regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`).FindAllStringSubmatch(a, -1) {
+			if _, ok := env[m[1]]; !ok {
+				t.Errorf("arg %q uses $(%s), which the container's env does not define", a, m[1])
+			}
+		}
+	}
+	if e, ok := env["GORPING_GROUP"]; !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef == nil ||
+		!strings.HasPrefix(e.ValueFrom.FieldRef.FieldPath, "metadata.labels['") {
+		t.Errorf("GORPING_GROUP %+v: want the pod's topology label (downward API metadata.labels['...'])", e)
+	}
+	if !slices.Contains(c.Args, "--group=$(GORPING_GROUP)") || !slices.Contains(c.Args, "--agent-name=$(NODE_NAME)") {
+		t.Errorf("args %v: want --agent-name=$(NODE_NAME) and --group=$(GORPING_GROUP)", c.Args)
 	}
 	probe := func(p *corev1.Probe, path string) {
 		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path || p.HTTPGet.Port != intstr.FromString("metrics") {
