@@ -21,10 +21,16 @@ import (
 // i.e. on everything h sends on the data network. Cleanup removes it.
 func netem(t testing.TB, h *vm.Host, args ...string) {
 	t.Helper()
-	must(t, h, append([]string{tc, "qdisc", "replace", "dev", "eth0", "root", "netem"}, args...)...)
+	netemOn(t, h, "eth0", args...)
+}
+
+// netemOn is netem on one of h's NICs (a rail's eth<r>).
+func netemOn(t testing.TB, h *vm.Host, dev string, args ...string) {
+	t.Helper()
+	must(t, h, append([]string{tc, "qdisc", "replace", "dev", dev, "root", "netem"}, args...)...)
 	t.Cleanup(func() {
 		if h.Running() {
-			run(t, h, time.Minute, tc, "qdisc", "del", "dev", "eth0", "root")
+			run(t, h, time.Minute, tc, "qdisc", "del", "dev", dev, "root")
 		}
 	})
 }

@@ -66,6 +66,9 @@ func runMain(m *testing.M) int {
 		Target: target, Hosts: hosts, ModuleRoot: root, CacheRoot: cache,
 		Timeouts: vm.DefaultTimeouts(target.Arch), Pcap: os.Getenv("FABRIC_PCAP"),
 		Forwards: []int{meshPort},
+		// The shape of a GPU cluster (TestMeshRails): two RDMA rails per host,
+		// each its own switch and subnet, and a node network without RDMA.
+		Rails: 2, NodeNet: true,
 	}
 	o.Out = os.Stdout
 	if console != nil {

@@ -4,6 +4,7 @@ package fabric
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,21 +30,49 @@ func pathMTU(t *testing.T, stdout string) int {
 }
 
 // waitActiveMTU waits until rxe0 on h reports an active MTU of mtu bytes
-// (rxe follows its netdev's MTU).
+// (rxe follows its netdev's MTU). It reads rxe0's own port: the other rails'
+// devices keep their MTU.
 func waitActiveMTU(t *testing.T, h *vm.Host, mtu int) {
 	t.Helper()
-	want := "active_mtu      " + strconv.Itoa(mtu)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		out := must(t, h, gorping, "devices")
-		if strings.Contains(out, want) {
+		out := must(t, h, gorping, "devices", "--json")
+		got, err := activeMTU(out, "rxe0", 1)
+		if err != nil {
+			t.Fatalf("%s: %v", h.Name, err)
+		}
+		if got == mtu {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: rxe0's active MTU is not %d:\n%s", h.Name, mtu, out)
+			t.Fatalf("%s: rxe0's active MTU is %d, not %d, after a minute:\n%s", h.Name, got, mtu, out)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// activeMTU is one port's active MTU in gorping devices --json (0: not given).
+func activeMTU(doc, device string, port int) (int, error) {
+	var d struct {
+		Devices []struct {
+			Name  string
+			Ports []struct {
+				Port      int
+				ActiveMTU int `json:"active_mtu"`
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(doc), &d); err != nil {
+		return 0, fmt.Errorf("gorping devices --json: %w\n%s", err, doc)
+	}
+	for _, dev := range d.Devices {
+		for _, p := range dev.Ports {
+			if dev.Name == device && p.Port == port {
+				return p.ActiveMTU, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("gorping devices --json has no %s port %d:\n%s", device, port, doc)
 }
 
 // TestCrossMTU: jumbo frames on both hosts carry a 4096-byte path MTU; a

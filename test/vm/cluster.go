@@ -55,11 +55,19 @@ type ClusterOptions struct {
 	// Forwards are guest TCP ports, besides the agent's, that each host
 	// forwards from a 127.0.0.1 port (Host.Forwards), e.g. a metrics port.
 	Forwards []int
-	Net      string      // NetSwitch (default) or NetSocket
-	Pcap     string      // capture every frame the switch forwards into this file
-	Extra    []GuestFile // more files in every guest
-	Keep     bool        // keep the work directory
-	Out      io.Writer   // progress, prefixed "[suite/arch] "
+	Net      string // NetSwitch (default) or NetSocket
+	// Rails is the number of RDMA rails per host (default 1): rail r is NIC
+	// eth<r> with rxe<r> on its own switch and subnet (ClusterRailIPv4), the
+	// shape of a rail-optimized GPU cluster. Rail 0 is the data NIC eth0.
+	Rails int
+	// NodeNet adds a network without RDMA between the hosts, on its own
+	// switch (node0, ClusterNodeIPv4): the node address a cluster's hosts and
+	// its agents know each other by.
+	NodeNet bool
+	Pcap    string      // capture every frame the switch forwards into this file
+	Extra   []GuestFile // more files in every guest
+	Keep    bool        // keep the work directory
+	Out     io.Writer   // progress, prefixed "[suite/arch] "
 	// Console receives the guests' consoles, prefixed "[suite/arch hN] " (nil:
 	// none; each host keeps its last lines for failure reports anyway).
 	Console io.Writer
@@ -70,7 +78,11 @@ type Cluster struct {
 	Target
 	Kernel string
 	Hosts  []*Host
-	Switch *Switch // nil with NetSocket
+	Switch *Switch // nil with NetSocket; rail 0's with Rails > 1
+	// RailSwitches are the switches of rails 1..Rails-1 (index r-1), NodeSwitch
+	// the node network's (nil without NodeNet).
+	RailSwitches []*Switch
+	NodeSwitch   *Switch
 
 	opts           ClusterOptions
 	work           string
@@ -88,6 +100,8 @@ type Host struct {
 	N          int    // 1-based
 	IPv4, IPv6 string // eth0's addresses
 	MAC        string // eth0's
+	Rails      []Rail // every rail, rail 0 (eth0) first
+	NodeIPv4   string // node0's address with ClusterOptions.NodeNet, else ""
 	Agent      *agent.Client
 	// Forwards maps each of ClusterOptions.Forwards (and agent.Port) to the
 	// 127.0.0.1 address that reaches it.
@@ -120,6 +134,15 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 	}
 	if o.Net == "" {
 		o.Net = NetSwitch
+	}
+	if o.Rails == 0 {
+		o.Rails = 1
+	}
+	if o.Rails < 1 || o.Rails > MaxClusterRails {
+		return nil, fmt.Errorf("%d rails: 1..%d", o.Rails, MaxClusterRails)
+	}
+	if o.Net == NetSocket && (o.Rails > 1 || o.NodeNet) {
+		return nil, errors.New("the socket backend links one NIC: no extra rails, no node network")
 	}
 	if o.Net == NetSocket && o.Hosts != 2 {
 		return nil, fmt.Errorf("the socket backend links exactly 2 hosts, not %d", o.Hosts)
@@ -159,12 +182,31 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 		if c.Switch, err = NewSwitch(o.Hosts, o.Pcap); err != nil {
 			return nil, err
 		}
+		for r := 1; r < o.Rails; r++ {
+			sw, err := NewSwitch(o.Hosts, "")
+			if err != nil {
+				return nil, err
+			}
+			c.RailSwitches = append(c.RailSwitches, sw)
+		}
+		if o.NodeNet {
+			if c.NodeSwitch, err = NewSwitch(o.Hosts, ""); err != nil {
+				return nil, err
+			}
+		}
 	} else if c.socketPort, err = freeTCPPort(); err != nil {
 		return nil, err
 	}
 	for n := 1; n <= o.Hosts; n++ {
 		h := &Host{Name: "h" + strconv.Itoa(n), N: n, IPv4: ClusterIPv4(n), IPv6: ClusterIPv6(n),
 			MAC: fmt.Sprintf("%s%02x", ClusterDataMAC, n), c: c, Forwards: map[int]string{}}
+		for r := 0; r < o.Rails; r++ {
+			h.Rails = append(h.Rails, Rail{N: r, Netdev: "eth" + strconv.Itoa(r), Device: "rxe" + strconv.Itoa(r),
+				IPv4: ClusterRailIPv4(r, n), IPv6: ClusterRailIPv6(r, n), MAC: ClusterRailMAC(r, n)})
+		}
+		if o.NodeNet {
+			h.NodeIPv4 = ClusterNodeIPv4(n)
+		}
 		for _, gp := range append([]int{agent.Port}, o.Forwards...) {
 			hp, err := freeTCPPort()
 			if err != nil {
@@ -233,7 +275,8 @@ func (c *Cluster) build(ctx context.Context, r *Rootfs) error {
 		fmt.Fprintf(c.log, "modules: %s\n", n)
 	}
 	c.nonce = nonce()
-	initScript, err := InitScript(InitSpec{Nonce: c.nonce, Modules: steps, SetupTimeout: o.Timeouts.Setup * 3 / 4, Cluster: true})
+	initScript, err := InitScript(InitSpec{Nonce: c.nonce, Modules: steps, SetupTimeout: o.Timeouts.Setup * 3 / 4, Cluster: true,
+		Rails: o.Rails, NodeNet: o.NodeNet})
 	if err != nil {
 		return err
 	}
@@ -256,13 +299,13 @@ func (c *Cluster) netArgs(h *Host) []string {
 	case c.opts.Net == NetSocket:
 		data = fmt.Sprintf("socket,id=data,connect=127.0.0.1:%d", c.socketPort)
 	default:
-		data = c.Switch.NetdevArgs(h.N - 1)
+		data = c.Switch.NetdevArgs(h.N-1, "data")
 	}
 	mgmt := "user,id=mgmt,net=10.0.2.0/24,restrict=on"
 	for gp, addr := range h.Forwards {
 		mgmt += fmt.Sprintf(",hostfwd=tcp:%s-%s:%d", addr, ClusterMgmtIP, gp)
 	}
-	return []string{
+	args := []string{
 		// A link speed, as a NIC has (virtio reports none, and rxe then warns
 		// on every port query).
 		// romfile=: no iPXE option ROM (nothing boots from the network; under
@@ -270,6 +313,16 @@ func (c *Cluster) netArgs(h *Host) []string {
 		"-netdev", data, "-device", "virtio-net-pci,netdev=data,romfile=,mac=" + h.MAC + ",speed=25000,duplex=full",
 		"-netdev", mgmt, "-device", fmt.Sprintf("virtio-net-pci,netdev=mgmt,romfile=,mac=%s%02x", ClusterMgmtMAC, h.N),
 	}
+	for r, sw := range c.RailSwitches {
+		id := fmt.Sprintf("rail%d", r+1)
+		args = append(args, "-netdev", sw.NetdevArgs(h.N-1, id),
+			"-device", "virtio-net-pci,netdev="+id+",romfile=,mac="+h.Rails[r+1].MAC+",speed=25000,duplex=full")
+	}
+	if c.NodeSwitch != nil {
+		args = append(args, "-netdev", c.NodeSwitch.NetdevArgs(h.N-1, "node"),
+			"-device", fmt.Sprintf("virtio-net-pci,netdev=node,romfile=,mac=%s%02x", ClusterNodeMAC, h.N))
+	}
+	return args
 }
 
 // Boot starts h's guest and waits until its agent answers (boot and setup
@@ -339,7 +392,14 @@ func (h *Host) Boot(ctx context.Context) error {
 	h.mu.Lock()
 	h.BootTimes = append(h.BootTimes, took)
 	h.mu.Unlock()
-	fmt.Fprintf(c.log, "%s up in %.1fs: eth0 %s %s, agent at %s\n", h.Name, took.Seconds(), h.IPv4, h.IPv6, h.Forwards[agent.Port])
+	var more string
+	for _, r := range h.Rails[1:] {
+		more += fmt.Sprintf(", %s %s %s", r.Netdev, r.IPv4, r.IPv6)
+	}
+	if h.NodeIPv4 != "" {
+		more += ", node0 " + h.NodeIPv4
+	}
+	fmt.Fprintf(c.log, "%s up in %.1fs: eth0 %s %s%s, agent at %s\n", h.Name, took.Seconds(), h.IPv4, h.IPv6, more, h.Forwards[agent.Port])
 	return nil
 }
 
@@ -446,8 +506,10 @@ func (c *Cluster) Close() {
 		h.PowerOff()
 	}
 	c.cancel()
-	if c.Switch != nil {
-		c.Switch.Close()
+	for _, sw := range append([]*Switch{c.Switch, c.NodeSwitch}, c.RailSwitches...) {
+		if sw != nil {
+			sw.Close()
+		}
 	}
 	if c.work != "" && !c.opts.Keep {
 		os.RemoveAll(c.work)

@@ -54,6 +54,11 @@ type InitSpec struct {
 	// Cluster makes the guest a host of the multi-host test bed (cluster.go):
 	// rxe0 on the data NIC, the agent instead of Tests or Cmd.
 	Cluster bool
+	// Rails (cluster only) is the number of RDMA rails: rail r >= 1 is eth<r>
+	// with rxe<r> (ClusterRailIPv4); NodeNet adds node0, the network without
+	// RDMA (ClusterNodeIPv4).
+	Rails   int
+	NodeNet bool
 }
 
 // The multi-host test bed's addressing. Host N (1-based) has data NIC MAC
@@ -72,6 +77,51 @@ const (
 // ClusterIPv4 and ClusterIPv6 are host n's data addresses.
 func ClusterIPv4(n int) string { return fmt.Sprintf("%s.%d", ClusterNet4, n) }
 func ClusterIPv6(n int) string { return fmt.Sprintf("%s%x", ClusterNet6, n) }
+
+// A cluster of several rails (ClusterOptions.Rails): rail r (0-based; rail 0
+// is the data NIC above) of host n is NIC eth<r> with MAC 52:54:00:0<3+r>:00:NN,
+// 10.0.<3+r>.n/24 and 2001:db8:<3+r>::n/64, rxe<r> on it, each rail its own
+// switch; the node network (ClusterOptions.NodeNet) is node0, 10.0.9.n/24, on
+// a switch of its own and without RDMA.
+const (
+	MaxClusterRails = 6
+	ClusterNodeMAC  = "52:54:00:09:00:"
+	ClusterNodeNet4 = "10.0.9"
+)
+
+// Rail is one RDMA rail of a cluster host.
+type Rail struct {
+	N          int    // 0-based
+	Netdev     string // eth<N>
+	Device     string // rxe<N>
+	IPv4, IPv6 string
+	MAC        string
+}
+
+// ClusterRailIPv4, ClusterRailIPv6 and ClusterRailMAC are rail r's of host n.
+func ClusterRailIPv4(r, n int) string { return fmt.Sprintf("10.0.%d.%d", 3+r, n) }
+func ClusterRailIPv6(r, n int) string { return fmt.Sprintf("2001:db8:%x::%x", 3+r, n) }
+func ClusterRailMAC(r, n int) string  { return fmt.Sprintf("52:54:00:%02x:00:%02x", 3+r, n) }
+
+// ClusterNodeIPv4 is host n's node address (node0).
+func ClusterNodeIPv4(n int) string { return fmt.Sprintf("%s.%d", ClusterNodeNet4, n) }
+
+// railTmpl is what /init needs of one extra rail.
+type railTmpl struct {
+	N                                 int
+	MACPrefix, Net4, Net6, GID4, GID6 string
+}
+
+func extraRails(n int) []railTmpl {
+	var out []railTmpl
+	for r := 1; r < n; r++ {
+		out = append(out, railTmpl{N: r, MACPrefix: fmt.Sprintf("52:54:00:%02x:00:", 3+r),
+			Net4: fmt.Sprintf("10.0.%d", 3+r), Net6: fmt.Sprintf("2001:db8:%x::", 3+r),
+			GID4: fmt.Sprintf("0000:0000:0000:0000:0000:ffff:0a00:%02x", 3+r),
+			GID6: fmt.Sprintf("2001:0db8:%04x:0000:0000:0000:0000:", 3+r)})
+	}
+	return out
+}
 
 // ShellQuote quotes s for a POSIX shell.
 func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -161,26 +211,57 @@ if ! out=$($RDMA link add {{.Dev}} type rxe netdev $netdev 2>&1); then
 	mark rxe-fail "rdma link add {{.Dev}} type rxe netdev $netdev: $(echo "$out" | oneline)"
 	poweroff -f; sleep 60
 fi
-# Wait (10 polls a second) until the port is ACTIVE and both GIDs exist.
-port=/sys/class/infiniband/{{.Dev}}/ports/1
-i=0
-while :; do
-	state=$(cat $port/state 2>/dev/null)
-	gids=$(cat $port/gids/* 2>/dev/null)
-	case "$state" in *ACTIVE*)
-		case "$gids" in *$gid4*)
-			case "$gids" in *$gid6*) break;; esac;;
-		esac;;
-	esac
-	i=$((i+1))
-	if [ $i -ge {{.SetupPolls}} ]; then
-		mark rxe-fail "after {{secs .SetupTimeout}}s: port state '$state', GIDs: $(echo "$gids" | grep -v '^0000:0000:0000:0000:0000:0000:0000:0000$' | oneline)"
-		poweroff -f; sleep 60
-	fi
-	sleep 0.1
-done
+# wait_rxe DEV GID4 GID6 waits (10 polls a second) until DEV's port is ACTIVE
+# and both GIDs exist.
+wait_rxe() {
+	port=/sys/class/infiniband/$1/ports/1
+	i=0
+	while :; do
+		state=$(cat $port/state 2>/dev/null)
+		gids=$(cat $port/gids/* 2>/dev/null)
+		case "$state" in *ACTIVE*)
+			case "$gids" in *$2*)
+				case "$gids" in *$3*) return;; esac;;
+			esac;;
+		esac
+		i=$((i+1))
+		if [ $i -ge {{.SetupPolls}} ]; then
+			mark rxe-fail "$1 after {{secs .SetupTimeout}}s: port state '$state', GIDs: $(echo "$gids" | grep -v '^0000:0000:0000:0000:0000:0000:0000:0000$' | oneline)"
+			poweroff -f; sleep 60
+		fi
+		sleep 0.1
+	done
+}
+wait_rxe {{.Dev}} $gid4 $gid6
 $RDMA link show {{.Dev}}/1
-{{if .Siw}}
+{{if .Cluster}}{{if or .ExtraRails .NodeNet}}
+# The other rails (each NIC on its own switch and subnet, rxe<r> on it) and the
+# node network (no RDMA). Their NICs are named first by role, then eth<r>, so
+# that no new name is one the kernel gave another NIC.
+nic_by_mac() {
+	for d in /sys/class/net/*; do
+		[ "$(cat $d/address)" = "$1" ] && { echo ${d##*/}; return; }
+	done
+}
+{{range .ExtraRails}}nic=$(nic_by_mac {{.MACPrefix}}$(printf %02x $host))
+[ -n "$nic" ] || setup_fail "rail {{.N}}'s NIC ({{.MACPrefix}}NN) not found among $(ls /sys/class/net | oneline)"
+run_or_fail $IP link set $nic name rail{{.N}}
+{{end}}{{if .NodeNet}}nic=$(nic_by_mac {{.NodeMAC}}$(printf %02x $host))
+[ -n "$nic" ] || setup_fail "the node network's NIC ({{.NodeMAC}}NN) not found among $(ls /sys/class/net | oneline)"
+run_or_fail $IP link set $nic name node0
+run_or_fail $IP link set node0 up
+run_or_fail $IP addr add {{.NodeNet4}}.$host/24 dev node0
+{{end}}{{range .ExtraRails}}run_or_fail $IP link set rail{{.N}} name eth{{.N}}
+run_or_fail $IP link set eth{{.N}} up
+run_or_fail $IP addr add {{.Net4}}.$host/24 dev eth{{.N}}
+run_or_fail $IP addr add {{.Net6}}$(printf %x $host)/64 dev eth{{.N}} nodad
+if ! out=$($RDMA link add rxe{{.N}} type rxe netdev eth{{.N}} 2>&1); then
+	mark rxe-fail "rdma link add rxe{{.N}} type rxe netdev eth{{.N}}: $(echo "$out" | oneline)"
+	poweroff -f; sleep 60
+fi
+wait_rxe rxe{{.N}} {{.GID4}}$(printf %02x $host) {{.GID6}}$(printf %04x $host)
+$RDMA link show rxe{{.N}}/1
+{{end}}{{end}}{{end}}{{if .Siw}}
 # Soft-iWARP on its own dummy interface.
 run_or_fail $IP link add {{.SiwNetdev}} type dummy
 run_or_fail $IP link set {{.SiwNetdev}} up
@@ -249,10 +330,13 @@ func InitScript(s InitSpec) ([]byte, error) {
 		SetupPolls                                                          int
 		DataMAC, MgmtMAC, MgmtIP, Net4, Net6, GID4Prefix, GID6Prefix, Agent string
 		AgentPort                                                           int
+		ExtraRails                                                          []railTmpl
+		NodeMAC, NodeNet4                                                   string
 	}{s, MarkerPrefix(s.Nonce), GuestIP, GuestRDMA, GuestGorping, GuestIPv4, GuestIPv6, GuestDev, gidIPv4, gidIPv6,
 		GuestSiwNetdev, GuestSiwIPv4, GuestSiwIPv6, GuestSiwDev, polls,
 		ClusterDataMAC, ClusterMgmtMAC, ClusterMgmtIP, ClusterNet4, ClusterNet6,
-		"0000:0000:0000:0000:0000:ffff:0a00:03", "2001:0db8:0003:0000:0000:0000:0000:", GuestAgent, agent.Port}
+		"0000:0000:0000:0000:0000:ffff:0a00:03", "2001:0db8:0003:0000:0000:0000:0000:", GuestAgent, agent.Port,
+		extraRails(s.Rails), ClusterNodeMAC, ClusterNodeNet4}
 	var b bytes.Buffer
 	if err := initTmpl.Execute(&b, data); err != nil {
 		return nil, fmt.Errorf("render /init: %w", err)

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"errors"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +124,37 @@ func TestInitScript(t *testing.T) {
 			t.Errorf("cluster init script has %q:\n%s", unwanted, s)
 		}
 	}
+	if strings.Contains(s, "nic_by_mac") {
+		t.Errorf("a one-rail cluster's init script sets up other rails:\n%s", s)
+	}
+	b, err = InitScript(InitSpec{Nonce: "n4", Cluster: true, SetupTimeout: time.Second, Rails: 3, NodeNet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = string(b)
+	for _, want := range []string{
+		"run_or_fail $IP link set $data name eth0\n",
+		"nic=$(nic_by_mac 52:54:00:04:00:$(printf %02x $host))\n",
+		"run_or_fail $IP link set $nic name rail2\n",
+		"run_or_fail $IP addr add 10.0.9.$host/24 dev node0\n",
+		"run_or_fail $IP addr add 10.0.5.$host/24 dev eth2\n",
+		"run_or_fail $IP addr add 2001:db8:4::$(printf %x $host)/64 dev eth1 nodad\n",
+		"$RDMA link add rxe2 type rxe netdev eth2",
+		"wait_rxe rxe1 0000:0000:0000:0000:0000:ffff:0a00:04$(printf %02x $host) 2001:0db8:0004:0000:0000:0000:0000:$(printf %04x $host)\n",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("three-rail cluster init script lacks %q:\n%s", want, s)
+		}
+	}
+	// Every NIC is named by role before any becomes eth<r>.
+	if i, j := strings.LastIndex(s, "name rail"), strings.Index(s, "rail1 name eth1"); i < 0 || j < i {
+		t.Errorf("a rail NIC is renamed to eth<r> before every NIC has its role name:\n%s", s)
+	}
+	if sh, err := exec.LookPath("sh"); err == nil {
+		if out, err := exec.Command(sh, "-n", "-c", s).CombinedOutput(); err != nil {
+			t.Errorf("sh -n: %v: %s", err, out)
+		}
+	}
 }
 
 func TestMergedUsr(t *testing.T) {
@@ -204,5 +236,21 @@ func TestDiffGuestPackages(t *testing.T) {
 	got := diffGuestPackages(plain, tagged, "m/test/guest")
 	if strings.Join(got, " ") != "m/test/guest m/b m/c" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+func TestClusterRailAddresses(t *testing.T) {
+	// Rail 0 is the data NIC every test of the bed has always used.
+	if ClusterRailIPv4(0, 7) != ClusterIPv4(7) || ClusterRailIPv6(0, 7) != ClusterIPv6(7) || ClusterRailMAC(0, 7) != ClusterDataMAC+"07" {
+		t.Errorf("rail 0 of host 7: %s %s %s, want eth0's %s %s %s07", ClusterRailIPv4(0, 7), ClusterRailIPv6(0, 7), ClusterRailMAC(0, 7),
+			ClusterIPv4(7), ClusterIPv6(7), ClusterDataMAC)
+	}
+	if got := ClusterRailIPv4(1, 12) + " " + ClusterRailIPv6(1, 12) + " " + ClusterRailMAC(1, 12) + " " + ClusterNodeIPv4(12); got != "10.0.4.12 2001:db8:4::c 52:54:00:04:00:0c 10.0.9.12" {
+		t.Errorf("rail 1 and node address of host 12: %s", got)
+	}
+	for r := 0; r < MaxClusterRails; r++ {
+		if ClusterRailIPv4(r, 1) == ClusterNodeIPv4(1) || ClusterRailMAC(r, 1) == ClusterNodeMAC+"01" || ClusterRailMAC(r, 1) == ClusterMgmtMAC+"01" {
+			t.Errorf("rail %d shares an address with the node or management network", r)
+		}
 	}
 }

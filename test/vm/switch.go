@@ -93,10 +93,10 @@ func freeUDPPort() (int, error) {
 	return c.LocalAddr().(*net.UDPAddr).Port, nil
 }
 
-// NetdevArgs is QEMU's -netdev value for port i's guest (id "data").
-func (s *Switch) NetdevArgs(i int) string {
+// NetdevArgs is QEMU's -netdev value for port i's guest, netdev id.
+func (s *Switch) NetdevArgs(i int, id string) string {
 	p := s.ports[i]
-	return fmt.Sprintf("dgram,id=data,local.type=inet,local.host=127.0.0.1,local.port=%d,remote.type=inet,remote.host=127.0.0.1,remote.port=%d",
+	return fmt.Sprintf("dgram,id=%s,local.type=inet,local.host=127.0.0.1,local.port=%d,remote.type=inet,remote.host=127.0.0.1,remote.port=%d", id,
 		p.guest.Port, p.conn.LocalAddr().(*net.UDPAddr).Port)
 }
 

@@ -1,0 +1,130 @@
+//go:build fabric
+
+package fabric
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorping/gorping/test/promtest"
+	"github.com/gorping/gorping/test/vm"
+)
+
+// railGroups are the pinglist groups of TestMeshRails: two hosts under one
+// switch, one under another.
+var railGroups = map[string]string{"h1": "tor-a", "h2": "tor-a", "h3": "tor-b"}
+
+// startRailAgent starts h's agent the way a GPU cluster runs it: it knows its
+// peers only by their node addresses (node0, no RDMA there) and finds their
+// rails in their descriptions.
+func startRailAgent(t *testing.T, h *vm.Host, group string) *rproc {
+	t.Helper()
+	var agents []string
+	for _, p := range cl.Hosts {
+		agents = append(agents, addrPort(p.NodeIPv4, meshPort))
+	}
+	a := start(t, h, gorping, "mesh", "--web.listen-address", fmt.Sprintf("0.0.0.0:%d", meshPort),
+		"--agents", strings.Join(agents, ","), "--agent-name", h.Name, "--group", group,
+		"--agents-refresh", "1s", "--interval", "0.5", "--log.format", "json")
+	waitOutput(t, a, `"msg":"gorping mesh started"`, time.Minute)
+	return a
+}
+
+// railOf is the rail (0-based) of a cluster address, -1 if none.
+func railOf(h *vm.Host, addr string) int {
+	for _, r := range h.Rails {
+		if r.IPv4 == addr || r.IPv6 == addr {
+			return r.N
+		}
+	}
+	return -1
+}
+
+// TestMeshRails: agents started with nothing but the node addresses of the
+// three hosts (each with two rails, each rail its own switch and subnet) find
+// every rail of every peer from its description and probe exactly those, rail
+// to rail, never their own rails and never a node address; a real Prometheus
+// sees it per rail. A partition of one rail of one host turns exactly that
+// rail's targets down and heals; a group change is followed by its peers.
+func TestMeshRails(t *testing.T) {
+	h1, h2, h3 := host(t, 1), host(t, 2), host(t, 3)
+	hosts := []*vm.Host{h1, h2, h3}
+	if len(h1.Rails) < 2 || h1.NodeIPv4 == "" {
+		t.Fatalf("the test bed has %d rails and node address %q: TestMain must start it with Rails 2 and NodeNet", len(h1.Rails), h1.NodeIPv4)
+	}
+	agents := map[*vm.Host]*rproc{}
+	for _, h := range hosts {
+		agents[h] = startRailAgent(t, h, railGroups[h.Name])
+	}
+	var jobs []promtest.Job
+	for _, h := range hosts {
+		jobs = append(jobs, promtest.Job{Name: "gorping-rails-" + h.Name, Targets: []string{h.Forwards[meshPort]},
+			Labels: map[string]string{"host": h.Name}})
+	}
+	prom := promtest.Start(t, promtest.Config{Jobs: jobs, NativeHistograms: true})
+	byName := map[string]*vm.Host{"h1": h1, "h2": h2, "h3": h3}
+
+	// Every agent probes 2 peers x 2 rails, rail r of its own to rail r of each peer.
+	const all = 3 * 2 * 2
+	t.Run("EveryRailOfEveryPeer", func(t *testing.T) {
+		v := prom.WaitFor(t, 3*time.Minute, `gorping_target_up == 1`, func(v promtest.Vector) bool { return len(v) == all })
+		var lines []string
+		for _, s := range v {
+			me, peer := byName[s.Metric["host"]], byName[s.Metric["peer"]]
+			if me == nil || peer == nil || me == peer {
+				t.Errorf("target %v: its host or peer label is not another host of the bed", s.Metric)
+				continue
+			}
+			addr, _, _ := strings.Cut(s.Metric["target"], ":")
+			r := railOf(peer, addr)
+			if r < 0 {
+				t.Errorf("%s probes %s, which is not a rail of %s (node or management addresses must never be probed)", me.Name, s.Metric["target"], peer.Name)
+				continue
+			}
+			if want := me.Rails[r].Device; s.Metric["device"] != want || s.Metric["port"] != "1" {
+				t.Errorf("%s's target %s (rail %d) is probed from %s port %s, want %s port 1", me.Name, s.Metric["target"], r, s.Metric["device"], s.Metric["port"], want)
+			}
+			lines = append(lines, fmt.Sprintf("%s -> %s (%s, %s/%s)", me.Name, s.Metric["target"], s.Metric["peer"], s.Metric["device"], s.Metric["port"]))
+		}
+		sort.Strings(lines)
+		t.Logf("%d rail targets up:\n%s", len(lines), strings.Join(lines, "\n"))
+		// No agent probes anything else (its own rails, a node address).
+		prom.WaitFor(t, time.Minute, `count(gorping_target_up)`, count(all))
+		prom.WaitFor(t, time.Minute, `count(gorping_peer_up == 1)`, count(6))
+	})
+
+	t.Run("OneRailPartitioned", func(t *testing.T) {
+		// h3's rail 1 loses everything it sends: h1 and h2 lose their rail-1 targets
+		// on h3, h3 loses its rail-1 targets on them; rail 0 and h1<->h2 carry on.
+		netemOn(t, h3, h3.Rails[1].Netdev, "loss", "100%")
+		rail1h3 := `target=~"` + strings.ReplaceAll(h3.Rails[1].IPv4, ".", `\\.`) + `:.*"`
+		down := prom.WaitFor(t, time.Minute, `gorping_target_up == 0`, func(v promtest.Vector) bool { return len(v) == 4 })
+		for _, s := range down {
+			addr, _, _ := strings.Cut(s.Metric["target"], ":")
+			toH3 := addr == h3.Rails[1].IPv4
+			fromH3 := s.Metric["host"] == "h3" && (addr == h1.Rails[1].IPv4 || addr == h2.Rails[1].IPv4)
+			if !toH3 && !fromH3 || s.Metric["device"] != "rxe1" {
+				t.Errorf("target down that is not on h3's rail 1: %v", s.Metric)
+			}
+		}
+		prom.WaitFor(t, time.Minute, `count(gorping_target_up{`+rail1h3+`} == 0)`, count(2))
+		prom.WaitFor(t, time.Minute, `count(gorping_target_up == 1)`, count(all-4))
+		// The agents still describe each other: the node network is not partitioned.
+		prom.WaitFor(t, time.Minute, `count(gorping_peer_up == 1)`, count(6))
+		run(t, h3, time.Minute, tc, "qdisc", "del", "dev", h3.Rails[1].Netdev, "root")
+		prom.WaitFor(t, 3*time.Minute, `count(gorping_target_up == 1)`, count(all))
+	})
+
+	t.Run("GroupChange", func(t *testing.T) {
+		prom.WaitFor(t, time.Minute, `count(gorping_peer_info{host=~"h1|h2", peer="h3", peer_group="tor-b"})`, count(2))
+		agents[h3].signal(t, 15)
+		agents[h3].wait(t, time.Minute)
+		agents[h3] = startRailAgent(t, h3, "tor-a")
+		prom.WaitFor(t, time.Minute, `count(gorping_peer_info{host=~"h1|h2", peer="h3", peer_group="tor-a"})`, count(2))
+		prom.WaitFor(t, time.Minute, `count(gorping_peer_info{peer="h3", peer_group="tor-b"})`, func(v promtest.Vector) bool { return len(v) == 0 })
+		prom.WaitFor(t, 3*time.Minute, `count(gorping_target_up == 1)`, count(all))
+	})
+}
