@@ -61,13 +61,22 @@ type rproc struct {
 // (after a SIGQUIT for gorping, whose goroutine dump then shows where it hung).
 func start(t testing.TB, h *vm.Host, args ...string) *rproc {
 	t.Helper()
+	return startOwned(t, t, h, args...)
+}
+
+// startOwned is start whose process belongs to owner: a subtest that restarts a
+// process the rest of its parent test uses gives the parent, whose end (not the
+// subtest's) then kills it.
+func startOwned(t, owner testing.TB, h *vm.Host, args ...string) *rproc {
+	t.Helper()
 	p := &rproc{h: h, boot: h.Boots(), name: h.Name + ": " + strings.Join(args, " ")}
 	call(t, 30*time.Second, func(ctx context.Context) error {
 		r, err := h.Agent.Start(ctx, agent.StartRequest{Args: args})
 		p.id, p.pid = r.ID, r.PID
 		return err
 	})
-	t.Cleanup(func() {
+	owner.Cleanup(func() {
+		t := owner
 		if !h.Running() || h.Boots() != p.boot {
 			return // the process went with its host
 		}

@@ -4,6 +4,8 @@ package fabric
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -19,14 +21,15 @@ var railGroups = map[string]string{"h1": "tor-a", "h2": "tor-a", "h3": "tor-b"}
 
 // startRailAgent starts h's agent the way a GPU cluster runs it: it knows its
 // peers only by their node addresses (node0, no RDMA there) and finds their
-// rails in their descriptions.
-func startRailAgent(t *testing.T, h *vm.Host, group string) *rproc {
+// rails in their descriptions. owner's end stops it (TestMeshRails, also for an
+// agent a subtest restarts).
+func startRailAgent(t, owner *testing.T, h *vm.Host, group string) *rproc {
 	t.Helper()
 	var agents []string
 	for _, p := range cl.Hosts {
 		agents = append(agents, addrPort(p.NodeIPv4, meshPort))
 	}
-	a := start(t, h, gorping, "mesh", "--web.listen-address", fmt.Sprintf("0.0.0.0:%d", meshPort),
+	a := startOwned(t, owner, h, gorping, "mesh", "--web.listen-address", fmt.Sprintf("0.0.0.0:%d", meshPort),
 		"--agents", strings.Join(agents, ","), "--agent-name", h.Name, "--group", group,
 		"--agents-refresh", "1s", "--interval", "0.5", "--log.format", "json")
 	waitOutput(t, a, `"msg":"gorping mesh started"`, time.Minute)
@@ -48,16 +51,18 @@ func railOf(h *vm.Host, addr string) int {
 // every rail of every peer from its description and probe exactly those, rail
 // to rail, never their own rails and never a node address; a real Prometheus
 // sees it per rail. A partition of one rail of one host turns exactly that
-// rail's targets down and heals; a group change is followed by its peers.
+// rail's targets down and heals; a group change, and an agent that leaves and
+// returns, are followed by its peers.
 func TestMeshRails(t *testing.T) {
 	h1, h2, h3 := host(t, 1), host(t, 2), host(t, 3)
 	hosts := []*vm.Host{h1, h2, h3}
 	if len(h1.Rails) < 2 || h1.NodeIPv4 == "" {
 		t.Fatalf("the test bed has %d rails and node address %q: TestMain must start it with Rails 2 and NodeNet", len(h1.Rails), h1.NodeIPv4)
 	}
+	top := t // the agents live as long as the whole test, restarted ones too
 	agents := map[*vm.Host]*rproc{}
 	for _, h := range hosts {
-		agents[h] = startRailAgent(t, h, railGroups[h.Name])
+		agents[h] = startRailAgent(t, t, h, railGroups[h.Name])
 	}
 	var jobs []promtest.Job
 	for _, h := range hosts {
@@ -94,6 +99,8 @@ func TestMeshRails(t *testing.T) {
 		// No agent probes anything else (its own rails, a node address).
 		prom.WaitFor(t, time.Minute, `count(gorping_target_up)`, count(all))
 		prom.WaitFor(t, time.Minute, `count(gorping_peer_up == 1)`, count(6))
+		// What an operator's curl shows (README's walk quotes it).
+		t.Logf("h1's /metrics, its targets and peers:\n%s", scrapeLines(t, h1, "gorping_target_up{", "gorping_peer_up{"))
 	})
 
 	t.Run("OneRailPartitioned", func(t *testing.T) {
@@ -122,9 +129,65 @@ func TestMeshRails(t *testing.T) {
 		prom.WaitFor(t, time.Minute, `count(gorping_peer_info{host=~"h1|h2", peer="h3", peer_group="tor-b"})`, count(2))
 		agents[h3].signal(t, 15)
 		agents[h3].wait(t, time.Minute)
-		agents[h3] = startRailAgent(t, h3, "tor-a")
+		agents[h3] = startRailAgent(t, top, h3, "tor-a")
 		prom.WaitFor(t, time.Minute, `count(gorping_peer_info{host=~"h1|h2", peer="h3", peer_group="tor-a"})`, count(2))
 		prom.WaitFor(t, time.Minute, `count(gorping_peer_info{peer="h3", peer_group="tor-b"})`, func(v promtest.Vector) bool { return len(v) == 0 })
 		prom.WaitFor(t, 3*time.Minute, `count(gorping_target_up == 1)`, count(all))
 	})
+
+	t.Run("AgentLeavesAndReturns", func(t *testing.T) {
+		// h2's agent stops: h1 and h3 say so (peer_up 0) and keep its rails for
+		// --agents-keep (5m), whose targets go down; back, it is followed again.
+		zeros := func(want int) func(promtest.Vector) bool {
+			return func(v promtest.Vector) bool {
+				n := 0
+				for _, s := range v {
+					if s.Value == 0 {
+						n++
+					}
+				}
+				return len(v) == 2 && n == want
+			}
+		}
+		prom.WaitFor(t, time.Minute, `gorping_peer_up{host=~"h1|h3", peer="h2"}`, zeros(0))
+		agents[h2].signal(t, 15)
+		agents[h2].wait(t, time.Minute)
+		defer func() {
+			if t.Failed() {
+				for _, h := range []*vm.Host{h1, h3} {
+					t.Logf("%s's agent log:\n%s", h.Name, agents[h].status(t).Stderr)
+				}
+			}
+		}()
+		prom.WaitFor(t, time.Minute, `gorping_peer_up{host=~"h1|h3", peer="h2"}`, zeros(2))
+		prom.WaitFor(t, time.Minute, `count(gorping_target_up{peer="h2"} == 0)`, count(4))
+		prom.WaitFor(t, time.Minute, `count(gorping_target_up{host=~"h1|h3", peer!="h2"} == 1)`, count(4))
+		agents[h2] = startRailAgent(t, top, h2, railGroups["h2"])
+		prom.WaitFor(t, time.Minute, `gorping_peer_up{host=~"h1|h3", peer="h2"}`, zeros(0))
+		prom.WaitFor(t, 3*time.Minute, `count(gorping_target_up == 1)`, count(all))
+	})
+}
+
+// scrapeLines are the lines of h's agent's /metrics (through its forward) that
+// start with one of prefixes.
+func scrapeLines(t *testing.T, h *vm.Host, prefixes ...string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + h.Forwards[meshPort] + "/metrics")
+	if err != nil {
+		t.Fatalf("GET %s's /metrics: %v", h.Name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s's /metrics: %s %v", h.Name, resp.Status, err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(body), "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(l, p) {
+				out = append(out, l)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
