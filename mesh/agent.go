@@ -201,7 +201,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	settings := &probeSettings{interval: cfg.Interval, timeout: cfg.Timeout, connectTimeout: cfg.ConnectTimeout,
-		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, dial: d.dial, resolver: d.resolver, log: log,
+		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, paths: cfg.Paths, dial: d.dial, resolver: d.resolver, log: log,
 		dials: make(chan struct{}, maxParallelDials)}
 	a.mgr = newManager(work, settings, a.m)
 	selfPort := cfg.port
@@ -228,7 +228,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	log.Info("gorping mesh started", "version", cfg.Version, "listen", strings.Join(addrs, ","),
-		"responder", responderDesc(cfg), "interval", cfg.Interval, "timeout", cfg.Timeout)
+		"responder", responderDesc(cfg), "interval", cfg.Interval, "paths", cfg.Paths, "timeout", cfg.Timeout)
 
 	var wg sync.WaitGroup
 	if !cfg.NoResponder {

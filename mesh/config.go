@@ -44,6 +44,7 @@ type Config struct {
 	MaxTargets    int           // --max-targets: the targets beyond it are not probed
 
 	Interval       time.Duration // --interval
+	Paths          int           // --paths: connections to each target, each its own flow
 	Jitter         float64       // --jitter, fraction of the interval
 	Timeout        time.Duration // --timeout: one ping; 0: the smaller of 1s and the interval
 	ConnectTimeout time.Duration // --connect-timeout
@@ -80,7 +81,7 @@ const defaultMaxTargets = 4096
 // DefaultConfig is the configuration of `gorping mesh` without options.
 func DefaultConfig() Config {
 	return Config{Listen: []string{defaultListen}, Port: rping.DefaultPort, Bind: "::", TargetsReload: 2 * time.Second,
-		DNSRefresh: 30 * time.Second, MaxTargets: defaultMaxTargets, Interval: time.Second, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
+		DNSRefresh: 30 * time.Second, MaxTargets: defaultMaxTargets, Interval: time.Second, Paths: 1, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
 		BackoffMax: 30 * time.Second, Size: rping.DefaultSize, LogFormat: "logfmt", LogLevel: "info",
 		AgentsRefresh: 30 * time.Second, AgentsKeep: 5 * time.Minute, Rails: railsSameSubnet, Rotate: 5 * time.Minute}
 }
@@ -103,6 +104,9 @@ Targets (any rping server: gorping mesh, gorping -s -P, rping -s -P):
 
 Probing:
 	--interval DUR		one ping per target per interval (default 1s)
+	--paths K		K connections to each target, 1..16 (default 1), each its own flow
+				(QPs, RoCEv2 UDP source port: its own ECMP path) pinging once per
+				interval in its own slot; with 2 or more, gorping_path_* per path
 	--jitter F		each slot moves by up to F·interval (default 0.1)
 	--timeout DUR		a ping that takes longer fails with reason timeout (default 1s or the
 				interval if shorter; a longer timeout than the interval lets a slow
@@ -261,6 +265,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
 	one(&durationFlag{&cfg.DNSRefresh}, "dns-refresh")
 	one((*intFlag)(&cfg.MaxTargets), "max-targets")
 	one(&durationFlag{&cfg.Interval}, "interval")
+	one((*intFlag)(&cfg.Paths), "paths")
 	one((*floatFlag)(&cfg.Jitter), "jitter")
 	one(&durationFlag{&cfg.Timeout}, "timeout")
 	one(&durationFlag{&cfg.ConnectTimeout}, "connect-timeout")
@@ -430,6 +435,11 @@ const (
 	minDNSRefresh     = time.Second
 )
 
+// maxPaths bounds --paths: each path is one more RC QP at both ends of every target, and
+// a NIC's QP context cache spills past about 2,000 QPs (docs/mesh.md, "Paths"): 16 paths
+// to 128 targets are already 2,048 QPs on each side.
+const maxPaths = 16
+
 // maxMaxTargets bounds --max-targets (a million connections would exhaust any host).
 const maxMaxTargets = 1_000_000
 
@@ -552,6 +562,9 @@ func (cfg Config) check() (*agentConfig, error) {
 	}
 	if err := checkMin("--interval", cfg.Interval, minInterval); err != nil {
 		return nil, err
+	}
+	if cfg.Paths < 1 || cfg.Paths > maxPaths {
+		return nil, usageErrorf("--paths %d: want 1..%d", cfg.Paths, maxPaths)
 	}
 	if cfg.Timeout == 0 {
 		c.Timeout = min(time.Second, cfg.Interval)

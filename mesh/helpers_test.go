@@ -14,8 +14,13 @@ import (
 
 // maxSeriesPerTarget is the cardinality budget of one target (docs/mesh.md): the RTT
 // histogram (one native histogram), probes, up, connections, path, and the failure
-// reasons the target has seen.
-const maxSeriesPerTarget = 10
+// reasons the target has seen. With --paths K of 2 or more each path adds at most
+// maxSeriesPerPath — its up, probes and info, and its share of the target's paths up —
+// plus one per failure reason it has had.
+const (
+	maxSeriesPerTarget = 10
+	maxSeriesPerPath   = 4
+)
 
 // seriesPerTarget counts each target's series in a scrape, a histogram as the one
 // native histogram series Prometheus stores for it.

@@ -284,7 +284,7 @@ func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t targe
 		fail(count, reasonResolve, resolveErr)
 		return
 	}
-	conn, err := a.d.dial(ctx, netip.Addr{}, netip.AddrPortFrom(addr, t.Port), lineLog{log})
+	conn, err := a.d.dial(ctx, netip.Addr{}, netip.AddrPortFrom(addr, t.Port), 0, lineLog{log})
 	if err != nil {
 		fail(count, reasonOf(err), err)
 		return

@@ -10,11 +10,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
 
-// manager runs one targetLoop per target and reconciles them with the target list: a
+// manager runs a target's targetLoops (one per path, --paths) and reconciles them with the target list: a
 // reload starts the new targets and stops the removed ones, and leaves every other loop
 // (its connection and its series) alone.
 type manager struct {
@@ -29,7 +30,8 @@ type manager struct {
 type running struct {
 	t      target
 	tm     *targetMetrics
-	cancel context.CancelFunc
+	cancel context.CancelFunc // ends every path's loop
+	left   atomic.Int32       // loops still running: the last one closes done
 	done   chan struct{}
 }
 
@@ -59,15 +61,23 @@ func (mg *manager) reconcile(ctx context.Context, targets []target) {
 		if _, ok := mg.running[k]; ok {
 			continue
 		}
-		mg.seed++
 		lctx, cancel := context.WithCancel(mg.ctx)
-		r := &running{t: t, tm: mg.m.forTarget(t), cancel: cancel, done: make(chan struct{})}
+		paths := max(mg.s.paths, 1)
+		r := &running{t: t, tm: mg.m.forTarget(t, paths), cancel: cancel, done: make(chan struct{})}
+		r.left.Store(int32(paths))
 		mg.running[k] = r
-		l := newTargetLoop(t, mg.s, r.tm, mg.seed)
-		go func() {
-			defer close(r.done)
-			l.run(lctx)
-		}()
+		for p := range paths {
+			mg.seed++ // each path its own random phase and backoff
+			l := newTargetLoop(t, mg.s, r.tm, p, mg.seed)
+			go func() {
+				defer func() {
+					if r.left.Add(-1) == 0 {
+						close(r.done)
+					}
+				}()
+				l.run(lctx)
+			}()
+		}
 		started = append(started, k)
 	}
 	mg.mu.Unlock()

@@ -165,6 +165,17 @@ type fakeNet struct {
 	gate     chan struct{}                      // if set, Close waits for it
 	sources  map[netip.AddrPort][]netip.Addr    // if set, each dial's source address
 	device   func(src netip.Addr) (string, int) // if set, the device and port of a connection from src
+	// byPath overrides behavior for one path of a target (--paths); failQPN fails the
+	// pings of the connection with that local QPN with the reason (once it reconnects,
+	// with new QPs, it works).
+	byPath  map[pathKey]behavior
+	failQPN map[uint32]string
+	qpn     uint32 // the last QPN handed out (each connection takes its own and its peer's)
+}
+
+type pathKey struct {
+	addr netip.AddrPort
+	path int
 }
 
 type behavior struct {
@@ -208,7 +219,25 @@ func (f *fakeNet) openConns() int {
 	return f.open
 }
 
-func (f *fakeNet) dial(ctx context.Context, src netip.Addr, addr netip.AddrPort, _ io.Writer) (probeConn, error) {
+func (f *fakeNet) setPath(addr string, path int, b behavior) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byPath == nil {
+		f.byPath = map[pathKey]behavior{}
+	}
+	f.byPath[pathKey{netip.MustParseAddrPort(addr), path}] = b
+}
+
+func (f *fakeNet) failConn(qpn uint32, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failQPN == nil {
+		f.failQPN = map[uint32]string{}
+	}
+	f.failQPN[qpn] = reason
+}
+
+func (f *fakeNet) dial(ctx context.Context, src netip.Addr, addr netip.AddrPort, path int, _ io.Writer) (probeConn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dials[addr]++
@@ -216,6 +245,9 @@ func (f *fakeNet) dial(ctx context.Context, src netip.Addr, addr netip.AddrPort,
 		f.sources[addr] = append(f.sources[addr], src)
 	}
 	b, ok := f.behavior[addr]
+	if pb, found := f.byPath[pathKey{addr, path}]; found {
+		b, ok = pb, true
+	}
 	if b.hang {
 		f.mu.Unlock()
 		<-ctx.Done()
@@ -229,7 +261,10 @@ func (f *fakeNet) dial(ctx context.Context, src netip.Addr, addr netip.AddrPort,
 		return nil, &rping.ProbeError{Reason: b.dialErr, Err: errors.New("fake")}
 	}
 	f.open++
-	c := &fakeConn{f: f, b: b, done: make(chan struct{}), dev: "mlx5_0", port: 1}
+	f.qpn += 2
+	c := &fakeConn{f: f, b: b, done: make(chan struct{}), dev: "mlx5_0", port: 1,
+		flow: rping.Flow{LocalQPN: f.qpn, RemoteQPN: f.qpn + 1, SrcPort: uint16(40000 + f.qpn), DstPort: addr.Port(),
+			UDPSourcePort: uint16(0xC000 + f.qpn)}}
 	if f.device != nil {
 		c.dev, c.port = f.device(src)
 	}
@@ -250,6 +285,7 @@ type fakeConn struct {
 	err    error
 	dev    string
 	port   int
+	flow   rping.Flow
 }
 
 func (c *fakeConn) kill() { c.once.Do(func() { close(c.done) }) }
@@ -265,6 +301,13 @@ func (c *fakeConn) Ping(time.Duration) (time.Duration, error) {
 	default:
 	}
 	c.n++
+	c.f.mu.Lock()
+	reason, fail := c.f.failQPN[c.flow.LocalQPN]
+	c.f.mu.Unlock()
+	if fail {
+		c.err = &rping.ProbeError{Reason: reason, Err: errors.New("fake: this connection fails")}
+		return 0, c.err
+	}
 	if c.b.failWith != "" && c.b.failAfter > 0 && c.n > c.b.failAfter {
 		c.err = &rping.ProbeError{Reason: c.b.failWith, Err: errors.New("fake")}
 		return 0, c.err
@@ -275,6 +318,7 @@ func (c *fakeConn) Ping(time.Duration) (time.Duration, error) {
 func (c *fakeConn) Done() <-chan struct{} { return c.done }
 func (c *fakeConn) Device() string        { return c.dev }
 func (c *fakeConn) Port() int             { return c.port }
+func (c *fakeConn) Flow() rping.Flow      { return c.flow }
 
 func (c *fakeConn) Close() error {
 	if c.timer != nil {

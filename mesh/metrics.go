@@ -2,11 +2,15 @@ package mesh
 
 import (
 	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/gorping/gorping/rping"
 )
 
 const namespace = "gorping"
@@ -30,7 +34,9 @@ func rttHistogramOpts(help string) prometheus.HistogramOpts {
 // metrics are the agent's collectors, registered on its own registry. Per target (label
 // target="host:port"): the RTT histogram, probes, failures by reason, up, connections and
 // the path (local device and port, node_exporter's infiniband labels) — 5 series plus one
-// per failure reason seen, the histogram counted as one native histogram.
+// per failure reason seen, the histogram counted as one native histogram. With --paths K
+// of 2 or more, one more per target (paths up) and per path (label path="0".."K-1"): up,
+// probes, info (its QPs and UDP source port), plus one per failure reason it has had.
 type metrics struct {
 	reg         *prometheus.Registry
 	rtt         *prometheus.HistogramVec
@@ -39,6 +45,12 @@ type metrics struct {
 	up          *prometheus.GaugeVec
 	connections *prometheus.CounterVec
 	path        *prometheus.GaugeVec
+
+	targetPathsUp *prometheus.GaugeVec
+	pathUp        *prometheus.GaugeVec
+	pathProbes    *prometheus.CounterVec
+	pathFailures  *prometheus.CounterVec
+	pathInfo      *prometheus.GaugeVec
 
 	targets         *prometheus.GaugeVec
 	configErrors    *prometheus.CounterVec
@@ -77,6 +89,19 @@ func newMetrics(version string) *metrics {
 	m.path = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_path_info",
 		Help: "The local RDMA device and port of the target's latest connection (labels as node_exporter's infiniband collector); always 1."},
 		tl)
+	// --paths: vectors without children export nothing, so with one path there are none.
+	pl := append(tl[:len(tl):len(tl)], "path")
+	m.targetPathsUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_paths_up",
+		Help: "Paths (--paths connections) to the target whose last probe succeeded."}, tl)
+	m.pathUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "path_up",
+		Help: "1 if the path's last probe succeeded, else 0 (--paths: one series per connection to the target)."}, pl)
+	m.pathProbes = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "path_probes_total",
+		Help: "Probe slots of the path, one per interval; the target's gorping_probes_total is their sum."}, pl)
+	m.pathFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "path_failures_total",
+		Help: "Probe slots of the path that failed, by reason."}, append(pl[:len(pl):len(pl)], "reason"))
+	m.pathInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "path_info",
+		Help: "The path's current connection: its local and remote QP numbers and the RoCEv2 UDP source port its packets should carry (\"\" where it cannot be predicted); always 1."},
+		append(pl[:len(pl):len(pl)], "local_qpn", "remote_qpn", "udp_sport"))
 	m.targets = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "targets",
 		Help: "Targets probed, by the source that names them (file, peers, dns; rails: the peer agents' rails)."}, []string{"source"})
 	m.configErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "target_config_errors_total",
@@ -118,7 +143,8 @@ func newMetrics(version string) *metrics {
 	m.railProblems = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "rail_problems",
 		Help: "Pairs of a local rail and a probed peer (or its rail) that cannot be probed, by reason (self, no_rail_in_subnet, gid_family, link_layer); each logged once."},
 		[]string{"reason"})
-	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.targets, m.configErrors, m.badLines, m.ignored,
+	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path,
+		m.targetPathsUp, m.pathUp, m.pathProbes, m.pathFailures, m.pathInfo, m.targets, m.configErrors, m.badLines, m.ignored,
 		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build, m.agentInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{sourceFile, sourcePeers, sourceDNS, sourceRails} {
@@ -143,7 +169,8 @@ func (m *metrics) registerDiscovery() {
 }
 
 // targetMetrics are one target's children, looked up once so that recording a probe
-// allocates nothing.
+// allocates nothing. The target's paths (pathMetrics, one loop each) record into them
+// concurrently: mu guards what they share.
 type targetMetrics struct {
 	m           *metrics
 	labels      []string // target, device, port, peer
@@ -152,12 +179,30 @@ type targetMetrics struct {
 	probes      prometheus.Counter
 	up          prometheus.Gauge
 	connections prometheus.Counter
-	failures    map[string]prometheus.Counter // by reason: the ones the target has had
-	device      string
-	port        string
+	pathsUp     prometheus.Gauge // nil with one path
+	paths       []*pathMetrics
+
+	mu       sync.Mutex
+	failures map[string]prometheus.Counter // by reason: the ones the target has had
+	working  int                           // paths whose last slot succeeded
+	device   string
+	port     string
 }
 
-func (m *metrics) forTarget(t target) *targetMetrics {
+// pathMetrics are one path's: its own series (with --paths 2 or more) and the target's
+// it adds to. Only the path's loop records into them.
+type pathMetrics struct {
+	tm       *targetMetrics
+	index    string // "0", "1", ...; "" with one path: no path series
+	up       prometheus.Gauge
+	probes   prometheus.Counter
+	failures map[string]prometheus.Counter
+	working  bool
+	info     []string // the current gorping_path_info's labels; nil before the first connection
+}
+
+// forTarget makes the children of t and of its k paths.
+func (m *metrics) forTarget(t target, k int) *targetMetrics {
 	port := ""
 	if t.Device != "" {
 		port = strconv.Itoa(t.DevPort)
@@ -167,32 +212,127 @@ func (m *metrics) forTarget(t target) *targetMetrics {
 		up: m.up.WithLabelValues(l...), connections: m.connections.WithLabelValues(l...),
 		failures: map[string]prometheus.Counter{}}
 	tm.up.Set(0)
+	if k > 1 {
+		tm.pathsUp = m.targetPathsUp.WithLabelValues(l...)
+		tm.pathsUp.Set(0)
+	}
+	for i := range max(k, 1) {
+		pm := &pathMetrics{tm: tm}
+		if k > 1 {
+			pm.index = strconv.Itoa(i)
+			pl := append(l[:len(l):len(l)], pm.index)
+			pm.up, pm.probes = m.pathUp.WithLabelValues(pl...), m.pathProbes.WithLabelValues(pl...)
+			pm.failures = map[string]prometheus.Counter{}
+			pm.up.Set(0)
+		}
+		tm.paths = append(tm.paths, pm)
+	}
 	return tm
 }
 
-func (tm *targetMetrics) success(rtt time.Duration) {
+func (pm *pathMetrics) success(rtt time.Duration) {
+	tm := pm.tm
 	tm.probes.Inc()
 	tm.rtt.Observe(rtt.Seconds())
-	tm.up.Set(1)
+	if pm.index != "" {
+		pm.probes.Inc()
+		pm.up.Set(1)
+	}
+	tm.setWorking(pm, true)
 }
 
-func (tm *targetMetrics) failure(reason string) { tm.failed(reason, 1) }
+func (pm *pathMetrics) failure(reason string) { pm.failed(reason, 1) }
 
-// failed records n failed slots with reason.
-func (tm *targetMetrics) failed(reason string, n int) {
+// failed records n failed slots of the path with reason, on the path and the target.
+func (pm *pathMetrics) failed(reason string, n int) {
+	tm := pm.tm
+	tm.mu.Lock()
 	c, ok := tm.failures[reason]
 	if !ok {
 		c = tm.m.failures.WithLabelValues(tm.labels[0], tm.labels[1], tm.labels[2], tm.labels[3], reason)
 		tm.failures[reason] = c
 	}
+	tm.mu.Unlock()
 	tm.probes.Add(float64(n))
 	c.Add(float64(n))
-	tm.up.Set(0)
+	if pm.index != "" {
+		pc, ok := pm.failures[reason]
+		if !ok {
+			l := tm.labels
+			pc = tm.m.pathFailures.WithLabelValues(l[0], l[1], l[2], l[3], pm.index, reason)
+			pm.failures[reason] = pc
+		}
+		pm.probes.Add(float64(n))
+		pc.Add(float64(n))
+	}
+	pm.down()
+}
+
+// down records that the path does not work (a failed slot, a connection that died).
+func (pm *pathMetrics) down() {
+	if pm.index != "" {
+		pm.up.Set(0)
+	}
+	pm.tm.setWorking(pm, false)
+}
+
+// setWorking sets whether pm works and the target's series that follow: up while at
+// least one path works, and how many do.
+func (tm *targetMetrics) setWorking(pm *pathMetrics, w bool) {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	if pm.working != w {
+		pm.working = w
+		if w {
+			tm.working++
+		} else {
+			tm.working--
+		}
+		if tm.pathsUp != nil {
+			tm.pathsUp.Set(float64(tm.working))
+		}
+	}
+	if tm.working > 0 {
+		tm.up.Set(1)
+	} else {
+		tm.up.Set(0)
+	}
+}
+
+// connected records a new connection of the path: its local device and port (the
+// target's), and the path's flow, whose series replaces the last connection's.
+func (pm *pathMetrics) connected(device, port string, f rping.Flow) {
+	pm.tm.connected(device, port)
+	if pm.index == "" {
+		return
+	}
+	qpn := func(n uint32) string {
+		if n == 0 {
+			return ""
+		}
+		return strconv.FormatUint(uint64(n), 10)
+	}
+	sport := ""
+	if f.UDPSourcePort != 0 {
+		sport = strconv.Itoa(int(f.UDPSourcePort))
+	}
+	l := pm.tm.labels
+	info := []string{l[0], l[1], l[2], l[3], pm.index, qpn(f.LocalQPN), qpn(f.RemoteQPN), sport}
+	if pm.info != nil {
+		if slices.Equal(info, pm.info) {
+			return
+		}
+		pm.tm.m.pathInfo.DeleteLabelValues(pm.info...)
+	}
+	pm.info = info
+	pm.tm.m.pathInfo.WithLabelValues(info...).Set(1)
 }
 
 // connected records a new connection and its local device and port.
 func (tm *targetMetrics) connected(device, port string) {
 	tm.connections.Inc()
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
 	if device == tm.device && port == tm.port {
 		return
 	}
@@ -203,10 +343,10 @@ func (tm *targetMetrics) connected(device, port string) {
 	tm.m.path.WithLabelValues(tm.key, device, port, tm.labels[3]).Set(1)
 }
 
-// remove deletes every series of the target (it left the target list), each by its
-// exact labels: DeletePartialMatch scans every series of a vector, which made removing
-// n targets O(n²) (10,000 targets: minutes, holding the vectors' locks against scrapes).
-// The target's loop has ended: nothing records for it any more.
+// remove deletes every series of the target and its paths (it left the target list),
+// each by its exact labels: DeletePartialMatch scans every series of a vector, which
+// made removing n targets O(n²) (10,000 targets: minutes, holding the vectors' locks
+// against scrapes). The target's loops have ended: nothing records for it any more.
 func (tm *targetMetrics) remove() {
 	l := tm.labels
 	tm.m.rtt.DeleteLabelValues(l...)
@@ -218,5 +358,22 @@ func (tm *targetMetrics) remove() {
 	}
 	if tm.device != "" {
 		tm.m.path.DeleteLabelValues(tm.key, tm.device, tm.port, l[3])
+	}
+	if tm.pathsUp != nil {
+		tm.m.targetPathsUp.DeleteLabelValues(l...)
+	}
+	for _, pm := range tm.paths {
+		if pm.index == "" {
+			continue
+		}
+		pl := append(l[:len(l):len(l)], pm.index)
+		tm.m.pathUp.DeleteLabelValues(pl...)
+		tm.m.pathProbes.DeleteLabelValues(pl...)
+		for reason := range pm.failures {
+			tm.m.pathFailures.DeleteLabelValues(append(pl[:len(pl):len(pl)], reason)...)
+		}
+		if pm.info != nil {
+			tm.m.pathInfo.DeleteLabelValues(pm.info...)
+		}
 	}
 }

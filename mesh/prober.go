@@ -19,18 +19,20 @@ type probeConn interface {
 	Done() <-chan struct{}
 	Device() string
 	Port() int
+	Flow() rping.Flow
 	Close() error
 }
 
 // dialFunc opens a probeConn to addr from src (zero: the dialer's default, --source or
-// the route's). ctx is the connection's life; the dial is bounded by the dialer itself.
-// log receives rping's lines about the connection. Errors carry a reason as
-// *rping.ProbeError.
-type dialFunc func(ctx context.Context, src netip.Addr, addr netip.AddrPort, log io.Writer) (probeConn, error)
+// the route's) for the target's path (its index; /probe's is 0). ctx is the
+// connection's life; the dial is bounded by the dialer itself. log receives rping's
+// lines about the connection. Errors carry a reason as *rping.ProbeError.
+type dialFunc func(ctx context.Context, src netip.Addr, addr netip.AddrPort, path int, log io.Writer) (probeConn, error)
 
 // rpingDialer dials with rping.DialProbe; defaultSrc is --source.
 func rpingDialer(defaultSrc netip.Addr, size int, connectTimeout time.Duration) dialFunc {
-	return func(ctx context.Context, src netip.Addr, addr netip.AddrPort, log io.Writer) (probeConn, error) {
+	// The path needs nothing of its own: each dial is a new cm_id, QP and so flow.
+	return func(ctx context.Context, src netip.Addr, addr netip.AddrPort, _ int, log io.Writer) (probeConn, error) {
 		if !src.IsValid() {
 			src = defaultSrc
 		}
@@ -60,6 +62,7 @@ type probeSettings struct {
 	interval, timeout, connectTimeout time.Duration
 	backoffMax                        time.Duration
 	jitter                            float64
+	paths                             int // --paths: connections (loops) per target
 	dial                              dialFunc
 	resolver                          dnsResolver
 	log                               *slog.Logger
@@ -72,15 +75,17 @@ type probeSettings struct {
 // maxParallelDials is how many connections an agent sets up at once.
 const maxParallelDials = 8
 
-// targetLoop probes one target, one slot per interval, over one connection it keeps,
-// reconnecting with capped backoff. Each slot has one outcome: an RTT, or a failure
+// targetLoop probes one path of a target, one slot per interval, over one connection it
+// keeps, reconnecting with capped backoff. With --paths K a target has K loops, each
+// with its own connection (QPs, UDP source port) and schedule phase. Each slot has one outcome: an RTT, or a failure
 // with the reason of what is wrong at the time (slots that pass while waiting to
 // reconnect, or while a dial outlasts them, fail with the reason that keeps the target
 // down).
 type targetLoop struct {
 	t    target
 	s    *probeSettings
-	tm   *targetMetrics
+	path int
+	pm   *pathMetrics
 	log  *slog.Logger
 	rnd  *rand.Rand
 	conn probeConn
@@ -93,13 +98,16 @@ type targetLoop struct {
 	warnedPath bool // a rail target's connection left by another device: logged
 }
 
-func newTargetLoop(t target, s *probeSettings, tm *targetMetrics, seed uint64) *targetLoop {
+func newTargetLoop(t target, s *probeSettings, tm *targetMetrics, path int, seed uint64) *targetLoop {
 	rnd := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
 	log := s.log.With("target", t.Key())
 	if t.Device != "" {
 		log = log.With("device", t.Device, "port", t.DevPort, "peer", t.Peer)
 	}
-	return &targetLoop{t: t, s: s, tm: tm, rnd: rnd, log: log,
+	if len(tm.paths) > 1 {
+		log = log.With("path", path)
+	}
+	return &targetLoop{t: t, s: s, path: path, pm: tm.paths[path], rnd: rnd, log: log,
 		bo: backoff{base: s.interval, max: max(s.backoffMax, s.interval), rnd: rnd}}
 }
 
@@ -113,13 +121,13 @@ func (l *targetLoop) run(ctx context.Context) {
 		if !l.waitUntil(ctx, due) {
 			return
 		}
-		l.tm.m.slotDelay.Observe(max(time.Since(due), 0).Seconds())
+		l.pm.tm.m.slotDelay.Observe(max(time.Since(due), 0).Seconds())
 		l.slot(ctx)
 		// Slots that passed while the slot ran (a dial up to --connect-timeout, a slow
 		// ping): while the target is down they fail with its reason; a target that is
 		// up was busy answering, and its skipped slots are not counted.
 		if n := sched.skipPast(time.Now()); n > 0 && l.lastReason != "" {
-			l.tm.failed(l.lastReason, n)
+			l.pm.failed(l.lastReason, n)
 		}
 	}
 }
@@ -152,19 +160,19 @@ func (l *targetLoop) slot(ctx context.Context) {
 	if l.pending != "" {
 		// The connection died since the last slot: this slot fails with that, and the
 		// connection is set up again for the next one.
-		l.tm.failure(l.pending)
+		l.pm.failure(l.pending)
 		l.pending = ""
 		l.dial(ctx)
 		return
 	}
 	if l.conn == nil {
 		if time.Now().Before(l.retryAt) {
-			l.tm.failure(l.downReason())
+			l.pm.failure(l.downReason())
 			return
 		}
 		if reason := l.dial(ctx); reason != "" {
 			if ctx.Err() == nil {
-				l.tm.failure(reason)
+				l.pm.failure(reason)
 			}
 			return
 		}
@@ -175,13 +183,13 @@ func (l *targetLoop) slot(ctx context.Context) {
 			return // shutting down: not the target's failure
 		}
 		reason := reasonOf(err)
-		l.tm.failure(reason)
+		l.pm.failure(reason)
 		l.closeConn()
 		l.retryAt = time.Time{} // redial at the next slot; repeated dial failures back off
 		l.down(reason, err)
 		return
 	}
-	l.tm.success(rtt)
+	l.pm.success(rtt)
 	if l.lastReason != "" {
 		l.log.Info("target up", "device", l.conn.Device(), "port", l.conn.Port(), "rtt", rtt)
 		l.lastReason = ""
@@ -202,7 +210,7 @@ func (l *targetLoop) dial(ctx context.Context) string {
 	cancel()
 	var conn probeConn
 	if err == nil {
-		conn, err = l.s.dial(ctx, l.t.Src, netip.AddrPortFrom(addr, l.t.Port), lineLog{l.log})
+		conn, err = l.s.dial(ctx, l.t.Src, netip.AddrPortFrom(addr, l.t.Port), l.path, lineLog{l.log})
 		if err != nil && ctx.Err() != nil {
 			return rping.ReasonCanceled
 		}
@@ -217,7 +225,7 @@ func (l *targetLoop) dial(ctx context.Context) string {
 	}
 	l.bo.reset()
 	l.conn = conn
-	l.tm.connected(conn.Device(), strconv.Itoa(conn.Port()))
+	l.pm.connected(conn.Device(), strconv.Itoa(conn.Port()), conn.Flow())
 	if l.t.Device != "" && (conn.Device() != l.t.Device || conn.Port() != l.t.DevPort) && !l.warnedPath {
 		// The source address picks the device; another one means the host's addresses
 		// and its description disagree (an address moved since it was described).
@@ -229,9 +237,9 @@ func (l *targetLoop) dial(ctx context.Context) string {
 	return ""
 }
 
-// down records why the target is down, logging when the reason changes.
+// down records why the path is down, logging when the reason changes.
 func (l *targetLoop) down(reason string, err error) {
-	l.tm.up.Set(0)
+	l.pm.down()
 	if reason == l.lastReason {
 		return
 	}

@@ -179,6 +179,7 @@ func connectClient(ctx context.Context, c *verbsConn, out *printer, state testSt
 		perror(out.stderr, "rdma_connect", err)
 		return -1
 	}
+	step := connectStep(out, "client", &state)
 	res := waitCM(ctx, out, c.id, cmWait{label: "parent", deadline: deadline,
 		timeout: func() {
 			waited := deadline.Sub(connected)
@@ -190,7 +191,12 @@ func connectClient(ctx context.Context, c *verbsConn, out *printer, state testSt
 				out.hint("gorping: the connection manager gave up: " + probe.cause("the server", time.Since(connected)))
 			}
 		},
-		step: connectStep(out, "client", &state)})
+		step: func(ev rdmacm.Event) cmStep {
+			if ev.Type == rdmacm.EventEstablished || ev.Type == rdmacm.EventConnectResponse {
+				c.peerQPN = ev.Param.QPNum // the REP's QPN (IB, RoCE); iWARP's CM has none
+			}
+			return step(ev)
+		}})
 	// An error event leaves the state: rping's main thread then finds it unchanged.
 	if ret := connectStatus(res, state, out); ret != 0 {
 		return ret

@@ -247,15 +247,17 @@ func (id *fakeID) Accept(p rdmacm.ConnParam) error {
 		}
 	}
 	cl := id.peer
+	// The client's event carries this side's QPN, as the kernel's carries the REP's.
+	param := rdmacm.ConnParam{QPNum: id.qpn}
 	if cl.qp == nil {
-		cl.push(rdmacm.Event{Type: rdmacm.EventConnectResponse})
+		cl.push(rdmacm.Event{Type: rdmacm.EventConnectResponse, Param: param})
 		return nil
 	}
 	if err := cl.modify(cl.qp, uverbs.QPSInit, uverbs.QPSRTR, uverbs.QPSRTS); err != nil {
 		cl.push(rdmacm.Event{Type: rdmacm.EventConnectError, Status: -1})
 		return nil
 	}
-	cl.push(rdmacm.Event{Type: rdmacm.EventEstablished})
+	cl.push(rdmacm.Event{Type: rdmacm.EventEstablished, Param: param})
 	id.push(rdmacm.Event{Type: rdmacm.EventEstablished})
 	return nil
 }

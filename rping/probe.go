@@ -81,7 +81,7 @@ var (
 )
 
 // Prober is one rping client connection kept open for single pings. Ping, Err and Close
-// are not safe for concurrent use with each other; Done, Device and Port are.
+// are not safe for concurrent use with each other; Done, Device, Port and Flow are.
 type Prober struct {
 	run   *cmRun     // the event channel and its removal watch
 	c     *verbsConn // the connection; its life (c.life) is the prober's
@@ -89,6 +89,7 @@ type Prober struct {
 	lines *lineLog
 	timer *time.Timer // the ping in flight's deadline; firing ends the connection's life
 	seq   int
+	flow  Flow
 	err   *ProbeError // set once the prober is spent
 	once  sync.Once
 }
@@ -146,6 +147,7 @@ func dialProbe(ctx context.Context, cfg ProbeConfig, rc Config) (*Prober, error)
 		return nil, perr
 	}
 	p.c = c
+	p.flow = flowOf(c, kernelVersion())
 	p.pg = newPinger(c, &rc, false)
 	p.pg.out.line = nil // only -v prints ping data; no 64 KiB line buffer per target
 	p.timer = time.AfterFunc(time.Hour, func() { c.end(errProbeTimeout) })

@@ -134,6 +134,12 @@ func TestProberPings(t *testing.T) {
 				if p.Device() != name || p.Port() != 1 || p.Err() != nil {
 					t.Errorf("path %s port %d err %v, want %s port 1 and no error", p.Device(), p.Port(), p.Err(), name)
 				}
+				// The flow: both QPs, rdma_cm's ports (the fake CM's are fixed).
+				if f := p.Flow(); f.LocalQPN == 0 || f.RemoteQPN == 0 || f.LocalQPN == f.RemoteQPN || f.SrcPort == 0 || f.DstPort != 7174 {
+					t.Errorf("round %d: flow %+v, want both QPNs, the CM's source port and destination port 7174", round, f)
+				} else if k := kernelVersion(); k[0] > 5 && f.UDPSourcePort != udpSport(cmFlowLabel(f.SrcPort, f.DstPort), f.LocalQPN, f.RemoteQPN) {
+					t.Errorf("round %d: flow %+v on kernel %v: UDP source port not rdma_cm's", round, f, k)
+				}
 				for i := range 300 {
 					rtt, err := p.Ping(10 * time.Second)
 					if err != nil || rtt <= 0 {

@@ -43,6 +43,7 @@ type verbsConn struct {
 	ch      *uverbs.CompChannel
 	cq      *uverbs.CQ
 	qp      *uverbs.QP
+	peerQPN uint32 // the peer's QP number, from the client's connection event (0: not known)
 	bufs    [numBufs]*uverbs.Buffer
 	mrs     [numBufs]*uverbs.MR
 

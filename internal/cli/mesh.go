@@ -64,6 +64,12 @@ var meshOptions = []option{
 			"(**gorping_targets_ignored**)."},
 
 	{long: "interval", arg: "dur", group: groupProbing, help: "one ping per target per interval (default 1s, at least 10ms)"},
+	{long: "paths", arg: "k", group: groupProbing,
+		help: "K connections to each target, 1..16, each its own flow (default 1)",
+		man: "Keep *k* RC connections (paths) to each target, 1..16 (default 1): each has its own QPs\n" +
+			"and RoCEv2 UDP source port, so ECMP may hash it onto its own route, and pings once per\n" +
+			"interval in its own slot. With 2 or more the agent exports **gorping_path_*** per path\n" +
+			"and **gorping_target_paths_up**; **gorping_target_up** is 1 while one path works."},
 	{long: "jitter", arg: "f", group: groupProbing,
 		help: "each slot moves by up to F times the interval (default 0.1)",
 		man:  "Each slot moves by up to *f* times the interval (default 0.1), so agents do not beat in step."},
