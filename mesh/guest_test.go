@@ -429,3 +429,43 @@ func fdCount(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// TestGuestMeshPaths: an agent with --paths 3 keeps three connections to a stock
+// rping -s -P, each its own QP pair: three path_info series with distinct local and
+// remote QPNs and the predicted UDP source ports, the target up with 3 paths.
+func TestGuestMeshPaths(t *testing.T) {
+	bin := guesttest.Env(t, "GORPING_BIN")
+	v4 := guesttest.Env(t, "GORPING_IPV4")
+	const pStock = 7411
+	stockServer(t, v4, pStock)
+	target := hostPort(v4, pStock)
+	a := meshtest.Start(t, bin, nil, "--web.listen-address", "127.0.0.1:0", "--no-responder", "--interval", "0.2",
+		"--timeout", "2s", "--paths", "3", "--peers", target)
+	waitValue(t, a, `gorping_target_paths_up{target="`+target+`"}`, "3 paths up", is(3))
+	waitValue(t, a, `gorping_target_up{target="`+target+`"}`, "target up", is(1))
+	m, err := a.Scrape()
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, _ := m.Select(`gorping_path_info{target="` + target + `"}`)
+	if len(infos) != 3 {
+		t.Fatalf("%d path_info series, want 3: %v", len(infos), infos)
+	}
+	seen := map[string]bool{}
+	for _, s := range infos {
+		for _, l := range []string{"local_qpn", "remote_qpn"} {
+			v := s.Labels[l]
+			if n, err := strconv.Atoi(v); err != nil || n == 0 || seen[l+v] {
+				t.Errorf("path %s: %s=%q is not a fresh QP number", s.Labels["path"], l, v)
+			}
+			seen[l+v] = true
+		}
+		if p, err := strconv.Atoi(s.Labels["udp_sport"]); err != nil || p < 0xC000 || p > 0xFFFF {
+			t.Errorf("path %s: udp_sport=%q, want a predicted port in 49152..65535 on this kernel", s.Labels["path"], s.Labels["udp_sport"])
+		}
+		t.Logf("path %s: QP %s -> %s, udp_sport %s", s.Labels["path"], s.Labels["local_qpn"], s.Labels["remote_qpn"], s.Labels["udp_sport"])
+	}
+	if code := a.Terminate(t, guestWait); code != 0 {
+		t.Errorf("agent exit %d after SIGTERM", code)
+	}
+}
