@@ -31,9 +31,16 @@ import (
 func TestGuestMeshBench(t *testing.T) {
 	for _, c := range []struct {
 		n     int
+		rails int    // RDMA devices the targets are spread over
 		procs string // GOMAXPROCS of the agent; "" its default
-	}{{64, ""}, {64, "2"}, {256, ""}} { // "": the agent's own choice, one P
-		t.Run(fmt.Sprintf("%d/GOMAXPROCS=%s", c.n, c.procs), func(t *testing.T) { benchTargets(t, c.n, 30*time.Second, c.procs) })
+	}{{64, 1, ""}, {64, 1, "2"}, {256, 1, ""}, {128, 2, ""}} { // "": the agent's own choice, one P
+		t.Run(fmt.Sprintf("%dx%d/GOMAXPROCS=%s", c.rails, c.n, c.procs), func(t *testing.T) {
+			addrs := []string{guesttest.Env(t, "GORPING_IPV4")}
+			if c.rails == 2 {
+				addrs = append(addrs, secondRail(t))
+			}
+			benchTargets(t, addrs, c.n, 30*time.Second, c.procs)
+		})
 	}
 	t.Run("allocs", benchAllocs)
 	t.Run("rping-loop", benchRpingLoop)
@@ -99,9 +106,32 @@ func histQuantile(m meshtest.Metrics, name string, q float64) string {
 	return "≤ " + time.Duration(best*float64(time.Second)).String()
 }
 
-func benchTargets(t *testing.T, n int, window time.Duration, procs string) {
+// secondRail adds a second RDMA device, rxe9 on dummy d8 with 198.51.100.1, for the
+// shape of a two-rail host: connections to that address use rxe9 (rdma_cm resolves a
+// local address to the netdev holding it), its own verbs context, PD and CQs.
+func secondRail(t *testing.T) string {
+	const addr = "198.51.100.1"
+	tool := guesttest.Env(t, "GORPING_RDMA_TOOL")
+	if out, err := exec.Command("sh", "-c", "ip link add d8 type dummy && ip link set d8 up && ip addr add "+addr+"/24 dev d8 && "+
+		tool+" link add rxe9 type rxe netdev d8").CombinedOutput(); err != nil {
+		t.Fatalf("a second rail: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		exec.Command(tool, "link", "delete", "rxe9").Run()
+		exec.Command("ip", "link", "del", "d8").Run()
+	})
+	meshtest.WaitFor(t, guestWait, "rxe9 ACTIVE with the GID of "+addr, func() (bool, string) {
+		st, _ := os.ReadFile("/sys/class/infiniband/rxe9/ports/1/state")
+		out, _ := exec.Command("sh", "-c", "cat /sys/class/infiniband/rxe9/ports/1/gids/* 2>/dev/null").Output()
+		return strings.Contains(string(st), "ACTIVE") && strings.Contains(string(out), "ffff:c633:6401"), string(st)
+	})
+	return addr
+}
+
+// benchTargets runs one agent probing n targets at each of addrs (n responders, each
+// listening on every address).
+func benchTargets(t *testing.T, addrs []string, n int, window time.Duration, procs string) {
 	bin := guesttest.Env(t, "GORPING_BIN")
-	v4 := guesttest.Env(t, "GORPING_IPV4")
 	base := 7500 + int(benchPorts.Add(int32(n))) - n
 	// The responders live in this process: n persistent rping servers.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -128,9 +158,12 @@ func benchTargets(t *testing.T, n int, window time.Duration, procs string) {
 		}
 	}
 	var file strings.Builder
-	for i := range n {
-		fmt.Fprintf(&file, "%s\n", hostPort(v4, base+i))
+	for _, addr := range addrs {
+		for i := range n {
+			fmt.Fprintf(&file, "%s\n", hostPort(addr, base+i))
+		}
 	}
+	n *= len(addrs) // targets from here on
 	path := filepath.Join(t.TempDir(), "targets")
 	if err := os.WriteFile(path, []byte(file.String()), 0o644); err != nil {
 		t.Fatal(err)
@@ -185,7 +218,7 @@ func benchTargets(t *testing.T, n int, window time.Duration, procs string) {
 	probes := probes1 - probes0
 	cpu := p1.cpu - p0.cpu
 	allocs := (mallocs(m1) - mallocs(m0) - perScrape) / probes
-	t.Logf("%d targets, %v window: %.0f probes (%.2f per target per second), %.0f failed", n,
+	t.Logf("%d targets on %d RDMA devices, %v window: %.0f probes (%.2f per target per second), %.0f failed", n, len(addrs),
 		elapsed.Round(time.Second), probes, probes/float64(n)/elapsed.Seconds(), fails1-fails0)
 	t.Logf("agent CPU %.2f%% of one CPU (%.1f µs per probe); RSS %d KiB (idle before targets: %d KiB); %d fds; %d threads",
 		100*cpu.Seconds()/elapsed.Seconds(), float64(cpu.Microseconds())/probes, p1.rssKiB, idle.rssKiB, p1.fds, p1.threads)
