@@ -117,7 +117,10 @@ func secondRail(t *testing.T) string {
 		t.Fatalf("a second rail: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
-		exec.Command(tool, "link", "delete", "rxe9").Run()
+		// rdma link delete blocks until every user of rxe9 lets go: bounded, and said.
+		if out, err := runWithin(exec.Command(tool, "link", "delete", "rxe9"), guestWait); err != nil {
+			t.Errorf("rdma link delete rxe9 (waits for every user of the device): %v\n%s", err, out)
+		}
 		exec.Command("ip", "link", "del", "d8").Run()
 	})
 	meshtest.WaitFor(t, guestWait, "rxe9 ACTIVE with the GID of "+addr, func() (bool, string) {
@@ -144,10 +147,17 @@ func benchTargets(t *testing.T, addrs []string, n int, window time.Duration, pro
 			done <- struct{}{}
 		}()
 	}
+	responders := n // n becomes the number of targets below
 	t.Cleanup(func() {
 		cancel()
-		for range n {
-			<-done
+		deadline := time.After(guestWait)
+		for i := range responders {
+			select {
+			case <-done:
+			case <-deadline:
+				t.Errorf("%d of %d responders still running %s after their context ended", responders-i, responders, guestWait)
+				return
+			}
 		}
 	})
 	for range n {
