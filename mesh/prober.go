@@ -77,10 +77,10 @@ const maxParallelDials = 8
 
 // targetLoop probes one path of a target, one slot per interval, over one connection it
 // keeps, reconnecting with capped backoff. With --paths K a target has K loops, each
-// with its own connection (QPs, UDP source port) and schedule phase. Each slot has one outcome: an RTT, or a failure
-// with the reason of what is wrong at the time (slots that pass while waiting to
-// reconnect, or while a dial outlasts them, fail with the reason that keeps the target
-// down).
+// with its own connection (QPs, UDP source port) and schedule phase. Each slot has one
+// outcome: an RTT, or a failure with the reason of what is wrong at the time (slots that
+// pass while waiting to reconnect, or while a dial outlasts them, fail with the reason
+// that keeps the path down).
 type targetLoop struct {
 	t    target
 	s    *probeSettings
