@@ -51,3 +51,36 @@ func TestModelTimestamps(t *testing.T) {
 		t.Error("a CQ without timestamps converts one")
 	}
 }
+
+// TestModelErrorCQEWithTimestamps: on a CQ with completion timestamps an error CQE keeps
+// its syndrome (it shares the timestamp's bytes): a WRITE with a wrong rkey completes
+// with REM_ACCESS_ERR, not with whatever the clock's low bytes decode to.
+func TestModelErrorCQEWithTimestamps(t *testing.T) {
+	n := NewForTest(t, Config{BfRegSize: 512})
+	a, b := newEndFlags(t, n, uverbs.CQTimestamps), newEnd(t, n)
+	connectEnds(t, a, b)
+	for i := range uint64(20) { // the clock's low byte differs from round to round
+		a.write(t, b, i, 8, 0)
+		a.pollTS(t)
+	}
+	wr := uverbs.SendWR{ID: 99, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+		SGE:        []uverbs.SGE{{Addr: a.buf.Addr(), Length: 8, LKey: a.mr.LKey}},
+		RemoteAddr: b.buf.Addr(), RKey: b.mr.RKey ^ 0x100}
+	if err := a.qp.PostSend(&wr); err != nil {
+		t.Fatal(err)
+	}
+	wc := make([]uverbs.WC, 1)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Microsecond) {
+		if got, err := a.cq.Poll(wc); err != nil {
+			t.Fatal(err)
+		} else if got == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no completion for the bad WRITE within 10s; model violations %q", n.Errors())
+		}
+	}
+	if wc[0].WRID != 99 || wc[0].Status != uverbs.WCRemAccessErr || wc[0].Timestamp != 0 {
+		t.Errorf("bad WRITE completed %+v; want wr 99, REM_ACCESS_ERR, no timestamp", wc[0])
+	}
+}

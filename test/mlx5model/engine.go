@@ -182,7 +182,9 @@ func (d *driver) Complete(c *providertest.CQ, e providertest.Completion) bool {
 		binary.BigEndian.PutUint32(cqe[44:], e.ByteLen)
 		binary.BigEndian.PutUint32(cqe[56:], q.qpn)
 	}
-	if m.ts {
+	// An error CQE has its syndromes where a good one has the timestamp (mlx5_err_cqe):
+	// the device stamps only completions that succeeded.
+	if m.ts && opcode != cqeReqErr && opcode != cqeRespErr {
 		d.clock.stamp(cqe)
 		if d.cfg.KeepStamps {
 			m.stamps = append(m.stamps, Stamp{Opcode: opcode, TS: binary.BigEndian.Uint64(cqe[48:])})
