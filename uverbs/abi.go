@@ -57,7 +57,7 @@ const (
 )
 
 // respField is the leading `__aligned_u64 response` of every request the kernel answers:
-// the user address it copies the response to (set by cmdPath.execLocked).
+// the user address it copies the response to (set by cmdPath.exec).
 type respField struct {
 	Response uint64
 }

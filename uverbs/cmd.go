@@ -16,12 +16,28 @@ import (
 // the response buffer as a plain integer address inside the request, so that buffer must
 // not be Go memory (goroutine stacks move). The arena is used under a mutex, one command at
 // a time; requests are built at the start, responses land at arenaRespOff.
+//
+// The providers' commands (Write: rxe's doorbell and CQ arm above all) each take a lane
+// of their own after the arena, under a read lock: two goroutines ringing doorbells on one context (a
+// prober and the responder of one process) must not queue on one mutex, whose wait
+// record the runtime may allocate, once per contended ping.
 const (
 	arenaSize    = 4096
 	arenaRespOff = arenaSize / 2
 	maxReqLen    = arenaRespOff
 	maxRespLen   = arenaSize - arenaRespOff
+
+	laneCount = 8
+	laneSize  = 512 // request in the first half, response in the second
 )
+
+// cmdBuf is one command buffer: requests at the start of b, responses in its second half,
+// at user address resp.
+type cmdBuf struct {
+	mu   sync.Mutex // a lane's; the arena is guarded by cmdPath.mu
+	b    []byte
+	resp uint64
+}
 
 // ErrClosed is returned by operations on a closed context or object.
 var ErrClosed = errors.New("uverbs: use of closed object")
@@ -53,12 +69,15 @@ func cmdName(cmd uint32) string {
 
 // cmdPath is a context's command channel: the uverbs fd plus the arena. Every command of
 // the core goes through call, every provider command through Write, the ioctls through
-// ioctlCmd; all of them run under mu and check that the fd is still open, so none can
-// reach a closed (or reused) fd number while Context.Close runs.
+// ioctlCmd; all of them run under mu (Write under its read lock, in a lane) and check
+// that the fd is still open, so none can reach a closed (or reused) fd number while
+// Context.Close runs.
 type cmdPath struct {
-	mu     sync.Mutex
+	mu     sync.RWMutex
 	fd     int
-	arena  *umem.Mem // arenaSize bytes
+	mem    *umem.Mem // the arena, then the lanes
+	arena  cmdBuf
+	lanes  [laneCount]cmdBuf
 	closed bool
 	// fdClosed: Context.Close closed fd (under mu); commands and mappings must stop.
 	fdClosed bool
@@ -108,11 +127,17 @@ func rawWrite(fd int, p []byte) (int, error) {
 const rawAllowed = 1<<cmdPostSend | 1<<cmdReqNotifyCQ
 
 func newCmdPath(fd int, info ProviderInfo, o options) (*cmdPath, error) {
-	arena, err := umem.Anon(arenaSize)
+	mem, err := umem.Anon(arenaSize + laneCount*laneSize)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: command arena: %w", err)
 	}
-	c := &cmdPath{fd: fd, arena: arena, write: sysWrite, dataWrite: rawWrite, ioctl: sysIoctl, backend: o.backend, tr: o.tracer}
+	c := &cmdPath{fd: fd, mem: mem, write: sysWrite, dataWrite: rawWrite, ioctl: sysIoctl, backend: o.backend, tr: o.tracer}
+	b := mem.Bytes()
+	c.arena = cmdBuf{b: b[:arenaSize:arenaSize], resp: mem.AddrAt(arenaRespOff)}
+	for i := range c.lanes {
+		off := arenaSize + i*laneSize
+		c.lanes[i] = cmdBuf{b: b[off : off+laneSize : off+laneSize], resp: mem.AddrAt(off + laneSize/2)}
+	}
 	for _, cmd := range info.RawCommands {
 		if cmd < 64 {
 			c.raw |= 1 << cmd & rawAllowed
@@ -141,7 +166,7 @@ func (c *cmdPath) close() error {
 		return nil
 	}
 	c.closed = true
-	return c.arena.Free()
+	return c.mem.Free()
 }
 
 // noResp is the response type of commands the kernel answers with nothing.
@@ -155,7 +180,7 @@ func call[Req, Resp any](c *cmdPath, cmd uint32, req *Req, resp *Resp, udIn []by
 	core := wire.Size[Resp]()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out, err := c.execLocked(cmd, wire.Bytes(req), udIn, core+drvOut)
+	out, err := c.exec(&c.arena, cmd, wire.Bytes(req), udIn, core+drvOut)
 	if err != nil {
 		if c.tr != nil {
 			c.traceCmd(cmd, req, resp, err)
@@ -208,12 +233,12 @@ func (c *cmdPath) execExLocked(cmd uint32, core, udIn []byte, coreOut, drvOut in
 	if len(core)%8 != 0 || len(udIn)%8 != 0 || coreOut%8 != 0 || drvOut%8 != 0 || n > maxReqLen || respLen > maxRespLen {
 		return nil, fmt.Errorf("uverbs %s: bad extended command size (request %d+%d, response %d+%d bytes)", name, len(core), len(udIn), coreOut, drvOut)
 	}
-	a := c.arena.Bytes()
+	a := c.arena.b
 	hdr := cmdHdr{Command: cmd | exCmdFlag, InWords: uint16(len(core) / 8), OutWords: uint16(coreOut / 8)}
 	ex := exCmdHdr{ProviderInWords: uint16(len(udIn) / 8), ProviderOutWords: uint16(drvOut / 8)}
 	resp := a[arenaRespOff : arenaRespOff+respLen]
 	if respLen > 0 {
-		ex.Response = c.arena.AddrAt(arenaRespOff)
+		ex.Response = c.arena.resp
 		clear(resp)
 	}
 	copy(a, wire.Bytes(&hdr))
@@ -234,29 +259,31 @@ func (c *cmdPath) execExLocked(cmd uint32, core, udIn []byte, coreOut, drvOut in
 	return resp, nil
 }
 
-// execLocked writes header | core | udIn and returns the respLen-byte response, which
-// aliases the arena: decode it before releasing c.mu. If respLen > 0 the first 8 bytes of
-// core are the request's `response` field and are set to the arena response address.
-func (c *cmdPath) execLocked(cmd uint32, core, udIn []byte, respLen int) ([]byte, error) {
+// exec writes header | core | udIn from buf and returns the respLen-byte response, which
+// aliases buf: decode it before releasing buf (c.mu for the arena, the lane's mutex). If
+// respLen > 0 the first 8 bytes of core are the request's `response` field and are set to
+// buf's response address.
+func (c *cmdPath) exec(buf *cmdBuf, cmd uint32, core, udIn []byte, respLen int) ([]byte, error) {
 	if c.closed || c.fdClosed {
 		return nil, ErrClosed
 	}
+	half := len(buf.b) / 2
 	n := sizeofCmdHdr + len(core) + len(udIn)
-	if n%4 != 0 || respLen%4 != 0 || n > maxReqLen || respLen > maxRespLen || n/4 > 0xffff {
+	if n%4 != 0 || respLen%4 != 0 || n > half || respLen > half || n/4 > 0xffff {
 		return nil, fmt.Errorf("uverbs %s: bad command size (request %d, response %d bytes)", cmdName(cmd), n, respLen)
 	}
 	if respLen > 0 && len(core) < 8 {
 		return nil, fmt.Errorf("uverbs %s: request has no response field", cmdName(cmd))
 	}
-	a := c.arena.Bytes()
+	a := buf.b
 	hdr := cmdHdr{Command: cmd, InWords: uint16(n / 4), OutWords: uint16(respLen / 4)}
 	copy(a, wire.Bytes(&hdr))
 	copy(a[sizeofCmdHdr:], core)
 	copy(a[sizeofCmdHdr+len(core):], udIn)
-	resp := a[arenaRespOff : arenaRespOff+respLen]
+	resp := a[half : half+respLen]
 	if respLen > 0 {
 		// The request's first field is `__aligned_u64 response`.
-		r := respField{Response: c.arena.AddrAt(arenaRespOff)}
+		r := respField{Response: buf.resp}
 		copy(a[sizeofCmdHdr:], wire.Bytes(&r))
 		clear(resp)
 	}
@@ -296,18 +323,33 @@ func (c *cmdPath) ioctlCmd(name string, arg uintptr) error {
 	return nil
 }
 
-// Write implements Commander.
+// Write implements Commander: the data path's commands, in a free lane under the read
+// lock (Context.Close, which takes the write lock, waits for them).
 func (c *cmdPath) Write(cmd uint32, req, resp []byte) error {
-	c.mu.Lock()
-	out, err := c.execLocked(cmd, req, nil, len(resp))
+	c.mu.RLock()
+	l := c.lane()
+	out, err := c.exec(l, cmd, req, nil, len(resp))
 	if err == nil {
 		copy(resp, out)
 	}
+	l.mu.Unlock()
 	if c.tr != nil {
 		c.traceWrite(cmd, req, err)
 	}
-	c.mu.Unlock()
+	c.mu.RUnlock()
 	return err
+}
+
+// lane locks and returns a free lane; only with more than laneCount writers at once does
+// one wait, for the first lane.
+func (c *cmdPath) lane() *cmdBuf {
+	for i := range c.lanes {
+		if c.lanes[i].mu.TryLock() {
+			return &c.lanes[i]
+		}
+	}
+	c.lanes[0].mu.Lock()
+	return &c.lanes[0]
 }
 
 // Fd implements Commander.

@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
+	"github.com/gorping/gorping/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
 // respAddr is where every response must land: the arena's response half.
-func respAddr(ctx *Context) uint64 { return ctx.cmd.arena.AddrAt(arenaRespOff) }
+func respAddr(ctx *Context) uint64 { return ctx.cmd.arena.resp }
 
 func hdr(cmd uint32, inWords, outWords uint16) []byte { return le(cmd, inWords, outWords) }
 
@@ -439,5 +443,73 @@ func TestCmdName(t *testing.T) {
 		if got := cmdName(cmd); got != want {
 			t.Errorf("cmdName(%#x) = %q, want %q", cmd, got, want)
 		}
+	}
+}
+
+// Two goroutines ringing doorbells on one context do not queue behind each other (each
+// takes a lane; a contended mutex's wait record would be an allocation per ping), and
+// Close waits for a doorbell in the kernel, after which Write fails cleanly.
+func TestWritesRunSideBySide(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t)
+	inside := make(chan struct{})
+	release := make(chan struct{})
+	var calls atomic.Int32
+	e.k.on(cmdPostSend, func(req []byte) ([]byte, error) {
+		if calls.Add(1) == 1 {
+			close(inside)
+			<-release // the first doorbell stays in the kernel until the test lets it go
+		}
+		return le(uint32(0)), nil
+	})
+	ring := func() error {
+		var req PostSendReq
+		var resp PostSendResp
+		return e.ctx.cmd.Write(cmdPostSend, wire.Bytes(&req), wire.Bytes(&resp))
+	}
+	first := make(chan error, 1)
+	go func() { first <- ring() }()
+	select {
+	case <-inside:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first doorbell did not reach the fake kernel within 10 s")
+	}
+	second := make(chan error, 1)
+	go func() { second <- ring() }()
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Errorf("second doorbell: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("a second doorbell waited 10 s for the first one, still in the kernel: the data path's writes queue on one lock")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- e.ctx.Close() }()
+	// Close must not finish while the first doorbell is in the kernel: give it the
+	// chance to, then let the doorbell go.
+	for range 100 {
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned (%v) while a doorbell was in the kernel", err)
+		default:
+			runtime.Gosched()
+		}
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Errorf("first doorbell: %v", err)
+	}
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return within 10 s of the doorbell's end")
+	}
+	if err := ring(); !errors.Is(err, ErrClosed) {
+		t.Errorf("doorbell after Close: %v, want ErrClosed", err)
 	}
 }

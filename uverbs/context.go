@@ -161,7 +161,7 @@ func openContext(dev Device, p Provider, fd int, o options) (*Context, error) {
 	if tr := o.tracer; tr != nil {
 		tr.Emit("uverbs", "open", []trace.Field{trace.F("device", dev.Name), trace.F("path", dev.Path),
 			trace.F("driver", dev.Driver), trace.F("abi", dev.ABI)}, nil, nil)
-		tr.Emit("mmap", "anonymous command arena (the kernel writes responses there)", []trace.Field{trace.F("length", arenaSize)}, nil, nil)
+		tr.Emit("mmap", "anonymous command arena and doorbell lanes (the kernel writes responses there)", []trace.Field{trace.F("length", arenaSize+laneCount*laneSize)}, nil, nil)
 	}
 	var resp getContextResp
 	cc := &ctxCommander{cmdPath: cmd, dev: dev, resp: &resp}

@@ -130,10 +130,11 @@ type ProviderQP interface {
 // mappings. Mmap and Munmap run under the command lock, so a mapping can never hit a closed
 // (or reused) fd: after Context.Close they return ErrClosed / only unmap.
 type Commander interface {
-	// Write sends one write() command: header | req. If resp is not empty, req must begin
-	// with the 8-byte `response` field, which Write points at arena memory, and the
-	// response is copied to resp afterwards. req is not modified. Write does not allocate
-	// unless it fails.
+	// Write sends one provider write() command (rxe's and siw's doorbell and CQ arm, a
+	// provider's own driver commands): header | req, at most 256 bytes, as is its response. If resp is not empty, req must begin with the
+	// 8-byte `response` field, which Write points at mmap'd memory, and the response is
+	// copied to resp afterwards. req is not modified. Write does not allocate unless it
+	// fails, and Writes from several goroutines run side by side.
 	Write(cmd uint32, req, resp []byte) error
 	// Mmap maps length bytes of the device file at offset off (MAP_SHARED, prot as given);
 	// what names the mapping in traces and errors ("rxe send queue ring").
