@@ -599,7 +599,7 @@ func (s scenario) pair(w *seriesWriter, add func(string, int, float64), tl []str
 // histograms writes the pair's RTT histograms for minute m: 60 probes, all in one bucket.
 func (s scenario) histograms(w *seriesWriter, add func(string, int, float64), tl []string, src, dst host, r, m int) {
 	split := s.split != nil && s.split(src)
-	ts := "software"
+	ts := "sw"
 	if split {
 		ts = "nic"
 	}

@@ -228,12 +228,21 @@ func startedResponder(t *testing.T, p int) func() {
 }
 
 // checkCardinality checks every target's series count, counting a histogram as the one
-// native histogram series Prometheus stores.
+// native histogram series Prometheus stores, and that rxe's targets are software-timed:
+// ts_source="sw", no split histograms.
 func checkCardinality(t *testing.T, m meshtest.Metrics) {
 	t.Helper()
 	for target, n := range seriesPerTarget(m) {
 		if n > maxSeriesPerTarget {
 			t.Errorf("target %s has %d series, budget %d", target, n, maxSeriesPerTarget)
+		}
+	}
+	for _, s := range m.Samples() {
+		switch {
+		case s.Name == "gorping_target_ts_source" && (s.Labels["ts_source"] != "sw" || s.Value != 1):
+			t.Errorf("%s %v = %g on rxe, want ts_source sw = 1", s.Name, s.Labels, s.Value)
+		case strings.HasPrefix(s.Name, "gorping_probe_network_rtt_seconds"), strings.HasPrefix(s.Name, "gorping_probe_host_rtt_seconds"):
+			t.Errorf("%s %v on rxe, which has no completion timestamps", s.Name, s.Labels)
 		}
 	}
 }

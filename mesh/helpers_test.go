@@ -12,14 +12,17 @@ import (
 	"github.com/gorping/gorping/test/meshtest"
 )
 
-// maxSeriesPerTarget is the cardinality budget of one target (docs/mesh.md): the RTT
-// histogram (one native histogram), probes, up, connections, path, and the failure
-// reasons the target has seen. With --paths K of 2 or more each path adds at most
+// maxSeriesPerTarget is the cardinality budget of one target (docs/mesh.md) that has
+// failed in five ways: the RTT histogram (one native histogram), probes, up,
+// connections, path, ts_source, and the failure reasons the target has seen; a target
+// whose connection is NIC-timed (ts_source="nic") has maxSeriesPerTargetNIC, the split's
+// two histograms more. With --paths K of 2 or more each path adds at most
 // maxSeriesPerPath — its up, probes and info, and its share of the target's paths up —
 // plus one per failure reason it has had.
 const (
-	maxSeriesPerTarget = 10
-	maxSeriesPerPath   = 4
+	maxSeriesPerTarget    = 11
+	maxSeriesPerTargetNIC = maxSeriesPerTarget + 2
+	maxSeriesPerPath      = 4
 )
 
 // seriesPerTarget counts each target's series in a scrape, a histogram as the one
@@ -136,4 +139,16 @@ func (ta *testAgent) running() int {
 	mg.mu.Lock()
 	defer mg.mu.Unlock()
 	return len(mg.running)
+}
+
+// replaceFile gives path the content s at once (write beside it, rename), as an
+// operator's editor or a config manager does: a reload never reads half a file.
+func replaceFile(t *testing.T, path, s string, mode os.FileMode) {
+	t.Helper()
+	if err := os.WriteFile(path+".new", []byte(s), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -170,7 +170,8 @@ type fakeNet struct {
 	// with new QPs, it works).
 	byPath  map[pathKey]behavior
 	failQPN map[uint32]string
-	qpn     uint32 // the last QPN handed out (each connection takes its own and its peer's)
+	qpn     uint32                    // the last QPN handed out (each connection takes its own and its peer's)
+	lastQPN map[netip.AddrPort]uint32 // the local QPN of each address's latest connection
 }
 
 type pathKey struct {
@@ -185,6 +186,7 @@ type behavior struct {
 	failWith  string
 	dieAfter  time.Duration // the connection dies by itself (Done) after this, with failWith
 	hang      bool          // the dial waits until its context ends
+	nic       time.Duration // the connection is NIC-timed: each ping's split is nic + (rtt - nic)
 }
 
 func newFakeNet() *fakeNet {
@@ -228,6 +230,14 @@ func (f *fakeNet) setPath(addr string, path int, b behavior) {
 	f.byPath[pathKey{netip.MustParseAddrPort(addr), path}] = b
 }
 
+// failLatest fails the pings of addr's latest connection with reason.
+func (f *fakeNet) failLatest(addr string, reason string) {
+	f.mu.Lock()
+	qpn := f.lastQPN[netip.MustParseAddrPort(addr)]
+	f.mu.Unlock()
+	f.failConn(qpn, reason)
+}
+
 func (f *fakeNet) failConn(qpn uint32, reason string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -262,6 +272,10 @@ func (f *fakeNet) dial(ctx context.Context, src netip.Addr, addr netip.AddrPort,
 	}
 	f.open++
 	f.qpn += 2
+	if f.lastQPN == nil {
+		f.lastQPN = map[netip.AddrPort]uint32{}
+	}
+	f.lastQPN[addr] = f.qpn
 	c := &fakeConn{f: f, b: b, done: make(chan struct{}), dev: "mlx5_0", port: 1,
 		flow: rping.Flow{LocalQPN: f.qpn, RemoteQPN: f.qpn + 1, SrcPort: uint16(40000 + f.qpn), DstPort: addr.Port(),
 			UDPSourcePort: uint16(0xC000 + f.qpn)}}
@@ -313,6 +327,20 @@ func (c *fakeConn) Ping(time.Duration) (time.Duration, error) {
 		return 0, c.err
 	}
 	return c.b.rtt, nil
+}
+
+func (c *fakeConn) LastSplit() (nic, host time.Duration, ok bool) {
+	if c.b.nic == 0 || c.err != nil {
+		return 0, 0, false
+	}
+	return c.b.nic, c.b.rtt - c.b.nic, true
+}
+
+func (c *fakeConn) TSSource() string {
+	if c.b.nic != 0 {
+		return "nic"
+	}
+	return "sw"
 }
 
 func (c *fakeConn) Done() <-chan struct{} { return c.done }
@@ -434,16 +462,6 @@ func TestAgentProbesAndReasons(t *testing.T) {
 			t.Errorf("%s = %v (%v), want %v", sel, v, err, want)
 		}
 	}
-	// Every slot has one outcome: probes = RTTs + failures (give or take the slot being
-	// recorded while the scrape read the counters).
-	for target := range seriesPerTarget(m) {
-		probes, _ := m.Value(`gorping_probes_total{target="` + target + `"}`)
-		rtts, _ := m.Value(`gorping_probe_rtt_seconds_count{target="` + target + `"}`)
-		fails, _ := m.Sum(`gorping_probe_failures_total{target="` + target + `"}`)
-		if d := probes - rtts - fails; d < 0 || d > 1 {
-			t.Errorf("%s: %g probes, %g RTTs + %g failures", target, probes, rtts, fails)
-		}
-	}
 	// RTTs land in the microsecond buckets.
 	if v, _ := m.Value(`gorping_probe_rtt_seconds_bucket{target="node-a:7174",le="4e-06"}`); v < 5 {
 		t.Errorf("3 µs RTTs not in the 4 µs bucket: %g", v)
@@ -453,11 +471,55 @@ func TestAgentProbesAndReasons(t *testing.T) {
 	if dials := fn.dialCount("192.0.2.4:7174"); float64(dials) > probes/2+2 {
 		t.Errorf("%d dials in %g slots of a refusing target: no backoff", dials, probes)
 	}
+	// Every slot has one outcome: probes = RTTs + failures, exactly once the agent has
+	// stopped (a scrape reads the counters while slots are being recorded).
+	ta.stop(t, 10*time.Second)
+	mfs, err := ta.a.m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type outcomes struct{ probes, rtts, fails float64 }
+	per := map[string]*outcomes{}
+	for _, mf := range mfs {
+		for _, s := range mf.GetMetric() {
+			var target string
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "target" {
+					target = l.GetValue()
+				}
+			}
+			o := per[target]
+			if o == nil {
+				o = &outcomes{}
+				per[target] = o
+			}
+			switch mf.GetName() {
+			case "gorping_probes_total":
+				o.probes += s.GetCounter().GetValue()
+			case "gorping_probe_rtt_seconds":
+				o.rtts += float64(s.GetHistogram().GetSampleCount())
+			case "gorping_probe_failures_total":
+				o.fails += s.GetCounter().GetValue()
+			}
+		}
+	}
+	for target := range seriesPerTarget(m) {
+		o := per[target]
+		if o == nil || o.probes == 0 || o.probes != o.rtts+o.fails {
+			t.Errorf("%s after the stop: %+v; want probes = RTTs + failures > 0", target, o)
+		}
+	}
 }
 
 // TestCardinality drives one target through every way it can fail and checks its
-// series stay within the budget docs/mesh.md states.
+// series stay within the budget docs/mesh.md states: software-timed (rxe, siw), and
+// NIC-timed, with the split's two histograms more.
 func TestCardinality(t *testing.T) {
+	t.Run("sw", func(t *testing.T) { testCardinality(t, 0, maxSeriesPerTarget) })
+	t.Run("nic", func(t *testing.T) { testCardinality(t, 600*time.Nanosecond, maxSeriesPerTargetNIC) })
+}
+
+func testCardinality(t *testing.T, nic time.Duration, budget int) {
 	fn := newFakeNet()
 	const addr = "192.0.2.9:7174"
 	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
@@ -471,6 +533,9 @@ func TestCardinality(t *testing.T) {
 		{dialErr: rping.ReasonUnreachable},
 		{rtt: 2 * time.Microsecond},
 	} {
+		if b.rtt > 0 {
+			b.nic = nic
+		}
 		fn.set(addr, b)
 		reason := b.dialErr + b.failWith
 		if reason == "" {
@@ -484,9 +549,13 @@ func TestCardinality(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := seriesPerTarget(m)[addr]
-	t.Logf("series of a target that failed 5 ways: %d (classic histogram buckets: %d more)", n, len(rttBuckets)+2)
-	if n > maxSeriesPerTarget {
-		t.Errorf("%d series for one target, budget %d:\n%v", n, maxSeriesPerTarget, m.Samples())
+	hists := 1
+	if nic > 0 {
+		hists = 3
+	}
+	t.Logf("series of a target that failed 5 ways: %d (classic histogram buckets: %d more)", n, hists*(len(rttBuckets)+2))
+	if n > budget {
+		t.Errorf("%d series for one target, budget %d:\n%v", n, budget, m.Samples())
 	}
 	// Agent-wide series (a histogram counted as one) are few and do not grow with targets.
 	other := 0
@@ -516,14 +585,7 @@ func TestTargetFileReload(t *testing.T) {
 	}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "targets")
-	write := func(s string) {
-		if err := os.WriteFile(file+".new", []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(file+".new", file); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(s string) { replaceFile(t, file, s, 0o644) }
 	write("192.0.2.1\n192.0.2.2 # b\nnot/a/target\n")
 	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
 		"--interval", "20ms", "--targets", file, "--targets-reload", "100ms")

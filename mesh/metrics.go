@@ -22,8 +22,14 @@ const namespace = "gorping"
 var rttBuckets = prometheus.ExponentialBuckets(1e-6, 4, 10)
 
 func rttHistogramOpts(help string) prometheus.HistogramOpts {
+	return histogramOpts("probe_rtt_seconds", help)
+}
+
+// histogramOpts are the options of the RTT histograms and of the NIC split's parts:
+// the same buckets, so that they compare bucket by bucket.
+func histogramOpts(name, help string) prometheus.HistogramOpts {
 	return prometheus.HistogramOpts{
-		Namespace: namespace, Name: "probe_rtt_seconds", Help: help,
+		Namespace: namespace, Name: name, Help: help,
 		Buckets:                         rttBuckets,
 		NativeHistogramBucketFactor:     1.1,
 		NativeHistogramMaxBucketNumber:  160,
@@ -32,11 +38,14 @@ func rttHistogramOpts(help string) prometheus.HistogramOpts {
 }
 
 // metrics are the agent's collectors, registered on its own registry. Per target (label
-// target="host:port"): the RTT histogram, probes, failures by reason, up, connections and
-// the path (local device and port, node_exporter's infiniband labels) — 5 series plus one
-// per failure reason seen, the histogram counted as one native histogram. With --paths K
-// of 2 or more, one more per target (paths up) and per path (label path="0".."K-1"): up,
-// probes, info (its QPs and UDP source port), plus one per failure reason it has had.
+// target="host:port"): the RTT histogram, probes, failures by reason, up, connections,
+// the path (local device and port, node_exporter's infiniband labels) and ts_source (from
+// the first connection on) — 6 series plus one per failure reason seen, a histogram
+// counted as one native histogram; a target whose connection has NIC completion
+// timestamps (ts_source="nic", mlx5) has 2 more, the histograms of its RTT's NIC-timed
+// and host parts. With --paths K of 2 or more, one more per target (paths up) and per path
+// (label path="0".."K-1"): up, probes, info (its QPs and UDP source port), plus one per
+// failure reason it has had.
 type metrics struct {
 	reg         *prometheus.Registry
 	rtt         *prometheus.HistogramVec
@@ -45,6 +54,9 @@ type metrics struct {
 	up          *prometheus.GaugeVec
 	connections *prometheus.CounterVec
 	path        *prometheus.GaugeVec
+	tsSource    *prometheus.GaugeVec
+	networkRTT  *prometheus.HistogramVec // ts_source="nic" only
+	hostRTT     *prometheus.HistogramVec
 
 	targetPathsUp *prometheus.GaugeVec
 	pathUp        *prometheus.GaugeVec
@@ -89,6 +101,16 @@ func newMetrics(version string) *metrics {
 	m.path = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_path_info",
 		Help: "The local RDMA device and port of the target's latest connection (labels as node_exporter's infiniband collector); always 1."},
 		tl)
+	// The NIC split (rping.Prober.LastSplit): vectors without children export nothing, so
+	// an agent whose targets are all software-timed (rxe, siw) has none of its histograms.
+	sl := append(tl[:len(tl):len(tl)], "ts_source")
+	m.tsSource = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_ts_source",
+		Help: "Where the target's RTT split comes from, by its latest connection: ts_source=\"nic\" where its CQ has NIC completion timestamps (mlx5), \"sw\" where it has none (rxe, siw; software RTT only); always 1."},
+		sl)
+	m.networkRTT = prometheus.NewHistogramVec(histogramOpts("probe_network_rtt_seconds",
+		"The NIC-timed part of successful pings' RTT (ts_source=nic): the prober NIC's time from the first SEND's completion to the last go-ahead's arrival, both stamped by the NIC: the wire, the responder's processing and the prober's turnaround between the ping's two exchanges, not the prober's posting and polling at its ends."), sl)
+	m.hostRTT = prometheus.NewHistogramVec(histogramOpts("probe_host_rtt_seconds",
+		"The rest of successful pings' RTT (ts_source=nic): gorping_probe_rtt_seconds less gorping_probe_network_rtt_seconds; the prober host's posting, waking and polling, and the first SEND's trip to the responder's NIC and back."), sl)
 	// --paths: vectors without children export nothing, so with one path there are none.
 	pl := append(tl[:len(tl):len(tl)], "path")
 	m.targetPathsUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_paths_up",
@@ -143,7 +165,7 @@ func newMetrics(version string) *metrics {
 	m.railProblems = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "rail_problems",
 		Help: "Pairs of a local rail and a probed peer (or its rail) that cannot be probed, by reason (self, no_rail_in_subnet, gid_family, link_layer); each logged once."},
 		[]string{"reason"})
-	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path,
+	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.tsSource, m.networkRTT, m.hostRTT,
 		m.targetPathsUp, m.pathUp, m.pathProbes, m.pathFailures, m.pathInfo, m.targets, m.configErrors, m.badLines, m.ignored,
 		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build, m.agentInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -187,6 +209,10 @@ type targetMetrics struct {
 	working  int                           // paths whose last slot succeeded
 	device   string
 	port     string
+	// ts is the ts_source of the latest connection ("" before the first); with "nic" the
+	// split's histograms, nil otherwise.
+	ts                  string
+	networkRTT, hostRTT prometheus.Observer
 }
 
 // pathMetrics are one path's: its own series (with --paths 2 or more) and the target's
@@ -197,7 +223,8 @@ type pathMetrics struct {
 	up       prometheus.Gauge
 	probes   prometheus.Counter
 	failures map[string]prometheus.Counter
-	working  bool
+	working  bool     // guarded by tm.mu
+	reason   string   // why the path is down, "" while it works; guarded by tm.mu (the landing page reads it)
 	info     []string // the current gorping_path_info's labels; nil before the first connection
 }
 
@@ -230,15 +257,26 @@ func (m *metrics) forTarget(t target, k int) *targetMetrics {
 	return tm
 }
 
-func (pm *pathMetrics) success(rtt time.Duration) {
+// success records a successful slot: its RTT and, where split (ok), its NIC-timed and
+// host parts, into the target's histograms while its latest connection is NIC-timed.
+func (pm *pathMetrics) success(rtt, nic, host time.Duration, ok bool) {
 	tm := pm.tm
 	tm.probes.Inc()
 	tm.rtt.Observe(rtt.Seconds())
+	if ok {
+		tm.mu.Lock()
+		n, h := tm.networkRTT, tm.hostRTT
+		tm.mu.Unlock()
+		if n != nil {
+			n.Observe(nic.Seconds())
+			h.Observe(host.Seconds())
+		}
+	}
 	if pm.index != "" {
 		pm.probes.Inc()
 		pm.up.Set(1)
 	}
-	tm.setWorking(pm, true)
+	tm.setWorking(pm, true, "")
 }
 
 func (pm *pathMetrics) failure(reason string) { pm.failed(reason, 1) }
@@ -265,22 +303,24 @@ func (pm *pathMetrics) failed(reason string, n int) {
 		pm.probes.Add(float64(n))
 		pc.Add(float64(n))
 	}
-	pm.down()
+	pm.down(reason)
 }
 
-// down records that the path does not work (a failed slot, a connection that died).
-func (pm *pathMetrics) down() {
+// down records that the path does not work (a failed slot, a connection that died),
+// and why.
+func (pm *pathMetrics) down(reason string) {
 	if pm.index != "" {
 		pm.up.Set(0)
 	}
-	pm.tm.setWorking(pm, false)
+	pm.tm.setWorking(pm, false, reason)
 }
 
-// setWorking sets whether pm works and the target's series that follow: up while at
-// least one path works, and how many do.
-func (tm *targetMetrics) setWorking(pm *pathMetrics, w bool) {
+// setWorking sets whether pm works (and if not, why) and the target's series that
+// follow: up while at least one path works, and how many do.
+func (tm *targetMetrics) setWorking(pm *pathMetrics, w bool, reason string) {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
+	pm.reason = reason
 	if pm.working != w {
 		pm.working = w
 		if w {
@@ -299,10 +339,11 @@ func (tm *targetMetrics) setWorking(pm *pathMetrics, w bool) {
 	}
 }
 
-// connected records a new connection of the path: its local device and port (the
-// target's), and the path's flow, whose series replaces the last connection's.
-func (pm *pathMetrics) connected(device, port string, f rping.Flow) {
-	pm.tm.connected(device, port)
+// connected records a new connection of the path: its local device and port and its
+// ts_source (the target's), and the path's flow, whose series replaces the last
+// connection's.
+func (pm *pathMetrics) connected(device, port string, f rping.Flow, ts string) {
+	pm.tm.connected(device, port, ts)
 	if pm.index == "" {
 		return
 	}
@@ -328,11 +369,12 @@ func (pm *pathMetrics) connected(device, port string, f rping.Flow) {
 	pm.tm.m.pathInfo.WithLabelValues(info...).Set(1)
 }
 
-// connected records a new connection and its local device and port.
-func (tm *targetMetrics) connected(device, port string) {
+// connected records a new connection, its local device and port and its ts_source.
+func (tm *targetMetrics) connected(device, port, ts string) {
 	tm.connections.Inc()
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
+	tm.setTSSource(ts)
 	if device == tm.device && port == tm.port {
 		return
 	}
@@ -341,6 +383,36 @@ func (tm *targetMetrics) connected(device, port string) {
 	}
 	tm.device, tm.port = device, port
 	tm.m.path.WithLabelValues(tm.key, device, port, tm.labels[3]).Set(1)
+}
+
+// setTSSource makes ts the target's ts_source: its gauge's one series, and the split's
+// histograms only while it is "nic" (a stale pair of them would stop the rules from
+// falling back to the software RTT). Called with tm.mu held.
+func (tm *targetMetrics) setTSSource(ts string) {
+	if ts == tm.ts {
+		return
+	}
+	l := tm.labels
+	if tm.ts != "" {
+		tm.m.tsSource.DeleteLabelValues(l[0], l[1], l[2], l[3], tm.ts)
+	}
+	tm.ts = ts
+	tm.m.tsSource.WithLabelValues(l[0], l[1], l[2], l[3], ts).Set(1)
+	switch {
+	case ts == "nic":
+		tm.networkRTT = tm.m.networkRTT.WithLabelValues(l[0], l[1], l[2], l[3], ts)
+		tm.hostRTT = tm.m.hostRTT.WithLabelValues(l[0], l[1], l[2], l[3], ts)
+	case tm.networkRTT != nil:
+		tm.deleteSplit()
+	}
+}
+
+// deleteSplit deletes the split's histograms. Called with tm.mu held.
+func (tm *targetMetrics) deleteSplit() {
+	l := tm.labels
+	tm.m.networkRTT.DeleteLabelValues(l[0], l[1], l[2], l[3], "nic")
+	tm.m.hostRTT.DeleteLabelValues(l[0], l[1], l[2], l[3], "nic")
+	tm.networkRTT, tm.hostRTT = nil, nil
 }
 
 // remove deletes every series of the target and its paths (it left the target list),
@@ -359,6 +431,12 @@ func (tm *targetMetrics) remove() {
 	if tm.device != "" {
 		tm.m.path.DeleteLabelValues(tm.key, tm.device, tm.port, l[3])
 	}
+	if tm.ts != "" {
+		tm.m.tsSource.DeleteLabelValues(l[0], l[1], l[2], l[3], tm.ts)
+	}
+	if tm.networkRTT != nil {
+		tm.deleteSplit()
+	}
 	if tm.pathsUp != nil {
 		tm.m.targetPathsUp.DeleteLabelValues(l...)
 	}
@@ -376,4 +454,16 @@ func (tm *targetMetrics) remove() {
 			tm.m.pathInfo.DeleteLabelValues(pm.info...)
 		}
 	}
+}
+
+// reasons returns why each of the target's paths is down ("" for a path that works), by
+// path index: what the landing page shows beside the series.
+func (tm *targetMetrics) reasons() []string {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	out := make([]string, len(tm.paths))
+	for i, pm := range tm.paths {
+		out[i] = pm.reason
+	}
+	return out
 }

@@ -16,6 +16,11 @@ import (
 // probeConn is one probing connection: *rping.Prober, a fake in host tests.
 type probeConn interface {
 	Ping(timeout time.Duration) (time.Duration, error)
+	// LastSplit is the last successful ping's RTT split by the NIC's completion
+	// timestamps (ok false where there is none); TSSource is where the connection's
+	// split comes from, "nic" or "sw" (rping.Prober's).
+	LastSplit() (nic, host time.Duration, ok bool)
+	TSSource() string
 	Done() <-chan struct{}
 	Device() string
 	Port() int
@@ -189,7 +194,8 @@ func (l *targetLoop) slot(ctx context.Context) {
 		l.down(reason, err)
 		return
 	}
-	l.pm.success(rtt)
+	nic, host, split := l.conn.LastSplit()
+	l.pm.success(rtt, nic, host, split)
 	if l.lastReason != "" {
 		l.log.Info("target up", "device", l.conn.Device(), "port", l.conn.Port(), "rtt", rtt)
 		l.lastReason = ""
@@ -225,7 +231,7 @@ func (l *targetLoop) dial(ctx context.Context) string {
 	}
 	l.bo.reset()
 	l.conn = conn
-	l.pm.connected(conn.Device(), strconv.Itoa(conn.Port()), conn.Flow())
+	l.pm.connected(conn.Device(), strconv.Itoa(conn.Port()), conn.Flow(), conn.TSSource())
 	if l.t.Device != "" && (conn.Device() != l.t.Device || conn.Port() != l.t.DevPort) && !l.warnedPath {
 		// The source address picks the device; another one means the host's addresses
 		// and its description disagree (an address moved since it was described).
@@ -233,13 +239,13 @@ func (l *targetLoop) dial(ctx context.Context) string {
 		l.log.Warn("a rail target's connection left by another device than its rail", "rail", l.t.Device+"/"+strconv.Itoa(l.t.DevPort),
 			"device", conn.Device(), "port", conn.Port(), "source", l.t.Src)
 	}
-	l.log.Debug("connected", "address", addr, "device", conn.Device(), "port", conn.Port())
+	l.log.Debug("connected", "address", addr, "device", conn.Device(), "port", conn.Port(), "ts_source", conn.TSSource())
 	return ""
 }
 
 // down records why the path is down, logging when the reason changes.
 func (l *targetLoop) down(reason string, err error) {
-	l.pm.down()
+	l.pm.down(reason)
 	if reason == l.lastReason {
 		return
 	}

@@ -53,6 +53,9 @@ type Config struct {
 	rep *reporter     // set by Run for --stats/--json
 	tr  *trace.Tracer // set by Run for --trace
 	dg  *diagnostics  // set by Run for --trace, -d, --json
+	// probe: the client is a Prober (ProbeConfig.client), which splits each ping with
+	// NIC completion timestamps where the device stamps them (nicts.go).
+	probe bool
 
 	listening func() // Respond: called once the server's listener is up; nil otherwise
 	// verbs opens the verbs context of a connection's device; nil: the device node

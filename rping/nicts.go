@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// NIC completion timestamps. With --stats, --json or --trace a client asks for its CQ with
-// completion timestamps where the device has them (mlx5: QUERY_DEVICE_EX reports a
+// NIC completion timestamps. With --stats, --json or --trace a client (and every Prober:
+// probe.go) asks for its CQ with completion timestamps where the device has them (mlx5: QUERY_DEVICE_EX reports a
 // timestamp mask); each ping's round trip is then split into the client NIC's part, from
 // the first SEND's send completion to the arrival of the last go-ahead (both stamped by
 // the NIC), and the rest, this host's software: posting, polling, waking up, and the
@@ -37,9 +37,10 @@ type timestamped interface{ timestamps() tsInfo }
 
 func (c *verbsConn) timestamps() tsInfo { return c.ts }
 
-// wantTimestamps: only a client's round trips are split, and only when they are reported.
+// wantTimestamps: only a client's round trips are split, and only when they are
+// reported: --stats, --json, --trace, or a Prober's (the mesh agent's metrics).
 func wantTimestamps(cfg *Config, server bool) bool {
-	return !server && (cfg.Stats || cfg.JSON || cfg.Trace)
+	return !server && (cfg.Stats || cfg.JSON || cfg.Trace || cfg.probe)
 }
 
 // createCQ is rping's CQ, with completion timestamps where wanted and possible; c.ts

@@ -80,8 +80,9 @@ var (
 	errProbeClosed  = errors.New("prober closed")
 )
 
-// Prober is one rping client connection kept open for single pings. Ping, Err and Close
-// are not safe for concurrent use with each other; Done, Device, Port and Flow are.
+// Prober is one rping client connection kept open for single pings. Ping, LastSplit, Err
+// and Close are not safe for concurrent use with each other; Done, Device, Port, Flow and
+// TSSource are.
 type Prober struct {
 	run   *cmRun     // the event channel and its removal watch
 	c     *verbsConn // the connection; its life (c.life) is the prober's
@@ -92,6 +93,11 @@ type Prober struct {
 	flow  Flow
 	err   *ProbeError // set once the prober is spent
 	once  sync.Once
+
+	// The last ping's NIC split (LastSplit), valid if splitOK; the pinger's nicClock
+	// (pg.ts) is set only on a connection whose CQ stamps completions.
+	nic, host time.Duration
+	splitOK   bool
 }
 
 // DialProbe connects to cfg.Target as rping -c does, on the same path (the same
@@ -111,7 +117,7 @@ func (cfg ProbeConfig) client() Config {
 		log = io.Discard
 	}
 	return Config{Addr: cfg.Target.Addr(), SrcAddr: cfg.Source, Port: cfg.Target.Port(), Size: cfg.Size,
-		Validate: true, Timeout: NoTimeout, Stdout: io.Discard, Stderr: log}
+		Validate: true, Timeout: NoTimeout, Stdout: io.Discard, Stderr: log, probe: true}
 }
 
 // dialProbe is DialProbe with the client Config rc, which host tests give their host,
@@ -150,6 +156,14 @@ func dialProbe(ctx context.Context, cfg ProbeConfig, rc Config) (*Prober, error)
 	p.flow = flowOf(c, kernelVersion())
 	p.pg = newPinger(c, &rc, false)
 	p.pg.out.line = nil // only -v prints ping data; no 64 KiB line buffer per target
+	// The split of each ping where the CQ stamps completions; the CLI's note on stderr
+	// is one line in the prober's log instead (what the NIC stamps, or why it does not).
+	if c.ts.conv != nil {
+		p.pg.ts = &nicClock{ts: c.ts, out: &p.pg.out}
+		p.pg.out.errorf("gorping: %s: NIC completion timestamps: each ping's RTT split into the NIC-timed part and the host's (ts_source=nic)\n", c.ts.device)
+	} else if c.ts.note != "" {
+		p.pg.out.errorf("gorping: %s: no NIC completion timestamps (%s); software round-trip times only (ts_source=sw)\n", c.ts.device, c.ts.note)
+	}
 	p.timer = time.AfterFunc(time.Hour, func() { c.end(errProbeTimeout) })
 	p.timer.Stop()
 	return p, nil
@@ -218,6 +232,7 @@ func cmEventReason(t rdmacm.EventType) string {
 // later Ping returns the same *ProbeError (Err), and the caller closes it and dials
 // anew. In steady state Ping allocates nothing.
 func (p *Prober) Ping(timeout time.Duration) (time.Duration, error) {
+	p.splitOK = false
 	if err := p.Err(); err != nil {
 		return 0, err
 	}
@@ -228,6 +243,13 @@ func (p *Prober) Ping(timeout time.Duration) (time.Duration, error) {
 	fired := !p.timer.Stop()
 	p.seq++
 	if ret == 0 && !fired {
+		if k := p.pg.ts; k != nil && k.ok {
+			// k timed the ping from the first SEND's post to the last go-ahead, inside
+			// rtt (which adds the payload's fill and check): its NIC part, allowed 0.1 %
+			// over that for the clocks' rates, is capped at rtt so that nic + host = rtt.
+			p.nic = min(k.nic, rtt)
+			p.host, p.splitOK = rtt-p.nic, true
+		}
 		return rtt, nil
 	}
 	p.err = p.failure(ret)
@@ -270,6 +292,30 @@ func (p *Prober) failure(ret int) *ProbeError {
 // Done is closed when the prober can no longer ping: its device went away, a fatal
 // asynchronous event hit it, a ping timed out, its context ended or it was closed.
 func (p *Prober) Done() <-chan struct{} { return p.c.life.Done() }
+
+// TSSource says where the connection's RTT split comes from: "nic" where its CQ has
+// NIC completion timestamps (mlx5: the device reports a timestamp mask and accepted the
+// CQ and the QP with them), "sw" where it has none (rxe, siw, a device that refused
+// them): software round-trip times only. It is the connection's, fixed at the dial.
+func (p *Prober) TSSource() string { return p.c.ts.source() }
+
+// LastSplit is the last successful ping's round trip split by the client NIC's
+// completion timestamps (TSSource "nic"), as --stats splits it (nicts.go). nic is the
+// NIC's time from the first SEND's send completion (an RC SEND completes when the
+// responder's NIC acknowledges it) to the arrival of the last go-ahead, both stamped by
+// the NIC: the READ, the WRITE and the messages between on the wire, the responder
+// host's processing of both exchanges and this host's turnaround between them. host is
+// the rest of what Ping returned (nic + host = rtt): this host's posting, waking and
+// polling at the ping's two ends, the payload's fill and check, and the first SEND's
+// trip to the responder's NIC and back (its acknowledgement). ok is false after a failed
+// ping, on a "sw" connection, and for a ping whose NIC time does not fit in its software
+// time (the two clocks disagreeing, said once in the log). It allocates nothing.
+func (p *Prober) LastSplit() (nic, host time.Duration, ok bool) {
+	if !p.splitOK {
+		return 0, 0, false
+	}
+	return p.nic, p.host, true
+}
 
 // Device is the local RDMA device of the connection ("rxe0").
 func (p *Prober) Device() string { return p.c.dev.Name }

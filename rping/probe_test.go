@@ -103,6 +103,7 @@ func reasonOf(t *testing.T, err error) string {
 var probeModels = []struct {
 	name string
 	new  func(t *testing.T) (deviceModel, string)
+	ts   string // the prober's TSSource over it
 }{
 	{"rxe", func(t *testing.T) (deviceModel, string) {
 		nic, err := rxemodel.New()
@@ -111,15 +112,16 @@ var probeModels = []struct {
 		}
 		t.Cleanup(nic.Close)
 		return nic, "rxe0"
-	}},
+	}, "sw"},
 	{"mlx5", func(t *testing.T) (deviceModel, string) {
 		return mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512}), "mlx5_0"
-	}},
+	}, "nic"},
 }
 
 // TestProberPings: the prober connects over each model, pings (validated echoes,
 // positive round trips), reports its path, closes releasing everything, and dials
-// again, as the mesh does after a failure. In steady state a ping allocates nothing.
+// again, as the mesh does after a failure. In steady state a ping allocates nothing, its
+// NIC split included (the mlx5 model stamps completions; rxe has none).
 func TestProberPings(t *testing.T) {
 	for _, mod := range probeModels {
 		t.Run(mod.name, func(t *testing.T) {
@@ -131,8 +133,8 @@ func TestProberPings(t *testing.T) {
 				if err != nil {
 					t.Fatalf("round %d: dial: %v", round, err)
 				}
-				if p.Device() != name || p.Port() != 1 || p.Err() != nil {
-					t.Errorf("path %s port %d err %v, want %s port 1 and no error", p.Device(), p.Port(), p.Err(), name)
+				if p.Device() != name || p.Port() != 1 || p.Err() != nil || p.TSSource() != mod.ts {
+					t.Errorf("path %s port %d err %v ts_source %s, want %s port 1, no error, %s", p.Device(), p.Port(), p.Err(), p.TSSource(), name, mod.ts)
 				}
 				// The flow: both QPs, rdma_cm's ports (the fake CM's are fixed).
 				if f := p.Flow(); f.LocalQPN == 0 || f.RemoteQPN == 0 || f.LocalQPN == f.RemoteQPN || f.SrcPort == 0 || f.DstPort != 7174 {
@@ -145,6 +147,9 @@ func TestProberPings(t *testing.T) {
 					if err != nil || rtt <= 0 {
 						t.Fatalf("round %d ping %d: rtt %v err %v", round, i, rtt, err)
 					}
+					if nic, host, ok := p.LastSplit(); ok != (mod.ts == "nic") || ok && (nic <= 0 || nic+host != rtt) {
+						t.Fatalf("round %d ping %d: rtt %v split %v + %v (%v), want one only with ts_source nic", round, i, rtt, nic, host, ok)
+					}
 				}
 				if round == 1 {
 					// The models allocate as they execute work (test code); what runs
@@ -153,6 +158,9 @@ func TestProberPings(t *testing.T) {
 					per, sites := allocsOutsideModels(200, func() {
 						if _, err := p.Ping(10 * time.Second); err != nil {
 							t.Fatal(err)
+						}
+						if _, _, ok := p.LastSplit(); ok != (mod.ts == "nic") {
+							t.Fatal("no split")
 						}
 					})
 					// A per-ping cost shows as 1 or more; the runtime's odd allocation (a
@@ -176,6 +184,93 @@ func TestProberPings(t *testing.T) {
 					// The server's QP goes when its session sees the disconnect.
 					t.Logf("QPs live right after Close: %d", qps)
 				}
+			}
+		})
+	}
+}
+
+// TestProberSplit: over the mlx5 model, whose CQEs carry its device clock, a prober's
+// CQ has completion timestamps (a client with no --stats) and each ping's split is the
+// model's own: nic is the time between the ping's first SEND completion and its last
+// receive completion as the model stamped them (to ±2 ns, the clock_info conversion's
+// rounding), within the RTT, and host the rest. Without timestamps (the model's
+// NoTimestamps, as mlx5 on a kernel that reports no mask) and over rxe the prober says
+// ts_source sw, why in its log, and splits nothing.
+func TestProberSplit(t *testing.T) {
+	t.Run("nic", func(t *testing.T) {
+		const pings = 100
+		nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512, KeepStamps: true})
+		b := newProbeBed(t, nic, "mlx5_0")
+		b.start()
+		var log syncBuffer
+		p, err := b.dial(context.Background(), ProbeConfig{Log: &log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.TSSource() != "nic" {
+			t.Fatalf("ts_source %q, want nic (log %q)", p.TSSource(), log.String())
+		}
+		if _, _, ok := p.LastSplit(); ok {
+			t.Error("a split before the first ping")
+		}
+		type split struct{ rtt, nic, host time.Duration }
+		got := make([]split, pings)
+		for i := range got {
+			rtt, err := p.Ping(10 * time.Second)
+			if err != nil {
+				t.Fatalf("ping %d: %v", i, err)
+			}
+			n, h, ok := p.LastSplit()
+			if !ok {
+				t.Fatalf("ping %d: no split (log %q)", i, log.String())
+			}
+			got[i] = split{rtt, n, h}
+		}
+		p.Close()
+		if _, err := p.Ping(time.Second); err == nil {
+			t.Fatal("a ping after Close")
+		}
+		if _, _, ok := p.LastSplit(); ok {
+			t.Error("a split after a failed ping")
+		}
+		want := expectedNIC(t, nic, pings)
+		for i, g := range got {
+			if g.nic <= 0 || g.nic > g.rtt || g.nic+g.host != g.rtt || g.nic < want[i]-2 || g.nic > want[i]+2 {
+				t.Errorf("ping %d: rtt %v = nic %v + host %v; want nic within the rtt, the model's %v ±2 ns", i, g.rtt, g.nic, g.host, want[i])
+			}
+		}
+		if l := log.String(); strings.Count(l, "NIC completion timestamps") != 1 || !strings.Contains(l, "mlx5_0: NIC completion timestamps") {
+			t.Errorf("log %q, want one line about the NIC's timestamps", l)
+		}
+	})
+	for _, tc := range []struct {
+		name, dev, note string
+		new             func(t *testing.T) deviceModel
+	}{
+		{"mlx5 without", "mlx5_0", "the mlx5 driver has none", func(t *testing.T) deviceModel {
+			return mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512, NoTimestamps: true})
+		}},
+		{"rxe", "rxe0", "ts_source=sw", func(t *testing.T) deviceModel { m, _ := probeModels[0].new(t); return m }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newProbeBed(t, tc.new(t), tc.dev)
+			b.start()
+			var log syncBuffer
+			p, err := b.dial(context.Background(), ProbeConfig{Log: &log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			for i := range 20 {
+				if _, err := p.Ping(10 * time.Second); err != nil {
+					t.Fatalf("ping %d: %v", i, err)
+				}
+				if n, h, ok := p.LastSplit(); ok {
+					t.Fatalf("ping %d: split %v + %v without timestamps", i, n, h)
+				}
+			}
+			if p.TSSource() != "sw" || !strings.Contains(log.String(), tc.note) {
+				t.Errorf("ts_source %q, log %q; want sw and a line saying %q", p.TSSource(), log.String(), tc.note)
 			}
 		})
 	}

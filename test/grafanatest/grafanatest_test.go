@@ -87,7 +87,7 @@ func startFakeAgent(t *testing.T, self string, group string, peers map[string]st
 		for r, dev := range []string{"mlx5_0", "mlx5_1"} {
 			l := []string{dev, "1", railAddr(peer, r), peer}
 			pairs = append(pairs, pair{l})
-			tsSource.WithLabelValues(append(l, "software")...).Set(1)
+			tsSource.WithLabelValues(append(l, "sw")...).Set(1)
 			failures.WithLabelValues(append(l, "timeout")...).Add(0)
 		}
 	}
