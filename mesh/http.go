@@ -53,7 +53,8 @@ func (a *Agent) server(h http.Handler, lim httpLimits) *http.Server {
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
 }
 
-// handler serves /metrics, /-/healthy, /probe and a landing page.
+// handler serves /metrics, /-/healthy, /-/ready, /probe, /agent and the landing page
+// (exporter-toolkit's, with the agent's state: landing.go).
 func (a *Agent) handler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(a.m.reg, promhttp.HandlerOpts{
@@ -76,7 +77,7 @@ func (a *Agent) handler() (http.Handler, error) {
 	})
 	mux.HandleFunc("/probe", a.probeHandler)
 	mux.HandleFunc("/agent", a.agentHandler)
-	landing, err := web.NewLandingPage(web.LandingConfig{
+	landing, err := a.newLanding(web.LandingConfig{
 		Name:        "gorping mesh",
 		Description: "RDMA ping mesh agent: probes its peers over RC connections (rping protocol) and exports to Prometheus",
 		Version:     a.cfg.Version,

@@ -560,14 +560,7 @@ func TestWebConfigAtRunTime(t *testing.T) {
 	}
 	good := "basic_auth_users:\n  " + user + ": " + string(hash) + "\n"
 	file := filepath.Join(t.TempDir(), "web.yml")
-	write := func(s string) {
-		if err := os.WriteFile(file+".new", []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(file+".new", file); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(s string) { replaceFile(t, file, s, 0o600) }
 	write(good)
 	ta := startAgent(t, deps{dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}, webConfigPoll: 100 * time.Millisecond},
 		"--no-responder", "--web.config.file", file)
@@ -589,6 +582,13 @@ func TestWebConfigAtRunTime(t *testing.T) {
 	}
 	if code, body := status("/-/healthy", true); code != 200 || strings.TrimSpace(body) != "Healthy" {
 		t.Errorf("/-/healthy with credentials: %d %q", code, body)
+	}
+	// The landing page too: it shows the targets.
+	if code, body := status("/", false); code != http.StatusUnauthorized || strings.Contains(body, "Targets") {
+		t.Errorf("/ without credentials: %d, want 401", code)
+	}
+	if code, body := status("/", true); code != 200 || !strings.Contains(body, `<table class="gorping" id="agent">`) {
+		t.Errorf("/ with credentials: %d\n%s", code, body)
 	}
 
 	write("basic_auth_users: [broken\n")

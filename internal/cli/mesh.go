@@ -93,9 +93,12 @@ var meshOptions = []option{
 		help: "metrics listener (default :10174; repeated: one listener per address)",
 		man: "The HTTP listener (default **:10174**; repeated: one listener per address):\n" +
 			"**/metrics**, **/-/healthy** (200 while the process runs), **/-/ready** (503 until the\n" +
-			"responder listens), and **/probe?target=HOST[:PORT]&count=N**, which pings a target N\n" +
+			"responder listens), **/probe?target=HOST[:PORT]&count=N**, which pings a target N\n" +
 			"times once and returns that probe's metrics (**probe_success** and\n" +
-			"**probe_duration_seconds** as blackbox_exporter's)."},
+			"**probe_duration_seconds** as blackbox_exporter's), **/agent** (its description, for\n" +
+			"its peers), and **/**, a page of the agent, its peers and its targets with their paths\n" +
+			"and state, as **/metrics** says them (down first, at most 100 targets;\n" +
+			"**?target=** and **?state=down** filter them)."},
 	{long: "listen", arg: "addr", group: groupHTTP, help: "the same as --web.listen-address (its first name)"},
 	{long: "web.config.file", arg: "file", value: valueFile, group: groupHTTP,
 		help: "TLS and basic auth (Prometheus exporter-toolkit web configuration)",
