@@ -24,6 +24,25 @@ func netem(t testing.TB, h *vm.Host, args ...string) {
 	netemOn(t, h, "eth0", args...)
 }
 
+// pinNeighbour makes from's eth0 neighbour entry for to permanent until the test
+// ends, so that a one-way fault toward from stays one-way. rxe sends through the
+// kernel's IP output, which needs a resolved neighbour: with to's ARP replies lost
+// too, an entry that goes stale and is probed fails after a few seconds, and from
+// then on rxe silences from toward to. That failed TestCrossOneWayServerFirst once in
+// three clean-clone runs (the server's disconnect never reached its client, which
+// ended after its own 30 s bound); flushing the entry after the cut reproduces it
+// every time, and the pinned entry cures it. A RoCE NIC sends with the MAC its
+// address handle holds and asks no one.
+func pinNeighbour(t testing.TB, from, to *vm.Host) {
+	t.Helper()
+	must(t, from, ipTool, "neigh", "replace", to.IPv4, "lladdr", to.MAC, "dev", "eth0", "nud", "permanent")
+	t.Cleanup(func() {
+		if from.Running() {
+			run(t, from, time.Minute, ipTool, "neigh", "del", to.IPv4, "dev", "eth0")
+		}
+	})
+}
+
 // netemOn is netem on one of h's NICs (a rail's eth<r>).
 func netemOn(t testing.TB, h *vm.Host, dev string, args ...string) {
 	t.Helper()

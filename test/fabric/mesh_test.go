@@ -71,11 +71,17 @@ func count(n float64) func(promtest.Vector) bool {
 // rules is the shipped alert rules file.
 func rules(t *testing.T) string {
 	t.Helper()
+	return repoFile(t, "deploy", "prometheus", "gorping-rules.yml")
+}
+
+// repoFile is a file of this repository, by its path from the module's root.
+func repoFile(t *testing.T, elem ...string) string {
+	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(root, "deploy", "prometheus", "gorping-rules.yml")
+	return filepath.Join(append([]string{root}, elem...)...)
 }
 
 // TestMesh: gorping mesh on three hosts, one target a stock rping -s -P, and

@@ -153,6 +153,7 @@ func TestCrossOneWayServerFirst(t *testing.T) {
 	cli := start(t, h1, gorping, "-c", "-a", h2.IPv4, "-p", strconv.Itoa(port), "-v", "-i", "0.1", "--timeout", "30")
 	waitOutput(t, cli, "rdma-ping-3: ", 2*time.Minute)
 
+	pinNeighbour(t, h2, h1)
 	cut := time.Now()
 	netem(t, h1, "loss", "100%")
 	st := endsWithin(t, cli, cut, 6*time.Second+boundSlack, 255, "a one-way fault toward it")

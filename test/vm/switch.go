@@ -28,6 +28,7 @@ type Switch struct {
 	pcap   io.WriteCloser
 
 	roce [][]atomic.Uint64 // [from][to] RoCEv2 frames forwarded
+	ecmp atomic.Pointer[ECMP]
 	done chan struct{}
 	wg   sync.WaitGroup
 }
@@ -125,10 +126,7 @@ func (s *Switch) forward(from int) {
 		s.capture(frame)
 		if dst[0]&1 == 0 && known {
 			if to != from {
-				if isRoCEv2(frame) {
-					s.roce[from][to].Add(1)
-				}
-				s.ports[from].conn.WriteToUDP(frame, s.ports[to].guest)
+				s.unicast(frame, from, to)
 			}
 			continue
 		}
@@ -138,6 +136,30 @@ func (s *Switch) forward(from int) {
 			}
 		}
 	}
+}
+
+// unicast forwards a frame to its learned port, across the ECMP group if one
+// lies between the two.
+func (s *Switch) unicast(frame []byte, from, to int) {
+	if g := s.ecmp.Load(); g != nil {
+		pass, delay := g.cross(frame, from, to)
+		if !pass {
+			return
+		}
+		if delay > 0 {
+			held := append([]byte(nil), frame...)
+			time.AfterFunc(delay, func() { s.send(held, from, to) })
+			return
+		}
+	}
+	s.send(frame, from, to)
+}
+
+func (s *Switch) send(frame []byte, from, to int) {
+	if isRoCEv2(frame) {
+		s.roce[from][to].Add(1)
+	}
+	s.ports[from].conn.WriteToUDP(frame, s.ports[to].guest)
 }
 
 // isRoCEv2 reports whether an Ethernet frame carries UDP to port 4791 (IPv4 or
