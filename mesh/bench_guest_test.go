@@ -32,14 +32,19 @@ func TestGuestMeshBench(t *testing.T) {
 	for _, c := range []struct {
 		n     int
 		rails int    // RDMA devices the targets are spread over
+		paths int    // --paths
 		procs string // GOMAXPROCS of the agent; "" its default
-	}{{64, 1, ""}, {64, 1, "2"}, {256, 1, ""}, {128, 2, ""}} { // "": the agent's own choice, one P
-		t.Run(fmt.Sprintf("%dx%d/GOMAXPROCS=%s", c.rails, c.n, c.procs), func(t *testing.T) {
+	}{{64, 1, 1, ""}, {64, 1, 1, "2"}, {256, 1, 1, ""}, {64, 1, 4, ""}, {128, 2, 1, ""}} { // "": the agent's own choice, one P
+		name := fmt.Sprintf("%dx%d/GOMAXPROCS=%s", c.rails, c.n, c.procs)
+		if c.paths > 1 {
+			name = fmt.Sprintf("%dx%dx%dpaths/GOMAXPROCS=%s", c.rails, c.n, c.paths, c.procs)
+		}
+		t.Run(name, func(t *testing.T) {
 			addrs := []string{guesttest.Env(t, "GORPING_IPV4")}
 			if c.rails == 2 {
 				addrs = append(addrs, secondRail(t))
 			}
-			benchTargets(t, addrs, c.n, 30*time.Second, c.procs)
+			benchTargets(t, addrs, c.n, c.paths, 30*time.Second, c.procs)
 		})
 	}
 	t.Run("allocs", benchAllocs)
@@ -133,7 +138,7 @@ func secondRail(t *testing.T) string {
 
 // benchTargets runs one agent probing n targets at each of addrs (n responders, each
 // listening on every address).
-func benchTargets(t *testing.T, addrs []string, n int, window time.Duration, procs string) {
+func benchTargets(t *testing.T, addrs []string, n, paths int, window time.Duration, procs string) {
 	bin := guesttest.Env(t, "GORPING_BIN")
 	base := 7500 + int(benchPorts.Add(int32(n))) - n
 	// The responders live in this process: n persistent rping servers.
@@ -182,16 +187,20 @@ func benchTargets(t *testing.T, addrs []string, n int, window time.Duration, pro
 	if procs != "" {
 		env = append(os.Environ(), "GOMAXPROCS="+procs)
 	}
-	a := meshtest.Start(t, bin, env, "--web.listen-address", "127.0.0.1:0", "--no-responder", "--targets", path)
+	a := meshtest.Start(t, bin, env, "--web.listen-address", "127.0.0.1:0", "--no-responder", "--targets", path, "--paths", strconv.Itoa(paths))
 	pid := a.Pid()
 	idle := readProc(t, pid)
-	meshtest.WaitFor(t, 10*time.Minute, fmt.Sprintf("all %d targets up", n), func() (bool, string) {
+	meshtest.WaitFor(t, 10*time.Minute, fmt.Sprintf("all %d targets up with %d paths each", n, paths), func() (bool, string) {
 		m, err := a.Scrape()
 		if err != nil {
 			return false, err.Error()
 		}
 		s, _ := m.Sum("gorping_target_up")
-		return s == float64(n), fmt.Sprintf("%g up", s)
+		if paths == 1 {
+			return s == float64(n), fmt.Sprintf("%g up", s)
+		}
+		p, _ := m.Sum("gorping_target_paths_up")
+		return s == float64(n) && p == float64(n*paths), fmt.Sprintf("%g up, %g paths up", s, p)
 	})
 	time.Sleep(3 * time.Second) // past the connection storm
 
@@ -228,7 +237,7 @@ func benchTargets(t *testing.T, addrs []string, n int, window time.Duration, pro
 	probes := probes1 - probes0
 	cpu := p1.cpu - p0.cpu
 	allocs := (mallocs(m1) - mallocs(m0) - perScrape) / probes
-	t.Logf("%d targets on %d RDMA devices, %v window: %.0f probes (%.2f per target per second), %.0f failed", n, len(addrs),
+	t.Logf("%d targets x %d paths on %d RDMA devices, %v window: %.0f probes (%.2f per target per second), %.0f failed", n, paths, len(addrs),
 		elapsed.Round(time.Second), probes, probes/float64(n)/elapsed.Seconds(), fails1-fails0)
 	t.Logf("agent CPU %.2f%% of one CPU (%.1f µs per probe); RSS %d KiB (idle before targets: %d KiB); %d fds; %d threads",
 		100*cpu.Seconds()/elapsed.Seconds(), float64(cpu.Microseconds())/probes, p1.rssKiB, idle.rssKiB, p1.fds, p1.threads)

@@ -122,18 +122,22 @@ func TestRailsDiscovery(t *testing.T) {
 	a4.wait(t, railSeries("10.0.2.3:7174", "rxe0", "node3"), eq(1))
 
 	// A peer that stops answering keeps its rails for --agents-keep, with peer_up 0.
+	// The agent counts the keep from node3's last answer, which precedes the stop by
+	// up to one --agents-refresh (100ms), more when a loaded machine delays the poll
+	// rounds: allow 0.5s of it, still far from forgetting at the first failure.
+	const keep = 2*time.Second - 500*time.Millisecond
 	stopped := time.Now()
 	a3.stop(t, 10*time.Second)
 	a1.wait(t, `gorping_peer_up{peer="node3"}`, eq(0))
-	if _, err := a1.Value(railSeries("10.0.1.3:7174", "rxe0", "node3")); err != nil && time.Since(stopped) < 2*time.Second {
+	if _, err := a1.Value(railSeries("10.0.1.3:7174", "rxe0", "node3")); err != nil && time.Since(stopped) < keep {
 		t.Errorf("node3's rails gone before --agents-keep: %v", err)
 	}
 	meshtest.WaitFor(t, 10*time.Second, "node3's rail targets removed after --agents-keep", func() (bool, string) {
 		v, err := a1.Value(`gorping_targets{source="rails"}`)
 		return err == nil && v == 2, fmt.Sprint(v, err)
 	})
-	if held := time.Since(stopped); held < 2*time.Second {
-		t.Errorf("node3's rails removed %s after it stopped, before --agents-keep 2s", held)
+	if held := time.Since(stopped); held < keep {
+		t.Errorf("node3's rails removed %s after it stopped, before --agents-keep 2s (less 0.5s for its last answer)", held)
 	}
 	if n := strings.Count(a1.logs.String(), "peer agent does not answer"); n != 1 {
 		t.Errorf("node3 stopping was logged %d times, want once", n)

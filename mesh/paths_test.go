@@ -8,7 +8,6 @@ package mesh
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -219,14 +218,7 @@ func TestPathsRemoved(t *testing.T) {
 	fn.set(leave, behavior{rtt: 3 * time.Microsecond})
 	fn.setPath(leave, 2, behavior{dialErr: rping.ReasonConnectTimeout}) // a failure reason to delete too
 	file := filepath.Join(t.TempDir(), "targets")
-	write := func(s string) {
-		if err := os.WriteFile(file+".new", []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(file+".new", file); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(s string) { replaceFile(t, file, s, 0o644) }
 	write("192.0.2.1\n192.0.2.2\n")
 	ta := startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
 		"--interval", "20ms", "--backoff-max", "50ms", "--paths", "3", "--targets", file, "--targets-reload", "100ms")
