@@ -8,7 +8,7 @@
 #                                     command lines, --stats, a delay, a partition
 #   make demo-local                   gorping server + client in one guest
 #   make bench [SUITE=...] [ARCH=...] timing figures: stock rping vs gorping, rxe data path
-#   make bench-mesh [SUITE=...]       one mesh agent probing 64 and 256 targets
+#   make bench-mesh [SUITE=...]       one mesh agent: 64, 256, 64 x 4 paths and 2 rails x 128 targets
 #   make guest-shell                  interactive busybox shell in a guest
 #   GUEST_FLAGS='-refresh -timeout 20m' adds guestrun flags.
 #
@@ -122,7 +122,7 @@ bench-net: $(GUESTRUN) ## the cross-host round trip of each test-bed network con
 
 # One gorping mesh agent probing 64 and 256 targets, and a shell loop of rping -c -C 1
 # (figures for docs/mesh.md, not a test).
-bench-mesh: $(GUESTRUN) ## one mesh agent probing 64 and 256 targets
+bench-mesh: $(GUESTRUN) ## one mesh agent: 64 and 256 targets, 64 x 4 paths, 2 rails x 128 (docs/mesh.md, Figures)
 	@$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -pkgs ./mesh -run TestGuestMeshBench -timeout 30m $(GUEST_FLAGS); $(guest_skip_ok)
 
 guest-shell: $(GUESTRUN) ## an interactive busybox shell in a guest
