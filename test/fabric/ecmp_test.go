@@ -278,8 +278,23 @@ func dashboardShows(t *testing.T, prom *promtest.Server, h1 *vm.Host, paths []pa
 	if err != nil {
 		t.Fatal(err)
 	}
+	bound := time.Minute
+	// The group-pair rows leave out, for 5 minutes, a peer rail that was unreachable
+	// and a source rail that reached nothing, as a start-up whose first dials timed
+	// out on a slow guest leaves them (EveryRailOfEveryPeer took 76 s where it takes
+	// 6): the rows wait for that window to pass.
+	excluded := `max(max_over_time(timestamp(gorping:peer_rail:unreachable{device="rxe0"} or gorping:source_rail_up:ratio{device="rxe0"} == 0)[5m:5s]))`
+	if v, err := prom.Query(excluded); err != nil {
+		t.Errorf("%s: %v", excluded, err)
+	} else if len(v) == 1 {
+		last := time.UnixMilli(int64(v[0].Value * 1000))
+		if b := time.Until(last.Add(5*time.Minute)) + time.Minute; b > bound {
+			t.Logf("a rail on rxe0 was unreachable or reached nothing at %s (%s ago): the group-pair rows come back 5 minutes after; waiting up to %s", last.Format(time.TimeOnly), time.Since(last).Round(time.Second), b.Round(time.Second))
+			bound = b
+		}
+	}
 	for _, q := range qs {
-		v := prom.WaitFor(t, time.Minute, q.Expr, promtest.NonEmpty)
+		v := prom.WaitFor(t, bound, q.Expr, promtest.NonEmpty)
 		t.Logf("dashboard %q [%s]: %d series", q.Panel, q.RefID, len(v))
 	}
 }
