@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -194,7 +193,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 				return nil, err
 			}
 		}
-	} else if c.socketPort, err = freeTCPPort(); err != nil {
+	} else if c.socketPort, err = freePort("tcp4"); err != nil {
 		return nil, err
 	}
 	for n := 1; n <= o.Hosts; n++ {
@@ -208,7 +207,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 			h.NodeIPv4 = ClusterNodeIPv4(n)
 		}
 		for _, gp := range append([]int{agent.Port}, o.Forwards...) {
-			hp, err := freeTCPPort()
+			hp, err := freePort("tcp4")
 			if err != nil {
 				return nil, err
 			}
@@ -514,16 +513,6 @@ func (c *Cluster) Close() {
 	if c.work != "" && !c.opts.Keep {
 		os.RemoveAll(c.work)
 	}
-}
-
-// freeTCPPort finds a TCP port on 127.0.0.1 that nobody listens on now.
-func freeTCPPort() (int, error) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free TCP port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitTCPListen waits until something listens on 127.0.0.1:port, reading

@@ -52,7 +52,7 @@ func NewSwitch(n int, pcapPath string) (*Switch, error) {
 			s.Close()
 			return nil, fmt.Errorf("switch port: %w", err)
 		}
-		gport, err := freeUDPPort()
+		gport, err := freePort("udp4")
 		if err != nil {
 			conn.Close()
 			s.Close()
@@ -81,17 +81,6 @@ func NewSwitch(n int, pcapPath string) (*Switch, error) {
 		go s.forward(i)
 	}
 	return s, nil
-}
-
-// freeUDPPort finds a UDP port on 127.0.0.1 that nobody uses now, for QEMU to
-// bind (QEMU's dgram netdev needs its local port named).
-func freeUDPPort() (int, error) {
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		return 0, fmt.Errorf("find a free UDP port: %w", err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).Port, nil
 }
 
 // NetdevArgs is QEMU's -netdev value for port i's guest, netdev id.
