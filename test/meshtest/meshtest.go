@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"sort"
@@ -26,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/test/freeport"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -367,15 +367,15 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool
 	}
 }
 
-// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago and is
+// not one the kernel hands out to other sockets (freeport).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Port("tcp4")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return p
 }
 
 // Buffer collects output written from several goroutines (a process's, a logger's).

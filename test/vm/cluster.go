@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gorping/gorping/test/freeport"
 	"github.com/gorping/gorping/test/vm/agent"
 )
 
@@ -193,7 +194,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 				return nil, err
 			}
 		}
-	} else if c.socketPort, err = freePort("tcp4"); err != nil {
+	} else if c.socketPort, err = freeport.Port("tcp4"); err != nil {
 		return nil, err
 	}
 	for n := 1; n <= o.Hosts; n++ {
@@ -207,7 +208,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 			h.NodeIPv4 = ClusterNodeIPv4(n)
 		}
 		for _, gp := range append([]int{agent.Port}, o.Forwards...) {
-			hp, err := freePort("tcp4")
+			hp, err := freeport.Port("tcp4")
 			if err != nil {
 				return nil, err
 			}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gorping/gorping/test/freeport"
 )
 
 // Switch is the multi-host test bed's Ethernet: a learning L2 switch on the
@@ -52,7 +54,7 @@ func NewSwitch(n int, pcapPath string) (*Switch, error) {
 			s.Close()
 			return nil, fmt.Errorf("switch port: %w", err)
 		}
-		gport, err := freePort("udp4")
+		gport, err := freeport.Port("udp4")
 		if err != nil {
 			conn.Close()
 			s.Close()

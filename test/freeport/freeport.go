@@ -1,4 +1,6 @@
-package vm
+// Package freeport hands tests ports on 127.0.0.1 for programs that bind them
+// themselves (QEMU's netdevs and forwards, an agent's listener).
+package freeport
 
 import (
 	"fmt"
@@ -10,11 +12,11 @@ import (
 	"sync"
 )
 
-// Ports that QEMU binds itself (a dgram netdev's local end, a hostfwd) are taken
-// below the kernel's ephemeral range. A port found free by binding port 0 is an
-// ephemeral one, which the kernel may hand to the next socket that binds none (a
-// guest's UDP through slirp, a Prometheus scrape) before QEMU starts: QEMU then
-// exits with "Address already in use" (a clean-clone run, 2026-12-04).
+// Ports are taken below the kernel's ephemeral range. A port found free by
+// binding port 0 is an ephemeral one, which the kernel may hand to the next
+// socket that binds none (a guest's UDP through slirp, a Prometheus scrape)
+// before the program binds it (QEMU exited with "Address already in use" in a
+// clean-clone run, 2026-12-04).
 const portsFloor = 20000
 
 var (
@@ -35,9 +37,9 @@ func ephemeralLow() int {
 	return 32768
 }
 
-// freePort finds a port on 127.0.0.1 for network ("tcp4" or "udp4") that nobody
+// Port finds a port on 127.0.0.1 for network ("tcp4" or "udp4") that nobody
 // binds now, that this process has not handed out, and that is not ephemeral.
-func freePort(network string) (int, error) {
+func Port(network string) (int, error) {
 	hi := ephemeralLow()
 	if hi-portsFloor < 1000 {
 		return 0, fmt.Errorf("find a free %s port: the ephemeral range starts at %d, leaving too few ports in [%d, %d) (net.ipv4.ip_local_port_range)", network, hi, portsFloor, hi)
