@@ -25,6 +25,19 @@ const (
 	linkShow  = "rdma link show lists the RDMA devices and their netdevs"
 )
 
+// macChangedHint explains an UNREACHABLE with -ETIMEDOUT on a connection that is
+// up: no handshake timer runs then, and since Linux 6.0 the only source is rdma_cm's
+// watch of the neighbour table, which ends every connection to an address whose MAC
+// changed. role is the side that got it ("client" or "server").
+func macChangedHint(role string) string {
+	peer := "server"
+	if role == "server" {
+		peer = "client"
+	}
+	return "gorping: the kernel ended the connection because this host's neighbour entry for the " + peer +
+		" changed its MAC address (a MAC failover, a bond changing ports, or a forged or corrupted ARP reply; ip neigh shows the entry); a new connection uses the new address"
+}
+
 // hint prints a hint line; "" prints nothing.
 func (o *printer) hint(s string) {
 	if s != "" {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
@@ -309,6 +310,34 @@ func TestCMErrorStaleConnection(t *testing.T) {
 		}
 		if got := stderr.String(); got != want {
 			t.Errorf("status %d: stderr %q, want %q", tc.status, got, want)
+		}
+	}
+}
+
+// An UNREACHABLE with -ETIMEDOUT on a connection that is up gets rping's line and
+// the neighbour-change hint naming the other side; other statuses get rping's line.
+func TestCMCompletionMACChanged(t *testing.T) {
+	for _, tc := range []struct {
+		role, peer string
+		status     int32
+		hint       bool
+	}{{"client", "server", -int32(unix.ETIMEDOUT), true}, {"server", "client", -int32(unix.ETIMEDOUT), true}, {"client", "", -int32(unix.EHOSTUNREACH), false}} {
+		var stderr bytes.Buffer
+		out := &printer{stdout: &bytes.Buffer{}, stderr: &stderr}
+		comp, ok := cmCompletion(out, rdmacm.Event{Type: rdmacm.EventUnreachable, Status: tc.status}, tc.role)
+		if !ok || comp.kind != compError {
+			t.Fatalf("%s, status %d: completion %v %v, want an error", tc.role, tc.status, comp, ok)
+		}
+		want := fmt.Sprintf("cma event RDMA_CM_EVENT_UNREACHABLE, error %d\n", tc.status)
+		if tc.hint {
+			want += "gorping: the kernel ended the connection because this host's neighbour entry for the " + tc.peer + " changed its MAC address"
+		}
+		lines := 1
+		if tc.hint {
+			lines = 2
+		}
+		if got := stderr.String(); !strings.HasPrefix(got, want) || strings.Count(got, "\n") != lines {
+			t.Errorf("%s, status %d: stderr %q, want %q", tc.role, tc.status, got, want)
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/rdmacm"
 	"github.com/gorping/gorping/uverbs"
@@ -310,6 +312,9 @@ func cmCompletion(out *printer, ev rdmacm.Event, role string) (completion, bool)
 	case rdmacm.EventAddrError, rdmacm.EventRouteError, rdmacm.EventConnectError,
 		rdmacm.EventUnreachable, rdmacm.EventRejected:
 		out.errorf("cma event %s, error %d\n", ev.Type, ev.Status)
+		if ev.Type == rdmacm.EventUnreachable && ev.Status == -int32(unix.ETIMEDOUT) {
+			out.hint(macChangedHint(role))
+		}
 		return completion{kind: compError}, true
 	case rdmacm.EventEstablished:
 		out.debugLine("ESTABLISHED\n")

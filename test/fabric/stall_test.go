@@ -257,6 +257,38 @@ func TestCrossFarLinkDown(t *testing.T) {
 	}
 }
 
+// TestCrossPeerMACChanges: the server's link-layer address in h1's neighbour
+// table changes under running connections, as in a MAC failover, or when a
+// corrupted ARP from h2 carries its address with a flipped bit (netem's corrupt
+// delivers such a frame, which a real link's FCS would drop; ARP has no checksum
+// of its own). Since Linux 6.0 rdma_cm then ends every connection to that
+// address at once with RDMA_CM_EVENT_UNREACHABLE, status -110, whatever the state
+// of the QP: gorping's client and stock rping's print rping's line and exit 255,
+// and gorping's says why.
+func TestCrossPeerMACChanges(t *testing.T) {
+	h1, h2 := host(t, 1), host(t, 2)
+	port, sport := freshPort(), freshPort()
+	srv := start(t, h2, gorping, "-s", "-a", h2.IPv4, "-p", strconv.Itoa(port))
+	ssrv := start(t, h2, stock, "-s", "-a", h2.IPv4, "-p", strconv.Itoa(sport))
+	waitListening(t, srv, addrPort(h2.IPv4, port), time.Minute)
+	waitListening(t, ssrv, addrPort(h2.IPv4, sport), time.Minute)
+	cli := endless(t, h1, gorpingImpl, h2.IPv4, port)
+	scli := endless(t, h1, stockImpl, h2.IPv4, sport)
+	t.Cleanup(func() {
+		if h1.Running() { // resolved anew by the next test's connection
+			run(t, h1, time.Minute, ipTool, "neigh", "del", h2.IPv4, "dev", "eth0")
+		}
+	})
+	changed := time.Now()
+	must(t, h1, ipTool, "neigh", "replace", h2.IPv4, "lladdr", "02:00:00:00:00:99", "dev", "eth0", "nud", "reachable")
+	const want = "cma event RDMA_CM_EVENT_UNREACHABLE, error -110"
+	st := endsWithin(t, cli, changed, boundSlack, 255, want)
+	if !strings.Contains(st.Stderr, "gorping: the kernel ended the connection because this host's neighbour entry for the server changed its MAC address") {
+		t.Errorf("gorping's client does not say why:\n%s", st.Stderr)
+	}
+	endsWithin(t, scli, changed, boundSlack, 255, want)
+}
+
 // TestCrossLinkFlap: h1's link goes down and up. The running client ends at
 // once (port down). Afterwards a new connection from h1 either works, or ends
 // within the bound naming rxe's QP1 problem and the fix; a stock client in the
