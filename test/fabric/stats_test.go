@@ -163,6 +163,12 @@ func serverEndsAfterLossyRun(t *testing.T, srv *rproc, server impl) agent.Status
 // corrupted packet is dropped by the receiver's ICRC check and retransmitted.
 func TestCrossNetemMix(t *testing.T) {
 	h1, h2 := host(t, 1), host(t, 2)
+	// netem corrupts ARP frames too and delivers them, where a real link's FCS
+	// drops them; ARP has no checksum, so a flipped bit in a sender's MAC becomes
+	// the peer's neighbour entry, and rdma_cm ends the connection
+	// (TestCrossPeerMACChanges). Pinned entries ignore ARP.
+	pinNeighbour(t, h1, h2)
+	pinNeighbour(t, h2, h1)
 	for _, h := range []*vm.Host{h1, h2} {
 		netem(t, h, "delay", "5ms", "2ms", "reorder", "10%", "50%", "duplicate", "2%", "corrupt", "1%")
 	}
