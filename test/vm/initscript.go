@@ -45,6 +45,7 @@ type InitSpec struct {
 	Tests        []GuestTest   // run in order with -test.v, unless Cmd is set
 	TestRun      string        // -test.run
 	TestSkip     string        // -test.skip
+	TestCount    int           // -test.count, when over 1
 	TestTimeout  time.Duration // -test.timeout
 	Cmd          string        // a shell command instead of the tests
 	// Siw brings up GuestSiwDev on GuestSiwNetdev (siw.ko is among Modules); otherwise
@@ -308,7 +309,7 @@ mark ready
 st=$?
 {{else}}st=0
 {{range .Tests}}mark test-start {{.Name}}
-{{.Path}} -test.v -test.timeout={{$.TestTimeout}}{{if $.TestRun}} -test.run={{q $.TestRun}}{{end}}{{if $.TestSkip}} -test.skip={{q $.TestSkip}}{{end}}
+{{.Path}} -test.v -test.timeout={{$.TestTimeout}}{{if $.TestRun}} -test.run={{q $.TestRun}}{{end}}{{if $.TestSkip}} -test.skip={{q $.TestSkip}}{{end}}{{if gt $.TestCount 1}} -test.count={{$.TestCount}}{{end}}
 s=$?
 mark test-end {{.Name}} $s
 [ $st -eq 0 ] && st=$s

@@ -46,6 +46,7 @@ type Options struct {
 	Pkgs        []string // Go packages whose guest-tagged tests run, in order
 	TestRun     string   // -test.run regexp
 	TestSkip    string   // -test.skip regexp
+	TestCount   int      // -test.count (repeat each test), when over 1
 	Cmd         string   // run this shell command instead of the tests
 	Timeouts    Timeouts
 	Refresh     bool // re-resolve packages even if the cache is complete
@@ -254,6 +255,7 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 		SetupTimeout: o.Timeouts.Setup * 3 / 4, // report rxe trouble before the host gives up
 		TestRun:      o.TestRun,
 		TestSkip:     o.TestSkip,
+		TestCount:    o.TestCount,
 		TestTimeout:  o.Timeouts.Run - 15*time.Second,
 		Cmd:          o.Cmd,
 	}

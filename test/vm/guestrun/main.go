@@ -44,6 +44,7 @@ func run() int {
 		pkgs      = flag.String("pkgs", "./test/guest", "Go packages (space or comma separated) whose guest-tagged tests run, in order; \"all\": every package with guest-tagged tests")
 		runRe     = flag.String("run", "", "only tests matching this regexp (go test -run)")
 		skipRe    = flag.String("skip", "", "leave out tests matching this regexp (go test -skip); the run says so")
+		count     = flag.Int("count", 1, "run each test this many times (go test -count), to hunt races")
 		cmd       = flag.String("cmd", "", "run this shell command in the guest instead of the tests")
 		script    = flag.String("script", "", "run this shell script file in the guest instead of the tests")
 		inter     = flag.Bool("i", false, "connect stdin to the guest console (use with -cmd, e.g. -cmd sh)")
@@ -173,6 +174,7 @@ func run() int {
 			Pkgs:          strings.FieldsFunc(*pkgs, func(r rune) bool { return r == ',' || r == ' ' }),
 			TestRun:       *runRe,
 			TestSkip:      *skipRe,
+			TestCount:     *count,
 			Cmd:           *cmd,
 			Timeouts:      to,
 			Refresh:       *refresh,
