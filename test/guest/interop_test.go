@@ -19,7 +19,7 @@ import (
 // appear is a race in rping (its CM thread prints it while the main thread tears down); gorping prints a subset.
 const (
 	clientDisconnect = "client DISCONNECT EVENT..."
-	serverDisconnect = "server DISCONNECT EVENT..."
+	serverDisconnect = guesttest.ServerDisconnect
 	serverEndOfPings = guesttest.ServerEndOfPings
 )
 

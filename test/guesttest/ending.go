@@ -7,11 +7,11 @@ import (
 	"strings"
 )
 
-// Lines of a server whose client vanished mid-run.
-const (
-	serverDisconnect = "server DISCONNECT EVENT..."
-	serverFailed     = "rping server failed: -1"
-)
+// ServerDisconnect is rping's server's line for RDMA_CM_EVENT_DISCONNECTED.
+const ServerDisconnect = "server DISCONNECT EVENT..."
+
+// serverFailed ends a non-persistent server's failed ping loop.
+const serverFailed = "rping server failed: -1"
 
 // waitLine is rping's complaint after a wake-up in a state other than the one its
 // main loop waits for.
@@ -67,7 +67,7 @@ func KilledClientEnding(stock bool, code int, stderr string) (ending string, pro
 		}
 		kind := l
 		switch {
-		case l == serverDisconnect, l == serverFailed, stock && l == V44SpuriousExit:
+		case l == ServerDisconnect, l == serverFailed, stock && l == V44SpuriousExit:
 		case remoteErrLine.MatchString(l):
 			kind = "cq error"
 		case waitLine.MatchString(l):
@@ -97,7 +97,7 @@ func KilledClientEnding(stock bool, code int, stderr string) (ending string, pro
 		if has(serverFailed) {
 			problems = append(problems, fmt.Sprintf("exit 0 after %q", serverFailed))
 		}
-		if !has(serverDisconnect) {
+		if !has(ServerDisconnect) {
 			problems = append(problems, "exit 0 without the DISCONNECT line (rping ends 0 only in the state DISCONNECTED, set after that line)")
 		}
 	case 255:
@@ -121,7 +121,7 @@ func KilledClientEnding(stock bool, code int, stderr string) (ending string, pro
 			problems = append(problems, "a wait line in state 11 (ERROR) without a failed completion's line before it")
 		}
 	case waitState == stateDisconnected || (waitState >= 6 && waitState <= 9):
-		if !before(serverDisconnect, "wait") {
+		if !before(ServerDisconnect, "wait") {
 			problems = append(problems, fmt.Sprintf("a wait line in state %d without the DISCONNECT line before it", waitState))
 		}
 	default:
@@ -130,7 +130,7 @@ func KilledClientEnding(stock bool, code int, stderr string) (ending string, pro
 
 	first := "the disconnect came first"
 	switch {
-	case before("cq error", serverDisconnect) || (has("cq error") && !has(serverDisconnect)):
+	case before("cq error", ServerDisconnect) || (has("cq error") && !has(ServerDisconnect)):
 		first = "a work request in flight failed first"
 	case waitState >= 6 && waitState <= 9:
 		first = "the disconnect came first, and a completion after it overwrote its state"

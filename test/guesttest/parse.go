@@ -77,7 +77,7 @@ func StockExitOK(code int, stderr string) (ok, bug bool) {
 		switch line {
 		case V44SpuriousExit:
 			bug = true
-		case "client DISCONNECT EVENT...", "server DISCONNECT EVENT...", ServerEndOfPings, "":
+		case "client DISCONNECT EVENT...", ServerDisconnect, ServerEndOfPings, "":
 		default:
 			other++
 		}
