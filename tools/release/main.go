@@ -44,9 +44,11 @@ const (
 	description = "gorping runs rdma-core's rping test with rping's flags, output and\n" +
 		"exit statuses, interoperating with stock rping, from one static binary\n" +
 		"that needs no rdma-core libraries: it talks to /dev/infiniband itself\n" +
-		"and carries its own data paths for rxe (Soft-RoCE), siw (Soft-iWARP)\n" +
-		"and mlx5 (ConnectX-4 and later). gorping-mesh.service runs it as a\n" +
-		"mesh agent that pings its peers and exports to Prometheus."
+		"and carries its own data paths for rxe (Soft-RoCE), siw (Soft-iWARP),\n" +
+		"mlx5 (ConnectX-4 and later), bnxt_re (Broadcom NetXtreme-C/E, Thor),\n" +
+		"irdma (Intel E810 in RoCEv2 mode) and hns (HiSilicon HIP08, HIP09).\n" +
+		"gorping-mesh.service runs it as a mesh agent that pings its peers and\n" +
+		"exports to Prometheus."
 )
 
 func main() {
