@@ -215,3 +215,28 @@ func proseOf(md string) string {
 		return ""
 	})
 }
+
+// The README stays a README: at most 400 lines (the tables live in docs/), and it names
+// every alert the shipped rules define.
+func TestReadmeShortAndAlerts(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(readme), "\n"); n > 400 {
+		t.Errorf("README.md has %d lines, more than 400: move detail to docs/", n)
+	}
+	rules, err := os.ReadFile("deploy/prometheus/gorping-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts := regexp.MustCompile(`(?m)^\s*- alert: (\w+)`).FindAllSubmatch(rules, -1)
+	if len(alerts) < 10 {
+		t.Fatalf("only %d alerts in gorping-rules.yml: is the pattern still right?", len(alerts))
+	}
+	for _, a := range alerts {
+		if !bytes.Contains(readme, []byte("* `"+string(a[1])+"`: ")) {
+			t.Errorf("README.md has no line \"* `%s`: …\" for the shipped alert", a[1])
+		}
+	}
+}
