@@ -65,7 +65,7 @@ func TestDebScriptsShape(t *testing.T) {
 		if !strings.HasPrefix(string(text), "#!/bin/sh\n") || !strings.Contains(string(text), "\nset -e\n") {
 			t.Errorf("%s: want #!/bin/sh and set -e, as Debian policy asks", name)
 		}
-		if !strings.Contains(string(text), MeshUnit) && name != "postinst" && name != "postrm" {
+		if !strings.Contains(string(text), MeshUnit) {
 			t.Errorf("%s names no %s", name, MeshUnit)
 		}
 	}
