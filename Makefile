@@ -15,7 +15,12 @@ DATE    ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 1)
 VERSION := $(VERSION)
 COMMIT  := $(COMMIT)
 DATE    := $(DATE)
-LDFLAGS := -s -w -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
+# The branch, where HEAD is on one: with the commit, the labels of the agent's
+# gorping_build_info (prometheus/common/version's variables, as its exporters set them).
+BRANCH  ?= $(shell git symbolic-ref -q --short HEAD 2>/dev/null)
+BRANCH  := $(BRANCH)
+LDFLAGS := -s -w -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT) \
+	-X github.com/prometheus/common/version.Revision=$(COMMIT) -X github.com/prometheus/common/version.Branch=$(BRANCH)
 ARCHES  := amd64 arm64
 HOSTARCH := $(shell $(GO) env GOARCH)
 

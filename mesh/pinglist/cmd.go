@@ -45,7 +45,7 @@ func RunPlan(o PlanOptions, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "%s:%v\n", o.Members, e)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("members file %s: %d bad lines", o.Members, len(errs))
+		return fmt.Errorf("members file %s: %s", o.Members, plural(len(errs), "bad line"))
 	}
 	p, err := New(ms, o.MaxPeers)
 	if err != nil {
@@ -58,7 +58,11 @@ func RunPlan(o PlanOptions, stdout, stderr io.Writer) error {
 		}
 		agents = []Member{{Host: o.Self}}
 	}
-	fmt.Fprintf(stderr, "plan: epoch %d: %v\n", o.Epoch, p.Summary())
+	if s := p.Summary(); s.Full {
+		fmt.Fprintf(stderr, "plan: %v\n", s) // the same in every epoch
+	} else {
+		fmt.Fprintf(stderr, "plan: epoch %d: %v\n", o.Epoch, s)
+	}
 	w := bufio.NewWriter(stdout)
 	for _, a := range agents {
 		ts, err := p.Targets(a.Host, o.Epoch)

@@ -189,6 +189,24 @@ func TestRunPlan(t *testing.T) {
 	if n := strings.Count(out.String(), "\n"); n != 12*4 {
 		t.Errorf("--all: %d lines, want 48", n)
 	}
+	// Without --max-peers: a full mesh, and the summary says so and claims no epochs.
+	out.Reset()
+	errOut.Reset()
+	if err := RunPlan(PlanOptions{Members: members, All: true}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "\n"); n != 12*11 {
+		t.Errorf("--all, no --max-peers: %d lines, want 132", n)
+	}
+	if want := "plan: 12 members in 4 groups, a full mesh: every member probes the other 11 members\n"; errOut.String() != want {
+		t.Errorf("--all, no --max-peers: summary %q, want %q", errOut.String(), want)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bad1"), []byte("node1 g\nnode2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := RunPlan(PlanOptions{Members: filepath.Join(dir, "bad1"), All: true}, &out, &errOut); err == nil || !strings.HasSuffix(err.Error(), ": 1 bad line") {
+		t.Errorf("one bad line: %v", err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "bad"), []byte("node1 g\nnode2\nnode1 h\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
