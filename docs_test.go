@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gorping/gorping/internal/cli"
+	"github.com/gorping/gorping/cli"
 )
 
 // Every relative link of the README and docs/*.md resolves: the file exists, and a

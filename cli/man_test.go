@@ -18,7 +18,7 @@ import (
 // manPage renders docs/gorping.1.md as `make man` does.
 func manPage(t *testing.T) string {
 	t.Helper()
-	md, err := os.ReadFile("../../docs/gorping.1.md")
+	md, err := os.ReadFile("../docs/gorping.1.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestManPageNamesMeshMetrics(t *testing.T) {
 		sec = sec[:i]
 	}
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, "../../mesh", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	pkgs, err := parser.ParseDir(fset, "../mesh", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

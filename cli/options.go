@@ -9,7 +9,7 @@ import (
 // The option tables: every option of rping's command line and of each subcommand is
 // declared once, here and in the subcommands' files, with its help. The usage texts
 // (rping's byte for byte, from its options' usage lines), gorping(1)'s option lists
-// (ManOptions, which internal/mangen writes into docs/gorping.1.md) and the shell
+// (ManOptions, which cli/mangen writes into docs/gorping.1.md) and the shell
 // completions are generated from these tables; parity_test.go checks that the three
 // agree.
 
