@@ -13,6 +13,7 @@ import (
 
 	urfave "github.com/urfave/cli/v2"
 
+	"github.com/gorping/gorping/cli/sighup"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -65,6 +66,7 @@ func Run(ctx context.Context, args []string, env Env) (status int, signalEndsRun
 		}
 		return sc.run(ctx, w, env), sc.daemon
 	}
+	sighup.Release() // rping's command line: SIGHUP ends it, as it ends rping
 	stdout, stderr := env.Stdout, env.Stderr
 	app := &urfave.App{
 		Name:                  "gorping",

@@ -93,7 +93,7 @@ func TestCompletionBash(t *testing.T) {
 		{"gorping -v devices -", mainOpts},
 		{"gorping completion ''", append(all(completionCommand.options), completionCommand.args...)},
 		{"gorping completion f", []string{"fish"}},
-		{"gorping mesh --targets ''", []string{"targets.txt", "web.yml"}}, // file names
+		{"gorping mesh --targets.file ''", []string{"targets.txt", "web.yml"}}, // file names
 		{"gorping mesh --interval 1s --web.config.file w", []string{"web.yml"}},
 		{"gorping mesh --log.level ''", []string{"debug", "info", "warn", "error"}},
 		{"gorping mesh --log.format j", []string{"json"}},
@@ -172,7 +172,7 @@ func TestCompletionFish(t *testing.T) {
 		"gorping devices -s --":               {"--deadline", "--help", "--interval", "--json", "--poll", "--stats", "--timeout", "--trace", "--version"},
 		"gorping mesh --log.level ":           {"debug", "error", "info", "warn"},
 		"gorping mesh --port 1 --log.format ": {"json", "logfmt", "text"},
-		"gorping mesh --targets t":            {"targets.txt"},
+		"gorping mesh --targets.file t":       {"targets.txt"},
 		"gorping mesh --web.config.file ":     {"targets.txt", "web.yml"},
 	} {
 		out := shellRun(t, env, fish, "--no-config", "-c", "cd "+files+"; source "+script+"; complete -C '"+line+"'")

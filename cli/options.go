@@ -17,8 +17,11 @@ import (
 type option struct {
 	short byte   // the letter, 0 for a long-only option
 	long  string // the long name without "--", "" for a letter-only option
-	arg   string // the value's name ("addr", "sec", "file"), "" for a flag
-	help  string // one line: gorping's usage texts and the completions (zsh, fish show it)
+	// aliases are other long names it answers to (old names kept for users' scripts);
+	// the usage, gorping(1) and the completions give the long name only.
+	aliases []string
+	arg     string // the value's name ("addr", "sec", "file"), "" for a flag
+	help    string // one line: gorping's usage texts and the completions (zsh, fish show it)
 	// man is gorping(1)'s description of the option (Markdown, may span lines); "" uses
 	// help, with a capital and a full stop.
 	man string
@@ -52,6 +55,15 @@ func (o option) spellings() []string {
 	}
 	if o.long != "" {
 		s = append(s, "--"+o.long)
+	}
+	return s
+}
+
+// names are the spellings it answers to: its spellings and its aliases.
+func (o option) names() []string {
+	s := o.spellings()
+	for _, a := range o.aliases {
+		s = append(s, "--"+a)
 	}
 	return s
 }

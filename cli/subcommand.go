@@ -80,13 +80,20 @@ func (sc *subcommand) option(word string) (o *option, value string, hasValue boo
 		name, value, hasValue = word, "", false
 	}
 	for i := range sc.options {
-		for _, sp := range sc.options[i].spellings() {
+		for _, sp := range sc.options[i].names() {
 			if sp == name {
 				return &sc.options[i], value, hasValue
 			}
 		}
 	}
 	return nil, "", false
+}
+
+// isOption reports whether word is one of the subcommand's options ("--interval",
+// "--interval=1s").
+func (sc *subcommand) isOption(word string) bool {
+	o, _, _ := sc.option(word)
+	return o != nil
 }
 
 // nameWords are the words of the subcommand's name.
@@ -122,6 +129,11 @@ func (sc *subcommand) match(args []string) (ours bool, w words, errLine string) 
 		case !hasValue && i+1 >= len(args):
 			if errLine == "" {
 				errLine = sc.usageError("option %s needs a value (%s)", a, strings.ToUpper(o.arg))
+			}
+		case !hasValue && sc.isOption(args[i+1]):
+			// A value left out: the next option is not the value (issue 44).
+			if errLine == "" {
+				errLine = sc.usageError("option %s needs a value (%s), got the option %s", a, strings.ToUpper(o.arg), args[i+1])
 			}
 		default:
 			if !hasValue {
