@@ -4,50 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	urfave "github.com/urfave/cli/v2"
 
 	"github.com/gorping/gorping/cli/sighup"
 	"github.com/gorping/gorping/mesh"
-	"github.com/gorping/gorping/mesh/pinglist"
 )
 
-// meshCommand is `gorping mesh`, the agent: its flags (meshFlags) parse the command line
-// into a mesh.Config, which package mesh checks and runs.
-func meshCommand() *subcommand {
-	return &subcommand{
-		name:     "mesh",
-		help:     "ping mesh agent exporting to Prometheus",
-		synopsis: "mesh [options]",
-		about: "An RDMA ping mesh agent: serves the rping protocol (a persistent server), keeps one rping\n" +
-			"connection to every target, pings each once per interval and exports the results to\n" +
-			"Prometheus (/metrics; /probe?target=HOST[:PORT]&count=N probes once; /-/healthy, /-/ready).\n" +
-			"An option's value is the next word or follows \"=\"; DUR is a duration (500ms, 2s, 1m) or seconds (0.5).\n" +
-			"--web.listen-address, --peers, --agents and --probe.allow may be repeated and add up; every\n" +
-			"other option is taken once, and an empty value is an error (but for --group: an empty group is none).\n" +
-			"The options' earlier names (--targets, --listen, --agents-file, ...) are taken too (gorping(1) names them).\n\n",
-		options:  append(optionsOf(meshFlags(ptr(mesh.DefaultConfig())), meshMan), helpOption),
-		daemon:   true,
-		schedule: mesh.Schedule,
-		run:      runMesh,
-	}
-}
+// meshAbout is what `gorping mesh --help` says before the options.
+const meshAbout = "An RDMA ping mesh agent: serves the rping protocol (a persistent server), keeps one rping\n" +
+	"connection to every target, pings each once per interval and exports the results to\n" +
+	"Prometheus (/metrics; /probe?target=HOST[:PORT]&count=N probes once; /-/healthy, /-/ready).\n" +
+	"An option's value is the next word or follows \"=\"; DUR is a duration (500ms, 2s, 1m) or seconds (0.5).\n" +
+	"--web.listen-address, --peers, --agents and --probe.allow may be repeated and add up; every\n" +
+	"other option is taken once, and an empty value is an error (but for --group: an empty group is none).\n" +
+	"The options' earlier names (--targets, --listen, --agents-file, ...) are taken too (gorping(1) names them).\n\n"
 
-// runMesh parses mesh's words into a mesh.Config and runs the agent.
-func runMesh(ctx context.Context, w words, env Env) int {
-	cfg, err := parseMesh(w.raw)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "gorping mesh: %v (gorping mesh --help lists the options)\n", err)
-		return exitCommandUsage
+// runMesh runs the agent cfg describes (err: its words' parse).
+func runMesh(ctx context.Context, cfg mesh.Config, err error, env Env) int {
+	if err == nil {
+		cfg.Version, cfg.Log = env.Version, env.Stderr
+		err = mesh.Run(ctx, cfg, hup())
 	}
-	cfg.Version, cfg.Log = env.Version, env.Stderr
-	err = mesh.Run(ctx, cfg, hup())
 	switch {
-	case errors.Is(err, mesh.ErrUsage):
+	case err != nil && (errors.Is(err, mesh.ErrUsage) || errors.Is(err, errParse)):
 		fmt.Fprintf(env.Stderr, "gorping mesh: %v (gorping mesh --help lists the options)\n", err)
 		return exitCommandUsage
 	case err != nil:
@@ -55,45 +37,6 @@ func runMesh(ctx context.Context, w words, env Env) int {
 		return 1
 	}
 	return 0
-}
-
-// parseMesh parses the words after "mesh" (checked by the subcommand rule: every word
-// is one of its options or an option's value) into a Config: urfave/cli parses them with
-// meshFlags, whose values are bound to the Config's fields.
-func parseMesh(args []string) (mesh.Config, error) {
-	cfg := mesh.DefaultConfig()
-	return cfg, parseFlags("gorping mesh", meshFlags(&cfg), args)
-}
-
-// parseFlags parses args with flags (values bound by their declaration).
-func parseFlags(name string, flags []urfave.Flag, args []string) error {
-	var p parseState
-	var parsed []urfave.Flag
-	for _, f := range flags {
-		bind(f, &p)
-		// An alias is a flag of its own over the same value: urfave/cli would refuse two
-		// forms of one flag (--listen beside --web.listen-address, which add up) and
-		// set the value again under each other name after the parse.
-		g, ok := f.(*urfave.GenericFlag)
-		if !ok || len(g.Aliases) == 0 {
-			parsed = append(parsed, f)
-			continue
-		}
-		for _, n := range append([]string{g.Name}, g.Aliases...) {
-			c := *g
-			c.Name, c.Aliases = n, nil
-			parsed = append(parsed, &c)
-		}
-	}
-	app := &urfave.App{
-		Name: name, Flags: parsed, HideHelp: true, HideVersion: true,
-		Writer: io.Discard, ErrWriter: io.Discard,
-		Action: func(*urfave.Context) error { return nil },
-	}
-	if err := app.Run(append([]string{name}, args...)); err != nil {
-		return err
-	}
-	return p.err
 }
 
 const (
@@ -250,50 +193,40 @@ var meshMan = map[string]string{
 		"**gorping mesh plan** over the known agents and this one.",
 }
 
-// meshPlanCommand is `gorping mesh plan`: the pinglist an agent of a members file would
-// probe (package mesh/pinglist computes it).
-var meshPlanCommand = &subcommand{
-	name:     "mesh plan",
-	help:     "print the pinglist of a members file",
-	synopsis: "mesh plan --members FILE (--self HOST | --all) [--epoch N] [--max-peers K]",
-	about: "Print the targets a mesh agent of a members file probes in an epoch, one \"AGENT TARGET\"\n" +
-		"line each, and the plan's summary on stderr (docs/mesh.md, pinglists): a full mesh inside\n" +
-		"each group, a rotating sample of the other groups within the budget.\n\n",
-	options: []option{
-		{long: "members", arg: "file", value: valueFile, help: "one \"HOST GROUP\" line per agent, # comments",
-			man: "The members file: one **HOST GROUP** line per agent (a rack, a ToR, a rail), **#**\n" +
-				"starts a comment, a host on one line only. A bad line is refused with its number."},
-		{long: "self", arg: "host", help: "the targets of this agent (a host of the members file)"},
-		{long: "all", help: "the targets of every agent"},
-		{long: "epoch", arg: "n", help: "the epoch whose sample to print (default 0)"},
-		{long: "max-peers", arg: "k", help: "at most K targets per agent (default 0: no limit)"},
-		helpOption,
-	},
+// planFlags are `gorping mesh plan`'s options, bound to o.
+func planFlags(o *planOptions) []urfave.Flag {
+	return []urfave.Flag{
+		&urfave.GenericFlag{Name: "members", TakesFile: true, Value: str(&o.Members),
+			Usage: "one \"HOST GROUP\" line per agent, # comments (`FILE`)"},
+		&urfave.GenericFlag{Name: "self", Value: str(&o.Self), Usage: "the targets of this agent (a host of the members file) (`HOST`)"},
+		&urfave.GenericFlag{Name: "all", Value: boolean(&o.All), Usage: "the targets of every agent"},
+		&urfave.GenericFlag{Name: "epoch", Value: uinteger(&o.Epoch), DefaultText: "0", Usage: "the epoch whose sample to print (`N`)"},
+		&urfave.GenericFlag{Name: "max-peers", Value: number(&o.MaxPeers), DefaultText: "0: no limit",
+			Usage: "at most `K` targets per agent"},
+	}
 }
 
-func init() {
-	meshPlanCommand.run = func(_ context.Context, w words, env Env) int {
-		o := pinglist.PlanOptions{Members: w.last("members", ""), Self: w.last("self", ""), All: w.has("all")}
-		var err error
-		if o.Epoch, err = strconv.ParseUint(w.last("epoch", "0"), 10, 64); err != nil {
-			fmt.Fprint(env.Stderr, meshPlanCommand.usageError("--epoch %q: want a number, 0 or more", w.last("epoch", "")))
-			return exitCommandUsage
-		}
-		if o.MaxPeers, err = strconv.Atoi(w.last("max-peers", "0")); err != nil {
-			fmt.Fprint(env.Stderr, meshPlanCommand.usageError("--max-peers %q: want a number, 0 or more", w.last("max-peers", "")))
-			return exitCommandUsage
-		}
-		err = pinglist.RunPlan(o, env.Stdout, env.Stderr)
-		switch {
-		case errors.Is(err, pinglist.ErrUsage):
-			fmt.Fprint(env.Stderr, meshPlanCommand.usageError("%s", strings.TrimPrefix(err.Error(), pinglist.ErrUsage.Error()+": ")))
-			return exitCommandUsage
-		case err != nil:
-			fmt.Fprintf(env.Stderr, "gorping mesh plan: %v\n", err)
-			return 1
-		}
-		return 0
+// planMan are gorping(1)'s longer descriptions of mesh plan's options.
+var planMan = map[string]string{
+	"members": "The members file: one **HOST GROUP** line per agent (a rack, a ToR, a rail), **#**\n" +
+		"starts a comment, a host on one line only. A bad line is refused with its number.",
+}
+
+// runMeshPlan runs `gorping mesh plan` (err: its words' parse).
+func runMeshPlan(o planOptions, err error, env Env) int {
+	if err == nil {
+		err = runPlan(o, env.Stdout, env.Stderr)
 	}
+	switch {
+	case errors.Is(err, errParse), errors.Is(err, errPlanUsage):
+		msg := strings.TrimPrefix(err.Error(), errPlanUsage.Error()+": ")
+		fmt.Fprintf(env.Stderr, "gorping mesh plan: %s (gorping mesh plan --help)\n", msg)
+		return exitCommandUsage
+	case err != nil:
+		fmt.Fprintf(env.Stderr, "gorping mesh plan: %v\n", err)
+		return 1
+	}
+	return 0
 }
 
 // hup is the agent's SIGHUP: the process's, taken at its start (package sighup), or,

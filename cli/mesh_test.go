@@ -35,7 +35,7 @@ func TestMeshPathsOption(t *testing.T) {
 	if _, err := meshCheck("--paths", "2", "--paths", "3"); err == nil || !strings.Contains(err.Error(), "given twice") {
 		t.Errorf("--paths twice: %v", err)
 	}
-	sc := meshCommand()
+	sc := command("mesh")
 	if ours, _, errLine := sc.match([]string{"mesh", "--paths", "4"}); !strings.Contains(sc.usage(), "--paths K") || !ours || errLine != "" {
 		t.Error("--paths is not in mesh --help or not a mesh option")
 	}
@@ -73,7 +73,7 @@ func TestMeshOptionRules(t *testing.T) {
 			t.Errorf("%q: %v, want an error naming %s", bad.args, err, bad.want)
 		}
 	}
-	usage := meshCommand().usage()
+	usage := command("mesh").usage()
 	if !strings.Contains(usage, "may be repeated") || !strings.Contains(usage, "empty value") {
 		t.Error("--help does not say how repeated and empty options are taken")
 	}
@@ -92,7 +92,7 @@ func TestMeshAliases(t *testing.T) {
 }
 
 func TestMeshArgs(t *testing.T) {
-	sc := meshCommand()
+	sc := command("mesh")
 	for _, args := range [][]string{
 		{"mesh"}, {"mesh", "--peers", "a,b"}, {"mesh", "--interval=0.5", "--probe-any"}, {"mesh", "-h"},
 		{"mesh", "--interval", "bogus"}, // mesh's own error, not rping's usage

@@ -6,12 +6,12 @@ import (
 	"text/tabwriter"
 )
 
-// The option tables: every option of rping's command line and of each subcommand is
-// declared once, here and in the subcommands' files, with its help. The usage texts
-// (rping's byte for byte, from its options' usage lines), gorping(1)'s option lists
-// (ManOptions, which cli/mangen writes into docs/gorping.1.md) and the shell
-// completions are generated from these tables; parity_test.go checks that the three
-// agree.
+// The option tables: rping's command line's options are declared once, in rpingLine
+// (args.go), with their help; each of gorping's own commands' table is generated from
+// its urfave/cli Flags (optionsOf). The usage texts (rping's byte for byte, from its
+// options' usage lines), gorping(1)'s option lists (ManOptions, which cli/mangen writes
+// into docs/gorping.1.md) and the shell completions are generated from these tables;
+// parity_test.go checks that the three agree.
 
 // option is one command-line option.
 type option struct {

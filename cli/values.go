@@ -21,7 +21,7 @@ type parseState struct{ err error }
 
 func (p *parseState) fail(err error) {
 	if p.err == nil {
-		p.err = err
+		p.err = parseError{err}
 	}
 }
 
@@ -231,7 +231,14 @@ func optionsOf(flags []urfave.Flag, man map[string]string) []option {
 	for _, f := range flags {
 		g := f.(*urfave.GenericFlag)
 		arg, help := placeholder(g.Usage)
-		o := option{long: g.Name, aliases: g.Aliases, arg: strings.ToLower(arg), group: g.Category, man: man[g.Name]}
+		o := option{long: g.Name, arg: strings.ToLower(arg), group: g.Category, man: man[g.Name]}
+		for _, a := range g.Aliases {
+			if len(a) == 1 {
+				o.short = a[0] // -v
+			} else {
+				o.aliases = append(o.aliases, a)
+			}
+		}
 		type boolFlag interface{ IsBoolFlag() bool }
 		if b, ok := g.Value.(boolFlag); ok && b.IsBoolFlag() {
 			o.arg = ""
@@ -256,7 +263,7 @@ func optionsOf(flags []urfave.Flag, man map[string]string) []option {
 		}
 		o.help = help
 		var old []string
-		for _, a := range g.Aliases {
+		for _, a := range o.aliases {
 			if !strings.Contains(o.man, "**--"+a+"**") {
 				old = append(old, "**--"+manEscape(a)+"**")
 			}
@@ -270,3 +277,14 @@ func optionsOf(flags []urfave.Flag, man map[string]string) []option {
 }
 
 func (v *value[T]) choices() []string { return v.words }
+
+// number is an integer, said as "a number, 0 or more" (the command checks the sign).
+func number(dst *int) *value[int] {
+	return &value[int]{dst: dst, show: strconv.Itoa, conv: func(s string) (int, error) {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return 0, errors.New("want a number, 0 or more")
+		}
+		return n, nil
+	}}
+}
