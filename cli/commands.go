@@ -139,9 +139,12 @@ func expandAliases(flags []urfave.Flag) []urfave.Flag {
 			out = append(out, f)
 			continue
 		}
-		for _, n := range append([]string{g.Name}, g.Aliases...) {
+		for i, n := range append([]string{g.Name}, g.Aliases...) {
 			c := *g
 			c.Name, c.Aliases = n, nil
+			if i > 0 {
+				c.Value = alias{g.Value, n}
+			}
 			out = append(out, &c)
 		}
 	}

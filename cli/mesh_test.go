@@ -60,10 +60,11 @@ func TestMeshOptionRules(t *testing.T) {
 		want string
 	}{
 		{[]string{"--interval", "1s", "--interval", "2s"}, "--interval"},
-		{[]string{"--listen", ""}, "--web.listen-address"},
+		{[]string{"--listen", ""}, "--listen"},
+		{[]string{"--web.listen-address", ""}, "--web.listen-address"},
 		{[]string{"--peers", ""}, "--peers"},
 		{[]string{"--peers", " , "}, "--peers"},
-		{[]string{"--targets", ""}, "--targets.file"},
+		{[]string{"--targets", ""}, "--targets"},
 		{[]string{"--group", "a", "--group", "b"}, "--group"},
 		{[]string{"--no-responder", "--no-responder"}, "--no-responder"},
 		{[]string{"--targets", "a", "--targets.file", "b"}, "--targets.file"},

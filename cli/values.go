@@ -48,19 +48,23 @@ func (v *value[T]) String() string {
 
 func (v *value[T]) IsBoolFlag() bool { return v != nil && v.isBool }
 
-func (v *value[T]) Set(s string) error {
+func (v *value[T]) Set(s string) error { return v.setAs(v.name, s) }
+
+// setAs sets the value given under name (the option's name or an alias: its errors
+// name the spelling the user wrote).
+func (v *value[T]) setAs(name, s string) error {
 	switch {
 	case v.set && !v.list:
-		v.p.fail(fmt.Errorf("--%s %q: given twice (only %s add up)", v.name, s, listOptions))
+		v.p.fail(fmt.Errorf("--%s %q: given twice (only %s add up)", name, s, listOptions))
 	case s == "" && !v.emptyOK:
-		v.p.fail(fmt.Errorf("--%s: empty value", v.name))
+		v.p.fail(fmt.Errorf("--%s: empty value", name))
 	default:
 		x, err := v.conv(s)
 		if err != nil {
 			if s == "" {
-				v.p.fail(fmt.Errorf("--%s: %w", v.name, err))
+				v.p.fail(fmt.Errorf("--%s: %w", name, err))
 			} else {
-				v.p.fail(fmt.Errorf("--%s %q: %w", v.name, s, err))
+				v.p.fail(fmt.Errorf("--%s %q: %w", name, s, err))
 			}
 			break
 		}
@@ -287,4 +291,22 @@ func number(dst *int) *value[int] {
 		}
 		return n, nil
 	}}
+}
+
+// alias is a value under another name: urfave/cli sets it as its own flag.
+type alias struct {
+	urfave.Generic
+	name string
+}
+
+func (a alias) Set(s string) error {
+	if v, ok := a.Generic.(interface{ setAs(string, string) error }); ok {
+		return v.setAs(a.name, s)
+	}
+	return a.Generic.Set(s)
+}
+
+func (a alias) IsBoolFlag() bool {
+	b, ok := a.Generic.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
