@@ -132,21 +132,20 @@ func TestMeshArgs(t *testing.T) {
 // A value left out does not take the next option as its value (issue 44): the error
 // says which option lacks its value and which option came instead.
 func TestMeshMissingValue(t *testing.T) {
-	for _, tc := range []struct{ args []string }{
-		{[]string{"mesh", "--peers", "--interval", "2s"}},
-		{[]string{"mesh", "--targets", "--no-responder"}},
-		{[]string{"mesh", "plan", "--members", "--all"}},
+	for _, tc := range []struct {
+		args            []string
+		name, opt, next string
+	}{
+		{[]string{"mesh", "--peers", "--interval", "2s"}, "mesh", "--peers", "--interval"},
+		{[]string{"mesh", "--targets", "--no-responder"}, "mesh", "--targets", "--no-responder"},
+		{[]string{"mesh", "plan", "--members", "--all"}, "mesh plan", "--members", "--all"},
 	} {
 		st, out, errOut := runCLI(false, tc.args...)
-		name := strings.Join(tc.args[:len(tc.args)-len(tc.args)+1], " ")
-		if tc.args[1] == "plan" {
-			name = "mesh plan"
-		}
-		opt, next := tc.args[len(strings.Fields(name))], tc.args[len(strings.Fields(name))+1]
 		if st != exitCommandUsage || out != "" || strings.Count(errOut, "\n") != 1 ||
-			!strings.HasPrefix(errOut, "gorping "+name+": option "+opt+" needs a value") || !strings.Contains(errOut, "got the option "+next+" ") {
+			!strings.HasPrefix(errOut, "gorping "+tc.name+": option "+tc.opt+" needs a value") ||
+			!strings.Contains(errOut, "got the option "+tc.next+" ") {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d and one line saying %s got %s", tc.args, st, out, errOut,
-				exitCommandUsage, opt, next)
+				exitCommandUsage, tc.opt, tc.next)
 		}
 	}
 }
