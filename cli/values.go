@@ -13,8 +13,8 @@ import (
 // The values of gorping's own commands' options (urfave/cli GenericFlags): each is bound
 // to its field of the command's configuration when the flag is declared, so a flag's
 // declaration is all there is to an option. A bad value does not fail flag's Set (whose
-// message would name "-interval" and be wrapped in flag's words): it is kept, first one
-// wins, in the parse's errs and reported as one line naming the option.
+// message would name "-interval" and be wrapped in flag's words): the first one is kept
+// in the command line's parseState and reported as one line naming the option.
 
 // parseState is one command line's parse: the first bad value's error.
 type parseState struct{ err error }
