@@ -170,16 +170,16 @@ clean: ## remove bin/
 	rm -rf bin
 
 # gorping(1), from docs/gorping.1.md (go-md2man), and the completion scripts, printed by
-# the host's own binary. The page's option lists come from internal/cli's option tables
+# the host's own binary. The page's option lists come from cli's option tables
 # (as the usage texts and the completions do): make man-update writes them into
-# docs/gorping.1.md after a change there (internal/mangen's test fails until then).
+# docs/gorping.1.md after a change there (cli/mangen's test fails until then).
 .PHONY: man man-update completions install uninstall package image release test-release guest-release
 man: bin/gorping.1 ## gorping(1) in bin/, from docs/gorping.1.md
 bin/gorping.1: FORCE
 	@mkdir -p bin
-	$(GO) run ./internal/mangen -version '$(VERSION)' -in docs/gorping.1.md -out $@
-man-update: ## write internal/cli's option tables into docs/gorping.1.md
-	$(GO) run ./internal/mangen -update docs/gorping.1.md
+	$(GO) run ./cli/mangen -version '$(VERSION)' -in docs/gorping.1.md -out $@
+man-update: ## write cli's option tables into docs/gorping.1.md
+	$(GO) run ./cli/mangen -update docs/gorping.1.md
 
 completions: bin/gorping-linux-$(HOSTARCH) ## bash, zsh and fish completions in bin/completion
 	@mkdir -p bin/completion

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gorping/gorping/internal/cli"
+	"github.com/gorping/gorping/cli"
 	"github.com/gorping/gorping/uverbs"
 )
 

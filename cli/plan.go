@@ -1,4 +1,4 @@
-package pinglist
+package cli
 
 import (
 	"bufio"
@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/gorping/gorping/mesh/pinglist"
 )
 
-// PlanOptions are the values of `gorping mesh plan`'s options.
-type PlanOptions struct {
+// planOptions are the values of `gorping mesh plan`'s options.
+type planOptions struct {
 	Members  string // --members FILE: one "HOST GROUP" line per agent
 	Self     string // --self HOST: that agent's targets
 	All      bool   // --all: every agent's targets
@@ -17,46 +19,54 @@ type PlanOptions struct {
 	MaxPeers int    // --max-peers K (0: no limit)
 }
 
-// ErrUsage marks RunPlan's errors that are about the options themselves (exit 2).
-var ErrUsage = errors.New("usage")
+// errPlanUsage marks runPlan's errors that are about the options themselves (exit 2).
+var errPlanUsage = errors.New("usage")
 
-// maxMembersFile bounds what RunPlan reads: a million members on 64-byte lines.
+// maxMembersFile bounds what runPlan reads: a million members on 64-byte lines.
 const maxMembersFile = 64 << 20
 
-// RunPlan is `gorping mesh plan`: it writes one "AGENT TARGET" line per probe of the
+// runPlan is `gorping mesh plan`: it writes one "AGENT TARGET" line per probe of the
 // plan to stdout, hosts as written in the members file (agents in file order, each
 // agent's targets by name), and the plan's Summary as one line to stderr. A members
 // file with bad lines is refused, each line named on stderr.
-func RunPlan(o PlanOptions, stdout, stderr io.Writer) error {
+func runPlan(o planOptions, stdout, stderr io.Writer) error {
 	switch {
 	case o.Members == "":
-		return fmt.Errorf("%w: --members FILE is required", ErrUsage)
+		return fmt.Errorf("%w: --members FILE is required", errPlanUsage)
 	case o.All == (o.Self != ""):
-		return fmt.Errorf("%w: give one of --self HOST and --all", ErrUsage)
+		return fmt.Errorf("%w: give one of --self HOST and --all", errPlanUsage)
 	case o.MaxPeers < 0:
-		return fmt.Errorf("%w: --max-peers %d: must be 0 (no limit) or more", ErrUsage, o.MaxPeers)
+		return fmt.Errorf("%w: --max-peers %d: must be 0 (no limit) or more", errPlanUsage, o.MaxPeers)
 	}
 	data, err := readBounded(o.Members, maxMembersFile)
 	if err != nil {
 		return err
 	}
-	ms, errs := ParseMembers(data)
+	ms, errs := pinglist.ParseMembers(data)
 	for _, e := range errs {
 		fmt.Fprintf(stderr, "%s:%v\n", o.Members, e)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("members file %s: %s", o.Members, plural(len(errs), "bad line"))
+		if len(errs) == 1 {
+			return fmt.Errorf("members file %s: 1 bad line", o.Members)
+		}
+		return fmt.Errorf("members file %s: %d bad lines", o.Members, len(errs))
 	}
-	p, err := New(ms, o.MaxPeers)
+	p, err := pinglist.New(ms, o.MaxPeers)
 	if err != nil {
 		return fmt.Errorf("members file %s: %w", o.Members, err)
 	}
 	agents := ms
 	if !o.All {
-		if _, ok := p.byHost[o.Self]; !ok {
+		agents = nil
+		for _, m := range ms {
+			if m.Host == o.Self {
+				agents = []pinglist.Member{{Host: o.Self}}
+			}
+		}
+		if agents == nil {
 			return fmt.Errorf("--self %s: not in members file %s", o.Self, o.Members)
 		}
-		agents = []Member{{Host: o.Self}}
 	}
 	if s := p.Summary(); s.Full {
 		fmt.Fprintf(stderr, "plan: %v\n", s) // the same in every epoch

@@ -42,7 +42,7 @@ func TestDevicesMatch(t *testing.T) {
 		if argv != "" {
 			args = strings.Fields(argv)
 		}
-		ours, w, errLine := devicesCommand.match(args)
+		ours, w, errLine := command("devices").match(args)
 		got := rping
 		switch {
 		case ours && errLine == "":

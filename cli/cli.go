@@ -1,7 +1,9 @@
-// Package cli is gorping's command line: rping's options (parsed by rping's getopt
-// rules, byte for byte), gorping's own, and the subcommands (devices, completion, mesh),
-// each declared once in the option tables that the usage texts, gorping(1)'s option lists
-// and the shell completions are generated from.
+// Package cli is gorping's command line, the top of the house (it imports mesh, rping
+// and uverbs): rping's options, parsed by rping's getopt rules byte for byte and declared
+// once in rpingLine, and gorping's own commands (devices, completion, mesh, mesh plan),
+// urfave/cli Commands whose Flags are their options' one declaration (commands.go). The
+// usage texts, gorping(1)'s option lists and the shell completions are generated from
+// both.
 package cli
 
 import (
@@ -13,6 +15,8 @@ import (
 
 	urfave "github.com/urfave/cli/v2"
 
+	"github.com/gorping/gorping/cli/sighup"
+	"github.com/gorping/gorping/mesh"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -60,11 +64,9 @@ func Run(ctx context.Context, args []string, env Env) (status int, signalEndsRun
 			io.WriteString(env.Stderr, errLine)
 			return exitCommandUsage, false
 		}
-		if env.Schedule && sc.schedule != nil {
-			sc.schedule()
-		}
-		return sc.run(ctx, w, env), sc.daemon
+		return runOwn(ctx, args, env), sc.daemon
 	}
+	sighup.Release() // rping's command line: SIGHUP ends it, as it ends rping
 	stdout, stderr := env.Stdout, env.Stderr
 	app := &urfave.App{
 		Name:                  "gorping",
@@ -111,6 +113,30 @@ func Run(ctx context.Context, args []string, env Env) (status int, signalEndsRun
 		return 1, false
 	}
 	return status, signalEndsRun
+}
+
+// runOwn runs args, a command line of one of gorping's own commands, and returns its
+// exit status.
+func runOwn(ctx context.Context, args []string, env Env) int {
+	status := 0
+	cmds := commands(handlers{
+		mesh: func(cfg mesh.Config, err error) int {
+			if env.Schedule {
+				mesh.Schedule()
+			}
+			return runMesh(ctx, cfg, err, env)
+		},
+		plan:       func(o planOptions, err error) int { return runMeshPlan(o, err, env) },
+		devices:    func(verbose, asJSON bool, err error) int { return runDevices(verbose, asJSON, env) },
+		completion: func(args []string) int { return runCompletion(args, env) },
+	}, &status)
+	if err := runCommand(ctx, cmds, args); err != nil {
+		// The subcommand rule has let through only words the command takes: this is
+		// urfave/cli's own complaint, which should not happen.
+		fmt.Fprintf(env.Stderr, "gorping %s: %v\n", args[0], err)
+		return exitCommandUsage
+	}
+	return status
 }
 
 // oneProcForEvents runs an event-mode gorping on one P (GOMAXPROCS=1). Each

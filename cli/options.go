@@ -6,19 +6,22 @@ import (
 	"text/tabwriter"
 )
 
-// The option tables: every option of rping's command line and of each subcommand is
-// declared once, here and in the subcommands' files, with its help. The usage texts
-// (rping's byte for byte, from its options' usage lines), gorping(1)'s option lists
-// (ManOptions, which internal/mangen writes into docs/gorping.1.md) and the shell
-// completions are generated from these tables; parity_test.go checks that the three
-// agree.
+// The option tables: rping's command line's options are declared once, in rpingLine
+// (args.go), with their help; each of gorping's own commands' table is generated from
+// its urfave/cli Flags (optionsOf). The usage texts (rping's byte for byte, from its
+// options' usage lines), gorping(1)'s option lists (ManOptions, which cli/mangen writes
+// into docs/gorping.1.md) and the shell completions are generated from these tables;
+// parity_test.go checks that the three agree.
 
 // option is one command-line option.
 type option struct {
 	short byte   // the letter, 0 for a long-only option
 	long  string // the long name without "--", "" for a letter-only option
-	arg   string // the value's name ("addr", "sec", "file"), "" for a flag
-	help  string // one line: gorping's usage texts and the completions (zsh, fish show it)
+	// aliases are other long names it answers to (old names kept for users' scripts);
+	// the usage, gorping(1) and the completions give the long name only.
+	aliases []string
+	arg     string // the value's name ("addr", "sec", "file"), "" for a flag
+	help    string // one line: gorping's usage texts and the completions (zsh, fish show it)
 	// man is gorping(1)'s description of the option (Markdown, may span lines); "" uses
 	// help, with a capital and a full stop.
 	man string
@@ -52,6 +55,15 @@ func (o option) spellings() []string {
 	}
 	if o.long != "" {
 		s = append(s, "--"+o.long)
+	}
+	return s
+}
+
+// names are the spellings it answers to: its spellings and its aliases.
+func (o option) names() []string {
+	s := o.spellings()
+	for _, a := range o.aliases {
+		s = append(s, "--"+a)
 	}
 	return s
 }

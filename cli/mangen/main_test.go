@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gorping/gorping/internal/cli"
+	"github.com/gorping/gorping/cli"
 )
 
 // docs/gorping.1.md carries the option lists the tables make (so the Markdown reads
@@ -22,7 +22,7 @@ func TestManSourceCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, md) {
-		t.Errorf("docs/gorping.1.md's option lists are not what the option tables (internal/cli) make: run make man-update")
+		t.Errorf("docs/gorping.1.md's option lists are not what the option tables (cli) make: run make man-update")
 	}
 	// Every table has its block.
 	var names []string

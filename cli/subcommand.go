@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strings"
 )
@@ -20,19 +19,14 @@ import (
 const exitCommandUsage = 2
 
 type subcommand struct {
-	name      string
-	help      string   // a few words: completions, gorping --help's list of commands
-	synopsis  string   // the usage's first line, after "usage: "
-	about     string   // what the usage says after the synopsis
-	options   []option // its options, -h/--help included
-	args      []string // the other words it takes (completion: bash zsh fish addresses)
-	usageText string   // what --help prints, if not generated (mesh, until its options move here)
-	// run runs the subcommand with its parsed words (help already handled).
-	run func(ctx context.Context, w words, env Env) int
-	// daemon: a signal ends the run as its normal end (mesh: SIGTERM), and
-	// schedule, if set, is its process-wide scheduler choice (Env.Schedule).
-	daemon   bool
-	schedule func()
+	name     string
+	help     string   // a few words: completions, gorping --help's list of commands
+	synopsis string   // the usage's first line, after "usage: "
+	about    string   // what the usage says after the synopsis
+	options  []option // its options, -h/--help included
+	args     []string // the other words it takes (completion: bash zsh fish addresses)
+	// daemon: a signal ends the run as its normal end (mesh: SIGTERM).
+	daemon bool
 }
 
 // words are a subcommand's command line, parsed: every option given, by key (option.key)
@@ -40,26 +34,16 @@ type subcommand struct {
 type words struct {
 	opts map[string][]string
 	args []string
-	raw  []string // the words as given
 }
 
 func (w words) has(key string) bool { _, ok := w.opts[key]; return ok }
 
-// last is the last value given for key, or def.
-func (w words) last(key, def string) string {
-	if v := w.opts[key]; len(v) > 0 {
-		return v[len(v)-1]
-	}
-	return def
-}
-
-// subcommands is every subcommand; Run tries them in order before rping's parser.
-// (Set in init: the completion scripts are generated from this table.)
+// subcommands is every subcommand, generated from the urfave/cli commands; Run tries
+// them in order before rping's parser.
 var subcommands []*subcommand
 
 func init() {
-	// A longer name before its prefix: `mesh plan` is not mesh's argument "plan".
-	subcommands = []*subcommand{devicesCommand, completionCommand, meshPlanCommand, meshCommand()}
+	subcommands = subcommandsOf(commands(handlers{}, new(int)))
 }
 
 // usage is what `gorping NAME --help` prints.
@@ -80,13 +64,20 @@ func (sc *subcommand) option(word string) (o *option, value string, hasValue boo
 		name, value, hasValue = word, "", false
 	}
 	for i := range sc.options {
-		for _, sp := range sc.options[i].spellings() {
+		for _, sp := range sc.options[i].names() {
 			if sp == name {
 				return &sc.options[i], value, hasValue
 			}
 		}
 	}
 	return nil, "", false
+}
+
+// isOption reports whether word is one of the subcommand's options ("--interval",
+// "--interval=1s").
+func (sc *subcommand) isOption(word string) bool {
+	o, _, _ := sc.option(word)
+	return o != nil
 }
 
 // nameWords are the words of the subcommand's name.
@@ -100,7 +91,7 @@ func (sc *subcommand) match(args []string) (ours bool, w words, errLine string) 
 	if len(args) < n || strings.Join(args[:n], " ") != sc.name {
 		return false, words{}, ""
 	}
-	w = words{opts: map[string][]string{}, raw: args[n:]}
+	w = words{opts: map[string][]string{}}
 	for i := n; i < len(args); i++ {
 		a := args[i]
 		o, v, hasValue := sc.option(a)
@@ -122,6 +113,11 @@ func (sc *subcommand) match(args []string) (ours bool, w words, errLine string) 
 		case !hasValue && i+1 >= len(args):
 			if errLine == "" {
 				errLine = sc.usageError("option %s needs a value (%s)", a, strings.ToUpper(o.arg))
+			}
+		case !hasValue && sc.isOption(args[i+1]):
+			// A value left out: the next option is not the value (issue 44).
+			if errLine == "" {
+				errLine = sc.usageError("option %s needs a value (%s), got the option %s", a, strings.ToUpper(o.arg), args[i+1])
 			}
 		default:
 			if !hasValue {

@@ -1,11 +1,11 @@
 // Command mangen turns docs/gorping.1.md into the roff man page gorping.1 with go-md2man
 // (what cobra and docker use), so the page is written once, in Markdown. Its option lists
-// come from the command line's option tables (internal/cli): each block between
+// come from the command line's option tables (cli): each block between
 // <!-- options NAME --> and <!-- end options --> is generated, so the page, the usage
 // texts and the completions cannot drift apart.
 //
-//	go run ./internal/mangen -version v1.2.3 -in docs/gorping.1.md -out bin/gorping.1
-//	go run ./internal/mangen -update docs/gorping.1.md   (rewrite the blocks in place: make man-update)
+//	go run ./cli/mangen -version v1.2.3 -in docs/gorping.1.md -out bin/gorping.1
+//	go run ./cli/mangen -update docs/gorping.1.md   (rewrite the blocks in place: make man-update)
 package main
 
 import (
@@ -17,7 +17,7 @@ import (
 
 	"github.com/cpuguy83/go-md2man/v2/md2man"
 
-	"github.com/gorping/gorping/internal/cli"
+	"github.com/gorping/gorping/cli"
 )
 
 func main() {

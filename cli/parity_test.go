@@ -13,7 +13,7 @@ import (
 // same options, with the same help in the usage and the completions: each read back from
 // what it prints, not from the table that made it.
 func TestUsageManCompletionsAgree(t *testing.T) {
-	md, err := os.ReadFile("../../docs/gorping.1.md")
+	md, err := os.ReadFile("../docs/gorping.1.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ package cli
 // lists what the scripts offer after -a and -I.
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -20,27 +19,22 @@ import (
 // completionShells are the scripts `gorping completion` prints.
 var completionShells = []string{"bash", "zsh", "fish"}
 
-var completionCommand = &subcommand{
-	name:     "completion",
-	help:     "print a shell completion script",
-	synopsis: "completion bash|zsh|fish|addresses",
-	about: "Print the completion script for bash, zsh or fish on stdout (gorping(1), SHELL COMPLETION,\n" +
-		"says where to put it). \"addresses\" prints the IPv4 and IPv6 addresses of the network\n" +
-		"devices of the local RDMA devices, one per line: what the scripts offer after -a and -I.\n",
-	options: []option{helpOption},
-	args:    append(completionShells, "addresses"),
-}
-
-func init() {
-	// Here, not in the literal: runCompletion's complaints name completionCommand.
-	completionCommand.run = func(_ context.Context, w words, env Env) int { return runCompletion(w.args, env) }
+// command is the subcommand named name (its table entry).
+func command(name string) *subcommand {
+	for _, sc := range subcommands {
+		if sc.name == name {
+			return sc
+		}
+	}
+	panic("no subcommand " + name)
 }
 
 // runCompletion runs `gorping completion`; args are its words, each one of its arguments.
 func runCompletion(args []string, env Env) int {
 	stdout, stderr := env.Stdout, env.Stderr
 	if len(args) != 1 {
-		fmt.Fprint(stderr, completionCommand.usageError("name one of %s", strings.Join(completionCommand.args, ", ")))
+		sc := command("completion")
+		fmt.Fprint(stderr, sc.usageError("name one of %s", strings.Join(sc.args, ", ")))
 		return exitCommandUsage
 	}
 	if args[0] == "addresses" {

@@ -4,7 +4,6 @@ package cli
 // (subcommand.go has the rule that keeps `rping devices -s` a server.)
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,24 +13,6 @@ import (
 	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/diag"
 )
-
-var devicesCommand = &subcommand{
-	name:     "devices",
-	help:     "list the RDMA devices",
-	synopsis: "devices [-v] [--json]",
-	about: "List the RDMA devices with a uverbs node: driver, node GUID, ports with state, physical\n" +
-		"state, link layer, active MTU, rate and netdev, and whether gorping has a provider for the\n" +
-		"driver.\n",
-	options: []option{
-		{short: 'v', long: "verbose", help: "also node type, firmware, system image GUID, LIDs and the GID tables",
-			man: "Also node type, firmware, system image GUID, LIDs (InfiniBand) and the GID table\n" +
-				"(index, GID, type IB / RoCE v1 / RoCE v2, netdev)."},
-		{long: "json", help: "one JSON document instead of text",
-			man: "The same as one JSON document (below; still printed when there are no devices)."},
-		helpOption,
-	},
-	run: func(_ context.Context, w words, env Env) int { return runDevices(w.has("verbose"), w.has("json"), env) },
-}
 
 // exitNoDevice is rping's status when it finds no RDMA device (ENODEV).
 const exitNoDevice = 19

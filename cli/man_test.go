@@ -18,7 +18,7 @@ import (
 // manPage renders docs/gorping.1.md as `make man` does.
 func manPage(t *testing.T) string {
 	t.Helper()
-	md, err := os.ReadFile("../../docs/gorping.1.md")
+	md, err := os.ReadFile("../docs/gorping.1.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,8 @@ func manSection(roff, title string) (string, bool) {
 }
 
 // A subcommand the table does not know is missed by Run, the man page and the
-// completions: every subcommand literal in this package must be in subcommands.
+// completions: every command literal in this package (a urfave/cli Command: a Name and
+// an Action) must be in subcommands.
 func TestEverySubcommandRegistered(t *testing.T) {
 	fset := token.NewFileSet()
 	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
@@ -116,13 +117,27 @@ func TestEverySubcommandRegistered(t *testing.T) {
 			if !ok {
 				return true
 			}
-			if id, isID := cl.Type.(*ast.Ident); !isID || id.Name != "subcommand" {
-				return true
+			if sel, ok := cl.Type.(*ast.SelectorExpr); ok && sel.Sel.Name != "Command" {
+				return true // the App (rping's command line)
 			}
+			name, action := "", false
 			for _, e := range cl.Elts {
-				if kv, ok := e.(*ast.KeyValueExpr); ok && kv.Key.(*ast.Ident).Name == "name" {
-					names = append(names, strings.Trim(kv.Value.(*ast.BasicLit).Value, `"`))
+				kv, ok := e.(*ast.KeyValueExpr)
+				if !ok {
+					continue
 				}
+				switch k, _ := kv.Key.(*ast.Ident); {
+				case k == nil:
+				case k.Name == "Name":
+					if v, ok := kv.Value.(*ast.BasicLit); ok {
+						name = strings.Trim(v.Value, `"`)
+					}
+				case k.Name == "Action":
+					action = true
+				}
+			}
+			if name != "" && action {
+				names = append(names, name)
 			}
 			return true
 		})
@@ -130,7 +145,7 @@ func TestEverySubcommandRegistered(t *testing.T) {
 	for _, n := range names {
 		found := false
 		for _, sc := range subcommands {
-			found = found || sc.name == n
+			found = found || sc.name == n || strings.HasSuffix(sc.name, " "+n)
 		}
 		if !found {
 			t.Errorf("subcommand %q is not in subcommands (subcommand.go): register it there, so Run, gorping(1) and the completions know it", n)
@@ -167,7 +182,7 @@ func TestManPageNamesMeshMetrics(t *testing.T) {
 		sec = sec[:i]
 	}
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, "../../mesh", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	pkgs, err := parser.ParseDir(fset, "../mesh", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@ package cli
 import "sort"
 
 // ManOptions is the Markdown option list of gorping(1)'s section name: "rping" (OPTIONS:
-// rping's own), "gorping" (GORPING OPTIONS) or a subcommand's name. internal/mangen writes
+// rping's own), "gorping" (GORPING OPTIONS) or a subcommand's name. cli/mangen writes
 // them into docs/gorping.1.md between <!-- options NAME --> and <!-- end options -->.
 func ManOptions(name string) (string, bool) {
 	switch name {

@@ -72,7 +72,7 @@ func TestCompletionBash(t *testing.T) {
 		return s
 	}
 	mainOpts := all(rpingOptions())
-	devOpts := all(devicesCommand.options)
+	devOpts := all(command("devices").options)
 	cases := []struct {
 		line string // the words; the last one is being completed
 		want []string
@@ -91,9 +91,9 @@ func TestCompletionBash(t *testing.T) {
 		{"gorping devices --json --v", []string{"--verbose"}},
 		{"gorping devices -s -", mainOpts}, // rping's command line now: the rule
 		{"gorping -v devices -", mainOpts},
-		{"gorping completion ''", append(all(completionCommand.options), completionCommand.args...)},
+		{"gorping completion ''", append(all(command("completion").options), command("completion").args...)},
 		{"gorping completion f", []string{"fish"}},
-		{"gorping mesh --targets ''", []string{"targets.txt", "web.yml"}}, // file names
+		{"gorping mesh --targets.file ''", []string{"targets.txt", "web.yml"}}, // file names
 		{"gorping mesh --interval 1s --web.config.file w", []string{"web.yml"}},
 		{"gorping mesh --log.level ''", []string{"debug", "info", "warn", "error"}},
 		{"gorping mesh --log.format j", []string{"json"}},
@@ -172,7 +172,7 @@ func TestCompletionFish(t *testing.T) {
 		"gorping devices -s --":               {"--deadline", "--help", "--interval", "--json", "--poll", "--stats", "--timeout", "--trace", "--version"},
 		"gorping mesh --log.level ":           {"debug", "error", "info", "warn"},
 		"gorping mesh --port 1 --log.format ": {"json", "logfmt", "text"},
-		"gorping mesh --targets t":            {"targets.txt"},
+		"gorping mesh --targets.file t":       {"targets.txt"},
 		"gorping mesh --web.config.file ":     {"targets.txt", "web.yml"},
 	} {
 		out := shellRun(t, env, fish, "--no-config", "-c", "cd "+files+"; source "+script+"; complete -C '"+line+"'")
@@ -199,7 +199,7 @@ func TestCompletionCommand(t *testing.T) {
 		stdout string
 		stderr string
 	}{
-		{[]string{"completion", "--help"}, 0, completionCommand.usage(), ""},
+		{[]string{"completion", "--help"}, 0, command("completion").usage(), ""},
 		{[]string{"completion"}, 2, "", "gorping completion: name one of bash, zsh, fish, addresses (gorping completion --help)\n"},
 		{[]string{"completion", "bash", "zsh"}, 2, "", "gorping completion: name one of bash, zsh, fish, addresses (gorping completion --help)\n"},
 		{[]string{"completion", "addresses"}, 0, "", ""}, // no RDMA devices: no addresses

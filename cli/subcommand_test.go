@@ -3,13 +3,9 @@ package cli
 import (
 	"context"
 	"io"
-	"maps"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"testing"
-
-	"github.com/gorping/gorping/mesh"
 )
 
 // No command line made of a subcommand's words alone runs rping: the rule that lets the
@@ -97,31 +93,5 @@ func TestRpingOptionsFromParser(t *testing.T) {
 	}
 	if got["-a"].value != valueAddr || got["-I"].value != valueAddr || got["-p"].value != valueAny || !got["-t"].hidden {
 		t.Errorf("-a %+v -I %+v -p %+v -t %+v", got["-a"], got["-I"], got["-p"], got["-t"])
-	}
-}
-
-// Until mesh's options are parsed here, package mesh's parser must know exactly the
-// options the table declares (and the table says which take a value as it does).
-func TestMeshTableMatchesParser(t *testing.T) {
-	table := map[string]bool{}
-	for _, o := range meshOptions {
-		table[o.long] = o.arg != ""
-	}
-	// mesh.Flags lists its parser's options; read through reflect, which takes both
-	// forms it has had ([]Flag{Name, Value}, map[name]takesValue).
-	parser := map[string]bool{"help": false}
-	switch fl := reflect.ValueOf(mesh.Flags()); fl.Kind() {
-	case reflect.Slice:
-		for i := 0; i < fl.Len(); i++ {
-			parser[fl.Index(i).FieldByName("Name").String()] = fl.Index(i).FieldByName("Value").Bool()
-		}
-	case reflect.Map:
-		for _, k := range fl.MapKeys() {
-			parser[k.String()] = fl.MapIndex(k).Bool()
-		}
-	}
-	delete(parser, "h")
-	if !maps.Equal(table, parser) {
-		t.Errorf("mesh options: the table has %v, package mesh's parser %v", table, parser)
 	}
 }
