@@ -35,6 +35,9 @@ const (
 type GuestTest struct {
 	Name string // shown in markers and the verdict, e.g. "test_guest"
 	Path string // guest path
+	// Skip is this binary's -test.skip when set (InitSpec.TestSkip's alternatives and
+	// the package's host tests: hostTestsSkip), else InitSpec.TestSkip applies.
+	Skip string
 }
 
 // InitSpec is what the generated /init does.
@@ -309,7 +312,7 @@ mark ready
 st=$?
 {{else}}st=0
 {{range .Tests}}mark test-start {{.Name}}
-{{.Path}} -test.v -test.timeout={{$.TestTimeout}}{{if $.TestRun}} -test.run={{q $.TestRun}}{{end}}{{if $.TestSkip}} -test.skip={{q $.TestSkip}}{{end}}{{if gt $.TestCount 1}} -test.count={{$.TestCount}}{{end}}
+{{.Path}} -test.v -test.timeout={{$.TestTimeout}}{{if $.TestRun}} -test.run={{q $.TestRun}}{{end}}{{with or .Skip $.TestSkip}} -test.skip={{q .}}{{end}}{{if gt $.TestCount 1}} -test.count={{$.TestCount}}{{end}}
 s=$?
 mark test-end {{.Name}} $s
 [ $st -eq 0 ] && st=$s
