@@ -47,12 +47,16 @@ func DefaultTimeouts(arch string) Timeouts {
 // Options describe one guest run.
 type Options struct {
 	Target
-	ModuleRoot  string   // the gorping module's directory
-	Pkgs        []string // Go packages whose guest-tagged tests run, in order
-	TestRun     string   // -test.run regexp
-	TestSkip    string   // -test.skip regexp
-	TestCount   int      // -test.count (repeat each test), when over 1
-	Cmd         string   // run this shell command instead of the tests
+	ModuleRoot string   // the gorping module's directory
+	Pkgs       []string // Go packages whose guest-tagged tests run, in order
+	TestRun    string   // -test.run regexp
+	TestSkip   string   // -test.skip regexp
+	TestCount  int      // -test.count (repeat each test), when over 1
+	Cmd        string   // run this shell command instead of the tests
+	// After is a shell script run in the same boot after the tests; its exit status
+	// counts as a test binary's (guestrun -after-script: make test's release checks
+	// in the matrix's bookworm/amd64 guest, saving a boot).
+	After       string
 	Timeouts    Timeouts
 	Refresh     bool // re-resolve packages even if the cache is complete
 	Interactive bool // our stdin goes to the guest console (with Cmd, e.g. "sh")
@@ -270,6 +274,10 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 	if o.Cmd != "" {
 		extra = append(extra, GuestFile{Path: "/guest/cmd.sh", Data: []byte(o.Cmd + "\n"), Mode: 0o755})
 	} else {
+		if o.After != "" {
+			extra = append(extra, GuestFile{Path: GuestAfterScript, Data: []byte(o.After + "\n"), Mode: 0o755})
+			spec.After = GuestAfterScript
+		}
 		modPath, err := gorun("list", "-m")
 		if err != nil {
 			return work, img, err

@@ -100,6 +100,20 @@ func TestInitScript(t *testing.T) {
 			t.Errorf("init script lacks %q:\n%s", want, s)
 		}
 	}
+	if strings.Contains(s, "after-script") {
+		t.Errorf("init script runs an after-script it was not given:\n%s", s)
+	}
+	b, err = InitScript(InitSpec{Nonce: "n1", SetupTimeout: time.Second, TestTimeout: time.Minute, After: GuestAfterScript,
+		Tests: []GuestTest{{Name: "test_guest", Path: "/guest/tests/test_guest.test"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After the last test binary, its status counted as theirs, before the exit mark.
+	if s := string(b); !strings.Contains(s, "mark test-end test_guest $s\n[ $st -eq 0 ] && st=$s\n"+
+		"mark test-start after-script\ncd \"$(mktemp -d /tmp/after.XXXXXX)\"\nsh /guest/after.sh\ns=$?\n"+
+		"mark test-end after-script $s\n[ $st -eq 0 ] && st=$s\nmark exit $st\n") {
+		t.Errorf("init script with an after-script:\n%s", s)
+	}
 	b, err = InitScript(InitSpec{Nonce: "n2", Cmd: "echo hi", SetupTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
