@@ -428,7 +428,7 @@ func report(w io.Writer, dir string, n int) error {
 	var buf bytes.Buffer
 	total, failed := 0.0, []string{}
 	fmt.Fprintf(&buf, "\n== make test: wall time per target (logs in %s)\n", dir)
-	fmt.Fprintf(&buf, "%-16s %8s  %s\n", "target", "time", "result")
+	fmt.Fprintf(&buf, "%-20s %8s  %s\n", "target", "time", "result")
 	for _, t := range tiers {
 		res := "ok"
 		if t.code != 0 {
@@ -436,12 +436,12 @@ func report(w io.Writer, dir string, n int) error {
 			failed = append(failed, t.name)
 		}
 		total += t.seconds
-		fmt.Fprintf(&buf, "%-16s %8s  %s\n", t.name, clock(t.seconds), res)
+		fmt.Fprintf(&buf, "%-20s %8s  %s\n", t.name, clock(t.seconds), res)
 		seen := map[string]bool{}
 		for _, note := range t.notes {
 			if !seen[note] {
 				seen[note] = true
-				fmt.Fprintf(&buf, "%-16s %8s    %s\n", "", "", note)
+				fmt.Fprintf(&buf, "%-20s %8s    %s\n", "", "", note)
 			}
 		}
 	}
@@ -449,20 +449,20 @@ func report(w io.Writer, dir string, n int) error {
 	if len(failed) > 0 {
 		res = "FAILED: " + strings.Join(failed, " ")
 	}
-	fmt.Fprintf(&buf, "%-16s %8s  %s\n", "total", clock(total), res)
+	fmt.Fprintf(&buf, "%-20s %8s  %s\n", "total", clock(total), res)
 
 	sort.SliceStable(tests, func(i, j int) bool { return tests[i].seconds > tests[j].seconds })
 	if len(tests) > n {
 		tests = tests[:n]
 	}
 	fmt.Fprintf(&buf, "\n== the %d slowest tests (top-level; go test -json, the guests' -test.v)\n", len(tests))
-	fmt.Fprintf(&buf, "%8s  %-14s %-32s %s\n", "time", "target", "where", "test")
+	fmt.Fprintf(&buf, "%8s  %-20s %-32s %s\n", "time", "target", "where", "test")
 	for _, t := range tests {
 		name := t.name
 		if t.result != "pass" {
 			name += " (" + t.result + ")"
 		}
-		fmt.Fprintf(&buf, "%8s  %-14s %-32s %s\n", seconds(t.seconds), t.tier, t.where, name)
+		fmt.Fprintf(&buf, "%8s  %-20s %-32s %s\n", seconds(t.seconds), t.tier, t.where, name)
 	}
 	_, err = w.Write(buf.Bytes())
 	return err
