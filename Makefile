@@ -60,13 +60,13 @@ test: ## everything: check, short fuzzing of the mesh agent's parsers, arm64 hos
 ifeq ($(DRYRUN),)
 	@$(GO) build -o $(TESTTIMES) ./test/cmd/testtimes || exit 1; rm -rf $(TIMES_DIR); st=0; \
 	for t in $(TEST_TIERS); do \
-		$(TESTTIMES) tier -dir $(TIMES_DIR) $$t -- $(MAKE) --no-print-directory $$t; s=$$?; \
+		$(TESTTIMES) tier -dir $(TIMES_DIR) $$t -- $(MAKE) --no-print-directory $$t GUEST_RELEASE_BUILD=; s=$$?; \
 		if [ $$s -gt 128 ]; then echo "make test: interrupted in $$t"; exit $$s; fi; \
 		[ $$s -eq 0 ] || { st=1; echo "*** make test: $$t FAILED (exit $$s); going on with the other targets ***"; }; \
 	done; \
 	$(TESTTIMES) report $(TIMES_DIR); exit $$st
 else
-	@for t in $(TEST_TIERS); do $(MAKE) --no-print-directory $$t; done
+	@for t in $(TEST_TIERS); do $(MAKE) --no-print-directory $$t GUEST_RELEASE_BUILD=; done
 endif
 
 $(TESTTIMES): FORCE
@@ -337,7 +337,8 @@ GUEST_RELEASE_ADD  = -add "$$deb:/release/gorping.deb" \
 	-add $(GUEST_RELEASE_DIR)/image-rootfs-$(ARCH).tar:/release/image-rootfs.tar \
 	-add $(GUEST_RELEASE_DIR)/expect.env:/release/expect.env
 # The image's file system for ARCH and what the artifacts must say; sets $$deb.
-guest_release_files = mkdir -p $(GUEST_RELEASE_DIR) && deb=$$(ls $(RELEASE_DIR)/gorping_*_$(ARCH).deb) && \
+guest_release_files = mkdir -p $(GUEST_RELEASE_DIR) && { deb=$$(ls $(RELEASE_DIR)/gorping_*_$(ARCH).deb) || \
+	{ echo "no $(ARCH) .deb in $(RELEASE_DIR): make release builds it"; false; }; } && \
 	{ $(RELEASE_TOOL) unpack -layout $(RELEASE_DIR)/oci -arch $(ARCH) -out $(GUEST_RELEASE_DIR) && \
 	  echo "EXPECT_VERSION='$(VERSION)'" && echo "EXPECT_COMMIT='$(COMMIT)'" && \
 	  echo "EXPECT_DEB_VERSION='$$(dpkg-deb -f $$deb Version)'"; } > $(GUEST_RELEASE_DIR)/expect.env
@@ -348,7 +349,10 @@ guest-release: release $(GUESTRUN) $(TESTTIMES) ## the .deb and the image's bina
 
 .PHONY: guest-matrix-release
 ##@ CI
-guest-matrix-release: release $(GUESTRUN) $(TESTTIMES) ## the guest matrix, and guest-release's checks in its SUITE/ARCH guest after the tests (one boot less)
+# make test has built the artifacts in test-release just before (GUEST_RELEASE_BUILD=, no
+# second build); alone it builds them. A stale .deb fails guest.sh's version check.
+GUEST_RELEASE_BUILD ?= release
+guest-matrix-release: $(GUEST_RELEASE_BUILD) $(GUESTRUN) $(TESTTIMES) ## the guest matrix, and guest-release's checks in its SUITE/ARCH guest after the tests (one boot less)
 	@$(guest_release_files) && \
 	$(TT) $(GUESTRUN) -matrix -pkgs '$(MATRIX_PKGS)' -timeout $(MATRIX_TIMEOUT) $(if $(RUN),-run '$(RUN)') $(if $(MATRIX_SKIP),-skip '$(MATRIX_SKIP)') \
 		$(GUEST_RELEASE_ADD) -after-script tools/release/guest.sh -after-on $(SUITE)/$(ARCH) $(GUEST_FLAGS); $(guest_skip_ok)
