@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/internal/trace"
+	"github.com/gorping/gorping/rping/explain"
 )
 
 // Exit statuses the ping loops produce besides rping's own values.
@@ -558,7 +559,7 @@ func (p *pinger) onStall() (end bool) {
 		if p.server {
 			side = "server"
 		}
-		cause := stallCause(p.peer, p.kaAcked, !p.kaSent.IsZero())
+		cause := explain.Stall(p.peer, p.kaAcked, !p.kaSent.IsZero())
 		if m, ok := p.c.(interface{ mtuProblem() string }); ok && m.mtuProblem() != "" {
 			cause = "this host cannot send packets of the connection's path MTU: " + m.mtuProblem()
 		} else if !p.server && p.size > minPathMTU {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/rdmacm"
+	"github.com/gorping/gorping/rping/explain"
 	"github.com/gorping/gorping/uverbs"
 )
 
@@ -127,7 +128,7 @@ func (c *verbsConn) openDevice(cfg *Config) int {
 	}
 	c.dev = dev
 	if c.vctx, err = cfg.openVerbs(dev, true); err != nil {
-		c.out.hint(verbsOpenHint(dev, err))
+		c.out.hint(explain.VerbsOpen(dev, err))
 		return errnoOf(err)
 	}
 	if c.devAttr, err = c.vctx.QueryDevice(); err != nil {
@@ -233,7 +234,7 @@ func (c *verbsConn) setupBuffers(size int, client bool) int {
 		if err != nil {
 			b.Free()
 			c.out.errorf("%s reg_mr failed\n", s.name)
-			c.out.hint(memlockHint(err))
+			c.out.hint(explain.Memlock(err))
 			return errnoOf(err)
 		}
 		c.bufs[s.id], c.mrs[s.id] = b, mr
@@ -313,7 +314,7 @@ func cmCompletion(out *printer, ev rdmacm.Event, role string) (completion, bool)
 		rdmacm.EventUnreachable, rdmacm.EventRejected:
 		out.errorf("cma event %s, error %d\n", ev.Type, ev.Status)
 		if ev.Type == rdmacm.EventUnreachable && ev.Status == -int32(unix.ETIMEDOUT) {
-			out.hint(macChangedHint(role))
+			out.hint(explain.MACChanged(role))
 		}
 		return completion{kind: compError}, true
 	case rdmacm.EventEstablished:
