@@ -728,3 +728,17 @@ func (p *pinger) recv(c completion) int {
 	}
 	return 0
 }
+
+// converse is the rest of what rping's client and server share once up: the ping loop
+// (with the path diagnostics around it) and the disconnect. A fatal asynchronous event
+// ends it with its message and status 255.
+func (c *verbsConn) converse(cfg *Config, ping func(context.Context, conn, *Config) int) int {
+	rd := c.beginDiag(cfg.dg, cfg.rep)
+	st := ping(c.life, c, cfg)
+	c.endDiag(rd)
+	c.disconnect()
+	if st != 0 && c.life.Err() == nil {
+		c.explain()
+	}
+	return asyncStatus(c.life, st)
+}
