@@ -1,6 +1,6 @@
 package rxe
 
-import "github.com/gorping/gorping/uverbs"
+import "github.com/gorping/gorping/uverbs/providerkit"
 
 // UDPSourcePort is rxe's RoCEv2 UDP source port (uverbs.UDPSourcePorter): since Linux 5.17
 // (sw/rxe/rxe_verbs.c, rxe_modify_qp) the core's, from rdma_cm's flow label (5.8 on) or
@@ -9,10 +9,10 @@ func (provider) UDPSourcePort(kernel [2]int, fl, lqpn, rqpn uint32) uint16 {
 	switch {
 	case kernel[0] == 0:
 		return 0
-	case !uverbs.KernelAtLeast(kernel, 5, 17):
+	case !providerkit.KernelAtLeast(kernel, 5, 17):
 		return qpnSport(lqpn)
 	}
-	return uverbs.FlowLabelSport(fl, lqpn, rqpn)
+	return providerkit.FlowLabelSport(fl, lqpn, rqpn)
 }
 
 // qpnSport is old rxe's port: 0xC000 plus hash_32(qpn, 14) (the generic hash; no
