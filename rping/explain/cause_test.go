@@ -1,4 +1,4 @@
-package rping
+package explain
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package rping
+package explain
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/gorping/gorping/uverbs/diag"
 )
 
-// cmProbe tells apart the reasons a connection request got no answer, from
+// CMProbe tells apart the reasons a connection request got no answer, from
 // what the local port and its netdev counted while it waited: did this host's
 // connection manager send requests, did anything come back, and did replies
 // reach the netdev but not the RDMA device.
@@ -19,7 +19,7 @@ import (
 // while its netdev receives, and that heard nothing from the peer. The driver's provider
 // says what to do about it (uverbs.LinkDownAdvisor; rxe's QP1 does not recover from a
 // link flap, uverbs/rxe).
-type cmProbe struct {
+type CMProbe struct {
 	host   uverbs.Host
 	dev    uverbs.Device
 	port   int
@@ -29,8 +29,8 @@ type cmProbe struct {
 	ok     bool
 }
 
-func newCMProbe(h uverbs.Host, dev uverbs.Device, port uint8) *cmProbe {
-	p := &cmProbe{host: h, dev: dev, port: int(port)}
+func NewCMProbe(h uverbs.Host, dev uverbs.Device, port uint8) *CMProbe {
+	p := &CMProbe{host: h, dev: dev, port: int(port)}
 	if ports, err := diag.ReadPorts(h, dev.Name, false); err == nil {
 		for _, pi := range ports {
 			if pi.Port == p.port {
@@ -45,7 +45,7 @@ func newCMProbe(h uverbs.Host, dev uverbs.Device, port uint8) *cmProbe {
 }
 
 // netdevRx is the netdev's received-packet count.
-func (p *cmProbe) netdevRx() (uint64, bool) {
+func (p *CMProbe) netdevRx() (uint64, bool) {
 	if p.netdev == "" {
 		return 0, false
 	}
@@ -53,8 +53,8 @@ func (p *cmProbe) netdevRx() (uint64, bool) {
 	return n, err == nil
 }
 
-// cause explains, after waiting for waited, why peer did not answer.
-func (p *cmProbe) cause(peer string, waited time.Duration) string {
+// Cause explains, after waiting for waited, why peer did not answer.
+func (p *CMProbe) Cause(peer string, waited time.Duration) string {
 	if p == nil || !p.ok {
 		return cmCause(cmFacts{peer: peer})
 	}
@@ -125,3 +125,18 @@ func cmCause(f cmFacts) string {
 	}
 	return fmt.Sprintf("%d connection manager messages sent, none answered: %s", f.sent, generic)
 }
+
+// Stall is the likely cause of a stalled ping, from what the peer's host still
+// acknowledged.
+func Stall(peer string, keepaliveAcked, keepaliveSent bool) string {
+	switch {
+	case keepaliveAcked:
+		return fmt.Sprintf("%s's host is up (it acknowledged a keepalive) but its rping does not answer: the process is stopped or stuck", peer)
+	case keepaliveSent:
+		return fmt.Sprintf("%s's host acknowledged nothing (a keepalive went unanswered): it is down, its link is down, or the network between is partitioned", peer)
+	}
+	return fmt.Sprintf("%s is down, its link is down, or the network between is partitioned", peer)
+}
+
+// secs is a duration as rping's stall lines give it ("19.0 s").
+func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }

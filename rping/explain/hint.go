@@ -1,4 +1,10 @@
-package rping
+// Package explain says why an RDMA connection failed or stalled, in the one line gorping
+// adds after rping's own: device access, the locked-memory limit, an address without an
+// RDMA device or without the GID a connection needs (from the host's devices, netdevs,
+// addresses and routes), an unanswered connection request (from the port's counters) and
+// a stalled ping. Every line starts with "gorping: " where it stands alone; rping's lines
+// and exit statuses are rping's (package rping prints both).
+package explain
 
 import (
 	"errors"
@@ -10,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gorping/gorping/internal/netlink"
 	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/diag"
 )
@@ -25,11 +32,11 @@ const (
 	linkShow  = "rdma link show lists the RDMA devices and their netdevs"
 )
 
-// macChangedHint explains an UNREACHABLE with -ETIMEDOUT on a connection that is
+// MACChanged explains an UNREACHABLE with -ETIMEDOUT on a connection that is
 // up: no handshake timer runs then, and since Linux 6.0 the only source is rdma_cm's
 // watch of the neighbour table, which ends every connection to an address whose MAC
 // changed. role is the side that got it ("client" or "server").
-func macChangedHint(role string) string {
+func MACChanged(role string) string {
 	peer := "server"
 	if role == "server" {
 		peer = "client"
@@ -38,16 +45,9 @@ func macChangedHint(role string) string {
 		" changed its MAC address (a MAC failover, a bond changing ports, or a forged or corrupted ARP reply; ip neigh shows the entry); a new connection uses the new address"
 }
 
-// hint prints a hint line; "" prints nothing.
-func (o *printer) hint(s string) {
-	if s != "" {
-		o.errorf("%s\n", s)
-	}
-}
-
-// cmOpenHint explains why /dev/infiniband/rdma_cm did not open; "" if the
+// CMOpen explains why /dev/infiniband/rdma_cm did not open; "" if the
 // error is not about the device node.
-func cmOpenHint(err error) string {
+func CMOpen(err error) string {
 	var pe *fs.PathError
 	if !errors.As(err, &pe) {
 		return ""
@@ -61,8 +61,8 @@ func cmOpenHint(err error) string {
 	return ""
 }
 
-// verbsOpenHint explains why dev's uverbs device could not be opened.
-func verbsOpenHint(dev uverbs.Device, err error) string {
+// VerbsOpen explains why dev's uverbs device could not be opened.
+func VerbsOpen(dev uverbs.Device, err error) string {
 	switch {
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
 		return fmt.Sprintf("gorping: %s (%s) is not accessible: %s", dev.Path, dev.Name, accessFix)
@@ -72,9 +72,9 @@ func verbsOpenHint(dev uverbs.Device, err error) string {
 	return "gorping: " + err.Error() // e.g. a driver gorping has no provider for
 }
 
-// memlockHint explains a failed registration when the locked-memory limit is
+// Memlock explains a failed registration when the locked-memory limit is
 // the likely cause, with uverbs' explanation (uverbs.MemlockError).
-func memlockHint(err error) string {
+func Memlock(err error) string {
 	var me *uverbs.MemlockError
 	if !errors.As(err, &me) {
 		return ""
@@ -82,9 +82,9 @@ func memlockHint(err error) string {
 	return fmt.Sprintf("gorping: registering %d bytes failed: %s", me.Size, me.Advice())
 }
 
-// netView is what the address hints need to know about this host; tests fake it.
-type netView struct {
-	route    func(dst, src netip.Addr) (route, error)
+// Net is what the address hints need to know about a host (HostNet); tests fake it.
+type Net struct {
+	route    func(dst, src netip.Addr) (netlink.Route, error)
 	ifName   func(index int) string
 	owner    func(a netip.Addr) string    // netdev holding address a, "" if none
 	rdmaDevs func(netdev string) []string // RDMA devices on netdev ("rxe1")
@@ -97,9 +97,11 @@ type netView struct {
 
 // hostNet is the hints' view of host h: its devices, its netdevs (sysfs), its addresses
 // and routing table (h's rtnetlink).
-func hostNet(h uverbs.Host) netView {
-	return netView{
-		route: func(dst, src netip.Addr) (route, error) { return lookupRoute(h.Env().Netlink, dst, src) },
+func HostNet(h uverbs.Host) Net {
+	return Net{
+		route: func(dst, src netip.Addr) (netlink.Route, error) {
+			return netlink.LookupRoute(h.Env().Netlink, dst, src)
+		},
 		ifName: func(index int) string {
 			if name, err := diag.NetdevByIndex(h, index); err == nil {
 				return name
@@ -134,21 +136,21 @@ func netdevAddrs(h uverbs.Host, netdev string) []netip.Addr {
 	if err != nil {
 		return nil
 	}
-	addrs, _ := listAddrs(h.Env().Netlink)
+	addrs, _ := netlink.ListAddrs(h.Env().Netlink)
 	var out []netip.Addr
 	for _, a := range addrs {
-		if a.ifindex == int(index) && a.addr.IsGlobalUnicast() {
-			out = append(out, a.addr)
+		if a.Ifindex == int(index) && a.Addr.IsGlobalUnicast() {
+			out = append(out, a.Addr)
 		}
 	}
 	return out
 }
 
-// unreachableHint explains rdma_resolve_addr's ENETUNREACH: no route to dst.
+// Unreachable explains rdma_resolve_addr's ENETUNREACH: no route to dst.
 // The common cause on a RoCE host: the RDMA netdev lost its address of dst's
 // family, as IPv6 addresses go when a link goes down (unless the netdev's
 // keep_addr_on_down sysctl is set).
-func (v netView) unreachableHint(dst netip.Addr) string {
+func (v Net) Unreachable(dst netip.Addr) string {
 	dst = dst.WithZone("").Unmap()
 	for _, nd := range v.rdmaNetdevs() {
 		has := false
@@ -194,10 +196,10 @@ func hasIBPort(h uverbs.Host) bool {
 	return false
 }
 
-// noDeviceHint explains why rdma_cm found no RDMA device for a client's
+// NoDevice explains why rdma_cm found no RDMA device for a client's
 // connection to dst (from src, -I, if valid), or, with dst invalid, for a
 // server bound to src.
-func (v netView) noDeviceHint(dst, src netip.Addr) string {
+func (v Net) NoDevice(dst, src netip.Addr) string {
 	dst, src = dst.WithZone("").Unmap(), src.WithZone("").Unmap()
 	notOn := func(a netip.Addr, netdev string) string {
 		return fmt.Sprintf("gorping: %s is on %s, which has no RDMA device: %s; use an address of one of them", a, netdev, linkShow)
@@ -225,15 +227,25 @@ func (v netView) noDeviceHint(dst, src netip.Addr) string {
 		}
 		return noGIDHint(devs, nd, dst, dst)
 	}
-	if r, err := v.route(dst, src); err == nil && r.ifindex != 0 {
-		nd := v.ifName(r.ifindex)
+	if r, err := v.route(dst, src); err == nil && r.Ifindex != 0 {
+		nd := v.ifName(r.Ifindex)
 		devs := v.rdmaDevs(nd)
 		if len(devs) == 0 {
 			return fmt.Sprintf("gorping: the route to %s goes through %s, which has no RDMA device: %s; use an address reachable through one of them", dst, nd, linkShow)
 		}
-		return noGIDHint(devs, nd, r.src, dst)
+		return noGIDHint(devs, nd, r.Src, dst)
 	}
 	return fmt.Sprintf("gorping: no RDMA device reaches %s: %s; use an address reachable through one of them", dst, linkShow)
+}
+
+// Unbound explains a listener the kernel bound to addr without an RDMA device (a
+// loopback address): "" where an InfiniBand port can loop back to it, else why no
+// device serves addr.
+func (v Net) Unbound(addr netip.Addr) string {
+	if v.ibPort() {
+		return ""
+	}
+	return v.NoDevice(netip.Addr{}, addr)
 }
 
 // noGIDHint: netdev has RDMA devices, but none has a GID for src (the
@@ -254,10 +266,10 @@ func noGIDHint(devs []string, netdev string, src, dst netip.Addr) string {
 
 // addrOwner is the name of the netdev of h that holds address a, or "".
 func addrOwner(h uverbs.Host, a netip.Addr) string {
-	addrs, _ := listAddrs(h.Env().Netlink)
+	addrs, _ := netlink.ListAddrs(h.Env().Netlink)
 	for _, ad := range addrs {
-		if ad.addr == a {
-			if name, err := diag.NetdevByIndex(h, ad.ifindex); err == nil {
+		if ad.Addr == a {
+			if name, err := diag.NetdevByIndex(h, ad.Ifindex); err == nil {
 				return name
 			}
 		}
@@ -265,9 +277,9 @@ func addrOwner(h uverbs.Host, a netip.Addr) string {
 	return ""
 }
 
-// iwarpSelfQPHint explains rdma_establish's EINVAL for a -q client on iWARP:
+// IWARPSelfQP explains rdma_establish's EINVAL for a -q client on iWARP:
 // iw_cm connects the QP itself, so there is nothing left to establish (stock
 // rping fails the same way).
-func iwarpSelfQPHint(dev string) string {
+func IWARPSelfQP(dev string) string {
 	return fmt.Sprintf("gorping: %s is an iWARP device: the kernel moves the QP to RTS while connecting, so a client cannot use -q there (a -q server can)", dev)
 }
