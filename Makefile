@@ -257,6 +257,23 @@ dashboard: ## regenerate deploy/grafana/gorping-mesh.json (tools/dashboard)
 dashboard-check: ## fail if the committed dashboard is not what tools/dashboard writes
 	cd tools/dashboard && $(GO) test -count=1 ./...
 
+# The fault-injection campaign (test/campaign, a module of its own: prometheus/prometheus
+# stays out of gorping's go.mod): a simulated fabric, the real agent per host, the shipped
+# rules in Prometheus' rule engine, on testing/synctest's virtual clock (docs/mesh.md,
+# "Detection quality"). make campaign is the small one; make detect the fleet-sized one,
+# its table on stdout and last the overall line. DETECT_ARGS adds -campaign.* flags
+# (-campaign.seed N replays a run; -campaign.kinds picks kinds).
+CAMPAIGN_ARGS ?= -campaign.hosts 20 -campaign.group 5 -campaign.rails 2 -campaign.max-peers 8
+DETECT_ARGS   ?= -campaign.hosts 1000 -campaign.group 20 -campaign.rails 8 -campaign.max-peers 64 -campaign.pairs
+.PHONY: campaign detect
+##@ CI
+campaign: ## the small fault campaign: fails when a figure falls under its goal
+	cd test/campaign && $(GO) test -count=1 -timeout 30m -run '^TestCampaign$$' . -args $(CAMPAIGN_ARGS)
+##@ Everyday
+detect: ## the fault campaign at fleet size: its table, size and time, and the overall figures
+	@out="$$(mktemp)"; cd test/campaign && $(GO) test -count=1 -timeout 0 -run '^TestCampaign$$' . -args \
+		-campaign.out "$$out" $(DETECT_ARGS) >/dev/null; st=$$?; cat "$$out"; rm -f "$$out"; exit $$st
+
 FORCE:
 
 ##@ Everyday

@@ -25,6 +25,7 @@ var (
 	fKinds    = flag.String("campaign.kinds", "", "comma-separated kinds (default: every kind)")
 	fPairs    = flag.Bool("campaign.pairs", false, "also two kinds at once")
 	fVerbose  = flag.Bool("campaign.progress", false, "print the faults as they start and end")
+	fOut      = flag.String("campaign.out", "", "also write the report to this file (make detect prints it)")
 	fDebug    = flag.String("campaign.debug", "", "PromQL expressions (;-separated) printed every minute with -campaign.progress")
 )
 
@@ -66,6 +67,11 @@ func TestCampaign(t *testing.T) {
 	var b strings.Builder
 	rep.Write(&b, res, time.Since(wall))
 	t.Log("\n" + b.String())
+	if *fOut != "" {
+		if err := os.WriteFile(*fOut, []byte(b.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
 	for _, f := range rep.Failures() {
 		t.Errorf("under its goal: %s", f)
 	}

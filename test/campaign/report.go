@@ -20,15 +20,16 @@ const (
 
 // Row is one kind's figures.
 type Row struct {
-	Kind                  string
-	Class                 string
-	Faults, Detected      int
-	Localised             int
-	Episodes, TrueEps     int           // alert episodes (an alert's firing stretch) during the kind's faults, and those naming one
-	DetectMax, ClearMax   time.Duration // over the detected faults
-	Held                  int           // detected faults whose alerts had no gap to the repair
-	NotCleared            int           // faults with an alert still firing GoalClear after the repair
-	DetectFaults, Missing []string
+	Kind                string
+	Class               string
+	Faults, Detected    int
+	Localised           int
+	Episodes, TrueEps   int           // alert episodes (an alert's firing stretch) during the kind's faults, and those naming one
+	DetectMax, ClearMax time.Duration // over the detected faults
+	Held                int           // detected faults whose alerts had no gap to the repair
+	NotCleared          int           // faults with an alert still firing GoalClear after the repair
+	Missing             []string
+	Alerts              []string // per fault: the alerts that named it, by name and count
 }
 
 // episode is one alert's firing stretch.
@@ -93,7 +94,9 @@ func (r *Result) Score() Report {
 		var window *Fault
 		for fi := range r.Faults {
 			f := &r.Faults[fi]
-			if m, _ := fab.judge(*f, parsed[i]); m && !e.start.Before(f.Start) && !e.start.After(f.End) {
+			// An alert that starts within the clear bound after the repair still names a
+			// real fault (its windows and for: lag); it counts for precision, not recall.
+			if m, _ := fab.judge(*f, parsed[i]); m && !e.start.Before(f.Start) && !e.start.After(f.End.Add(GoalClear)) {
 				attributed[i] = true
 				rows[f.Kind].TrueEps++
 				rows[f.Kind].Episodes++
@@ -121,10 +124,16 @@ func (r *Result) Score() Report {
 		row.Faults++
 		var first, lastEnd time.Time
 		exact := false
+		byName := map[string]int{}
 		for i, e := range eps {
 			m, x := fab.judge(f, parsed[i])
 			if !m || e.end.Before(f.Start) || e.start.After(f.End) {
 				continue
+			}
+			if x {
+				byName[e.a.name+" (names the culprit)"]++
+			} else {
+				byName[e.a.name]++
 			}
 			if first.IsZero() || e.start.Before(first) {
 				first = e.start
@@ -134,6 +143,12 @@ func (r *Result) Score() Report {
 			}
 			exact = exact || x
 		}
+		var names []string
+		for k, v := range byName {
+			names = append(names, fmt.Sprintf("%s ×%d", k, v))
+		}
+		sort.Strings(names)
+		row.Alerts = append(row.Alerts, fmt.Sprintf("%s: %s", f, strings.Join(names, ", ")))
 		if first.IsZero() {
 			row.Missing = append(row.Missing, f.String())
 			continue
@@ -227,6 +242,11 @@ func (rep Report) Write(w io.Writer, r *Result, wall time.Duration) {
 			if row.Class != "quiet" {
 				fmt.Fprintf(w, "missed: %s\n", m)
 			}
+		}
+	}
+	for _, row := range rep.Rows {
+		for _, a := range row.Alerts {
+			fmt.Fprintf(w, "alerts during %s\n", a)
 		}
 	}
 	for _, f := range rep.FalseEpisodes {
