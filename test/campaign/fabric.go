@@ -62,6 +62,9 @@ func (s linkState) isDown() bool {
 // uplink is the link between a ToR (group g, rail r) and spine m of that rail.
 type uplink struct{ g, r, m int }
 
+// dialKey is one path of a pair: its connections are numbered.
+type dialKey struct{ src, dst, rail, path int }
+
 // nic is host h's port on rail r.
 type nic struct{ h, r int }
 
@@ -84,26 +87,22 @@ type Fabric struct {
 	HashKind []string // per rail
 
 	mu      sync.Mutex
-	rnd     *rand.Rand
+	seed    uint64
+	dials   map[dialKey]int
 	nics    map[nic]linkState
 	tors    map[tor]linkState
 	uplinks map[uplink]linkState
 	stalled map[int]time.Time // host -> when its CPU stall began
 	running map[int]bool      // hosts whose agent runs (responder up)
-	qpn     []uint32          // next QPN per host
 	conns   map[*conn]bool
 }
 
 // NewFabric builds a healthy fabric. Rail r hashes with kinds[r % len(kinds)].
 func NewFabric(s Shape, seed uint64, kinds ...string) *Fabric {
-	f := &Fabric{Shape: s, rnd: rand.New(rand.NewPCG(seed, 0x5eed)), nics: map[nic]linkState{}, tors: map[tor]linkState{},
-		uplinks: map[uplink]linkState{}, stalled: map[int]time.Time{}, running: map[int]bool{},
-		qpn: make([]uint32, s.Hosts), conns: map[*conn]bool{}}
+	f := &Fabric{Shape: s, seed: seed, dials: map[dialKey]int{}, nics: map[nic]linkState{}, tors: map[tor]linkState{},
+		uplinks: map[uplink]linkState{}, stalled: map[int]time.Time{}, running: map[int]bool{}, conns: map[*conn]bool{}}
 	for r := range s.Rails {
 		f.HashKind = append(f.HashKind, kinds[r%len(kinds)])
-	}
-	for h := range s.Hosts {
-		f.qpn[h] = 0x100
 	}
 	return f
 }
@@ -295,13 +294,19 @@ func (f *Fabric) Dialer(h int) func(ctx context.Context, src netip.Addr, addr ne
 		}
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		c := &conn{f: f, src: sh, dst: dh, rail: sr, rnd: rand.New(rand.NewPCG(f.rnd.Uint64(), 1))}
-		f.qpn[sh]++
-		f.qpn[dh]++
-		cmPort := uint16(f.rnd.IntN(28232) + 32768)
+		// The connection's draws (its QPs, rdma_cm port, losses) come from the seed, the
+		// path and how many times it was dialled, not from the order in which the
+		// agents' goroutines dial: a run replays from its seed.
+		k := dialKey{sh, dh, sr, path}
+		f.dials[k]++
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d/%d/%d/%d/%d/%d", f.seed, sh, dh, sr, path, f.dials[k])
+		rnd := rand.New(rand.NewPCG(h.Sum64(), 1))
+		c := &conn{f: f, src: sh, dst: dh, rail: sr, rnd: rnd}
+		cmPort := uint16(rnd.IntN(28232) + 32768)
 		fl := (uint32(cmPort)*31 + uint32(addr.Port())) & 0xFFFFF
-		c.flow = rping.Flow{LocalQPN: f.qpn[sh], RemoteQPN: f.qpn[dh], SrcPort: cmPort, DstPort: addr.Port(),
-			UDPSourcePort: uint16((fl&0x3FFF)^((fl&0xFC000)>>14)) | 0xC000}
+		c.flow = rping.Flow{LocalQPN: 0x100 + rnd.Uint32N(0xFFFF00), RemoteQPN: 0x100 + rnd.Uint32N(0xFFFF00), SrcPort: cmPort,
+			DstPort: addr.Port(), UDPSourcePort: uint16((fl&0x3FFF)^((fl&0xFC000)>>14)) | 0xC000}
 		f.conns[c] = true
 		return c, nil
 	}
