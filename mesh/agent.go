@@ -62,6 +62,10 @@ type deps struct {
 	rails    *hostRails                 // where this agent's rails are read; nil: this host
 	// webConfigPoll is how often the web configuration is checked; 0: webConfigPoll.
 	webConfigPoll time.Duration
+	// listener, if set, is the one HTTP listener in place of --web.listen-address's
+	// (NewIn); agentDial, if set, connects discovery's /agent requests.
+	listener  net.Listener
+	agentDial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // Run checks cfg and runs the agent it describes until ctx ends (SIGTERM, SIGINT). hup
@@ -138,11 +142,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	var addrs []string
-	for _, addr := range cfg.Listen {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			closeAll()
-			return fmt.Errorf("--web.listen-address %s: %w", addr, err)
+	listen := cfg.Listen
+	if d.listener != nil {
+		listen = []string{d.listener.Addr().String()}
+	}
+	for _, addr := range listen {
+		ln := d.listener
+		if ln == nil {
+			var err error
+			if ln, err = net.Listen("tcp", addr); err != nil {
+				closeAll()
+				return fmt.Errorf("--web.listen-address %s: %w", addr, err)
+			}
 		}
 		lns = append(lns, netutil.LimitListener(ln, lim.maxConns))
 		addrs = append(addrs, ln.Addr().String())

@@ -138,7 +138,11 @@ type discovery struct {
 
 func newDiscovery(a *Agent) (*discovery, error) {
 	h := a.cfg.agentsHTTP
-	client, err := config.NewClientFromConfig(h.client, "gorping_mesh_agents")
+	var opts []config.HTTPClientOption
+	if a.d.agentDial != nil {
+		opts = append(opts, config.WithDialContextFunc(a.d.agentDial))
+	}
+	client, err := config.NewClientFromConfig(h.client, "gorping_mesh_agents", opts...)
 	if err != nil {
 		return nil, fmt.Errorf("--agents.http-config: %w", err)
 	}
