@@ -201,7 +201,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	settings := &probeSettings{interval: cfg.Interval, timeout: cfg.Timeout, connectTimeout: cfg.ConnectTimeout,
-		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, paths: cfg.Paths, dial: d.dial, resolver: d.resolver, log: log,
+		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, paths: cfg.Paths, lifetime: cfg.PathLifetime, dial: d.dial, resolver: d.resolver, log: log,
 		dials: make(chan struct{}, maxParallelDials)}
 	a.mgr = newManager(work, settings, a.m)
 	selfPort := cfg.port

@@ -49,6 +49,7 @@ type Config struct {
 	Timeout        time.Duration // --timeout: one ping; 0: the smaller of 1s and the interval
 	ConnectTimeout time.Duration // --connect-timeout
 	BackoffMax     time.Duration // --backoff-max
+	PathLifetime   time.Duration // --path-lifetime: a path's connection is replaced after about this long; 0: never
 	Size           int           // --size
 	Source         string        // --source: the probes' source address; "": the route's
 
@@ -82,7 +83,7 @@ const defaultMaxTargets = 4096
 func DefaultConfig() Config {
 	return Config{Listen: []string{defaultListen}, Port: rping.DefaultPort, Bind: "::", TargetsReload: 2 * time.Second,
 		DNSRefresh: 30 * time.Second, MaxTargets: defaultMaxTargets, Interval: time.Second, Paths: 1, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
-		BackoffMax: 30 * time.Second, Size: rping.DefaultSize, LogFormat: "logfmt", LogLevel: "info",
+		BackoffMax: 30 * time.Second, PathLifetime: defaultPathLifetime, Size: rping.DefaultSize, LogFormat: "logfmt", LogLevel: "info",
 		AgentsRefresh: 30 * time.Second, AgentsKeep: 5 * time.Minute, Rails: railsSameSubnet, Rotate: 5 * time.Minute}
 }
 
@@ -113,6 +114,10 @@ Probing:
 				ping outlast slots, which are skipped)
 	--connect-timeout DUR	bound of resolution and connection (default 5s)
 	--backoff-max DUR	reconnection backoff cap (default 30s)
+	--path-lifetime DUR	replace each connection by a new one (new QPs, a new flow) after
+				DUR/2..3·DUR/2 (default 10m; 0: never), and every 15s or 10
+				intervals while its target has just failed: a dead ECMP
+				member stays in view for as long as it is dead
 	--size N		ping size in bytes, 23..65535 (default 64)
 	--source ADDR		source address of the probes (rping -I)
 
@@ -270,6 +275,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
 	one(&durationFlag{&cfg.Timeout}, "timeout")
 	one(&durationFlag{&cfg.ConnectTimeout}, "connect-timeout")
 	one(&durationFlag{&cfg.BackoffMax}, "backoff-max")
+	one(&durationFlag{&cfg.PathLifetime}, "path-lifetime")
 	one((*intFlag)(&cfg.Size), "size")
 	str(&cfg.Source, "source")
 	str(&cfg.AgentName, "agent-name")
@@ -440,6 +446,13 @@ const (
 // to 128 targets are already 2,048 QPs on each side.
 const maxPaths = 16
 
+// defaultPathLifetime and minPathLifetime bound --path-lifetime (docs/mesh.md, "Paths:
+// a fault stays visible"): the default costs a host of 2,048 paths 3.4 new connections a
+// second; under a minute a fleet would spend more on connecting than on probing.
+const defaultPathLifetime = 10 * time.Minute
+
+var minPathLifetime = time.Minute // a variable: host tests rotate in milliseconds
+
 // maxMaxTargets bounds --max-targets (a million connections would exhaust any host).
 const maxMaxTargets = 1_000_000
 
@@ -577,6 +590,11 @@ func (cfg Config) check() (*agentConfig, error) {
 	}
 	if err := checkMin("--backoff-max", cfg.BackoffMax, minInterval); err != nil {
 		return nil, err
+	}
+	if cfg.PathLifetime != 0 {
+		if err := checkMin("--path-lifetime", cfg.PathLifetime, minPathLifetime); err != nil {
+			return nil, usageErrorf("%v (or 0: never)", err)
+		}
 	}
 	if cfg.TargetsReload != 0 {
 		if err := checkMin("--targets-reload", cfg.TargetsReload, minReload); err != nil {
