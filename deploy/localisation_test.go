@@ -82,7 +82,7 @@ type alert struct {
 	description string
 }
 
-var localisationAlerts = []string{"GorpingPathBlackhole", "GorpingTargetRailDown", "GorpingSourceRailDown", "GorpingGroupPairLoss", "GorpingGroupPairLatency"}
+var localisationAlerts = []string{"GorpingPathBlackhole", "GorpingFlowBlackhole", "GorpingTargetRailDown", "GorpingSourceRailDown", "GorpingGroupPairLoss", "GorpingGroupPairLatency"}
 
 // rttBuckets are the classic buckets of the test's RTT histograms (the agent's, from
 // 4 µs to 256 µs): a bucket's median is its middle, 10 µs, 40 µs, 160 µs.
