@@ -81,6 +81,7 @@ type metrics struct {
 	fetchFailures   *prometheus.CounterVec
 	agentsBadLines  prometheus.Gauge
 	railProblems    *prometheus.GaugeVec
+	nameConflicts   prometheus.Gauge
 }
 
 func newMetrics(version string) *metrics {
@@ -169,6 +170,8 @@ func newMetrics(version string) *metrics {
 	m.railProblems = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "rail_problems",
 		Help: "Pairs of a local rail and a probed peer (or its rail) that cannot be probed, by reason (self, no_rail_in_subnet, gid_family, link_layer); each logged once."},
 		[]string{"reason"})
+	m.nameConflicts = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "peer_name_conflicts",
+		Help: "Peer agents that answer with this agent's name or another peer's, with another instance ID (cloned hosts, an unset host name): each is probed as NAME~INSTANCE; give every agent its own --agent-name."})
 	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.deadConns, m.path, m.tsSource, m.networkRTT, m.hostRTT,
 		m.targetPathsUp, m.pathUp, m.pathProbes, m.pathFailures, m.pathInfo, m.targets, m.configErrors, m.badLines, m.ignored,
 		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build, m.agentInfo,
@@ -191,7 +194,7 @@ func (m *metrics) registerDiscovery() {
 	for _, r := range railProblemReasons {
 		m.railProblems.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.peerUp, m.peerInfo, m.fetches, m.fetchFailures, m.agentsBadLines, m.railProblems)
+	m.reg.MustRegister(m.peerUp, m.peerInfo, m.fetches, m.fetchFailures, m.agentsBadLines, m.railProblems, m.nameConflicts)
 }
 
 // targetMetrics are one target's children, looked up once so that recording a probe
