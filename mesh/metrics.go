@@ -469,6 +469,17 @@ func (tm *targetMetrics) remove() {
 	}
 }
 
+// othersWork says whether a path of the target other than pm works.
+func (tm *targetMetrics) othersWork(pm *pathMetrics) bool {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	n := tm.working
+	if pm.working {
+		n--
+	}
+	return n > 0
+}
+
 // markHot makes the target hot for hotHold from now.
 func (tm *targetMetrics) markHot(now time.Time) { tm.hotUntil.Store(now.Add(hotHold).UnixNano()) }
 

@@ -312,10 +312,14 @@ func (l *targetLoop) rotateDue(now time.Time) bool {
 }
 
 // rotate replaces the path's connection with a new one, made before the old one is
-// broken so that the path never goes down for it. A new connection that cannot be set
-// up leaves the old one in use until its next lifetime: the path works, and the failed
-// setup is only logged.
+// broken so that the path never goes down for it. It waits for no dial slot: with every
+// slot taken (targets reconnecting, a busy host) the rotation waits for a later slot. A
+// new connection that cannot be set up leaves the old one in use until its next
+// lifetime: the path works, and the failed setup is only logged.
 func (l *targetLoop) rotate(ctx context.Context) {
+	if len(l.s.dials) == cap(l.s.dials) {
+		return
+	}
 	conn, addr, err := l.connect(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -328,13 +332,17 @@ func (l *targetLoop) rotate(ctx context.Context) {
 	l.use(conn, addr)
 }
 
-// connFailed records that the path's connection failed: the target turns hot, and a
-// connection that never carried a ping is a dead connection.
+// connFailed records that the path's connection failed: a connection that never
+// carried a ping is a dead connection, and the target turns hot when another of its
+// paths works (a flow dropped, not the host or its rail: rotating connections to a host
+// that fails them all would only add to its load).
 func (l *targetLoop) connFailed() {
-	l.pm.tm.markHot(time.Now())
 	if l.fresh {
 		l.fresh = false
 		l.pm.tm.deadConnections.Inc()
+	}
+	if l.pm.tm.othersWork(l.pm) {
+		l.pm.tm.markHot(time.Now())
 	}
 }
 
