@@ -102,7 +102,7 @@ func newMetrics(version string) *metrics {
 	m.connections = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "connections_total",
 		Help: "RC connections established to the target (the first and every re-establishment)."}, tl)
 	m.deadConns = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dead_connections_total",
-		Help: "Connections to the target that were established but whose first ping failed: the CM's handshake crossed the fabric, the connection's own flow (QPs, UDP source port) did not, as on a black-holed ECMP member."}, tl)
+		Help: "Connections to the target that were established but whose first ping (bounded by --connect-timeout) failed: the CM's handshake crossed the fabric, the connection's own flow (QPs, UDP source port) did not, as on a black-holed ECMP member."}, tl)
 	m.path = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_path_info",
 		Help: "The local RDMA device and port of the target's latest connection (labels as node_exporter's infiniband collector); always 1."},
 		tl)

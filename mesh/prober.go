@@ -107,11 +107,9 @@ type targetLoop struct {
 	warnedPath bool // a rail target's connection left by another device: logged
 
 	// The connection's rotation (--path-lifetime, "sampling the flows" in docs/mesh.md):
-	// connAt is when it was set up, draw its lifetime's factor in [0.5, 1.5), fresh true
-	// until it has carried a ping.
+	// connAt is when it was set up, draw its lifetime's factor in [0.5, 1.5).
 	connAt time.Time
 	draw   float64
-	fresh  bool
 }
 
 // Sampling the fabric's flows (docs/mesh.md, "Paths: a fault stays visible"). A
@@ -203,8 +201,8 @@ func (l *targetLoop) slot(ctx context.Context) {
 		l.dial(ctx)
 		return
 	}
-	if l.conn != nil && l.rotateDue(time.Now()) {
-		l.rotate(ctx)
+	if l.conn != nil && l.rotateDue(time.Now()) && !l.rotate(ctx) {
+		return
 	}
 	if l.conn == nil {
 		if time.Now().Before(l.retryAt) {
@@ -231,7 +229,6 @@ func (l *targetLoop) slot(ctx context.Context) {
 		l.down(reason, err)
 		return
 	}
-	l.fresh = false
 	nic, host, split := l.conn.LastSplit()
 	l.pm.success(rtt, nic, host, split)
 	if l.lastReason != "" {
@@ -249,7 +246,14 @@ func (l *targetLoop) dial(ctx context.Context) string {
 			return rping.ReasonCanceled
 		}
 		reason := reasonOf(err)
-		l.retryAt = time.Now().Add(l.bo.next())
+		var dc *deadConnError
+		if errors.As(err, &dc) {
+			// The set-up worked: the next connection, a new flow, is tried at the next slot.
+			l.retryAt = time.Time{}
+			l.markHotIfOthersWork()
+		} else {
+			l.retryAt = time.Now().Add(l.bo.next())
+		}
 		l.down(reason, err)
 		return reason
 	}
@@ -280,13 +284,34 @@ func (l *targetLoop) connect(ctx context.Context) (probeConn, netip.Addr, error)
 		}
 		return nil, addr, err
 	}
+	// The first ping proves the connection's own flow, with the set-up's bound rather
+	// than a ping's: a host slow at its first exchange (a loaded guest) is not a dropped
+	// flow, a flow that answers nothing within --connect-timeout is. Its RTT is not a
+	// slot's. One that fails is a dead connection.
+	if _, err := conn.Ping(max(l.s.connectTimeout, l.s.timeout)); err != nil {
+		conn.Close()
+		if ctx.Err() != nil {
+			return nil, addr, &rping.ProbeError{Reason: rping.ReasonCanceled, Err: err}
+		}
+		l.pm.tm.connections.Inc()
+		l.pm.tm.deadConnections.Inc()
+		return nil, addr, &deadConnError{err}
+	}
 	return conn, addr, nil
 }
+
+// deadConnError is a connection set up whose first ping failed.
+type deadConnError struct{ err error }
+
+func (e *deadConnError) Error() string {
+	return "the new connection's first ping failed: " + e.err.Error()
+}
+func (e *deadConnError) Unwrap() error { return e.err }
 
 // use makes conn the path's connection.
 func (l *targetLoop) use(conn probeConn, addr netip.Addr) {
 	l.conn = conn
-	l.connAt, l.draw, l.fresh = time.Now(), 0.5+l.rnd.Float64(), true
+	l.connAt, l.draw = time.Now(), 0.5+l.rnd.Float64()
 	l.pm.connected(conn.Device(), strconv.Itoa(conn.Port()), conn.Flow(), conn.TSSource())
 	if l.t.Device != "" && (conn.Device() != l.t.Device || conn.Port() != l.t.DevPort) && !l.warnedPath {
 		// The source address picks the device; another one means the host's addresses
@@ -313,34 +338,44 @@ func (l *targetLoop) rotateDue(now time.Time) bool {
 
 // rotate replaces the path's connection with a new one, made before the old one is
 // broken so that the path never goes down for it. It waits for no dial slot: with every
-// slot taken (targets reconnecting, a busy host) the rotation waits for a later slot. A
-// new connection that cannot be set up leaves the old one in use until its next
-// lifetime: the path works, and the failed setup is only logged.
-func (l *targetLoop) rotate(ctx context.Context) {
+// slot taken (targets reconnecting, a busy host) the rotation waits for a later slot. It
+// returns false when the new connection was set up but its first ping failed (a dead
+// connection): that is the slot's outcome, recorded here, and the old connection stays
+// in use. One that cannot be set up at all keeps the old one too, only logged: the
+// path works.
+func (l *targetLoop) rotate(ctx context.Context) bool {
 	if len(l.s.dials) == cap(l.s.dials) {
-		return
+		return true
 	}
 	conn, addr, err := l.connect(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			l.connAt = time.Now()
-			l.log.Debug("cannot replace the path's connection: keeping it", "reason", reasonOf(err), "err", err)
+		if ctx.Err() != nil {
+			return true
 		}
-		return
+		l.connAt = time.Now()
+		var dc *deadConnError
+		if errors.As(err, &dc) {
+			l.pm.failure(reasonOf(err))
+			l.markHotIfOthersWork()
+			l.log.Debug("a new connection of the path died at its first ping: keeping the old one", "err", err)
+			return false
+		}
+		l.log.Debug("cannot replace the path's connection: keeping it", "reason", reasonOf(err), "err", err)
+		return true
 	}
 	l.closeConn()
 	l.use(conn, addr)
+	return true
 }
 
-// connFailed records that the path's connection failed: a connection that never
-// carried a ping is a dead connection, and the target turns hot when another of its
-// paths works (a flow dropped, not the host or its rail: rotating connections to a host
-// that fails them all would only add to its load).
-func (l *targetLoop) connFailed() {
-	if l.fresh {
-		l.fresh = false
-		l.pm.tm.deadConnections.Inc()
-	}
+// connFailed records that the path's connection failed after carrying pings: the
+// target turns hot if another of its paths works.
+func (l *targetLoop) connFailed() { l.markHotIfOthersWork() }
+
+// markHotIfOthersWork makes the target hot when another of its paths works: a flow
+// dropped, not the host or its rail (rotating connections to a host that fails them all
+// would only add to its load).
+func (l *targetLoop) markHotIfOthersWork() {
 	if l.pm.tm.othersWork(l.pm) {
 		l.pm.tm.markHot(time.Now())
 	}
