@@ -115,7 +115,7 @@ Probing:
 	--connect-timeout DUR	bound of resolution and connection (default 5s)
 	--backoff-max DUR	reconnection backoff cap (default 30s)
 	--path-lifetime DUR	replace each connection by a new one (new QPs, a new flow) after
-				DUR/2..3·DUR/2 (default 10m; 0: never), and every 15s or 10
+				DUR/2..3·DUR/2 (default 10m; 0: never), and every 30s or 30
 				intervals while its target has just failed: a dead ECMP
 				member stays in view for as long as it is dead
 	--size N		ping size in bytes, 23..65535 (default 64)
