@@ -19,9 +19,9 @@ import (
 // shortRotation makes the rotation's bounds fit a host test (milliseconds, not minutes).
 func shortRotation(t *testing.T, hold, hot time.Duration) {
 	t.Helper()
-	oldHold, oldHot, oldMin := hotHold, minHotLifetime, minPathLifetime
-	hotHold, minHotLifetime, minPathLifetime = hold, hot, 10*time.Millisecond
-	t.Cleanup(func() { hotHold, minHotLifetime, minPathLifetime = oldHold, oldHot, oldMin })
+	oldHold, oldHot, oldSlots, oldMin := hotHold, minHotLifetime, hotSlotsPerConn, minPathLifetime
+	hotHold, minHotLifetime, hotSlotsPerConn, minPathLifetime = hold, hot, 1, 10*time.Millisecond
+	t.Cleanup(func() { hotHold, minHotLifetime, hotSlotsPerConn, minPathLifetime = oldHold, oldHot, oldSlots, oldMin })
 }
 
 // deadMember is a fake ECMP group of 4 members hashed on the destination QP, member 1
@@ -66,7 +66,7 @@ func failuresPerWindow(t *testing.T, ta *testAgent, sel string, window time.Dura
 // Without rotation (--path-lifetime 0) the same fault vanishes once every path has
 // reconnected onto a working member: the behaviour the rotation exists to undo.
 func TestDeadMemberStaysVisible(t *testing.T) {
-	shortRotation(t, 2*time.Second, 100*time.Millisecond)
+	shortRotation(t, 2*time.Second, 50*time.Millisecond)
 	const target = "192.0.2.1:7174"
 	sel := `gorping_path_failures_total{target="` + target + `"}`
 	run := func(t *testing.T, lifetime string) (during, after []float64, ta *testAgent) {
@@ -80,10 +80,10 @@ func TestDeadMemberStaysVisible(t *testing.T) {
 			"--path-lifetime", lifetime, "--peers", "192.0.2.1")
 		ta.wait(t, `gorping_target_up{target="`+target+`"}`, eq(1))
 		time.Sleep(time.Second) // past the start, when every first connection draws its flow
-		during = failuresPerWindow(t, ta, sel, 500*time.Millisecond, 8)
+		during = failuresPerWindow(t, ta, sel, time.Second, 5)
 		dead.Store(false)
 		time.Sleep(time.Second) // the repair's bound: a slot and a redial
-		after = failuresPerWindow(t, ta, sel, 500*time.Millisecond, 2)
+		after = failuresPerWindow(t, ta, sel, time.Second, 2)
 		return during, after, ta
 	}
 	t.Run("rotating", func(t *testing.T) {
@@ -105,7 +105,7 @@ func TestDeadMemberStaysVisible(t *testing.T) {
 		dc, _ := m.Value(`gorping_dead_connections_total{target="` + target + `"}`)
 		conns, _ := m.Value(`gorping_connections_total{target="` + target + `"}`)
 		up, _ := m.Value(`gorping_target_up{target="` + target + `"}`)
-		t.Logf("failures per 0.5 s during the fault %v, after %v; %g connections, %g dead", during, after, conns, dc)
+		t.Logf("failures per second during the fault %v, after %v; %g connections, %g dead", during, after, conns, dc)
 		if dc < 4 || up != 1 {
 			t.Errorf("dead connections %g (want several), target_up %g (want 1)", dc, up)
 		}
@@ -118,7 +118,7 @@ func TestDeadMemberStaysVisible(t *testing.T) {
 				quiet++
 			}
 		}
-		t.Logf("failures per 0.5 s during the fault without rotation: %v", during)
+		t.Logf("failures per second during the fault without rotation: %v", during)
 		if quiet < len(during)/2 {
 			t.Errorf("without rotation the fault stayed in view in %d of %d windows: the test no longer shows what rotation fixes", len(during)-quiet, len(during))
 		}

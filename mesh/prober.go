@@ -129,11 +129,11 @@ var (
 // hotSlotsPerConn: at least this many intervals. Every connection is a set-up at both
 // ends: at 10 intervals the cluster-shaped bed's single-CPU guests, every target of
 // which turned hot at some ping's timeout, spent more on connecting than on probing.
-const hotSlotsPerConn = 30
+var hotSlotsPerConn = 30
 
 // hotLifetime is a hot path's connection lifetime.
 func hotLifetime(interval time.Duration) time.Duration {
-	return max(minHotLifetime, hotSlotsPerConn*interval)
+	return max(minHotLifetime, time.Duration(hotSlotsPerConn)*interval)
 }
 
 func newTargetLoop(t target, s *probeSettings, tm *targetMetrics, path int, seed uint64) *targetLoop {
