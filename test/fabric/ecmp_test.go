@@ -96,8 +96,8 @@ const blackholeFor = 5 * time.Minute
 // the connection manager's MADs (so failed paths can reconnect around it, as on a
 // fabric), for blackholeFor. Every crossing path's flows cross the member the hash
 // predicts (gorping_path_info's udp_sport is the port on the wire); from within 2
-// minutes of the fault to its end GorpingFlowBlackhole fires, naming pairs across
-// the group, and the agents' own path failures between the two sides grow in every
+// minutes of the fault to its end GorpingFlowBlackhole fires, naming the two groups
+// on rail 0, and the agents' own path failures between the two sides grow in every
 // 2-minute window; nothing names a host; healed, the alert clears and every path
 // comes back.
 func ecmpBlackhole(t *testing.T, prom *promtest.Server, g *vm.ECMP, byName map[string]*vm.Host) {
@@ -186,7 +186,7 @@ func ecmpBlackhole(t *testing.T, prom *promtest.Server, g *vm.ECMP, byName map[s
 		}
 		for _, s := range v {
 			m := s.Metric
-			named[m["agent"]+" -> "+m["peer"]] = true
+			named[m["group"]+" -> "+m["peer_group"]] = true
 			if m["device"] != "rxe0" || m["port"] != "1" || m["group"] == m["peer_group"] {
 				t.Errorf("GorpingFlowBlackhole names %v: want rail rxe0 port 1 between tor-a and tor-b", m)
 			}
@@ -207,7 +207,10 @@ func ecmpBlackhole(t *testing.T, prom *promtest.Server, g *vm.ECMP, byName map[s
 		}
 		time.Sleep(5 * time.Second)
 	}
-	t.Logf("%d polls over %s, GorpingFlowBlackhole firing at each for pairs %v", polls, blackholeFor, named)
+	t.Logf("%d polls over %s, GorpingFlowBlackhole firing at each, for %v", polls, blackholeFor, named)
+	if v, err := prom.Query(`count(max_over_time(gorping:pair_dead_connections:increase_2m{device="rxe0"}[` + fmt.Sprintf("%ds", int(time.Since(began).Seconds())) + `]) > 0)`); err == nil {
+		t.Logf("pairs with dead connections during the black hole: %v", v)
+	}
 	// Nothing names a host, its rail or a target.
 	window := fmt.Sprintf("%ds", int(time.Since(began).Seconds())+1)
 	if v, err := prom.Query(`max_over_time(ALERTS{alertname=~"GorpingTargetRailDown|GorpingSourceRailDown|GorpingTargetDown"}[` + window + `])`); err != nil || len(v) > 0 {
