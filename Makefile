@@ -15,7 +15,12 @@ DATE    ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 1)
 VERSION := $(VERSION)
 COMMIT  := $(COMMIT)
 DATE    := $(DATE)
-LDFLAGS := -s -w -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT)
+# The branch, where HEAD is on one: with the commit, the labels of the agent's
+# gorping_build_info (prometheus/common/version's variables, as its exporters set them).
+BRANCH  ?= $(shell git symbolic-ref -q --short HEAD 2>/dev/null)
+BRANCH  := $(BRANCH)
+LDFLAGS := -s -w -X main.buildVersion=$(VERSION) -X main.buildCommit=$(COMMIT) \
+	-X github.com/prometheus/common/version.Revision=$(COMMIT) -X github.com/prometheus/common/version.Branch=$(BRANCH)
 ARCHES  := amd64 arm64
 HOSTARCH := $(shell $(GO) env GOARCH)
 
@@ -41,7 +46,36 @@ check: lint abicheck ## gofmt, vet, generated files, the ABI layout, unit tests 
 
 ##@ CI
 
-test: host-deps lint dashboard-check unit fuzz unit-arm64 abicheck test-deploy test-release guest-matrix guest-16k guest-release fabric ## everything: check, short fuzzing of the mesh agent's parsers, arm64 host tests, the dashboard and manifests current and valid, release artifacts, the guest matrix, 16 KiB pages, the multi-host tier
+# make test runs these one after another (two cores: the guests get them to themselves),
+# each timed, and goes on past a failed one so that one run shows every failure; at the
+# end it prints each target's wall time and the ten slowest tests (test/cmd/testtimes,
+# from go test -json and the guests' -test.v), and fails if any target failed. The
+# matrix, what each tier alone can catch and its time: docs/development.md.
+TEST_TIERS := host-deps lint dashboard-check unit fuzz unit-arm64 abicheck test-deploy test-release guest-matrix-release guest-16k fabric
+TIMES_DIR  := bin/times
+TESTTIMES  := bin/testtimes
+# A go test -json (or guestrun) command run through testtimes: go test's own output on
+# the terminal, every line kept in $(TIMES_DIR)/<target>.log for the table.
+TT_RUN = $(abspath $(TESTTIMES)) run -log $(abspath $(TIMES_DIR))/$@.log
+TT     = $(TT_RUN) --
+# make -n test shows the tiers' commands without timing them.
+DRYRUN := $(findstring n,$(firstword -$(MAKEFLAGS)))
+
+test: ## everything: check, short fuzzing of the mesh agent's parsers, arm64 host tests, the dashboard and manifests current and valid, release artifacts, the guest matrix, 16 KiB pages, the multi-host tier; then the table of times
+ifeq ($(DRYRUN),)
+	@$(GO) build -o $(TESTTIMES) ./test/cmd/testtimes || exit 1; rm -rf $(TIMES_DIR); st=0; \
+	for t in $(TEST_TIERS); do \
+		$(TESTTIMES) tier -dir $(TIMES_DIR) $$t -- $(MAKE) --no-print-directory $$t GUEST_RELEASE_BUILD=; s=$$?; \
+		if [ $$s -gt 128 ]; then echo "make test: interrupted in $$t"; exit $$s; fi; \
+		[ $$s -eq 0 ] || { st=1; echo "*** make test: $$t FAILED (exit $$s); going on with the other targets ***"; }; \
+	done; \
+	$(TESTTIMES) report $(TIMES_DIR); exit $$st
+else
+	@for t in $(TEST_TIERS); do $(MAKE) --no-print-directory $$t GUEST_RELEASE_BUILD=; done
+endif
+
+$(TESTTIMES): FORCE
+	@$(GO) build -o $@ ./test/cmd/testtimes
 
 # The side-by-side CLI test compares gorping with Debian's rping on this RDMA-less
 # host; the oracle tests (test/oracle, with the mlx5 and vendor drivers' parts) build a C
@@ -81,17 +115,17 @@ lint: ## gofmt and go vet (every build tag), the arm64 build
 	cd tools/deploycheck && $(GO) vet ./...
 	cd tools/dashboard && $(GO) vet ./...
 
-unit: ## unit tests with -race, in full
-	$(GO) test -race -count=1 $(TEST_TAGS) ./...
+unit: $(TESTTIMES) ## unit tests with -race, in full
+	$(TT) $(GO) test -json -race -count=1 $(TEST_TAGS) ./...
 
 # Short fuzzing runs (FUZZTIME each) of the parsers of what anyone can send the mesh
 # agent: its target file and /probe's query. make unit runs every fuzz test's seed
 # corpus (testdata/fuzz included) but does not fuzz; FUZZ lists package:FuzzName.
 FUZZTIME ?= 15s
 FUZZ     := ./mesh:FuzzParseTargetFile ./mesh:FuzzProbeQuery
-fuzz:
+fuzz: $(TESTTIMES)
 	@for f in $(FUZZ); do pkg=$${f%%:*}; name=$${f#*:}; echo "fuzz $$name for $(FUZZTIME)"; \
-		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
+		$(TT) $(GO) test -json -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done
 
 # The tests that have raced before (issue 27; docs/development.md, "Flaky tests"), repeated:
 # the host ones FLAKY_COUNT times with -race, beside HOG busy loops (HOG=2 stands for a
@@ -119,24 +153,41 @@ flaky: ## repeat the tests that raced before: host ones FLAKY_COUNT times with -
 
 # The host tests of the packages with per-architecture code (barriers, MMIO, the mlx5
 # provider with its model and oracle tests, the device models, rping's glue and ping
-# loops over the mlx5 model) again as
-# arm64 binaries under qemu-user
-# (no -race: it needs cgo there). A missing qemu-aarch64 is a loud skip, a failure
-# under CI=true.
-ARM64_PKGS := ./internal/... ./uverbs/... ./test/mlx5model ./test/rxemodel ./test/bnxtremodel ./test/irdmamodel ./test/hnsmodel
+# loops over the mlx5 model) again as arm64 binaries under qemu-user (no -race: it
+# needs cgo there), with -short: what differs on arm64 is the code under the tests
+# (internal/mmio's assembly, alignment of the rings' atomics), not how many pings a
+# loop sends or how many devices an oracle compares; every ring still wraps hundreds of
+# times, each oracle compares its default device in full, and make unit runs every
+# loop and every device on amd64. Left out: the packages whose tests build and run
+# host (amd64) binaries or generate files (ARM64_EXCLUDE, a grep -E on import paths),
+# and TestArm64BinaryCarriesBarriers, which builds the arm64 binary with the host's go
+# and disassembles it (make unit runs it; 240 s under qemu-aarch64 for the same check).
+# A missing qemu-aarch64 is a loud skip, a failure under CI=true.
+ARM64_PKGS    := ./internal/... ./uverbs/... ./test/mlx5model ./test/rxemodel ./test/bnxtremodel ./test/irdmamodel ./test/hnsmodel
+ARM64_EXCLUDE := /cli$$|/mangen$$|/cmd/
+ARM64_SKIP    := TestArm64BinaryCarriesBarriers
+ARM64_RPING   := MLX5|Rxe|BnxtRe|Irdma|Hns
 ##@ CI
-unit-arm64: ## the host tests of the per-architecture packages as arm64 binaries under qemu-user
+unit-arm64: $(TESTTIMES) ## the host tests of the per-architecture packages as arm64 binaries under qemu-user (-short)
 	@if ! command -v qemu-aarch64 >/dev/null; then \
 		if [ "$$CI" = true ]; then echo "qemu-aarch64 missing (make host-deps)"; exit 1; fi; \
 		echo "*** SKIPPING arm64 host tests: qemu-aarch64 missing (make host-deps as root) ***"; exit 0; fi; \
-	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 $(ARM64_PKGS)
-	CGO_ENABLED=0 GOARCH=arm64 $(GO) test -count=1 $(TEST_TAGS) -exec qemu-aarch64 -run 'MLX5|Rxe|BnxtRe|Irdma|Hns' ./rping
+	pkgs=$$($(GO) list $(ARM64_PKGS) | grep -Ev '$(ARM64_EXCLUDE)') || exit 1; \
+	echo "unit-arm64: $$(echo $$pkgs | wc -w) packages, then rping's '$(ARM64_RPING)' tests"; \
+	CGO_ENABLED=0 GOARCH=arm64 $(TT) $(GO) test -json -short -count=1 $(TEST_TAGS) -exec qemu-aarch64 -skip '$(ARM64_SKIP)' $$pkgs && \
+	CGO_ENABLED=0 GOARCH=arm64 $(TT) $(GO) test -json -short -count=1 $(TEST_TAGS) -exec qemu-aarch64 -run '$(ARM64_RPING)' ./rping
 
 # Compares every Go ABI mirror with the C uapi headers (gcc, test-only), after checking
 # that the generated mirrors are what the headers give (generate-check).
 ##@ Everyday
-abicheck: generate-check ## the generated files current, then every ABI mirror against the uapi headers (gcc)
-	$(GO) test -count=1 -tags abicheck -run 'ABI|Layout' ./...
+# Only the packages with such tests are built (-run would build every package's tests to
+# run none in most): those with a top-level test named *ABI* or *Layout*.
+ABICHECK_RUN := ABI|Layout
+abicheck: generate-check $(TESTTIMES) ## the generated files current, then every ABI mirror against the uapi headers (gcc)
+	@pkgs=$$(grep -rlE --include='*_test.go' --exclude-dir=tools --exclude-dir=bin --exclude-dir=testdata \
+		'^func Test[A-Za-z0-9_]*($(ABICHECK_RUN))' . | xargs -n1 dirname | sort -u) && [ -n "$$pkgs" ] || \
+		{ echo "abicheck: no package has a test matching '$(ABICHECK_RUN)'"; exit 1; }; \
+	echo "abicheck:" $$pkgs; $(TT) $(GO) test -json -count=1 -tags abicheck -run '$(ABICHECK_RUN)' $$pkgs
 
 # The ABI mirrors (abi_gen.go next to each abi.spec) are generated from the uapi headers by
 # internal/cmd/abigen (gcc -g, the layout read from DWARF; development tooling, never in
@@ -165,16 +216,16 @@ clean: ## remove bin/
 	rm -rf bin
 
 # gorping(1), from docs/gorping.1.md (go-md2man), and the completion scripts, printed by
-# the host's own binary. The page's option lists come from internal/cli's option tables
+# the host's own binary. The page's option lists come from cli's option tables
 # (as the usage texts and the completions do): make man-update writes them into
-# docs/gorping.1.md after a change there (internal/mangen's test fails until then).
+# docs/gorping.1.md after a change there (cli/mangen's test fails until then).
 .PHONY: man man-update completions install uninstall package image release test-release guest-release
 man: bin/gorping.1 ## gorping(1) in bin/, from docs/gorping.1.md
 bin/gorping.1: FORCE
 	@mkdir -p bin
-	$(GO) run ./internal/mangen -version '$(VERSION)' -in docs/gorping.1.md -out $@
-man-update: ## write internal/cli's option tables into docs/gorping.1.md
-	$(GO) run ./internal/mangen -update docs/gorping.1.md
+	$(GO) run ./cli/mangen -version '$(VERSION)' -in docs/gorping.1.md -out $@
+man-update: ## write cli's option tables into docs/gorping.1.md
+	$(GO) run ./cli/mangen -update docs/gorping.1.md
 
 completions: bin/gorping-linux-$(HOSTARCH) ## bash, zsh and fish completions in bin/completion
 	@mkdir -p bin/completion
@@ -228,9 +279,9 @@ image: build $(RELEASE_TOOL) ## the OCI image in bin/release
 release: package image ## packages and image
 
 ##@ CI
-test-release: release ## check the packages and the image on the host (dpkg-deb, rpm, skopeo, lintian)
+test-release: release $(TESTTIMES) ## check the packages and the image on the host (dpkg-deb, rpm, skopeo, lintian)
 	cd tools/release && RELEASE_DIR=$(abspath $(RELEASE_DIR)) RELEASE_VERSION='$(VERSION)' RELEASE_COMMIT='$(COMMIT)' \
-		$(GO) test -count=1 ./...
+		$(TT) $(GO) test -json -count=1 ./...
 
 # The Kubernetes manifests, built by kustomize as kubectl apply -k builds them and decoded
 # strictly against Kubernetes' and the Prometheus Operator's Go types (tools/deploycheck, a
@@ -240,8 +291,8 @@ test-release: release ## check the packages and the image on the host (dpkg-deb,
 # checked by promtool in make unit (deploy/deploy_test.go).
 .PHONY: test-deploy deploy-update
 ##@ CI
-test-deploy: ## the Kubernetes manifests as kustomize builds them, decoded strictly against the API types
-	cd tools/deploycheck && $(GO) test -count=1 ./...
+test-deploy: $(TESTTIMES) ## the Kubernetes manifests as kustomize builds them, decoded strictly against the API types
+	cd tools/deploycheck && $(TT) $(GO) test -json -count=1 ./...
 ##@ Release and install
 deploy-update: ## regenerate the PodMonitor and PrometheusRule from deploy/prometheus
 	cd tools/deploycheck && $(GO) run . -root ../..
@@ -253,8 +304,8 @@ deploy-update: ## regenerate the PodMonitor and PrometheusRule from deploy/prome
 dashboard: ## regenerate deploy/grafana/gorping-mesh.json (tools/dashboard)
 	cd tools/dashboard && $(GO) run . -out ../../deploy/grafana/gorping-mesh.json
 ##@ CI
-dashboard-check: ## fail if the committed dashboard is not what tools/dashboard writes
-	cd tools/dashboard && $(GO) test -count=1 ./...
+dashboard-check: $(TESTTIMES) ## fail if the committed dashboard is not what tools/dashboard writes
+	cd tools/dashboard && $(TT) $(GO) test -json -count=1 ./...
 
 FORCE:
 
@@ -284,14 +335,29 @@ learn-doc: $(GUESTRUN) ## the runs docs/learn.md quotes: devices -v, a traced pa
 
 # The .deb installed with dpkg on a bare Debian guest (SUITE/ARCH) and removed again, and
 # the image's binary run there; both as clients of stock rping (tools/release/guest.sh).
+# make test runs the same script in the guest matrix's boot of SUITE/ARCH, after its tests
+# (guest-matrix-release), rather than booting that guest a second time.
 GUEST_RELEASE_DIR := $(RELEASE_DIR)/guest
-guest-release: release $(GUESTRUN) ## the .deb and the image's binary in a bare guest, against stock rping
-	@mkdir -p $(GUEST_RELEASE_DIR)
-	@deb=$$(ls $(RELEASE_DIR)/gorping_*_$(ARCH).deb) && \
+GUEST_RELEASE_ADD  = -add "$$deb:/release/gorping.deb" \
+	-add $(GUEST_RELEASE_DIR)/image-rootfs-$(ARCH).tar:/release/image-rootfs.tar \
+	-add $(GUEST_RELEASE_DIR)/expect.env:/release/expect.env
+# The image's file system for ARCH and what the artifacts must say; sets $$deb.
+guest_release_files = mkdir -p $(GUEST_RELEASE_DIR) && { deb=$$(ls $(RELEASE_DIR)/gorping_*_$(ARCH).deb) || \
+	{ echo "no $(ARCH) .deb in $(RELEASE_DIR): make release builds it"; false; }; } && \
 	{ $(RELEASE_TOOL) unpack -layout $(RELEASE_DIR)/oci -arch $(ARCH) -out $(GUEST_RELEASE_DIR) && \
 	  echo "EXPECT_VERSION='$(VERSION)'" && echo "EXPECT_COMMIT='$(COMMIT)'" && \
-	  echo "EXPECT_DEB_VERSION='$$(dpkg-deb -f $$deb Version)'"; } > $(GUEST_RELEASE_DIR)/expect.env && \
-	$(GUESTRUN) -suite $(SUITE) -arch $(ARCH) -add "$$deb:/release/gorping.deb" \
-		-add $(GUEST_RELEASE_DIR)/image-rootfs-$(ARCH).tar:/release/image-rootfs.tar \
-		-add $(GUEST_RELEASE_DIR)/expect.env:/release/expect.env \
+	  echo "EXPECT_DEB_VERSION='$$(dpkg-deb -f $$deb Version)'"; } > $(GUEST_RELEASE_DIR)/expect.env
+guest-release: release $(GUESTRUN) $(TESTTIMES) ## the .deb and the image's binary in a bare guest, against stock rping
+	@$(guest_release_files) && \
+	$(TT) $(GUESTRUN) -suite $(SUITE) -arch $(ARCH) $(GUEST_RELEASE_ADD) \
 		-script tools/release/guest.sh $(GUEST_FLAGS); $(guest_skip_ok)
+
+.PHONY: guest-matrix-release
+##@ CI
+# make test has built the artifacts in test-release just before (GUEST_RELEASE_BUILD=, no
+# second build); alone it builds them. A stale .deb fails guest.sh's version check.
+GUEST_RELEASE_BUILD ?= release
+guest-matrix-release: $(GUEST_RELEASE_BUILD) $(GUESTRUN) $(TESTTIMES) ## the guest matrix, and guest-release's checks in its SUITE/ARCH guest after the tests (one boot less)
+	@$(guest_release_files) && \
+	$(TT) $(GUESTRUN) -matrix -pkgs '$(MATRIX_PKGS)' -timeout $(MATRIX_TIMEOUT) $(if $(RUN),-run '$(RUN)') $(if $(MATRIX_SKIP),-skip '$(MATRIX_SKIP)') \
+		$(GUEST_RELEASE_ADD) -after-script tools/release/guest.sh -after-on $(SUITE)/$(ARCH) $(GUEST_FLAGS); $(guest_skip_ok)

@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"syscall"
 
-	"github.com/gorping/gorping/internal/cli"
+	"github.com/gorping/gorping/cli"
 	_ "github.com/gorping/gorping/uverbs/providers" // the providers gorping ships: chosen here, once
 )
 

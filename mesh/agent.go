@@ -2,7 +2,6 @@ package mesh
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,13 +24,6 @@ import (
 
 	"github.com/gorping/gorping/mesh/agentdesc"
 	"github.com/gorping/gorping/rping"
-)
-
-// Exit statuses of Main.
-const (
-	exitOK    = 0
-	exitError = 1 // the agent could not start (listener, web configuration)
-	exitUsage = 2 // bad options
 )
 
 // Agent is one `gorping mesh`: New checks its configuration, Run runs it.
@@ -74,39 +66,16 @@ type deps struct {
 	webConfigPoll time.Duration
 }
 
-// Main runs `gorping mesh` with the words after "mesh" until ctx ends (SIGTERM, SIGINT)
-// and returns the exit status. Logs and errors go to stderr; --help to stdout.
-func Main(ctx context.Context, args []string, version string, stdout, stderr io.Writer) int {
-	// SIGHUP first, before anything that takes time: its default action ends the process
-	// (a reload sent by a supervisor during the start killed the agent).
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	cfg, err := parseArgs(args)
-	if errors.Is(err, errHelp) {
-		io.WriteString(stdout, usage)
-		return exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "gorping mesh: %v (gorping mesh --help lists the options)\n", err)
-		return exitUsage
-	}
-	cfg.Version, cfg.Log = version, stderr
+// Run checks cfg and runs the agent it describes until ctx ends (SIGTERM, SIGINT). hup
+// is the process's SIGHUP (the command line takes it before anything that takes time:
+// its default action ends the process); nil: Run takes it. A bad option is an error
+// that errors.Is finds ErrUsage in, and names the option.
+func Run(ctx context.Context, cfg Config, hup <-chan os.Signal) error {
 	a, err := newAgent(cfg, deps{hup: hup})
-	var ue usageError
-	switch {
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "gorping mesh: %v (gorping mesh --help lists the options)\n", err)
-		return exitUsage
-	case err != nil:
-		fmt.Fprintf(stderr, "gorping mesh: %v\n", err)
-		return exitError
+	if err != nil {
+		return err
 	}
-	if err := a.Run(ctx); err != nil {
-		fmt.Fprintf(stderr, "gorping mesh: %v\n", err)
-		return exitError
-	}
-	return exitOK
+	return a.Run(ctx)
 }
 
 // Schedule makes the process-wide scheduler choice of an agent process (main calls it;

@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -97,46 +96,6 @@ func loadAgentsHTTP(path string) (agentsHTTP, error) {
 	}
 	h.client = *c
 	return h, nil
-}
-
-// checkAgents checks the discovery options.
-func (c *agentConfig) checkAgents() error {
-	cfg := c.Config
-	var err error
-	if len(cfg.Agents) > 0 {
-		if c.agents, err = parsePeers(strings.Join(cfg.Agents, ","), defaultAgentPort); err != nil {
-			return usageErrorf("--agents: %w", err)
-		}
-	}
-	if cfg.AgentsDNS != "" {
-		if c.agentsDNSName, c.agentsDNSPort, err = parseDNSOption("--agents-dns", cfg.AgentsDNS, defaultAgentPort); err != nil {
-			return err
-		}
-	}
-	switch cfg.Rails {
-	case railsSameSubnet:
-		c.railMode = agentdesc.SameSubnet
-	case railsAll:
-		c.railMode = agentdesc.AllRails
-	default:
-		return usageErrorf("--rails %s: want %s or %s", quote(cfg.Rails), railsSameSubnet, railsAll)
-	}
-	if cfg.MaxPeers < 0 || cfg.MaxPeers > maxMaxPeers {
-		return usageErrorf("--max-peers %d: want 0 (every peer) to %d", cfg.MaxPeers, maxMaxPeers)
-	}
-	if err := checkMin("--agents-refresh", cfg.AgentsRefresh, minAgentsRefresh); err != nil {
-		return err
-	}
-	if cfg.AgentsKeep < 0 {
-		return usageErrorf("--agents-keep %s: want 0 or more", cfg.AgentsKeep)
-	}
-	if err := checkMin("--rotate", cfg.Rotate, minRotate); err != nil {
-		return err
-	}
-	if c.agentsHTTP, err = loadAgentsHTTP(cfg.AgentsHTTPConfig); err != nil {
-		return fmt.Errorf("--agents.http-config: %w", err)
-	}
-	return nil
 }
 
 // discovers reports whether any discovery option is given.

@@ -250,27 +250,8 @@ func TestAgentsArgs(t *testing.T) {
 		c.agentsHTTP.scheme != "https" || c.agentsHTTP.client.BasicAuth == nil || c.MaxPeers != 64 || c.Rotate != 300*time.Second {
 		t.Errorf("checkArgs: %+v", c)
 	}
-	for _, bad := range [][]string{{"--agents", "a b"}, {"--agents-dns", "x y"}, {"--agents-dns", "n:0"}, {"--rails", "some"},
-		{"--max-peers", "-1"}, {"--rotate", "10ms"}, {"--agents-refresh", "1ms"}, {"--agents-keep", "-1s"}} {
-		var out, errOut strings.Builder
-		st := Main(context.Background(), bad, "v", &out, &errOut)
-		if st != exitUsage || strings.Count(errOut.String(), "\n") != 1 || !strings.Contains(errOut.String(), bad[0]) {
-			t.Errorf("%q: exit %d, stderr %q; want %d and one line naming the option", bad, st, errOut.String(), exitUsage)
-		}
-	}
-	// A client configuration that cannot be used: one line naming the option.
-	writeTestFile(t, hc, "scheme: gopher\n")
-	var out, errOut strings.Builder
-	if st := Main(context.Background(), []string{"--agents", "a", "--agents.http-config", hc}, "v", &out, &errOut); st == exitOK ||
-		!strings.HasPrefix(errOut.String(), "gorping mesh: --agents.http-config") || strings.Count(errOut.String(), "\n") != 1 {
-		t.Errorf("bad http config: exit %d, %q", st, errOut.String())
-	}
-	os.Remove(hc)
-	errOut.Reset()
-	if st := Main(context.Background(), []string{"--agents.http-config", hc}, "v", &out, &errOut); st == exitOK ||
-		!strings.Contains(errOut.String(), "--agents.http-config") {
-		t.Errorf("missing http config: exit %d, %q", st, errOut.String())
-	}
+	// Bad values, and a client configuration that cannot be used, as the command line
+	// reports them: cli's TestMeshAgentsOptions.
 }
 
 // writeTestFile replaces path's content atomically, as a ConfigMap update does.

@@ -39,7 +39,8 @@ func buildGorping(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "gorping")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	out, err := exec.Command(gobin, "build", "-tags", "gorping_hostenv", "-ldflags", "-X main.buildVersion=v9.9.9-e2e",
+	out, err := exec.Command(gobin, "build", "-tags", "gorping_hostenv", "-ldflags",
+		"-X main.buildVersion=v9.9.9-e2e -X github.com/prometheus/common/version.Revision=e2e0c0ffee -X github.com/prometheus/common/version.Branch=e2e-branch",
 		"-o", bin, "github.com/gorping/gorping").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -177,7 +178,9 @@ func TestE2EPrometheus(t *testing.T) {
 	prom.WaitFor(t, wait, `increase(gorping_probe_failures_total{reason="no_device"}[10s]) > 0`,
 		func(v promtest.Vector) bool { return len(v) == 2 })
 	prom.WaitFor(t, wait, `gorping_responder_up{job="gorping-mesh"} == 0`, promtest.NonEmpty)
-	prom.WaitFor(t, wait, `gorping_build_info{version="v9.9.9-e2e"} == 1`, promtest.NonEmpty)
+	// The build's labels as the Makefile links them (its LDFLAGS).
+	prom.WaitFor(t, wait, `gorping_build_info{version="v9.9.9-e2e",revision="e2e0c0ffee",branch="e2e-branch",goos="`+
+		runtime.GOOS+`",goarch="`+runtime.GOARCH+`",goversion="`+runtime.Version()+`"} == 1`, promtest.NonEmpty)
 	prom.WaitFor(t, wait, `probe_success{job="gorping-probe",target="198.51.100.20:7174"} == 0`, promtest.NonEmpty)
 	prom.WaitFor(t, wait, `gorping_probe_failures_total{job="gorping-probe",reason="no_device"} == 2`, promtest.NonEmpty)
 	// The rules on real series: all slots lost, the down alert pending (its `for` is 2m).

@@ -2,8 +2,10 @@ package mesh
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,3 +154,132 @@ func replaceFile(t *testing.T, path, s string, mode os.FileMode) {
 		t.Fatal(err)
 	}
 }
+
+// parseArgs is the tests' shorthand for a Config: the defaults with options set as
+// `gorping mesh` words would set them (old names and new). It is not the command line
+// (package cli parses it, and its tests hold the parse's errors): a word it does not
+// know fails the test's setup.
+func parseArgs(args []string) (Config, error) {
+	cfg := DefaultConfig()
+	listen := false
+	for i := 0; i < len(args); i++ {
+		name, v, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		var err error
+		set := func(f func(string) error) {
+			if !hasValue {
+				if i+1 >= len(args) {
+					err = fmt.Errorf("--%s: needs a value", name)
+					return
+				}
+				i++
+				v = args[i]
+			}
+			err = f(v)
+		}
+		str := func(p *string) func(string) error { return func(s string) error { *p = s; return nil } }
+		num := func(p *int) func(string) error {
+			return func(s string) (e error) { *p, e = strconv.Atoi(s); return e }
+		}
+		dur := func(p *time.Duration) func(string) error {
+			return func(s string) error {
+				if d, e := time.ParseDuration(s); e == nil {
+					*p = d
+					return nil
+				}
+				f, e := strconv.ParseFloat(s, 64)
+				*p = time.Duration(f * float64(time.Second))
+				return e
+			}
+		}
+		add := func(p *[]string) func(string) error {
+			return func(s string) error { *p = append(*p, strings.Split(s, ",")...); return nil }
+		}
+		switch name {
+		case "web.listen-address", "listen":
+			if !listen {
+				cfg.Listen, listen = nil, true
+			}
+			set(add(&cfg.Listen))
+		case "web.config.file":
+			set(str(&cfg.WebConfigFile))
+		case "port":
+			set(num(&cfg.Port))
+		case "bind":
+			set(str(&cfg.Bind))
+		case "no-responder":
+			cfg.NoResponder = true
+		case "targets", "targets.file":
+			set(str(&cfg.TargetsFile))
+		case "targets-reload", "targets.reload":
+			set(dur(&cfg.TargetsReload))
+		case "peers":
+			set(add(&cfg.Peers))
+		case "targets-dns", "targets.dns":
+			set(str(&cfg.TargetsDNS))
+		case "dns-refresh", "dns.refresh":
+			set(dur(&cfg.DNSRefresh))
+		case "max-targets":
+			set(num(&cfg.MaxTargets))
+		case "interval":
+			set(dur(&cfg.Interval))
+		case "paths":
+			set(num(&cfg.Paths))
+		case "jitter":
+			set(func(s string) (e error) { cfg.Jitter, e = strconv.ParseFloat(s, 64); return e })
+		case "timeout":
+			set(dur(&cfg.Timeout))
+		case "connect-timeout":
+			set(dur(&cfg.ConnectTimeout))
+		case "backoff-max":
+			set(dur(&cfg.BackoffMax))
+		case "path-lifetime":
+			set(dur(&cfg.PathLifetime))
+		case "size":
+			set(num(&cfg.Size))
+		case "source":
+			set(str(&cfg.Source))
+		case "agent-name":
+			set(str(&cfg.AgentName))
+		case "group":
+			set(str(&cfg.Group))
+		case "agents":
+			set(add(&cfg.Agents))
+		case "agents-file", "agents.file":
+			set(str(&cfg.AgentsFile))
+		case "agents-dns", "agents.dns":
+			set(str(&cfg.AgentsDNS))
+		case "agents.http-config":
+			set(str(&cfg.AgentsHTTPConfig))
+		case "agents-refresh", "agents.refresh":
+			set(dur(&cfg.AgentsRefresh))
+		case "agents-keep", "agents.keep":
+			set(dur(&cfg.AgentsKeep))
+		case "rails":
+			set(str(&cfg.Rails))
+		case "max-peers":
+			set(num(&cfg.MaxPeers))
+		case "rotate":
+			set(dur(&cfg.Rotate))
+		case "probe-allow", "probe.allow":
+			set(add(&cfg.ProbeAllow))
+		case "probe-any", "probe.any":
+			cfg.ProbeAny = true
+		case "log.format":
+			set(str(&cfg.LogFormat))
+		case "log.level":
+			set(str(&cfg.LogLevel))
+		default:
+			err = fmt.Errorf("parseArgs: no option %q", args[i])
+		}
+		if err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// The statuses a test agent's run ends with (the command line's: 0, and 1 when Run fails).
+const (
+	exitOK    = 0
+	exitError = 1
+)

@@ -817,23 +817,9 @@ func TestResponderRestarts(t *testing.T) {
 	}
 }
 
+// TestArgs: the checks of a Config (the command line's words and errors: cli's
+// TestMeshArgs).
 func TestArgs(t *testing.T) {
-	for _, args := range [][]string{
-		{"mesh"}, {"mesh", "--peers", "a,b"}, {"mesh", "--interval=0.5", "--probe-any"}, {"mesh", "-h"},
-		{"mesh", "--interval", "bogus"}, // mesh's own error, not rping's usage
-	} {
-		if !IsCommand(args) {
-			t.Errorf("IsCommand(%q) = false", args)
-		}
-	}
-	for _, args := range [][]string{
-		{}, {"devices"}, {"mesh", "-s"}, {"mesh", "--peers"}, {"mesh", "--interval", "1", "-c", "-a", "x"},
-		{"mesh", "extra"}, {"mesh", "--bogus"}, {"-s", "mesh"},
-	} {
-		if IsCommand(args) {
-			t.Errorf("IsCommand(%q) = true: rping's command line changes meaning", args)
-		}
-	}
 	cfg, err := checkArgs([]string{"--interval", "250ms", "--peers", "x,[2001:db8::1]:9", "--probe-allow", "10.0.0.0/8,192.0.2.1"})
 	if err != nil || cfg.Interval != 250*time.Millisecond || cfg.Timeout != 250*time.Millisecond || len(cfg.peers) != 2 ||
 		len(cfg.probeAllow) != 2 || cfg.probeAllow[1].Bits() != 32 {
@@ -845,20 +831,6 @@ func TestArgs(t *testing.T) {
 		if _, err := checkArgs(bad); err == nil {
 			t.Errorf("checkArgs(%q) accepted", bad)
 		}
-	}
-	var out, errOut strings.Builder
-	if st := Main(context.Background(), []string{"--help"}, "v", &out, &errOut); st != 0 || !strings.Contains(out.String(), "--targets FILE") {
-		t.Errorf("--help: %d %q", st, out.String())
-	}
-	out.Reset()
-	if st := Main(context.Background(), []string{"--size", "1"}, "v", &out, &errOut); st != exitUsage ||
-		strings.Count(errOut.String(), "\n") != 1 || !strings.HasPrefix(errOut.String(), "gorping mesh: ") {
-		t.Errorf("bad option: exit %d, stderr %q; want %d and one line", st, errOut.String(), exitUsage)
-	}
-	errOut.Reset()
-	if st := Main(context.Background(), []string{"--listen", "256.0.0.1:1"}, "v", &out, &errOut); st != exitError ||
-		!strings.Contains(errOut.String(), "--web.listen-address") {
-		t.Errorf("bad listen address: exit %d, stderr %q", st, errOut.String())
 	}
 }
 

@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	buildinfo "github.com/prometheus/client_golang/prometheus/collectors/version"
 
 	"github.com/gorping/gorping/rping"
 )
@@ -149,9 +149,11 @@ func newMetrics(version string) *metrics {
 		Help:    "How late probe slots start after their due time, all targets together (an overloaded agent's slots run late).",
 		Buckets: prometheus.ExponentialBuckets(1e-5, 4, 9), NativeHistogramBucketFactor: 1.1,
 		NativeHistogramMaxBucketNumber: 160, NativeHistogramMinResetDuration: time.Hour})
-	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
-		Help: "gorping's version and the Go version it was built with; always 1."}, []string{"version", "goversion"})
-	build.WithLabelValues(version, runtime.Version()).Set(1)
+	// gorping_build_info as node_exporter's and blackbox_exporter's: prometheus/common's
+	// collector, labels version, revision (the Makefile links the commit into
+	// prometheus/common/version.Revision, else the Go command's VCS stamp), branch (where
+	// the build knew one), goversion, goos, goarch, tags; version is the binary's own.
+	build := buildinfo.NewCollector(namespace, buildinfo.WithExtraConstLabels(prometheus.Labels{"version": version}))
 	m.agentInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "agent_info",
 		Help: "This agent's name (agent), pinglist group and version, as its description (/agent) gives them; always 1."},
 		[]string{"agent", "group", "version"})

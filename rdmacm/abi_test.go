@@ -410,3 +410,19 @@ func TestMatchDevice(t *testing.T) {
 		}
 	}
 }
+
+// rdma_cm's RoCEv2 flow label, worked by hand from cma_get_roce_udp_flow_label.
+func TestFlowLabel(t *testing.T) {
+	for _, c := range []struct {
+		src, dst uint16
+		fl       uint32
+	}{
+		{40000, 7174, 0x307C6},  // 40000*31+7174 = 1247174, & 0xFFFFF = 0x307C6
+		{65535, 65535, 0xFFFE0}, // 65535*32 & 0xFFFFF
+		{0, 0, 0},
+	} {
+		if fl := FlowLabel(c.src, c.dst); fl != c.fl {
+			t.Errorf("FlowLabel(%d, %d) = %#x, want %#x", c.src, c.dst, fl, c.fl)
+		}
+	}
+}

@@ -81,3 +81,9 @@ func parseSockaddr(b []byte, size uint16) netip.AddrPort {
 	}
 	return netip.AddrPort{}
 }
+
+// FlowLabel is the RoCEv2 flow label rdma_cm gives the route of a connection from port
+// src to dst (drivers/infiniband/core/cma.c, cma_get_roce_udp_flow_label, since Linux
+// 5.8; gorping sets no IPv6 flowinfo, which would take its place). The driver derives
+// the UDP source port from it (uverbs.Device.UDPSourcePort).
+func FlowLabel(src, dst uint16) uint32 { return (uint32(src)*31 + uint32(dst)) & 0xFFFFF }

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gorping/gorping/rdmacm"
+	"github.com/gorping/gorping/rping/explain"
 )
 
 // The client's path. Run's client (runClient) and the prober (DialProbe) take the same
@@ -81,9 +82,9 @@ func resolve(ctx context.Context, cfg *Config, out *printer, id cmID, by time.Ti
 		perror(out.stderr, "rdma_resolve_addr", err)
 		switch {
 		case errors.Is(err, unix.ENODEV):
-			out.hint(hostNet(cfg.host).noDeviceHint(cfg.Addr, cfg.SrcAddr))
+			out.hint(explain.HostNet(cfg.host).NoDevice(cfg.Addr, cfg.SrcAddr))
 		case errors.Is(err, unix.ENETUNREACH):
-			out.hint(hostNet(cfg.host).unreachableHint(cfg.Addr))
+			out.hint(explain.HostNet(cfg.host).Unreachable(cfg.Addr))
 		}
 		return destroy(stateIdle, exitFailure)
 	}
@@ -121,7 +122,7 @@ type resolution struct {
 func (r *resolution) errorHint(ev rdmacm.Event) {
 	switch {
 	case ev.Type == rdmacm.EventAddrError && ev.Status == -int32(unix.ENODEV):
-		r.out.hint(hostNet(r.cfg.host).noDeviceHint(r.cfg.Addr, r.cfg.SrcAddr))
+		r.out.hint(explain.HostNet(r.cfg.host).NoDevice(r.cfg.Addr, r.cfg.SrcAddr))
 	case (ev.Type == rdmacm.EventAddrError || ev.Type == rdmacm.EventRouteError) && ev.Status == -int32(unix.ETIMEDOUT):
 		r.out.hint(fmt.Sprintf("gorping: %s did not answer ARP or neighbour discovery within %s: it is down, its link is down, or it is not on this network",
 			r.cfg.Addr, secs(resolveTimeout)))
@@ -144,7 +145,7 @@ func (r *resolution) step(ev rdmacm.Event) cmStep {
 		if err := r.id.ResolveRoute(resolveTimeout); err != nil {
 			perror(r.out.stderr, "rdma_resolve_route", err)
 			if errors.Is(err, unix.ENODEV) {
-				r.out.hint(hostNet(r.cfg.host).noDeviceHint(r.cfg.Addr, r.cfg.SrcAddr))
+				r.out.hint(explain.HostNet(r.cfg.host).NoDevice(r.cfg.Addr, r.cfg.SrcAddr))
 			}
 			r.state = stateError
 			return cmEnd
@@ -165,7 +166,7 @@ func (r *resolution) step(ev rdmacm.Event) cmStep {
 // ends with exitTimeout and one line saying why, where the kernel's CM would retry
 // its request for about 100 s.
 func connectClient(ctx context.Context, c *verbsConn, out *printer, state testState, pol stallPolicy, peer string, by time.Time) int {
-	probe := newCMProbe(c.host, c.dev, c.port)
+	probe := explain.NewCMProbe(c.host, c.dev, c.port)
 	connected := time.Now()
 	deadline := stallDeadline(pol)
 	if !by.IsZero() && (deadline.IsZero() || by.Before(deadline)) {
@@ -184,11 +185,11 @@ func connectClient(ctx context.Context, c *verbsConn, out *printer, state testSt
 		timeout: func() {
 			waited := deadline.Sub(connected)
 			out.errorf("rping client: no answer to the connection request from %s for %s: %s\n",
-				peer, secs(waited), probe.cause("the server", waited))
+				peer, secs(waited), probe.Cause("the server", waited))
 		},
 		onError: func(ev rdmacm.Event) {
 			if ctx.Err() == nil && ev.Type == rdmacm.EventUnreachable && ev.Status == -int32(unix.ETIMEDOUT) {
-				out.hint("gorping: the connection manager gave up: " + probe.cause("the server", time.Since(connected)))
+				out.hint("gorping: the connection manager gave up: " + probe.Cause("the server", time.Since(connected)))
 			}
 		},
 		step: func(ev rdmacm.Event) cmStep {
@@ -209,7 +210,7 @@ func connectClient(ctx context.Context, c *verbsConn, out *printer, state testSt
 		if err := c.id.Establish(); err != nil {
 			perror(out.stderr, "rdma_establish", err)
 			if c.iwarp() {
-				out.hint(iwarpSelfQPHint(c.dev.Name))
+				out.hint(explain.IWARPSelfQP(c.dev.Name))
 			}
 			return -1
 		}
@@ -268,7 +269,7 @@ func probeDevice(id cmID, cfg *Config) string {
 	}
 	vctx, err := cfg.openVerbs(dev, false)
 	if err != nil {
-		return verbsOpenHint(dev, err)
+		return explain.VerbsOpen(dev, err)
 	}
 	vctx.Close()
 	return ""

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/rdmacm"
+	"github.com/gorping/gorping/rping/explain"
 	"github.com/gorping/gorping/uverbs"
 )
 
@@ -79,7 +80,7 @@ func openCM(ctx context.Context, cfg *Config, out *printer) (*cmRun, int) {
 	cm, err := cfg.openCM()
 	if err != nil {
 		perror(out.stderr, "failed to create RDMA CM event channel", err)
-		out.hint(cmOpenHint(err))
+		out.hint(explain.CMOpen(err))
 		return nil, statusOf(errnoOf(err))
 	}
 	r := &cmRun{cm: cm, out: out, watched: make(chan struct{})}

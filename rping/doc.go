@@ -16,6 +16,6 @@
 //
 // Errors users meet first (device permissions, RLIMIT_MEMLOCK, an address without an RDMA
 // device, a port without the route's GID) keep rping's line and exit status and add one
-// "gorping: " line that says what to do (hint.go). The hints find devices through uverbs'
+// "gorping: " line that says what to do (package explain). The hints find devices through uverbs'
 // discovery, so they work for any driver, with or without a gorping provider.
 package rping

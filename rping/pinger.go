@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/internal/trace"
+	"github.com/gorping/gorping/rping/explain"
 )
 
 // Exit statuses the ping loops produce besides rping's own values.
@@ -558,7 +559,7 @@ func (p *pinger) onStall() (end bool) {
 		if p.server {
 			side = "server"
 		}
-		cause := stallCause(p.peer, p.kaAcked, !p.kaSent.IsZero())
+		cause := explain.Stall(p.peer, p.kaAcked, !p.kaSent.IsZero())
 		if m, ok := p.c.(interface{ mtuProblem() string }); ok && m.mtuProblem() != "" {
 			cause = "this host cannot send packets of the connection's path MTU: " + m.mtuProblem()
 		} else if !p.server && p.size > minPathMTU {
@@ -726,4 +727,18 @@ func (p *pinger) recv(c completion) int {
 		p.state = stateRDMAWriteAdv
 	}
 	return 0
+}
+
+// converse is the rest of what rping's client and server share once up: the ping loop
+// (with the path diagnostics around it) and the disconnect. A fatal asynchronous event
+// ends it with its message and status 255.
+func (c *verbsConn) converse(cfg *Config, ping func(context.Context, conn, *Config) int) int {
+	rd := c.beginDiag(cfg.dg, cfg.rep)
+	st := ping(c.life, c, cfg)
+	c.endDiag(rd)
+	c.disconnect()
+	if st != 0 && c.life.Err() == nil {
+		c.explain()
+	}
+	return asyncStatus(c.life, st)
 }

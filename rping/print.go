@@ -65,3 +65,10 @@ func cstring(b []byte) []byte {
 	}
 	return b
 }
+
+// hint prints a hint line (package explain's); "" prints nothing.
+func (o *printer) hint(s string) {
+	if s != "" {
+		o.errorf("%s\n", s)
+	}
+}

@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/internal/hostenv/hostenvtest"
+	"github.com/gorping/gorping/rdmacm"
 	"github.com/gorping/gorping/test/mlx5model"
 	"github.com/gorping/gorping/test/rxemodel"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -139,7 +141,7 @@ func TestProberPings(t *testing.T) {
 				// The flow: both QPs, rdma_cm's ports (the fake CM's are fixed).
 				if f := p.Flow(); f.LocalQPN == 0 || f.RemoteQPN == 0 || f.LocalQPN == f.RemoteQPN || f.SrcPort == 0 || f.DstPort != 7174 {
 					t.Errorf("round %d: flow %+v, want both QPNs, the CM's source port and destination port 7174", round, f)
-				} else if k := kernelVersion(); k[0] > 5 && f.UDPSourcePort != udpSport(cmFlowLabel(f.SrcPort, f.DstPort), f.LocalQPN, f.RemoteQPN) {
+				} else if k := kernelVersion(); k[0] > 5 && f.UDPSourcePort != providerkit.FlowLabelSport(rdmacm.FlowLabel(f.SrcPort, f.DstPort), f.LocalQPN, f.RemoteQPN) {
 					t.Errorf("round %d: flow %+v on kernel %v: UDP source port not rdma_cm's", round, f, k)
 				}
 				for i := range 300 {

@@ -2,12 +2,10 @@ package rping
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/gorping/gorping/rdmacm"
-	"github.com/gorping/gorping/uverbs"
 )
 
 // Exit statuses of Run besides the ping loops'.
@@ -116,116 +114,3 @@ func cmError(out *printer, ev rdmacm.Event) bool {
 	}
 	return false
 }
-
-// setupConn is what rping's client and server do with their connection's ID before
-// connecting: rping_setup_qp, rping_setup_buffers and the first RECV (posted before
-// connect or accept, as rping does). On failure it has printed rping's line, rejected a
-// server's connection request, released everything including id, and returns the exit
-// status.
-func setupConn(id cmID, cfg *Config, out *printer, server bool) (*verbsConn, int) {
-	c, ret := newVerbsConn(id, cfg, out, server)
-	if ret != 0 {
-		out.errorf("setup_qp failed: %d\n", ret)
-		if server {
-			id.Reject()
-		} else {
-			out.debugf("destroy cm_id %p\n", id)
-		}
-		id.Destroy()
-		return nil, statusOf(ret)
-	}
-	fail := func(ret int) (*verbsConn, int) {
-		if server {
-			id.Reject()
-		}
-		c.close()
-		return nil, statusOf(ret)
-	}
-	if ret := c.setupBuffers(cfg.Size, !server); ret != 0 {
-		out.errorf("rping_setup_buffers failed: %d\n", ret)
-		return fail(ret)
-	}
-	if err := c.PostRecv(); err != nil {
-		out.errorf("ibv_post_recv failed: %d\n", errnoOf(err))
-		return fail(errnoOf(err))
-	}
-	return c, 0
-}
-
-// up brings a set-up connection up, the same way for rping's client, its server and
-// the prober: it watches the verbs context's asynchronous events (subscribed before
-// connecting, so no event of this QP is missed; a fatal one, a QP or CQ error, a port
-// error, a fatal device, ends the connection's life with its message), starts the
-// completion path, connects (connectClient) or accepts (accept), then starts the CM
-// goroutine and sets the stall bound from the QP. ctx is the run's; the connection's
-// life (c.life) ends with it. On failure it has printed rping's lines and what the port
-// and the events tell, and returns the exit status; the caller still closes c.
-func (c *verbsConn) up(ctx context.Context, cfg *Config, connect func(context.Context) int) int {
-	c.life, c.end = context.WithCancelCause(ctx)
-	c.sub = c.vctx.SubscribeAsync() // the context may be shared: other connections see its events too
-	c.aw = watchAsync(c.life, c.sub.Next, c.dev.Name, c.qp, c.cq, c.port, c.out, c.end)
-	c.start(c.life)
-	if ret := connect(c.life); ret != 0 {
-		if ret == exitInterrupted || ret == exitTimeout {
-			return asyncStatus(c.life, ret)
-		}
-		c.out.errorf("connect error %d\n", ret)
-		c.explain()
-		return statusOf(ret)
-	}
-	c.watchCM()
-	c.policy = qpPolicy(c.qp, cfg.Timeout)
-	c.checkPathMTU(cfg)
-	return 0
-}
-
-// converse is the rest of what rping's client and server share once up: the ping loop
-// (with the path diagnostics around it) and the disconnect. A fatal asynchronous event
-// ends it with its message and status 255.
-func (c *verbsConn) converse(cfg *Config, ping func(context.Context, conn, *Config) int) int {
-	rd := c.beginDiag(cfg.dg, cfg.rep)
-	st := ping(c.life, c, cfg)
-	c.endDiag(rd)
-	c.disconnect()
-	if st != 0 && c.life.Err() == nil {
-		c.explain()
-	}
-	return asyncStatus(c.life, st)
-}
-
-// explain says, after a failure, what the connection's port and asynchronous events
-// tell about it (the async watch prints at most one line per connection).
-func (c *verbsConn) explain() {
-	pa, err := c.vctx.QueryPort(c.port)
-	// A link that went down fails the QP's work requests at once, a
-	// moment before rxe marks the port DOWN and queues PORT_ERR: for a
-	// failure a lost link can cause, give the port's state (or the
-	// watcher's event) a bounded moment to catch up.
-	if c.wait != nil && linkLossStatus(c.wait.firstErr) {
-		for deadline := time.Now().Add(time.Second); err == nil && pa.State == uverbs.PortActive &&
-			!c.aw.said.Load() && time.Now().Before(deadline); {
-			time.Sleep(20 * time.Millisecond)
-			pa, err = c.vctx.QueryPort(c.port)
-		}
-	}
-	c.aw.explain(c.dev.Name, c.port, pa.State, err)
-}
-
-// linkLossStatus reports whether a failed completion's status is one a link
-// going down produces (the local QP's send failed, or the peer never answered).
-func linkLossStatus(st uverbs.WCStatus) bool {
-	return st == uverbs.WCLocQPOpErr || st == uverbs.WCRetryExcErr
-}
-
-// asyncStatus is 255 if a fatal asynchronous event ended the connection (its
-// message is out), else st.
-func asyncStatus(ctx context.Context, st int) int {
-	var af *asyncFatal
-	if errors.As(context.Cause(ctx), &af) {
-		return exitFailure
-	}
-	return st
-}
-
-// ensure the verbs conn satisfies the ping loops' interface.
-var _ conn = (*verbsConn)(nil)

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gorping/gorping/rdmacm"
+	"github.com/gorping/gorping/rping/explain"
 )
 
 // The server's path: bind, listen, and per connection request setupConn and up with
@@ -22,7 +23,7 @@ func runServer(ctx context.Context, cfg *Config, out *printer, listener cmID) in
 	if err := listener.Bind(netip.AddrPortFrom(cfg.Addr, cfg.Port)); err != nil {
 		perror(out.stderr, "rdma_bind_addr", err)
 		if errors.Is(err, unix.ENODEV) {
-			out.hint(hostNet(cfg.host).noDeviceHint(netip.Addr{}, cfg.Addr))
+			out.hint(explain.HostNet(cfg.host).NoDevice(netip.Addr{}, cfg.Addr))
 		}
 		return exitFailure
 	}
@@ -77,7 +78,7 @@ func runServer(ctx context.Context, cfg *Config, out *printer, listener cmID) in
 // address without a device; only InfiniBand loopback reaches such a listener
 // (rping then listens in vain on RoCE and iWARP).
 func boundDevice(listener cmID, cfg *Config) string {
-	addr, net := cfg.Addr, hostNet(cfg.host)
+	addr, net := cfg.Addr, explain.HostNet(cfg.host)
 	if addr.IsUnspecified() {
 		return ""
 	}
@@ -86,10 +87,7 @@ func boundDevice(listener cmID, cfg *Config) string {
 		return "" // the first connection will tell
 	}
 	if ai.NodeGUID == 0 {
-		if net.ibPort() {
-			return ""
-		}
-		return net.noDeviceHint(netip.Addr{}, addr)
+		return net.Unbound(addr)
 	}
 	return probeDevice(listener, cfg)
 }

@@ -133,15 +133,3 @@ func waitingFor(s testState, server bool) string {
 	}
 	return "the server"
 }
-
-// stallCause is the likely cause of a stall, from what the peer's host still
-// acknowledged.
-func stallCause(peer string, keepaliveAcked, keepaliveSent bool) string {
-	switch {
-	case keepaliveAcked:
-		return fmt.Sprintf("%s's host is up (it acknowledged a keepalive) but its rping does not answer: the process is stopped or stuck", peer)
-	case keepaliveSent:
-		return fmt.Sprintf("%s's host acknowledged nothing (a keepalive went unanswered): it is down, its link is down, or the network between is partitioned", peer)
-	}
-	return fmt.Sprintf("%s is down, its link is down, or the network between is partitioned", peer)
-}

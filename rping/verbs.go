@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/rdmacm"
+	"github.com/gorping/gorping/rping/explain"
 	"github.com/gorping/gorping/uverbs"
 )
 
@@ -127,7 +128,7 @@ func (c *verbsConn) openDevice(cfg *Config) int {
 	}
 	c.dev = dev
 	if c.vctx, err = cfg.openVerbs(dev, true); err != nil {
-		c.out.hint(verbsOpenHint(dev, err))
+		c.out.hint(explain.VerbsOpen(dev, err))
 		return errnoOf(err)
 	}
 	if c.devAttr, err = c.vctx.QueryDevice(); err != nil {
@@ -233,7 +234,7 @@ func (c *verbsConn) setupBuffers(size int, client bool) int {
 		if err != nil {
 			b.Free()
 			c.out.errorf("%s reg_mr failed\n", s.name)
-			c.out.hint(memlockHint(err))
+			c.out.hint(explain.Memlock(err))
 			return errnoOf(err)
 		}
 		c.bufs[s.id], c.mrs[s.id] = b, mr
@@ -313,7 +314,7 @@ func cmCompletion(out *printer, ev rdmacm.Event, role string) (completion, bool)
 		rdmacm.EventUnreachable, rdmacm.EventRejected:
 		out.errorf("cma event %s, error %d\n", ev.Type, ev.Status)
 		if ev.Type == rdmacm.EventUnreachable && ev.Status == -int32(unix.ETIMEDOUT) {
-			out.hint(macChangedHint(role))
+			out.hint(explain.MACChanged(role))
 		}
 		return completion{kind: compError}, true
 	case rdmacm.EventEstablished:
@@ -421,59 +422,6 @@ func (c *verbsConn) free() {
 
 // conn implementation.
 
-func (c *verbsConn) Region(id bufID) region {
-	mr := c.mrs[id]
-	return region{b: c.bufs[id].Bytes()[:mr.Len], addr: mr.Addr, lkey: mr.LKey, rkey: mr.RKey}
-}
-
-func (c *verbsConn) PostRecv() error { return c.qp.PostRecv(&c.recvWR) }
-
-func (c *verbsConn) PostSend() error { return c.qp.PostSend(&c.sendWR) }
-
-func (c *verbsConn) PostRead(n int, raddr uint64, rkey uint32) error {
-	return c.postRDMA(uverbs.WRRDMARead, n, raddr, rkey)
-}
-
-func (c *verbsConn) PostWrite(n int, raddr uint64, rkey uint32) error {
-	return c.postRDMA(uverbs.WRRDMAWrite, n, raddr, rkey)
-}
-
-func (c *verbsConn) postRDMA(op uverbs.WROpcode, n int, raddr uint64, rkey uint32) error {
-	c.rdmaWR.Opcode, c.rdmaWR.RemoteAddr, c.rdmaWR.RKey = op, raddr, rkey
-	c.rdmaSGE[0].Length = uint32(n)
-	return c.qp.PostSend(&c.rdmaWR)
-}
-
-func (c *verbsConn) Next(ctx context.Context) (completion, error) { return c.wait.next(ctx) }
-
-func (c *verbsConn) Stall(from time.Time, d time.Duration) { c.wait.stall(from, d) }
-
-func (c *verbsConn) PostKeepalive(raddr uint64, rkey uint32) error {
-	c.kaWR.RemoteAddr, c.kaWR.RKey = raddr, rkey
-	return c.qp.PostSend(&c.kaWR)
-}
-
-// stallPolicy is the connection's stall bound (set once it is established).
-func (c *verbsConn) stallPolicy() stallPolicy { return c.policy }
-
-func (c *verbsConn) Grow(size int) error {
-	b, err := uverbs.NewBuffer(size)
-	if err != nil {
-		return fmt.Errorf("rdma_buf of %d bytes: %w", size, err)
-	}
-	mr, err := c.pd.RegMR(b, uverbs.AccessLocalWrite|uverbs.AccessRemoteRead|uverbs.AccessRemoteWrite)
-	if err != nil {
-		b.Free()
-		return fmt.Errorf("rdma_buf of %d bytes: reg_mr: %w", size, err)
-	}
-	c.traceBuffer("rdma_buf", b)
-	c.mrs[bufRDMA].Dereg()
-	c.bufs[bufRDMA].Free()
-	c.bufs[bufRDMA], c.mrs[bufRDMA] = b, mr
-	c.rdmaSGE[0].Addr, c.rdmaSGE[0].LKey = mr.Addr, mr.LKey
-	return nil
-}
-
 // remote is the peer's address, for the server's session report.
 func (c *verbsConn) remote() string {
 	ai, err := c.id.Query()
@@ -532,4 +480,100 @@ func (c *verbsConn) traceBuffer(name string, b *uverbs.Buffer) {
 	}
 	c.tr.Emit("mmap", "anonymous buffer "+name, []trace.Field{trace.F("addr", fmt.Sprintf("%#x", b.Addr())),
 		trace.F("length", len(b.Bytes()))}, nil, nil)
+}
+
+// setupConn is what rping's client and server do with their connection's ID before
+// connecting: rping_setup_qp, rping_setup_buffers and the first RECV (posted before
+// connect or accept, as rping does). On failure it has printed rping's line, rejected a
+// server's connection request, released everything including id, and returns the exit
+// status.
+func setupConn(id cmID, cfg *Config, out *printer, server bool) (*verbsConn, int) {
+	c, ret := newVerbsConn(id, cfg, out, server)
+	if ret != 0 {
+		out.errorf("setup_qp failed: %d\n", ret)
+		if server {
+			id.Reject()
+		} else {
+			out.debugf("destroy cm_id %p\n", id)
+		}
+		id.Destroy()
+		return nil, statusOf(ret)
+	}
+	fail := func(ret int) (*verbsConn, int) {
+		if server {
+			id.Reject()
+		}
+		c.close()
+		return nil, statusOf(ret)
+	}
+	if ret := c.setupBuffers(cfg.Size, !server); ret != 0 {
+		out.errorf("rping_setup_buffers failed: %d\n", ret)
+		return fail(ret)
+	}
+	if err := c.PostRecv(); err != nil {
+		out.errorf("ibv_post_recv failed: %d\n", errnoOf(err))
+		return fail(errnoOf(err))
+	}
+	return c, 0
+}
+
+// up brings a set-up connection up, the same way for rping's client, its server and
+// the prober: it watches the verbs context's asynchronous events (subscribed before
+// connecting, so no event of this QP is missed; a fatal one, a QP or CQ error, a port
+// error, a fatal device, ends the connection's life with its message), starts the
+// completion path, connects (connectClient) or accepts (accept), then starts the CM
+// goroutine and sets the stall bound from the QP. ctx is the run's; the connection's
+// life (c.life) ends with it. On failure it has printed rping's lines and what the port
+// and the events tell, and returns the exit status; the caller still closes c.
+func (c *verbsConn) up(ctx context.Context, cfg *Config, connect func(context.Context) int) int {
+	c.life, c.end = context.WithCancelCause(ctx)
+	c.sub = c.vctx.SubscribeAsync() // the context may be shared: other connections see its events too
+	c.aw = watchAsync(c.life, c.sub.Next, c.dev.Name, c.qp, c.cq, c.port, c.out, c.end)
+	c.start(c.life)
+	if ret := connect(c.life); ret != 0 {
+		if ret == exitInterrupted || ret == exitTimeout {
+			return asyncStatus(c.life, ret)
+		}
+		c.out.errorf("connect error %d\n", ret)
+		c.explain()
+		return statusOf(ret)
+	}
+	c.watchCM()
+	c.policy = qpPolicy(c.qp, cfg.Timeout)
+	c.checkPathMTU(cfg)
+	return 0
+}
+
+// explain says, after a failure, what the connection's port and asynchronous events
+// tell about it (the async watch prints at most one line per connection).
+func (c *verbsConn) explain() {
+	pa, err := c.vctx.QueryPort(c.port)
+	// A link that went down fails the QP's work requests at once, a
+	// moment before rxe marks the port DOWN and queues PORT_ERR: for a
+	// failure a lost link can cause, give the port's state (or the
+	// watcher's event) a bounded moment to catch up.
+	if c.wait != nil && linkLossStatus(c.wait.firstErr) {
+		for deadline := time.Now().Add(time.Second); err == nil && pa.State == uverbs.PortActive &&
+			!c.aw.said.Load() && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+			pa, err = c.vctx.QueryPort(c.port)
+		}
+	}
+	c.aw.explain(c.dev.Name, c.port, pa.State, err)
+}
+
+// linkLossStatus reports whether a failed completion's status is one a link
+// going down produces (the local QP's send failed, or the peer never answered).
+func linkLossStatus(st uverbs.WCStatus) bool {
+	return st == uverbs.WCLocQPOpErr || st == uverbs.WCRetryExcErr
+}
+
+// asyncStatus is 255 if a fatal asynchronous event ended the connection (its
+// message is out), else st.
+func asyncStatus(ctx context.Context, st int) int {
+	var af *asyncFatal
+	if errors.As(context.Cause(ctx), &af) {
+		return exitFailure
+	}
+	return st
 }

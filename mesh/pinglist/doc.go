@@ -1,8 +1,8 @@
 // Package pinglist computes the mesh's pinglists without a controller: a deterministic
 // function of (membership, agent, epoch) that every agent evaluates alike, so that the
 // lists fit together (New, Plan.Targets). It also reads members files (ParseMembers),
-// splits a change of targets into bounded batches (Steps) and is `gorping mesh plan`
-// (RunPlan).
+// and splits a change of targets into bounded batches (Steps); `gorping mesh plan`
+// (package cli) prints its plans.
 //
 // With a budget of K targets per agent, an agent of a group of n probes its n-1
 // group-mates when they leave room (n-1 < K) and gives the rest, r = min(K-n+1, hosts

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -156,62 +154,4 @@ func TestStepsRotation(t *testing.T) {
 		}
 	}
 	t.Logf("figures: a rotation of one agent (50×20, K 64) in batches of 8: %d steps", len(steps))
-}
-
-func TestRunPlan(t *testing.T) {
-	dir := t.TempDir()
-	members := filepath.Join(dir, "members")
-	var b strings.Builder
-	for g := 0; g < 4; g++ {
-		for i := 0; i < 3; i++ {
-			fmt.Fprintf(&b, "node%d%d rack%d\n", g, i, g)
-		}
-	}
-	if err := os.WriteFile(members, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var out, errOut bytes.Buffer
-	if err := RunPlan(PlanOptions{Members: members, Self: "node12", MaxPeers: 4, Epoch: 2}, &out, &errOut); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	// Two group-mates and two of the three other racks.
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], "node12 ") || !strings.Contains(out.String(), "node12 node10\n") || !strings.Contains(out.String(), "node12 node11\n") {
-		t.Errorf("--self node12:\n%s", out.String())
-	}
-	if !strings.Contains(errOut.String(), "plan: epoch 2: 12 members in 4 groups, at most 4 targets each") {
-		t.Errorf("summary: %s", errOut.String())
-	}
-	out.Reset()
-	if err := RunPlan(PlanOptions{Members: members, All: true, MaxPeers: 4}, &out, &errOut); err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(out.String(), "\n"); n != 12*4 {
-		t.Errorf("--all: %d lines, want 48", n)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "bad"), []byte("node1 g\nnode2\nnode1 h\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		o     PlanOptions
-		usage bool
-		want  string
-	}{
-		{PlanOptions{Members: members}, true, "give one of --self HOST and --all"},
-		{PlanOptions{Members: members, Self: "a", All: true}, true, "give one of --self HOST and --all"},
-		{PlanOptions{Self: "a"}, true, "--members FILE is required"},
-		{PlanOptions{Members: members, All: true, MaxPeers: -2}, true, "--max-peers -2"},
-		{PlanOptions{Members: members, Self: "node99"}, false, "--self node99: not in members file"},
-		{PlanOptions{Members: filepath.Join(dir, "none"), All: true}, false, "no such file"},
-		{PlanOptions{Members: filepath.Join(dir, "bad"), All: true}, false, "2 bad lines"},
-	} {
-		errOut.Reset()
-		err := RunPlan(c.o, &out, &errOut)
-		if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, ErrUsage) != c.usage {
-			t.Errorf("%+v: %v, want %q (usage %v)", c.o, err, c.want, c.usage)
-		}
-	}
-	if !strings.Contains(errOut.String(), "bad:line 2: \"node2\": want HOST GROUP") || !strings.Contains(errOut.String(), `bad:line 3: host "node1" is already on line 1`) {
-		t.Errorf("bad lines on stderr: %q", errOut.String())
-	}
 }

@@ -420,6 +420,7 @@ func (s *idSet) add(id int) {
 type Summary struct {
 	Members, Groups int
 	MaxPeers        int      // the budget in effect (members-1 when there is none)
+	Full            bool     // no budget short of members-1: every agent probes every other member in every epoch
 	Short           []string // groups with fewer inter-group slots than other groups: their pairs are probed in turn, not every epoch
 	Closed          []string // groups whose budget goes to group-mates alone: they probe no other group (also Short)
 	Sampled         []string // groups larger than the budget: their agents probe a rotating sample of group-mates
@@ -440,6 +441,7 @@ func (p *Plan) rounds(g group) uint64 {
 // Summary is the plan's Summary.
 func (p *Plan) Summary() Summary {
 	s := Summary{Members: p.Members(), Groups: len(p.groups), MaxPeers: p.budget, Turn: p.turn}
+	s.Full = p.budget == s.Members-1
 	for _, g := range p.groups {
 		if int64(len(g.hosts))*int64(g.inter) < int64(len(p.groups)-1) {
 			s.Short = append(s.Short, g.name)
@@ -458,22 +460,45 @@ func (p *Plan) Summary() Summary {
 }
 
 func (s Summary) String() string {
-	b := fmt.Sprintf("%d members in %d groups, at most %d targets each; ", s.Members, s.Groups, s.MaxPeers)
+	b := fmt.Sprintf("%s in %s, ", plural(s.Members, "member"), plural(s.Groups, "group"))
+	if s.Full {
+		// Nothing rotates: no epoch, no bound to state.
+		return b + fmt.Sprintf("a full mesh: every member probes the other %s", plural(s.MaxPeers, "member"))
+	}
+	b += fmt.Sprintf("at most %s each; ", plural(s.MaxPeers, "target"))
 	if len(s.Short) == 0 {
 		b += "every ordered pair of groups probed in every epoch"
 	} else {
-		b += fmt.Sprintf("%d groups have fewer inter-group slots than other groups (%s): their pairs are probed in turn", len(s.Short), list(s.Short))
+		b += fmt.Sprintf("%s %s fewer inter-group slots than other groups (%s): %s pairs are probed in turn",
+			plural(len(s.Short), "group"), verb(len(s.Short), "has", "have"), list(s.Short), verb(len(s.Short), "its", "their"))
 	}
 	if len(s.Closed) > 0 {
-		b += fmt.Sprintf("; %d groups spend the budget on group-mates and probe no other group (%s): raise --max-peers", len(s.Closed), list(s.Closed))
+		b += fmt.Sprintf("; %s %s the budget on group-mates and %s no other group (%s): raise --max-peers",
+			plural(len(s.Closed), "group"), verb(len(s.Closed), "spends", "spend"), verb(len(s.Closed), "probes", "probe"), list(s.Closed))
 	}
 	if len(s.Sampled) > 0 {
-		b += fmt.Sprintf("; %d groups larger than the budget are sampled (%s)", len(s.Sampled), list(s.Sampled))
+		b += fmt.Sprintf("; %s larger than the budget %s sampled (%s)", plural(len(s.Sampled), "group"), verb(len(s.Sampled), "is", "are"), list(s.Sampled))
 	}
 	if s.Groups > 1 {
-		b += fmt.Sprintf("; every pair of hosts in different groups within %d epochs", s.PairEpochs)
+		b += fmt.Sprintf("; every pair of hosts in different groups within %s", plural(int(s.PairEpochs), "epoch"))
 	}
 	return b
+}
+
+// plural is "1 member", "2 members".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// verb is one's verb for one, many's for more: "1 group is", "2 groups are".
+func verb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func list(names []string) string {

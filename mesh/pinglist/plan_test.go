@@ -327,6 +327,16 @@ func TestPlanBadInput(t *testing.T) {
 	if s := mustPlan(t, sized([]int{5, 5, 2}), 4).Summary(); len(s.Closed) != 0 || len(s.Sampled) != 2 {
 		t.Errorf("groups of K+1: %v, want sampled", s)
 	}
+	// One of a kind reads as one: "1 group is", "1 group has", "1 epoch".
+	if s := mustPlan(t, sized([]int{5, 1}), 3).Summary().String(); !strings.Contains(s, "; 1 group larger than the budget is sampled (g0)") {
+		t.Errorf("one sampled group: %s", s)
+	}
+	if s := mustPlan(t, sized([]int{1, 5, 5, 5, 5}), 2).Summary().String(); !strings.Contains(s, "; 1 group has fewer inter-group slots than other groups (g0): its pairs are probed in turn;") {
+		t.Errorf("one short group: %s", s)
+	}
+	if s := mustPlan(t, sized([]int{2, 2}), 3).Summary(); !s.Full || strings.Contains(s.String(), "epoch") {
+		t.Errorf("budget of members-1: %+v %s, want a full mesh without epochs", s, s)
+	}
 	if s := mustPlan(t, sized([]int{2, 2, 1}), 1).Summary(); len(s.Closed) != 2 ||
 		!strings.Contains(s.String(), "2 groups spend the budget on group-mates and probe no other group (g0, g1)") {
 		t.Errorf("K = 1: %v", s)

@@ -88,7 +88,7 @@ func linkSet(t testing.TB, h *vm.Host, state string) {
 // restoreNetwork brings h's data network back to the test bed's state: eth0
 // up with both addresses (a link that went down loses its IPv6 address), and
 // rxe0 created anew (a link flap can leave rxe's QP1 unable to receive; see
-// rping/connstall.go), waiting until its port is ACTIVE with both GIDs.
+// rping/explain/cause.go), waiting until its port is ACTIVE with both GIDs.
 func restoreNetwork(t testing.TB, h *vm.Host) {
 	t.Helper()
 	linkSet(t, h, "up")

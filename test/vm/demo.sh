@@ -2,10 +2,13 @@
 # QEMU guests on one virtual Ethernet (h1 10.0.3.1, h2 10.0.3.2, Soft-RoCE rxe0
 # on each eth0, stock rping and gorping installed) and runs this script on the
 # host; gx runs each command on a guest. Every wait has a deadline.
-set -u
+set -u -o pipefail
 S=$H2_IPV4
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+. "$(dirname "$0")/demo-lib.sh" # step, once
 fail() { echo "demo: $*"; exit 1; }
+# merged: run a command in the guest with its stderr in its stdout, so that gorping's
+# lines come in the order it wrote them (gx passes the two streams on separately).
+merged=(sh -c 'exec "$@" 2>&1' sh)
 serve() { # serve ARGS...: a gorping server on h2 in the background, listening
 	gx -bg srv h2 gorping -s -a $S "$@" || fail "cannot start the server"
 	gx -timeout 60s -listen $S:7174 h2 || fail "the server does not listen"
@@ -22,13 +25,13 @@ served
 
 step "h1: ... --stats: each ping's round-trip time, and ping(8)'s summary"
 serve
-gx h1 gorping -c -a $S -C 10 --stats || fail "the client failed"
+gx h1 "${merged[@]}" gorping -c -a $S -C 10 --stats | once || fail "the client failed"
 served
 
 step "h2 delays all it sends by 10 ms (tc netem): a ping crosses h2->h1 4 times, RTTs grow by 40 ms"
 gx h2 tc qdisc add dev eth0 root netem delay 10ms || fail "netem"
 serve
-gx h1 gorping -c -a $S -C 5 --stats || fail "the client failed"
+gx h1 "${merged[@]}" gorping -c -a $S -C 5 --stats | once || fail "the client failed"
 served
 gx h2 tc qdisc del dev eth0 root
 
@@ -36,10 +39,11 @@ step "a partition: h1 loses all it sends in the middle of an endless run; gorpin
 # The server waits longer (10 s): h2's packets still reach h1, so a server that
 # gave up first would disconnect the client before it could explain anything.
 serve --timeout 10
-gx -bg cli h1 gorping -c -a $S -i 0.2 --stats --timeout 5 || fail "cannot start the client"
-gx -timeout 60s -until "seq=4" -wait cli || fail "no pings"
+gx -bg cli h1 "${merged[@]}" gorping -c -a $S -i 0.2 --stats --timeout 5 || fail "cannot start the client"
+gx -timeout 60s -until "seq=4" -wait cli | once || fail "no pings"
 gx h1 tc qdisc add dev eth0 root netem loss 100% || fail "netem"
-gx -timeout 60s -wait cli
-echo "(h1: client exit $?; 110 = ETIMEDOUT)"
+# gorping's explanation, then its statistics, as it wrote them.
+gx -timeout 60s -wait cli | once
+echo "(h1: client exit ${PIPESTATUS[0]}; 110 = ETIMEDOUT)"
 served
 gx h1 tc qdisc del dev eth0 root

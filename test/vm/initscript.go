@@ -29,12 +29,17 @@ const (
 	GuestSiwIPv4   = "198.19.0.1"
 	GuestSiwIPv6   = "2001:db8:5177::1"
 	GuestSiwDev    = "siw0"
+	// GuestAfterScript is Options.After in the guest.
+	GuestAfterScript = "/guest/after.sh"
 )
 
 // GuestTest is a test binary in the image.
 type GuestTest struct {
 	Name string // shown in markers and the verdict, e.g. "test_guest"
 	Path string // guest path
+	// Skip is this binary's -test.skip when set (InitSpec.TestSkip's alternatives and
+	// the package's host tests: hostTestsSkip), else InitSpec.TestSkip applies.
+	Skip string
 }
 
 // InitSpec is what the generated /init does.
@@ -48,6 +53,7 @@ type InitSpec struct {
 	TestCount    int           // -test.count, when over 1
 	TestTimeout  time.Duration // -test.timeout
 	Cmd          string        // a shell command instead of the tests
+	After        string        // the guest path of a script run after the tests (not with Cmd)
 	// Siw brings up GuestSiwDev on GuestSiwNetdev (siw.ko is among Modules); otherwise
 	// SiwWhy says why this guest has none, and the tests see it.
 	Siw    bool
@@ -309,9 +315,15 @@ mark ready
 st=$?
 {{else}}st=0
 {{range .Tests}}mark test-start {{.Name}}
-{{.Path}} -test.v -test.timeout={{$.TestTimeout}}{{if $.TestRun}} -test.run={{q $.TestRun}}{{end}}{{if $.TestSkip}} -test.skip={{q $.TestSkip}}{{end}}{{if gt $.TestCount 1}} -test.count={{$.TestCount}}{{end}}
+{{.Path}} -test.v -test.timeout={{$.TestTimeout}}{{if $.TestRun}} -test.run={{q $.TestRun}}{{end}}{{with or .Skip $.TestSkip}} -test.skip={{q .}}{{end}}{{if gt $.TestCount 1}} -test.count={{$.TestCount}}{{end}}
 s=$?
 mark test-end {{.Name}} $s
+[ $st -eq 0 ] && st=$s
+{{end}}{{if .After}}mark test-start after-script
+cd "$(mktemp -d /tmp/after.XXXXXX)"
+sh {{.After}}
+s=$?
+mark test-end after-script $s
 [ $st -eq 0 ] && st=$s
 {{end}}{{end}}mark exit $st
 poweroff -f

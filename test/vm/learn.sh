@@ -7,6 +7,10 @@
 #   3. how many processes can busy-poll one device at once: 1, 2, 4 and 8 gorping
 #      clients with --poll at the same time against one persistent server, each
 #      -C 300 --stats, with the device's resource counts while they run
+#   4. the QP types on the device: `rdma resource show qp` before and during one RC
+#      connection (the kernel's QP1 beside gorping's two RC QPs), the CM messages QP1
+#      carried for it (the port's cm_tx_msgs/cm_rx_msgs) and the packets the device sent
+#      (rdma statistic: the RC ACKs among them)
 # Each part's output is printed whole, after a "== " line naming the command.
 st=0
 fail() { echo "learn: FAIL: $*"; st=1; }
@@ -94,5 +98,57 @@ for n in 1 2 4 8; do
 done
 kill $pserver 2>/dev/null
 wait $pserver 2>/dev/null
+
+echo "== 4. QP types: the kernel's QP1 and one RC connection"
+P=/sys/class/infiniband/rxe0/ports/1
+# cm_counts: the CM messages QP1 sent and received so far, by type (non-zero only).
+cm_counts() {
+	for dir in cm_tx_msgs cm_rx_msgs; do
+		printf '%s:' "$dir"
+		for f in $P/$dir/*; do
+			v=$(cat "$f" 2>/dev/null) && [ "$v" != 0 ] && printf ' %s=%s' "${f##*/}" "$v"
+		done
+		echo
+	done
+}
+# pkts: the device's sent and received packet counters.
+pkts() { $GORPING_RDMA_TOOL statistic show link rxe0/1 2>&1 | awk '{for (i = 1; i < NF; i++) if ($i == "sent_pkts" || $i == "rcvd_pkts") printf "%s %s ", $i, $(i+1)} END {print ""}'; }
+echo "== command: rdma resource show qp (no connection)"
+$GORPING_RDMA_TOOL resource show qp
+echo "== command: rdma -d resource show qp (no connection)"
+$GORPING_RDMA_TOOL -d resource show qp
+echo "== CM messages before: $(cm_counts | tr '\n' ' ')"
+echo "== packets before: $(pkts)"
+$GORPING_BIN -s -a "$GORPING_IPV4" >/tmp/qserver.out 2>&1 &
+qserver=$!
+wait_listen $qserver || fail "no server for the QP types"
+echo "== command: gorping -c -a $GORPING_IPV4 -C 10 -i 0.5 -v (5 s connected)"
+$GORPING_BIN -c -a "$GORPING_IPV4" -C 10 -i 0.5 -v >/tmp/qclient.out 2>&1 &
+qclient=$!
+i=0
+until [ "$($GORPING_RDMA_TOOL resource show qp | grep -c 'type RC.*state RTS')" -ge 2 ]; do
+	i=$((i+1))
+	if [ $i -gt 300 ] || ! kill -0 $qclient 2>/dev/null; then
+		fail "no two RC QPs in RTS within 30 s"
+		break
+	fi
+	sleep 0.1
+done
+echo "== command: rdma resource show qp (connected)"
+$GORPING_RDMA_TOOL resource show qp
+echo "== command: rdma -d resource show qp (connected)"
+$GORPING_RDMA_TOOL -d resource show qp
+echo "== command: rdma resource show cm_id (connected)"
+$GORPING_RDMA_TOOL resource show cm_id
+wait $qclient || fail "QP types: client exit $?"
+i=0
+while kill -0 $qserver 2>/dev/null && [ $i -lt 300 ]; do i=$((i+1)); sleep 0.1; done
+kill $qserver 2>/dev/null
+wait $qserver || fail "QP types: server exit $?"
+echo "== client: $(tail -1 /tmp/qclient.out) ($(grep -c 'ping data' /tmp/qclient.out) ping data lines: $(wc -l </tmp/qclient.out) lines)"
+echo "== CM messages after: $(cm_counts | tr '\n' ' ')"
+echo "== packets after: $(pkts)"
+echo "== command: rdma resource show qp (after)"
+$GORPING_RDMA_TOOL resource show qp
 [ $st -eq 0 ] && echo "learn: PASS"
 exit $st

@@ -7,13 +7,18 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 )
 
 // Timeouts bound every step of a guest run.
@@ -42,12 +47,16 @@ func DefaultTimeouts(arch string) Timeouts {
 // Options describe one guest run.
 type Options struct {
 	Target
-	ModuleRoot  string   // the gorping module's directory
-	Pkgs        []string // Go packages whose guest-tagged tests run, in order
-	TestRun     string   // -test.run regexp
-	TestSkip    string   // -test.skip regexp
-	TestCount   int      // -test.count (repeat each test), when over 1
-	Cmd         string   // run this shell command instead of the tests
+	ModuleRoot string   // the gorping module's directory
+	Pkgs       []string // Go packages whose guest-tagged tests run, in order
+	TestRun    string   // -test.run regexp
+	TestSkip   string   // -test.skip regexp
+	TestCount  int      // -test.count (repeat each test), when over 1
+	Cmd        string   // run this shell command instead of the tests
+	// After is a shell script run in the same boot after the tests; its exit status
+	// counts as a test binary's (guestrun -after-script: make test's release checks
+	// in the matrix's bookworm/amd64 guest, saving a boot).
+	After       string
 	Timeouts    Timeouts
 	Refresh     bool // re-resolve packages even if the cache is complete
 	Interactive bool // our stdin goes to the guest console (with Cmd, e.g. "sh")
@@ -265,6 +274,10 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 	if o.Cmd != "" {
 		extra = append(extra, GuestFile{Path: "/guest/cmd.sh", Data: []byte(o.Cmd + "\n"), Mode: 0o755})
 	} else {
+		if o.After != "" {
+			extra = append(extra, GuestFile{Path: GuestAfterScript, Data: []byte(o.After + "\n"), Mode: 0o755})
+			spec.After = GuestAfterScript
+		}
 		modPath, err := gorun("list", "-m")
 		if err != nil {
 			return work, img, err
@@ -283,6 +296,10 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 			return work, img, err
 		}
 		fmt.Fprintf(log, "guest test packages: %s\n", strings.Join(pkgs, " "))
+		hostTests, err := hostOnlyTests(gorun, pkgs)
+		if err != nil {
+			return work, img, err
+		}
 		for _, pkg := range pkgs {
 			name := TestName(strings.TrimSpace(string(modPath)), pkg)
 			bin := filepath.Join(work, name+".test")
@@ -290,7 +307,12 @@ func build(ctx context.Context, o Options, r *Rootfs, log io.Writer) (string, im
 				return work, img, err
 			}
 			extra = append(extra, GuestFile{Path: "/guest/tests/" + name + ".test", Host: bin, Mode: 0o755})
-			spec.Tests = append(spec.Tests, GuestTest{Name: name, Path: "/guest/tests/" + name + ".test"})
+			gt := GuestTest{Name: name, Path: "/guest/tests/" + name + ".test"}
+			if h := hostTests[pkg]; len(h) > 0 {
+				gt.Skip = hostTestsSkip(o.TestSkip, h)
+				fmt.Fprintf(log, "%s: %d host tests left out (no guest tag; make unit runs them): %s\n", name, len(h), strings.Join(h, " "))
+			}
+			spec.Tests = append(spec.Tests, gt)
 		}
 		if len(spec.Tests) == 0 {
 			return work, img, fmt.Errorf("no guest tests in %s (nothing to run is not a pass)", strings.Join(o.Pkgs, " "))
@@ -423,6 +445,106 @@ func diffGuestPackages(plain, tagged, first string) []string {
 		}
 	}
 	return pkgs
+}
+
+// hostOnlyTests names, per package, the top-level tests, fuzz tests and examples in
+// the test files that the guest tag does not bring: host tests (fakes, models, the
+// command line), which make unit and unit-arm64 run; in a guest they repeat the host's
+// assertions under TCG in every guest. A package none of whose test files needs the
+// tag is left alone: asked for by name, it runs in full.
+func hostOnlyTests(gorun func(...string) ([]byte, error), pkgs []string) (map[string][]string, error) {
+	const f = "{{.ImportPath}} {{.Dir}} {{.TestGoFiles}} {{.XTestGoFiles}}"
+	if len(pkgs) == 0 {
+		return nil, nil
+	}
+	plain, err := gorun(append([]string{"list", "-e", "-f", f}, pkgs...)...)
+	if err != nil {
+		return nil, err
+	}
+	tagged, err := gorun(append([]string{"list", "-e", "-tags", "guest", "-f", f}, pkgs...)...)
+	if err != nil {
+		return nil, err
+	}
+	type files struct {
+		dir   string
+		names map[string]bool
+	}
+	parse := func(out []byte) map[string]files {
+		m := map[string]files{}
+		for _, l := range strings.Split(string(out), "\n") {
+			fs := strings.Fields(strings.NewReplacer("[", " ", "]", " ").Replace(l))
+			if len(fs) < 2 {
+				continue
+			}
+			m[fs[0]] = files{fs[1], map[string]bool{}}
+			for _, name := range fs[2:] {
+				m[fs[0]].names[name] = true
+			}
+		}
+		return m
+	}
+	before, after := parse(plain), parse(tagged)
+	res := map[string][]string{}
+	for pkg, a := range after {
+		var host []string
+		gained := false
+		for name := range a.names {
+			if !before[pkg].names[name] {
+				gained = true
+				continue
+			}
+			host = append(host, filepath.Join(a.dir, name))
+		}
+		if !gained {
+			continue
+		}
+		var tests []string
+		for _, file := range host {
+			t, err := topLevelTests(file)
+			if err != nil {
+				return nil, err
+			}
+			tests = append(tests, t...)
+		}
+		sort.Strings(tests)
+		if len(tests) > 0 {
+			res[pkg] = tests
+		}
+	}
+	return res, nil
+}
+
+// topLevelTests lists a test file's Test*, Fuzz* and Example* functions, by
+// testing's own rule (the prefix, then nothing or not a lower-case letter).
+func topLevelTests(file string) ([]string, error) {
+	af, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, d := range af.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Recv != nil {
+			continue
+		}
+		for _, prefix := range []string{"Test", "Fuzz", "Example"} {
+			if rest, ok := strings.CutPrefix(fd.Name.Name, prefix); ok && (rest == "" || !unicode.IsLower(rune(rest[0]))) && fd.Name.Name != "TestMain" {
+				names = append(names, fd.Name.Name)
+			}
+		}
+	}
+	return names, nil
+}
+
+// hostTestsSkip is a -test.skip leaving out the named top-level tests as well as
+// what skip (the run's own -skip) leaves out: go test's -skip alternatives are
+// matched per level, so "A|^(B|C)$" keeps A's meaning.
+func hostTestsSkip(skip string, tests []string) string {
+	re := "^(" + strings.Join(tests, "|") + ")$"
+	if skip != "" {
+		re = skip + "|" + re
+	}
+	return re
 }
 
 // TestName names a package's test binary in the guest: its import path relative

@@ -2,7 +2,11 @@ package vm
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +99,20 @@ func TestInitScript(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("init script lacks %q:\n%s", want, s)
 		}
+	}
+	if strings.Contains(s, "after-script") {
+		t.Errorf("init script runs an after-script it was not given:\n%s", s)
+	}
+	b, err = InitScript(InitSpec{Nonce: "n1", SetupTimeout: time.Second, TestTimeout: time.Minute, After: GuestAfterScript,
+		Tests: []GuestTest{{Name: "test_guest", Path: "/guest/tests/test_guest.test"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After the last test binary, its status counted as theirs, before the exit mark.
+	if s := string(b); !strings.Contains(s, "mark test-end test_guest $s\n[ $st -eq 0 ] && st=$s\n"+
+		"mark test-start after-script\ncd \"$(mktemp -d /tmp/after.XXXXXX)\"\nsh /guest/after.sh\ns=$?\n"+
+		"mark test-end after-script $s\n[ $st -eq 0 ] && st=$s\nmark exit $st\n") {
+		t.Errorf("init script with an after-script:\n%s", s)
 	}
 	b, err = InitScript(InitSpec{Nonce: "n2", Cmd: "echo hi", SetupTimeout: time.Second})
 	if err != nil {
@@ -251,6 +269,58 @@ func TestClusterRailAddresses(t *testing.T) {
 	for r := 0; r < MaxClusterRails; r++ {
 		if ClusterRailIPv4(r, 1) == ClusterNodeIPv4(1) || ClusterRailMAC(r, 1) == ClusterNodeMAC+"01" || ClusterRailMAC(r, 1) == ClusterMgmtMAC+"01" {
 			t.Errorf("rail %d shares an address with the node or management network", r)
+		}
+	}
+}
+
+func TestHostOnlyTests(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a_test.go", "package a\nimport \"testing\"\n"+
+		"func TestMain(m *testing.M) {}\nfunc TestA(t *testing.T) {}\nfunc Test(t *testing.T) {}\nfunc Testify(t *testing.T) {}\n"+
+		"func FuzzB(f *testing.F) {}\nfunc ExampleC() {}\nfunc helper() {}\ntype x struct{}\nfunc (x) TestMethod(t *testing.T) {}\n")
+	write("x_test.go", "package a_test\nimport \"testing\"\nfunc TestX(t *testing.T) {}\n")
+	write("g_test.go", "//go:build guest\npackage a\nimport \"testing\"\nfunc TestGuest(t *testing.T) {}\n")
+	gorun := func(args ...string) ([]byte, error) {
+		tagged := slices.Contains(args, "guest")
+		var out string
+		for _, pkg := range args[slices.Index(args, "-f")+2:] {
+			switch {
+			case pkg == "m/a" && tagged:
+				out += "m/a " + dir + " [a_test.go g_test.go] [x_test.go]\n"
+			case pkg == "m/a":
+				out += "m/a " + dir + " [a_test.go] [x_test.go]\n"
+			case pkg == "m/hostonly": // asked for by name, no guest-tagged file: runs in full
+				out += "m/hostonly " + dir + " [a_test.go] []\n"
+			}
+		}
+		return []byte(out), nil
+	}
+	got, err := hostOnlyTests(gorun, []string{"m/a", "m/hostonly"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string][]string{"m/a": {"ExampleC", "FuzzB", "Test", "TestA", "TestX"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("host tests %q, want %q", got, want)
+	}
+	if s := hostTestsSkip("", got["m/a"]); s != "^(ExampleC|FuzzB|Test|TestA|TestX)$" {
+		t.Errorf("skip %q", s)
+	}
+	if s := hostTestsSkip("TestBench|TestY/sub", []string{"TestA"}); s != "TestBench|TestY/sub|^(TestA)$" {
+		t.Errorf("skip with the run's own %q", s)
+	}
+	b, err := InitScript(InitSpec{Nonce: "n1", SetupTimeout: time.Second, TestSkip: "TestBench", TestTimeout: time.Minute,
+		Tests: []GuestTest{{Name: "a", Path: "/a.test", Skip: "TestBench|^(TestA)$"}, {Name: "b", Path: "/b.test"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"/a.test -test.v -test.timeout=1m0s -test.skip='TestBench|^(TestA)$'\n", "/b.test -test.v -test.timeout=1m0s -test.skip='TestBench'\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("init script lacks %q:\n%s", want, b)
 		}
 	}
 }

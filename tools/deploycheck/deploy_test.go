@@ -94,13 +94,13 @@ func TestMeshManifests(t *testing.T) {
 		t.Errorf("container args %v do not start with mesh", c.Args)
 	}
 	svcName := svc.Name + "." + svc.Namespace + ".svc.cluster.local"
-	if !slices.Contains(c.Args, "--agents-dns="+svcName) {
+	if !slices.Contains(c.Args, "--agents.dns="+svcName) && !slices.Contains(c.Args, "--agents-dns="+svcName) {
 		t.Errorf("args %v do not discover peer agents through the headless Service %s", c.Args, svcName)
 	}
-	// --agents-dns NAME reads every agent's /agent on the listener's default port: the
+	// --agents.dns NAME reads every agent's /agent on the listener's default port: the
 	// Service's port must be it.
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 10174 {
-		t.Errorf("Service ports %+v: want the agents' listener port 10174, which --agents-dns assumes", svc.Spec.Ports)
+		t.Errorf("Service ports %+v: want the agents' listener port 10174, which --agents.dns assumes", svc.Spec.Ports)
 	}
 	// Kubernetes expands $(VAR) in args only for the container's own env (an unknown one
 	// stays literal and would become the agent's name or group).

@@ -6,7 +6,9 @@
 # 1. dpkg -i the .deb into an empty dpkg database, check its files and its binary,
 #    run it as a client against stock rping, start the agent as its systemd unit would
 #    (with the packaged options and targets files), dpkg -r it (the configuration
-#    stays), dpkg -P it and check that nothing is left.
+#    stays), dpkg -P it and check that nothing is left. Then the maintainer scripts as
+#    under systemd: install, upgrade, remove and purge with recording stand-ins for
+#    systemctl and init-system-helpers' tools.
 # 2. Unpack the image's file system and run its entrypoint as a client against stock
 #    rping: in a chroot of the image, as a container runtime starts it, and as the
 #    image's user (not root) with a 64 KiB memlock limit.
@@ -145,6 +147,56 @@ left=$(echo "$after" | grep -vxF "$before" | grep -v '^/var/lib/dpkg/' | grep -v
 [ -z "$left" ] || fail "left after dpkg -P: $left"
 [ -z "$(echo "$after" | grep -i gorping | grep -v '^/usr/local/bin/gorping$')" ] ||
 	fail "gorping files left: $(echo "$after" | grep -i gorping)"
+
+step "the maintainer scripts under systemd: dpkg -i, -i again (an upgrade), -r, -P"
+# This guest has no systemd, and above the scripts did nothing. Here /run/systemd/system
+# says systemd runs, and stand-ins for systemctl, deb-systemd-helper and
+# deb-systemd-invoke record what the scripts ask of them (the host test runs them with
+# Debian's own deb-systemd-helper too). deb-systemd-helper's state: /tmp/dsh-state (its
+# update-state), /tmp/dsh-enabled (the admin's systemctl enable).
+mkdir -p /run/systemd/system
+for tool in systemctl deb-systemd-helper deb-systemd-invoke; do
+	cat > /usr/bin/$tool <<EOF
+#!/bin/sh
+echo "$tool \$*" >> /tmp/systemd.calls
+case "\$*" in
+"debian-installed "*) [ -e /tmp/dsh-state ] ;;
+"--quiet was-enabled "*) [ -e /tmp/dsh-enabled ] ;;
+"update-state "*) : > /tmp/dsh-state ;;
+"purge "*) rm -f /tmp/dsh-state /tmp/dsh-enabled ;;
+esac
+EOF
+	chmod 755 /usr/bin/$tool
+done
+# calls WHAT WANT...: the lines recorded since the last check are WANT, in order.
+calls() {
+	what=$1
+	shift
+	got=$(cat /tmp/systemd.calls 2>/dev/null)
+	want=$(for l in "$@"; do echo "$l"; done)
+	echo "$what: $(echo "$got" | tr '\n' ';')"
+	[ "$got" = "$want" ] || fail "$what: the scripts called
+$got
+want
+$want"
+	rm -f /tmp/systemd.calls
+}
+u=gorping-mesh.service
+$DPKG -i /release/gorping.deb >/dev/null || fail "dpkg -i (systemd) exit $?"
+calls "install: neither enabled nor started" "deb-systemd-helper debian-installed $u" \
+	"deb-systemd-helper update-state $u" "systemctl --system daemon-reload"
+: > /tmp/dsh-enabled # the admin: systemctl enable --now gorping-mesh
+$DPKG -i /release/gorping.deb >/dev/null || fail "dpkg -i again (systemd) exit $?"
+calls "upgrade: the admin's enable kept, a running agent restarted" "deb-systemd-helper debian-installed $u" \
+	"deb-systemd-helper --quiet was-enabled $u" "deb-systemd-helper enable $u" "deb-systemd-helper update-state $u" \
+	"systemctl --system daemon-reload" "deb-systemd-invoke try-restart $u"
+$DPKG -r gorping >/dev/null || fail "dpkg -r (systemd) exit $?"
+calls "remove: stopped, unit forgotten" "deb-systemd-invoke stop $u" "systemctl --system daemon-reload"
+$DPKG -P gorping >/dev/null || fail "dpkg -P (systemd) exit $?"
+calls "purge: enable links and their state removed" "deb-systemd-helper purge $u"
+[ -e /tmp/dsh-state ] && fail "the purge left deb-systemd-helper's state"
+rm -f /usr/bin/systemctl /usr/bin/deb-systemd-helper /usr/bin/deb-systemd-invoke
+rmdir /run/systemd/system /run/systemd 2>/dev/null
 
 step "the OCI image: its file system, its entrypoint, its user ($IMAGE_USER)"
 mkdir -p /image && tar -xf /release/image-rootfs.tar -C /image || fail "unpack the image"

@@ -38,15 +38,22 @@ type Build struct {
 // Binary is the path of the static binary for arch.
 func (b Build) Binary(arch string) string { return b.BinDir + "/gorping-linux-" + arch }
 
+// Maintainer is the packages' maintainer unless the builder names another (a
+// distribution's packager sets MAINTAINER): the project, at the no-reply address GitHub
+// gives its account, so that nobody mails a placeholder; bugs go to the Homepage's issues.
+const Maintainer = "The gorping project <gorping@users.noreply.github.com>"
+
 const (
 	homepage    = "https://github.com/gorping/gorping"
 	summary     = "RDMA ping-pong test, a pure-Go drop-in replacement for rping"
 	description = "gorping runs rdma-core's rping test with rping's flags, output and\n" +
 		"exit statuses, interoperating with stock rping, from one static binary\n" +
 		"that needs no rdma-core libraries: it talks to /dev/infiniband itself\n" +
-		"and carries its own data paths for rxe (Soft-RoCE), siw (Soft-iWARP)\n" +
-		"and mlx5 (ConnectX-4 and later). gorping-mesh.service runs it as a\n" +
-		"mesh agent that pings its peers and exports to Prometheus."
+		"and carries its own data paths for rxe (Soft-RoCE), siw (Soft-iWARP),\n" +
+		"mlx5 (ConnectX-4 and later), bnxt_re (Broadcom NetXtreme-C/E, Thor),\n" +
+		"irdma (Intel E810 in RoCEv2 mode) and hns (HiSilicon HIP08, HIP09).\n" +
+		"gorping-mesh.service runs it as a mesh agent that pings its peers and\n" +
+		"exports to Prometheus."
 )
 
 func main() {
@@ -63,7 +70,7 @@ func main() {
 	fs.StringVar(&b.Man, "man", "bin/gorping.1", "the roff man page")
 	fs.StringVar(&b.Completion, "completions", "bin/completion", "directory of the completion scripts")
 	fs.StringVar(&b.License, "license", "LICENSE", "the license file")
-	fs.StringVar(&b.Maintainer, "maintainer", "The gorping authors <maintainers@gorping.invalid>", "the packages' maintainer")
+	fs.StringVar(&b.Maintainer, "maintainer", Maintainer, "the packages' maintainer (make package MAINTAINER='Name <address>')")
 	fs.StringVar(&b.Out, "out", "bin/release", "output directory")
 	layoutDir := fs.String("layout", "", "unpack: the OCI image layout directory")
 	arch := fs.String("arch", "amd64", "unpack: the platform's architecture")

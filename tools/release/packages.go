@@ -41,6 +41,14 @@ var (
 	meshDefault []byte
 	//go:embed files/targets
 	meshTargets []byte
+	// The .deb's maintainer scripts: gorping-mesh.service as a Debian service package
+	// handles it (files/deb/postinst says the policy: not enabled, not started on install).
+	//go:embed files/deb/postinst
+	debPostinst []byte
+	//go:embed files/deb/prerm
+	debPrerm []byte
+	//go:embed files/deb/postrm
+	debPostrm []byte
 )
 
 const (
@@ -77,7 +85,8 @@ func Packages(b Build) ([]string, error) {
 		return nil, err
 	}
 	service := map[string]string{}
-	for name, data := range map[string][]byte{"unit": meshUnit, "default": meshDefault, "targets": meshTargets} {
+	for name, data := range map[string][]byte{"unit": meshUnit, "default": meshDefault, "targets": meshTargets,
+		"postinst": debPostinst, "prerm": debPrerm, "postrm": debPostrm} {
 		service[name] = filepath.Join(work, name)
 		if err := os.WriteFile(service[name], data, 0o644); err != nil {
 			return nil, err
@@ -106,7 +115,11 @@ func Packages(b Build) ([]string, error) {
 			} else {
 				contents = append(contents, &files.Content{Source: b.License, Destination: "/usr/share/licenses/gorping/LICENSE", FileInfo: mode(0o644, b)})
 			}
-			p, err := writePackage(b, arch, f.name, contents)
+			var scripts nfpm.Scripts
+			if f.name == "deb" {
+				scripts = nfpm.Scripts{PostInstall: service["postinst"], PreRemove: service["prerm"], PostRemove: service["postrm"]}
+			}
+			p, err := writePackage(b, arch, f.name, contents, scripts)
 			if err != nil {
 				return out, fmt.Errorf("%s %s: %w", f.name, arch, err)
 			}
@@ -120,7 +133,7 @@ func mode(m os.FileMode, b Build) *files.ContentFileInfo {
 	return &files.ContentFileInfo{Mode: m, MTime: b.Date, Owner: "root", Group: "root"}
 }
 
-func writePackage(b Build, arch, format string, contents files.Contents) (string, error) {
+func writePackage(b Build, arch, format string, contents files.Contents, scripts nfpm.Scripts) (string, error) {
 	info := &nfpm.Info{
 		Name:        "gorping",
 		Arch:        arch,
@@ -137,6 +150,7 @@ func writePackage(b Build, arch, format string, contents files.Contents) (string
 		MTime:       b.Date,
 		Overridables: nfpm.Overridables{
 			Contents: contents,
+			Scripts:  scripts,
 			RPM: nfpm.RPM{
 				Summary:   summary,
 				Group:     "Applications/System",

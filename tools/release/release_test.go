@@ -357,6 +357,24 @@ func TestDeb(t *testing.T) {
 			if got := strings.Fields(string(conffiles)); !slices.Equal(got, []string{MeshDefaults, MeshTargets}) {
 				t.Errorf("conffiles %q, want %s and %s", got, MeshDefaults, MeshTargets)
 			}
+			// A Debian service package: the maintainer scripts of files/deb (scripts_test.go
+			// runs them), executable.
+			for name, want := range scripts {
+				got, err := os.ReadFile(filepath.Join(ctl, name))
+				fi, _ := os.Stat(filepath.Join(ctl, name))
+				if err != nil || !bytes.Equal(got, want) || fi.Mode().Perm() != 0o755 {
+					t.Errorf("control %s: %v, mode %v, the same as files/deb/%s: %v", name, err, fi.Mode(), name, bytes.Equal(got, want))
+				}
+			}
+			// Who to ask and where to look: no placeholder.
+			maint := strings.TrimSpace(run(t, dpkgDeb, "-f", deb, "Maintainer"))
+			home := strings.TrimSpace(run(t, dpkgDeb, "-f", deb, "Homepage"))
+			if m := os.Getenv("MAINTAINER"); m != "" && maint != m || m == "" && maint != Maintainer || strings.Contains(maint, ".invalid") {
+				t.Errorf("Maintainer %q, want %q", maint, Maintainer)
+			}
+			if home != homepage {
+				t.Errorf("Homepage %q, want %q", home, homepage)
+			}
 			cr, _ := os.ReadFile(filepath.Join(root, "usr/share/doc/gorping/copyright"))
 			if !bytes.Contains(cr, []byte("\nLicense: Expat\n")) || !bytes.Contains(cr, []byte("Permission is hereby granted")) {
 				t.Errorf("copyright: %q", cr)

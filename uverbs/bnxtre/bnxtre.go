@@ -19,6 +19,7 @@ import (
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,7 +74,6 @@ func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverb
 		return nil, err
 	}
 	c.maxSGE, c.maxQPWR = attr.MaxSGE, attr.MaxQPWR
-	c.qps.m = map[uint64]*qp{}
 	return c, nil
 }
 
@@ -95,7 +95,7 @@ type context struct {
 	dpi  uint32
 	db   []byte // the doorbell page: every doorbell of the context goes to its offset 0
 
-	qps qpTable
+	qps providerkit.Table[uint64, qp]
 
 	// flushMu guards the CQs' flush lists (libbnxt_re's fqlock): the QPs in error whose
 	// remaining work requests the CQ completes with WR_FLUSH_ERR itself.
@@ -165,38 +165,6 @@ func (c *context) doorbell(staged *uint64, index, qid, typ uint32) {
 	mmio.Store64(unsafe.Pointer(&c.db[0]), unsafe.Pointer(staged))
 	mmio.Flush()
 }
-
-// qpTable finds a QP by the handle its CQEs carry (the qp_handle of CREATE_QP).
-type qpTable struct {
-	mu   sync.RWMutex
-	next uint64
-	m    map[uint64]*qp
-}
-
-func (t *qpTable) reserve() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.next++
-	return t.next
-}
-
-func (t *qpTable) set(h uint64, q *qp) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if q == nil {
-		delete(t.m, h)
-	} else {
-		t.m[h] = q
-	}
-}
-
-func (t *qpTable) get(h uint64) *qp {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.m[h]
-}
-
-func align(n, a int) int { return (n + a - 1) / a * a }
 
 // roundupPow2 is libbnxt_re's roundup_pow_of_two: the smallest power of two >= n, and 2
 // for 1.

@@ -12,6 +12,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,7 +29,7 @@ func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
 		return nil, fmt.Errorf("bnxt_re: completion timestamps are not supported by gorping's bnxt_re provider: %w", unix.EOPNOTSUPP)
 	}
 	depth := min(roundupPow2(uint32(req.CQE)+1), uint32(maxCQD)+1)
-	mem, err := umem.Anon(align(int(depth)*int(c.resp.CQESz), c.pgSize))
+	mem, err := umem.Anon(providerkit.Align(int(depth)*int(c.resp.CQESz), c.pgSize))
 	if err != nil {
 		return nil, fmt.Errorf("bnxt_re: CQ buffer: %w", err)
 	}
@@ -50,9 +51,9 @@ func (p *pendingCQ) Udata() ([]byte, int) { return wire.Bytes(&p.req), cqRespLen
 func (p *pendingCQ) Abort() { p.mem.Free() }
 
 func (p *pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
-	if len(resp) < cqRespLen {
+	if err := providerkit.ShortResp("bnxt_re", "CREATE_CQ", len(resp), cqRespLen); err != nil {
 		p.Abort()
-		return nil, fmt.Errorf("bnxt_re: CREATE_CQ driver response is %d bytes, want %d", len(resp), cqRespLen)
+		return nil, err
 	}
 	var r cqResp
 	wire.Decode(&r, resp)
@@ -158,7 +159,7 @@ func (q *cq) pollHW(wc []uverbs.WC) int {
 		switch (w >> 1) & 0xf {
 		case cqeTypeSend:
 			handleOff = cqeQPHandleReq
-			if qp := q.c.qps.get(le.Uint64(cqe[handleOff:])); qp != nil {
+			if qp := q.c.qps.Get(le.Uint64(cqe[handleOff:])); qp != nil {
 				var failed bool
 				more, got, failed = q.pollSend(qp, &wc[n], cqe, w)
 				if failed {
@@ -169,7 +170,7 @@ func (q *cq) pollHW(wc []uverbs.WC) int {
 			}
 		case cqeTypeRecvRC, cqeTypeRecvUD:
 			handleOff = cqeQPHandleResp
-			if qp := q.c.qps.get(le.Uint64(cqe[handleOff:])); qp != nil {
+			if qp := q.c.qps.Get(le.Uint64(cqe[handleOff:])); qp != nil {
 				var failed bool
 				got, failed = q.pollRecv(qp, &wc[n], cqe, w)
 				if failed {
@@ -180,7 +181,7 @@ func (q *cq) pollHW(wc []uverbs.WC) int {
 			}
 		case cqeTypeTerm:
 			handleOff = cqeQPHandleReq
-			if qp := q.c.qps.get(le.Uint64(cqe[handleOff:])); qp != nil {
+			if qp := q.c.qps.Get(le.Uint64(cqe[handleOff:])); qp != nil {
 				qp.state.Store(uint32(uverbs.QPSErr))
 				q.c.flushMu.Lock()
 				qp.rcq.addFlush(qp, false)

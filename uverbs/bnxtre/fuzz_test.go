@@ -18,7 +18,6 @@ func newTestCQ(t testing.TB, depth uint32) (*cq, *qp) {
 	}
 	t.Cleanup(func() { db.Free() })
 	c := &context{pgSize: 4096, db: db.Bytes()}
-	c.qps.m = map[uint64]*qp{}
 	mem, err := umem.Anon(int(depth) * cqeSize)
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +32,7 @@ func newTestCQ(t testing.TB, depth uint32) (*cq, *qp) {
 			(*w).swque[i] = swqe{wrid: uint64(i), slots: 1, sig: i%2 == 0}
 		}
 	}
-	c.qps.m[1] = p
+	c.qps.Set(1, p)
 	return q, p
 }
 
@@ -68,7 +67,6 @@ func FuzzPoll(f *testing.F) {
 // Malformed driver responses are refused without a panic.
 func TestCommitRefusesShortResponses(t *testing.T) {
 	c := &context{pgSize: 4096, resp: uctxResp{MaxCqd: 100, CQESz: cqeSize}}
-	c.qps.m = map[uint64]*qp{}
 	pc, err := c.PrepareCQ(&uverbs.CQRequest{CQE: 8})
 	if err != nil {
 		t.Fatal(err)

@@ -6,20 +6,20 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
 // Errors of the posting path are preallocated: posting must not allocate.
 var (
 	errState      = fmt.Errorf("bnxt_re: the QP is not in a state that takes this work request: %w", unix.EINVAL)
-	errBadOpcode  = fmt.Errorf("bnxt_re: work request opcode not supported by gorping (SEND, RDMA WRITE, RDMA READ and their IMM forms only): %w", unix.EINVAL)
-	errTooManySGE = fmt.Errorf("bnxt_re: more SGEs than the QP allows: %w", unix.ENOMEM)
-	errInlineLen  = fmt.Errorf("bnxt_re: inline data longer than the QP's max_inline_data: %w", unix.ENOMEM)
+	errBadOpcode  = providerkit.ErrBadOpcode("bnxt_re")
+	errTooManySGE = providerkit.ErrTooManySGE("bnxt_re", unix.ENOMEM)
+	errInlineLen  = providerkit.ErrInlineLen("bnxt_re", unix.ENOMEM)
 )
 
 // queue is one work queue: a ring of 16-byte slots (head: the device's side, as the CQ
@@ -96,8 +96,8 @@ func wqeBytes(nsge uint32) uint32 { return slotSize*nsge + sqeHdrSize }
 // doorbell counts in, the slots of the ring, and the inline room it leaves.
 func sqGeometry(variable bool, nwr, nsge, ils, maxSGE uint32) (esize, maxSlots, slots, inline uint32, err error) {
 	esize = wqeBytes(nsge)
-	if ilsize := uint32(align(int(ils), sqeHdrSize)); ilsize != 0 {
-		esize = uint32(align(int(max(sqeHdrSize+ilsize, esize)), sqeHdrSize))
+	if ilsize := uint32(providerkit.Align(int(ils), sqeHdrSize)); ilsize != 0 {
+		esize = uint32(providerkit.Align(int(max(sqeHdrSize+ilsize, esize)), sqeHdrSize))
 	}
 	if esize > wqeBytes(maxSGE) {
 		return 0, 0, 0, 0, fmt.Errorf("bnxt_re: a send WQE of %d bytes is beyond the device's %d: %w", esize, wqeBytes(maxSGE), unix.EINVAL)
@@ -161,7 +161,7 @@ func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
 	sq := p.sq
 	sq.depth, sq.maxSlots, sq.diff, sq.nwr = slots, maxSlots, diff*esize/slotSize, nswr
 	sq.psnOff, sq.psnSize = int(slots)*slotSize, psnSz
-	if sq.mem, err = umem.Anon(align((int(slots)+psnSlots)*slotSize, c.pgSize)); err != nil {
+	if sq.mem, err = umem.Anon(providerkit.Align((int(slots)+psnSlots)*slotSize, c.pgSize)); err != nil {
 		return nil, fmt.Errorf("bnxt_re: send queue: %w", err)
 	}
 
@@ -173,11 +173,11 @@ func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
 	}
 	rq := p.rq
 	rq.depth, rq.maxSlots, rq.nwr = rslots, resize/slotSize, nrwr
-	if rq.mem, err = umem.Anon(align(int(rslots)*slotSize, c.pgSize)); err != nil {
+	if rq.mem, err = umem.Anon(providerkit.Align(int(rslots)*slotSize, c.pgSize)); err != nil {
 		sq.mem.Free()
 		return nil, fmt.Errorf("bnxt_re: receive queue: %w", err)
 	}
-	p.handle = c.qps.reserve()
+	p.handle = c.qps.Reserve()
 	p.req = qpReq{Qpsva: sq.mem.Addr(), Qprva: rq.mem.Addr(), QPHandle: p.handle}
 	return p, nil
 }
@@ -199,9 +199,9 @@ func (p *pendingQP) Abort() {
 }
 
 func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) (uverbs.ProviderQP, error) {
-	if len(resp) < qpRespLen {
+	if err := providerkit.ShortResp("bnxt_re", "CREATE_QP", len(resp), qpRespLen); err != nil {
 		p.Abort()
-		return nil, fmt.Errorf("bnxt_re: CREATE_QP driver response is %d bytes, want %d", len(resp), qpRespLen)
+		return nil, err
 	}
 	var r qpResp
 	wire.Decode(&r, resp)
@@ -212,7 +212,7 @@ func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byt
 		qu.buf = qu.mem.Bytes()
 		qu.swque = make([]swqe, qu.nwr)
 	}
-	p.c.qps.set(q.handle, q)
+	p.c.qps.Set(q.handle, q)
 	return q, nil
 }
 
@@ -305,7 +305,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 		if total > q.maxInline {
 			return errInlineLen
 		}
-		size = uint32(align(int(total), slotSize)) + sqeHdrSize
+		size = uint32(providerkit.Align(int(total), slotSize)) + sqeHdrSize
 	}
 	ws := size / slotSize
 	sq := q.sq
@@ -366,7 +366,7 @@ func (sq *queue) putInline(sges []uverbs.SGE) {
 	s, off := uint32(2), 0
 	dst := sq.slot(s)
 	for i := range sges {
-		src := userBytes(sges[i].Addr, sges[i].Length)
+		src := providerkit.UserBytes(sges[i].Addr, sges[i].Length)
 		for len(src) > 0 {
 			if off == slotSize {
 				s, off = s+1, 0
@@ -453,7 +453,7 @@ func (q *qp) Close() error {
 	q.rcq.delFlush(q)
 	q.scq.delFlush(q)
 	q.c.flushMu.Unlock()
-	q.c.qps.set(q.handle, nil)
+	q.c.qps.Set(q.handle, nil)
 	var errs []error
 	for _, qu := range []*queue{q.sq, q.rq} {
 		qu.mu.Lock()
@@ -462,16 +462,6 @@ func (q *qp) Close() error {
 		qu.mu.Unlock()
 	}
 	return errors.Join(errs...)
-}
-
-// userBytes views n bytes of process memory at addr (an SGE's buffer). The address comes
-// from the caller's registered memory, which is never Go heap.
-func userBytes(addr uint64, n uint32) []byte {
-	if n == 0 {
-		return nil
-	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
 }
 
 func (q *qp) Describe() string {

@@ -5,24 +5,17 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
 var le = binary.LittleEndian
-
-// word is an entry's first 32-bit word (a CQE's opcode, owner bit and status; a send
-// WQE's opcode, flags and owner bit), which the owner bit makes the last one written: one
-// load or store, which also orders the plain accesses around it for the race detector as
-// the barriers do for the device.
-func word(b []byte) uint32       { return atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[0]))) }
-func setWord(b []byte, v uint32) { atomic.StoreUint32((*uint32)(unsafe.Pointer(&b[0])), v) }
 
 // PrepareCQ allocates the CQE ring (the depth asked rounded up to a power of two, at
 // least 64; whole 4 KiB pages, zeroed: every owner bit clear, and a new CQ's CQEs have it
@@ -34,8 +27,8 @@ func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
 	if req.Flags&uverbs.CQTimestamps != 0 {
 		return nil, fmt.Errorf("hns: completion timestamps are not supported by gorping's hns provider: %w", unix.EOPNOTSUPP)
 	}
-	depth := max(uint32(minCQE), roundupPow2(uint32(req.CQE)))
-	mem, err := umem.Anon(align(int(depth*c.cqeSize), hwPage))
+	depth := max(uint32(minCQE), providerkit.RoundupPow2(uint32(req.CQE)))
+	mem, err := umem.Anon(providerkit.Align(int(depth*c.cqeSize), hwPage))
 	if err != nil {
 		return nil, fmt.Errorf("hns: CQ buffer: %w", err)
 	}
@@ -66,9 +59,9 @@ func (p *pendingCQ) Abort() {
 }
 
 func (p *pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
-	if len(resp) < cqRespLen {
+	if err := providerkit.ShortResp("hns", "CREATE_CQ", len(resp), cqRespLen); err != nil {
 		p.Abort()
-		return nil, fmt.Errorf("hns: CREATE_CQ driver response is %d bytes, want %d", len(resp), cqRespLen)
+		return nil, err
 	}
 	var r cqResp
 	wire.Decode(&r, resp)
@@ -111,7 +104,7 @@ var sendWCOp = [...]uverbs.WCOpcode{opSend: uverbs.WCSend, 1: uverbs.WCSend, opS
 // cqe is the CQE the consumer index n points at, if the engine wrote it this lap.
 func (q *cq) cqe(n uint32) []byte {
 	e := q.buf[(n&(q.depth-1))*q.size : (n&(q.depth-1)+1)*q.size]
-	owner := word(e)&cqeOwner != 0
+	owner := providerkit.Load32(e, 0)&cqeOwner != 0
 	if owner == (n&q.depth != 0) {
 		return nil
 	}
@@ -161,7 +154,7 @@ func (q *cq) pollOne(wc *uverbs.WC, e []byte) error {
 	w := le.Uint32(e[cqeByte4:])
 	qpn := le.Uint32(e[cqeByte16:]) & qpnMask
 	if q.cur == nil || q.cur.qpn != qpn {
-		if q.cur = q.c.qps.get(qpn); q.cur == nil {
+		if q.cur = q.c.qps.Get(qpn); q.cur == nil {
 			q.lastErr = fmt.Sprintf("CQE for QP %d, which this context does not have", qpn)
 			return errPoll
 		}

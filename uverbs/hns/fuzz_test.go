@@ -19,7 +19,6 @@ func newTestCQ(t testing.TB, depth, size uint32) (*cq, *qp) {
 	}
 	t.Cleanup(func() { uar.Free() })
 	c := &context{uar: uar.Bytes(), cqeSize: size, pageSize: 4096, cmd: nopCommander{}}
-	c.qps.m = map[uint32]*qp{}
 	mem, err := umem.Anon(int(depth*size) + 4096)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +34,7 @@ func newTestCQ(t testing.TB, depth, size uint32) (*cq, *qp) {
 		p.rinl[i] = rinl{addr: make([]uint64, 1), len: make([]uint32, 1)}
 	}
 	p.state.Store(uint32(uverbs.QPSRTS))
-	c.qps.m[7] = p
+	c.qps.Set(7, p)
 	return q, p
 }
 

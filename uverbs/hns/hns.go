@@ -23,6 +23,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -80,7 +81,6 @@ func (p provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uve
 	if c.uar, err = cc.Mmap("hns UAR page", 0, c.pageSize, unix.PROT_READ|unix.PROT_WRITE); err != nil {
 		return nil, fmt.Errorf("hns: map the UAR page: %w", err)
 	}
-	c.qps.m = map[uint32]*qp{}
 	return c, nil
 }
 
@@ -100,7 +100,7 @@ type context struct {
 
 	dbMu    sync.Mutex
 	dbPages [2]*dbPage // by kind: the QPs' records, the CQs'
-	qps     qpTable
+	qps     providerkit.Table[uint32, qp]
 }
 
 func (c *context) Close() error {
@@ -216,46 +216,4 @@ func (c *context) freeDB(kind int, r *uint32) {
 		}
 		return
 	}
-}
-
-// qpTable finds a QP by its number.
-type qpTable struct {
-	mu sync.RWMutex
-	m  map[uint32]*qp
-}
-
-func (t *qpTable) set(qpn uint32, q *qp) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if q == nil {
-		delete(t.m, qpn)
-	} else {
-		t.m[qpn] = q
-	}
-}
-
-func (t *qpTable) get(qpn uint32) *qp {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.m[qpn]
-}
-
-func align(n, a int) int { return (n + a - 1) / a * a }
-
-// roundupPow2 is the smallest power of two >= n (n >= 1).
-func roundupPow2(n uint32) uint32 {
-	r := uint32(1)
-	for r < n {
-		r <<= 1
-	}
-	return r
-}
-
-// log2 of a power of two.
-func log2(n uint32) uint32 {
-	s := uint32(0)
-	for 1<<s < n {
-		s++
-	}
-	return s
 }

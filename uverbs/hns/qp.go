@@ -12,6 +12,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,10 +20,10 @@ import (
 var (
 	errState      = fmt.Errorf("hns: the QP is not in a state that takes sends (RTS, SQD or ERR): %w", unix.EINVAL)
 	errRecvState  = fmt.Errorf("hns: the QP is in RESET, which takes no receives: %w", unix.EINVAL)
-	errBadOpcode  = fmt.Errorf("hns: work request opcode not supported by gorping (SEND, RDMA WRITE, RDMA READ and their IMM forms only): %w", unix.EINVAL)
-	errTooManySGE = fmt.Errorf("hns: more SGEs than the QP allows: %w", unix.EINVAL)
+	errBadOpcode  = providerkit.ErrBadOpcode("hns")
+	errTooManySGE = providerkit.ErrTooManySGE("hns", unix.EINVAL)
 	errInline     = fmt.Errorf("hns: inline data longer than the QP's max_inline_data or its path MTU, or inline RDMA READ: %w", unix.EINVAL)
-	errFull       = fmt.Errorf("hns: the work queue is full: %w", unix.ENOMEM)
+	errFull       = providerkit.ErrFull("hns")
 )
 
 // wq is one work queue: its WQEs in the QP's buffer, a free-running head (where the next
@@ -31,7 +32,7 @@ type wq struct {
 	mu      sync.Mutex
 	ring    []byte
 	cnt     uint32 // WQEs, a power of two
-	shift   uint32 // log2(cnt): that bit of an index is the lap's
+	shift   uint32 // providerkit.Log2(cnt): that bit of an index is the lap's
 	wqe     uint32 // log2 of the WQE bytes
 	head    uint32
 	tail    uint32
@@ -79,22 +80,22 @@ func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
 		if c.hwVer == hwVer2 {
 			p.rsv = 1
 		}
-		p.rqGS = roundupPow2(cp.MaxRecvSGE + p.rsv)
-		p.rqShift = log2(sgeSize * p.rqGS)
-		p.rqCnt = roundupPow2(cp.MaxRecvWR)
+		p.rqGS = providerkit.RoundupPow2(cp.MaxRecvSGE + p.rsv)
+		p.rqShift = providerkit.Log2(sgeSize * p.rqGS)
+		p.rqCnt = providerkit.RoundupPow2(cp.MaxRecvWR)
 		cp.MaxRecvWR, cp.MaxRecvSGE = p.rqCnt, p.rqGS
 	}
-	p.sqCnt = roundupPow2(cp.MaxSendWR)
+	p.sqCnt = providerkit.RoundupPow2(cp.MaxSendWR)
 	if cp.MaxSendSGE > sgeInWQE {
-		p.sgeCnt = max(roundupPow2(p.sqCnt*(cp.MaxSendSGE-sgeInWQE)), hwPage/sgeSize)
+		p.sgeCnt = max(providerkit.RoundupPow2(p.sqCnt*(cp.MaxSendSGE-sgeInWQE)), hwPage/sgeSize)
 	}
 	p.sqPost, p.sqGS = min(c.maxQPWR, p.sqCnt), min(c.maxSGE, cp.MaxSendSGE)
 	cp.MaxSendWR = p.sqPost
-	p.sqBytes = align(int(p.sqCnt)<<sqWQEShift, hwPage)
+	p.sqBytes = providerkit.Align(int(p.sqCnt)<<sqWQEShift, hwPage)
 	if p.sgeCnt > 0 {
-		p.sgeBytes = align(int(p.sgeCnt)*sgeSize, hwPage)
+		p.sgeBytes = providerkit.Align(int(p.sgeCnt)*sgeSize, hwPage)
 	}
-	p.rqBytes = align(int(p.rqCnt)<<p.rqShift, hwPage)
+	p.rqBytes = providerkit.Align(int(p.rqCnt)<<p.rqShift, hwPage)
 	var err error
 	if p.mem, err = umem.Anon(p.sqBytes + p.sgeBytes + p.rqBytes); err != nil {
 		return nil, fmt.Errorf("hns: QP buffer: %w", err)
@@ -109,7 +110,7 @@ func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
 			return nil, err
 		}
 	}
-	p.req = qpReq{BufAddr: p.mem.Addr(), LogSQBbCount: uint8(log2(p.sqCnt)), LogSQStride: sqWQEShift,
+	p.req = qpReq{BufAddr: p.mem.Addr(), LogSQBbCount: uint8(providerkit.Log2(p.sqCnt)), LogSQStride: sqWQEShift,
 		SdbAddr: uint64(uintptr(unsafe.Pointer(p.sdb)))}
 	if p.rdb != nil {
 		p.req.DbAddr = uint64(uintptr(unsafe.Pointer(p.rdb)))
@@ -142,16 +143,16 @@ func (p *pendingQP) Abort() {
 // Commit takes the receive queue the kernel granted and reports its WRs and SGEs as
 // libhns does (the reserved SGE not counted).
 func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) (uverbs.ProviderQP, error) {
-	if len(resp) < qpRespLen {
+	if err := providerkit.ShortResp("hns", "CREATE_QP", len(resp), qpRespLen); err != nil {
 		p.Abort()
-		return nil, fmt.Errorf("hns: CREATE_QP driver response is %d bytes, want %d", len(resp), qpRespLen)
+		return nil, err
 	}
 	var r qpResp
 	wire.Decode(&r, resp)
 	buf := p.mem.Bytes()
 	q := &qp{c: p.c, mem: p.mem, handle: core.Handle, qpn: core.QPN, flags: uint32(r.CapFlags), sigBits: !p.sigAll,
 		sendCQ: p.sendCQ, recvCQ: p.recvCQ, sdb: p.sdb, rdb: p.rdb, rsv: p.rsv, maxInline: core.Cap.MaxInlineData}
-	q.sq = wq{ring: buf[:p.sqBytes], cnt: p.sqCnt, shift: log2(p.sqCnt), wqe: sqWQEShift, maxPost: p.sqPost, maxGS: p.sqGS,
+	q.sq = wq{ring: buf[:p.sqBytes], cnt: p.sqCnt, shift: providerkit.Log2(p.sqCnt), wqe: sqWQEShift, maxPost: p.sqPost, maxGS: p.sqGS,
 		wrid: make([]uint64, p.sqCnt)}
 	q.sge, q.sgeOff, q.sgeCnt = buf[p.sqBytes:p.sqBytes+p.sgeBytes], p.sqBytes, p.sgeCnt
 	if p.rqCnt != 0 {
@@ -162,7 +163,7 @@ func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byt
 		}
 		q.rq = wq{ring: buf[p.sqBytes+p.sgeBytes:], cnt: core.Cap.MaxRecvWR, wqe: p.rqShift, maxGS: core.Cap.MaxRecvSGE,
 			wrid: make([]uint64, p.rqCnt)}
-		q.rq.shift = log2(q.rq.cnt)
+		q.rq.shift = providerkit.Log2(q.rq.cnt)
 		core.Cap.MaxRecvWR = min(p.c.maxQPWR, core.Cap.MaxRecvWR)
 		core.Cap.MaxRecvSGE -= p.rsv
 		q.rq.maxPost = core.Cap.MaxRecvWR
@@ -172,7 +173,7 @@ func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byt
 		}
 	}
 	q.state.Store(uint32(uverbs.QPSReset))
-	p.c.qps.set(q.qpn, q)
+	p.c.qps.Set(q.qpn, q)
 	return q, nil
 }
 
@@ -366,7 +367,7 @@ func (q *qp) post(wr *uverbs.SendWR) error {
 			le.PutUint32(wqe[wqeByte20:], b20&^wqeInlType)
 			off := wqeSeg
 			for i := range wr.SGE {
-				off += copy(wqe[off:], userBytes(wr.SGE[i].Addr, wr.SGE[i].Length))
+				off += copy(wqe[off:], providerkit.UserBytes(wr.SGE[i].Addr, wr.SGE[i].Length))
 			}
 		} else {
 			le.PutUint32(wqe[wqeByte20:], b20|wqeInlType)
@@ -388,7 +389,7 @@ func (q *qp) post(wr *uverbs.SendWR) error {
 	if sq.head&(1<<sq.shift) == 0 {
 		w |= wqeOwner
 	}
-	setWord(wqe, w)
+	providerkit.Store32(wqe, 0, w)
 	return nil
 }
 
@@ -399,7 +400,7 @@ func (q *qp) post(wr *uverbs.SendWR) error {
 func (q *qp) copyExtInline(at uint32, sges []uverbs.SGE) {
 	dst := q.mem.Bytes()[q.sgeOff+int(at)*sgeSize:]
 	for i := range sges {
-		dst = dst[copy(dst, userBytes(sges[i].Addr, sges[i].Length)):]
+		dst = dst[copy(dst, providerkit.UserBytes(sges[i].Addr, sges[i].Length)):]
 	}
 }
 
@@ -514,7 +515,7 @@ func (q *qp) pollRecv(wc *uverbs.WC, e []byte, w, op uint32) bool {
 	left := wc.ByteLen
 	for j := 0; j < r.n && left > 0; j++ {
 		n := min(r.len[j], left)
-		copy(userBytes(r.addr[j], n), src[:n])
+		copy(providerkit.UserBytes(r.addr[j], n), src[:n])
 		src, left = src[n:], left-n
 	}
 	return left == 0
@@ -523,17 +524,10 @@ func (q *qp) pollRecv(wc *uverbs.WC, e []byte, w, op uint32) bool {
 // Close runs after DESTROY_QP: the CQs forget the QP's CQEs, then the records and the
 // buffer go.
 func (q *qp) Close() error {
-	q.sq.mu.Lock()
-	q.rq.mu.Lock()
-	if q.closed {
-		q.rq.mu.Unlock()
-		q.sq.mu.Unlock()
+	if !providerkit.CloseOnce(&q.closed, &q.sq.mu, &q.rq.mu) {
 		return nil
 	}
-	q.closed = true
-	q.rq.mu.Unlock()
-	q.sq.mu.Unlock()
-	q.c.qps.set(q.qpn, nil)
+	q.c.qps.Set(q.qpn, nil)
 	q.recvCQ.clean(q.qpn)
 	if q.sendCQ != q.recvCQ {
 		q.sendCQ.clean(q.qpn)
@@ -541,16 +535,6 @@ func (q *qp) Close() error {
 	q.c.freeDB(dbKindQP, q.sdb)
 	q.c.freeDB(dbKindQP, q.rdb)
 	return errors.Join(q.mem.Free())
-}
-
-// userBytes views n bytes of process memory at addr (an SGE's buffer). The address comes
-// from the caller's registered memory, which is never Go heap.
-func userBytes(addr uint64, n uint32) []byte {
-	if n == 0 {
-		return nil
-	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
 }
 
 func (q *qp) Describe() string {

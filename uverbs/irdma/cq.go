@@ -6,25 +6,16 @@ import (
 	"math/bits"
 	"os"
 	"sync"
-	"sync/atomic"
-	"unsafe"
 
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
 var le = binary.LittleEndian
-
-// load64 and store64 are the 64-bit words the device reads or writes whole (a CQE's or
-// WQE's valid word, the shadow area): one load or store, which also orders the plain
-// accesses around it for the race detector as the barriers do for the device.
-func load64(b []byte, off int) uint64 { return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off]))) }
-func store64(b []byte, off int, v uint64) {
-	atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[off])), v)
-}
 
 // cqEntries is libirdma's get_cq_size for GEN_2: the depth asked plus one, doubled (a
 // completion with immediate takes two CQEs), at least four.
@@ -42,7 +33,7 @@ func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
 		return nil, fmt.Errorf("irdma: completion timestamps are not supported by gorping's irdma provider: %w", unix.EOPNOTSUPP)
 	}
 	size := cqEntries(req.CQE)
-	ringBytes := align(size*cqeSize, hwPage)
+	ringBytes := providerkit.Align(size*cqeSize, hwPage)
 	total := ringBytes
 	split := c.feature(featureCQResize)
 	if !split {
@@ -50,7 +41,7 @@ func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
 	}
 	p := &pendingCQ{c: c, size: uint32(size), ringBytes: ringBytes, split: split}
 	var err error
-	if p.mem, err = umem.Anon(align(total, os.Getpagesize())); err != nil {
+	if p.mem, err = umem.Anon(providerkit.Align(total, os.Getpagesize())); err != nil {
 		return nil, fmt.Errorf("irdma: CQ buffer: %w", err)
 	}
 	if p.mr, err = c.regMR(c.pdHandle, p.mem.Addr(), total, memRegReq{RegType: memregTypeCQ, CQPages: uint16(ringBytes / hwPage)}); err != nil {
@@ -103,9 +94,9 @@ func (p *pendingCQ) Abort() {
 }
 
 func (p *pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
-	if len(resp) < cqRespLen {
+	if err := providerkit.ShortResp("irdma", "CREATE_CQ", len(resp), cqRespLen); err != nil {
 		p.Abort()
-		return nil, fmt.Errorf("irdma: CREATE_CQ driver response is %d bytes, want %d", len(resp), cqRespLen)
+		return nil, err
 	}
 	var r cqResp
 	wire.Decode(&r, resp)
@@ -192,7 +183,7 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 // slots the head moved. q.mu held.
 func (q *cq) pollOne(wc *uverbs.WC) (result int, consumed uint32) {
 	cqe := q.buf[q.head*cqeSize : (q.head+1)*cqeSize]
-	w3 := load64(cqe, cqeWord3)
+	w3 := providerkit.Load64(cqe, cqeWord3)
 	if w3>>63 != q.polarity {
 		return cqeEmpty, 0
 	}
@@ -202,7 +193,7 @@ func (q *cq) pollOne(wc *uverbs.WC) (result int, consumed uint32) {
 	if ext {
 		peek := (q.head + 1) % q.size
 		e := q.buf[peek*cqeSize : (peek+1)*cqeSize]
-		w7 := load64(e, cqeWord3)
+		w7 := providerkit.Load64(e, cqeWord3)
 		pol := w7 >> 63
 		if peek == 0 {
 			pol ^= 1
@@ -222,12 +213,12 @@ func (q *cq) pollOne(wc *uverbs.WC) (result int, consumed uint32) {
 		if minor != flushGeneralEr {
 			// The rest of the queue this CQE flushes completes as a plain flush.
 			w3 = w3&^cqeMinErrMask | flushGeneralEr
-			store64(cqe, cqeWord3, w3)
+			providerkit.Store64(cqe, cqeWord3, w3)
 		}
 	}
 	w0, w2 := le.Uint64(cqe[0:]), le.Uint64(cqe[16:])
 	qpID := uint32(w2>>cqeQPIDShift) & cqeQPIDMask
-	qp := q.c.qps.get(le.Uint64(cqe[8:]))
+	qp := q.c.qps.Get(le.Uint64(cqe[8:]))
 	result, more, tail := cqeSkipped, false, uint32(0)
 	if qp != nil && failed {
 		qp.inError.Store(true)
@@ -261,7 +252,7 @@ func (q *cq) pollOne(wc *uverbs.WC) (result int, consumed uint32) {
 	if !moveHead {
 		// Read again for the ring's next WQE: the CQE now names where its tail is.
 		w3 = w3&^(cqeWQEIdxMask<<cqeWQEIdxShift) | uint64(tail)<<cqeWQEIdxShift
-		store64(cqe, cqeWord3, w3)
+		providerkit.Store64(cqe, cqeWord3, w3)
 		return result, 0
 	}
 	consumed = 1
@@ -270,7 +261,7 @@ func (q *cq) pollOne(wc *uverbs.WC) (result int, consumed uint32) {
 		q.advance()
 		consumed++
 	}
-	store64(q.shadow, shadowHead, uint64(q.head))
+	providerkit.Store64(q.shadow, shadowHead, uint64(q.head))
 	return result, consumed
 }
 
@@ -392,13 +383,13 @@ func (q *cq) CompEvent() {
 // the CQ's doorbell. q.mu held.
 func (q *cq) arm(solicitedOnly bool) {
 	q.isArmed, q.armSol, q.skipArm, q.skipSol = true, true, false, true
-	v := load64(q.shadow, shadowArm)
+	v := providerkit.Load64(q.shadow, shadowArm)
 	seq := (v>>armSeqShift + 1) & armSeqMask
 	w := seq<<armSeqShift | v&armSelMask | armNextSE
 	if !solicitedOnly {
 		w |= armNext
 	}
-	store64(q.shadow, shadowArm, w)
+	providerkit.Store64(q.shadow, shadowArm, w)
 	q.c.doorbell(&q.db, dbCQOffset, q.cqid)
 }
 
@@ -416,7 +407,7 @@ func (q *cq) clean(ctx uint64) {
 	head, pol := q.head, q.polarity
 	for range q.size {
 		cqe := q.buf[head*cqeSize : (head+1)*cqeSize]
-		if load64(cqe, cqeWord3)>>63 != pol {
+		if providerkit.Load64(cqe, cqeWord3)>>63 != pol {
 			break
 		}
 		if le.Uint64(cqe[8:]) == ctx {

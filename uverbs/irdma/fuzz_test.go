@@ -19,7 +19,6 @@ func newTestCQ(t testing.TB, size uint32) (*cq, *qp) {
 	}
 	t.Cleanup(func() { db.Free() })
 	c := &context{db: db.Bytes()}
-	c.qps.m = map[uint64]*qp{}
 	mem, err := umem.Anon(int(size)*cqeSize + shadowAreaSize)
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +32,7 @@ func newTestCQ(t testing.TB, size uint32) (*cq, *qp) {
 		p.sq.trk[i] = sqTrk{wrid: uint64(i), quanta: uint8(1 + i%3), op: uint8(i % 4)}
 	}
 	p.rq = wq{size: 16, head: 5, mult: 2, wrid: make([]uint64, 16)}
-	c.qps.m[1] = p
+	c.qps.Set(1, p)
 	return q, p
 }
 

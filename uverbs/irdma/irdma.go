@@ -16,12 +16,12 @@ package irdma
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"unsafe"
 
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -80,7 +80,6 @@ func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverb
 		cc.Munmap(c.db)
 		return nil, fmt.Errorf("irdma: the context's PD: %w", err)
 	}
-	c.qps.m = map[uint64]*qp{}
 	return c, nil
 }
 
@@ -95,7 +94,7 @@ type context struct {
 	db       []byte
 	pdHandle uint32 // ALLOC_PD of the context (libirdma's iwupd)
 	pdID     uint32
-	qps      qpTable
+	qps      providerkit.Table[uint64, qp]
 }
 
 func (c *context) feature(f uint64) bool { return c.attrs.FeatureFlags&f != 0 }
@@ -177,46 +176,4 @@ func (c *context) doorbell(staged *uint32, off int, id uint32) {
 	*staged = id
 	mmio.ToDevice()
 	mmio.Store32(unsafe.Pointer(&c.db[off]), unsafe.Pointer(staged))
-}
-
-// qpTable finds a QP by the completion context its CQEs carry (CREATE_QP's
-// user_compl_ctx).
-type qpTable struct {
-	mu   sync.RWMutex
-	next uint64
-	m    map[uint64]*qp
-}
-
-func (t *qpTable) reserve() uint64 {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.next++
-	return t.next
-}
-
-func (t *qpTable) set(h uint64, q *qp) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if q == nil {
-		delete(t.m, h)
-	} else {
-		t.m[h] = q
-	}
-}
-
-func (t *qpTable) get(h uint64) *qp {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.m[h]
-}
-
-func align(n, a int) int { return (n + a - 1) / a * a }
-
-// roundupPow2 is irdma_qp_round_up: the smallest power of two >= n.
-func roundupPow2(n uint32) uint32 {
-	r := uint32(1)
-	for r < n {
-		r <<= 1
-	}
-	return r
 }

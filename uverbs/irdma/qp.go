@@ -7,24 +7,24 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
 // Errors of the posting path are preallocated: posting must not allocate.
 var (
 	errState      = fmt.Errorf("irdma: the QP is in error (an error completion, or moved to ERR): %w", unix.EINVAL)
-	errBadOpcode  = fmt.Errorf("irdma: work request opcode not supported by gorping (SEND, RDMA WRITE, RDMA READ and their IMM forms only): %w", unix.EINVAL)
+	errBadOpcode  = providerkit.ErrBadOpcode("irdma")
 	errNoImm      = fmt.Errorf("irdma: the QP does not take this opcode with immediate data (qp_caps): %w", unix.EINVAL)
-	errTooManySGE = fmt.Errorf("irdma: more SGEs than the QP allows: %w", unix.EINVAL)
+	errTooManySGE = providerkit.ErrTooManySGE("irdma", unix.EINVAL)
 	errReadSGE    = fmt.Errorf("irdma: more SGEs for an RDMA READ than the device reads into: %w", unix.EINVAL)
-	errInlineLen  = fmt.Errorf("irdma: inline data longer than the QP's max_inline_data: %w", unix.EINVAL)
-	errFull       = fmt.Errorf("irdma: the work queue is full: %w", unix.ENOMEM)
+	errInlineLen  = providerkit.ErrInlineLen("irdma", unix.EINVAL)
+	errFull       = providerkit.ErrFull("irdma")
 )
 
 // wq is one work queue: a ring of 32-byte quanta in the QP's buffer (the send queue's
@@ -73,7 +73,7 @@ func wqeShift(sge, inline uint32) uint32 {
 // wqDepth is irdma_get_sqdepth/rqdepth: the ring's quanta for wr requests of 1<<shift
 // quanta and the reserve, a power of two, at least minWQSize WRs.
 func wqDepth(wr, shift, reserve, maxQuanta uint32) (uint32, error) {
-	d := roundupPow2(wr<<shift + reserve)
+	d := providerkit.RoundupPow2(wr<<shift + reserve)
 	if d < minWQSize<<shift {
 		d = minWQSize << shift
 	} else if d > maxQuanta {
@@ -110,10 +110,10 @@ func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
 	p := &pendingQP{c: c, sqShift: sqShift, rqShift: rqShift, sqDepth: sqDepth, rqDepth: rqDepth, sigAll: req.SigAll}
 	p.sendCQ, _ = req.SendCQ.(*cq)
 	p.recvCQ, _ = req.RecvCQ.(*cq)
-	p.sqBytes = align(int(sqDepth)*quantum, hwPage)
-	p.rqBytes = align(int(rqDepth)*quantum, hwPage)
+	p.sqBytes = providerkit.Align(int(sqDepth)*quantum, hwPage)
+	p.rqBytes = providerkit.Align(int(rqDepth)*quantum, hwPage)
 	total := p.sqBytes + p.rqBytes + shadowAreaSize
-	if p.mem, err = umem.Anon(align(total, os.Getpagesize())); err != nil {
+	if p.mem, err = umem.Anon(providerkit.Align(total, os.Getpagesize())); err != nil {
 		return nil, fmt.Errorf("irdma: QP buffer: %w", err)
 	}
 	mr := memRegReq{RegType: memregTypeQP, SQPages: uint16(p.sqBytes / hwPage), RQPages: uint16(p.rqBytes / hwPage)}
@@ -121,7 +121,7 @@ func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
 		p.mem.Free()
 		return nil, fmt.Errorf("irdma: register the QP buffer: %w", err)
 	}
-	p.ctx = c.qps.reserve()
+	p.ctx = c.qps.Reserve()
 	p.req = qpReq{UserWQEBufs: p.mem.Addr(), UserComplCtx: p.ctx}
 	return p, nil
 }
@@ -175,7 +175,7 @@ func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byt
 	q.rq.wrid = make([]uint64, q.rq.size)
 	core.Cap.MaxSendWR = (p.sqDepth - sqReserved) >> p.sqShift
 	core.Cap.MaxRecvWR = (p.rqDepth - rqReserved) >> p.rqShift
-	p.c.qps.set(p.ctx, q)
+	p.c.qps.Set(p.ctx, q)
 	return q, nil
 }
 
@@ -371,7 +371,7 @@ func (q *qp) post(wr *uverbs.SendWR) error {
 		hdr |= addl << hdrAddFragShift
 	}
 	mmio.ToDevice() // the WQE before its valid bit
-	store64(wqe, wqeHdr, hdr)
+	providerkit.Store64(wqe, wqeHdr, hdr)
 	return nil
 }
 
@@ -382,7 +382,7 @@ func copyInline(wqe []byte, sges []uverbs.SGE, pol uint64) {
 	valid := byte(pol << inlineValidShift)
 	pos, room, first := 8, 8, true
 	for i := range sges {
-		src := userBytes(sges[i].Addr, sges[i].Length)
+		src := providerkit.UserBytes(sges[i].Addr, sges[i].Length)
 		for len(src) > 0 {
 			n := copy(wqe[pos:pos+min(len(src), room)], src)
 			pos, room, src = pos+n, room-n, src[n:]
@@ -440,7 +440,7 @@ func (q *qp) nop() {
 	sq.trk[sq.head] = sqTrk{quanta: 1, op: opNOP}
 	clear(w[:wqeHdr])
 	mmio.ToDevice()
-	store64(w, wqeHdr, uint64(opNOP)<<hdrOpcodeShift|sq.polarity<<63)
+	providerkit.Store64(w, wqeHdr, uint64(opNOP)<<hdrOpcodeShift|sq.polarity<<63)
 }
 
 // clearAhead is irdma_clr_wqes: at the start of each 128-quanta chunk, the chunk after it
@@ -504,40 +504,23 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 	}
 	le.PutUint64(wqe[16:], 0)
 	mmio.ToDevice() // the WQE before its valid bit
-	store64(wqe, wqeHdr, addl<<hdrAddFragShift|pol<<63)
+	providerkit.Store64(wqe, wqeHdr, addl<<hdrAddFragShift|pol<<63)
 	return nil
 }
 
 // Close runs after DESTROY_QP: the buffer's registration goes, the CQs forget the QP's
 // CQEs, then the memory goes.
 func (q *qp) Close() error {
-	q.sq.mu.Lock()
-	q.rq.mu.Lock()
-	if q.closed {
-		q.rq.mu.Unlock()
-		q.sq.mu.Unlock()
+	if !providerkit.CloseOnce(&q.closed, &q.sq.mu, &q.rq.mu) {
 		return nil
 	}
-	q.closed = true
-	q.rq.mu.Unlock()
-	q.sq.mu.Unlock()
 	err := q.c.deregMR(q.mr)
-	q.c.qps.set(q.ctx, nil)
+	q.c.qps.Set(q.ctx, nil)
 	q.sendCQ.clean(q.ctx)
 	if q.recvCQ != q.sendCQ {
 		q.recvCQ.clean(q.ctx)
 	}
 	return errors.Join(err, q.mem.Free())
-}
-
-// userBytes views n bytes of process memory at addr (an SGE's buffer). The address comes
-// from the caller's registered memory, which is never Go heap.
-func userBytes(addr uint64, n uint32) []byte {
-	if n == 0 {
-		return nil
-	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
 }
 
 func (q *qp) Describe() string {

@@ -7,6 +7,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -54,9 +55,9 @@ func (p *pendingCQ) Abort() {
 }
 
 func (p *pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
-	if len(resp) < createCQRespLen {
+	if err := providerkit.ShortResp("mlx5", "CREATE_CQ", len(resp), createCQRespLen); err != nil {
 		p.Abort()
-		return nil, fmt.Errorf("mlx5: CREATE_CQ driver response is %d bytes, want %d", len(resp), createCQRespLen)
+		return nil, err
 	}
 	if core.CQE != p.ncqe-1 {
 		p.Abort()
@@ -181,9 +182,9 @@ func (p *pendingQP) Abort() {
 }
 
 func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) (uverbs.ProviderQP, error) {
-	if len(resp) < createQPRespLen {
+	if err := providerkit.ShortResp("mlx5", "CREATE_QP", len(resp), createQPRespLen); err != nil {
 		p.Abort()
-		return nil, fmt.Errorf("mlx5: CREATE_QP driver response is %d bytes, want %d", len(resp), createQPRespLen)
+		return nil, err
 	}
 	var r createQPResp
 	wire.Decode(&r, resp)

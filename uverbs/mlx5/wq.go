@@ -10,18 +10,19 @@ import (
 
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
 // Errors of the posting path are preallocated: posting must not allocate.
 var (
-	errTooManySGE = fmt.Errorf("mlx5: more SGEs than the QP allows: %w", unix.ENOMEM)
+	errTooManySGE = providerkit.ErrTooManySGE("mlx5", unix.ENOMEM)
 	// A receive with too many SGEs is EINVAL in libmlx5, a send ENOMEM.
 	errTooManyRecvSGE = fmt.Errorf("mlx5: more receive SGEs than the QP allows: %w", unix.EINVAL)
-	errBadOpcode      = fmt.Errorf("mlx5: work request opcode not supported by gorping (SEND, RDMA WRITE, RDMA READ and their IMM forms only): %w", unix.EINVAL)
-	errInlineLen      = fmt.Errorf("mlx5: inline data longer than the QP's max_inline_data: %w", unix.ENOMEM)
+	errBadOpcode      = providerkit.ErrBadOpcode("mlx5")
+	errInlineLen      = providerkit.ErrInlineLen("mlx5", unix.ENOMEM)
 	errNoSQ           = fmt.Errorf("mlx5: QP has no send queue: %w", unix.EINVAL)
-	errNoRQ           = fmt.Errorf("mlx5: QP has no receive queue: %w", unix.EINVAL)
+	errNoRQ           = providerkit.ErrNoRQ("mlx5")
 )
 
 // be32 stores v big-endian at b[0:4].

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -200,11 +201,11 @@ func (q *cq) Close() error {
 
 // Errors of the posting path are preallocated: posting must not allocate.
 var (
-	errTooManySGE  = fmt.Errorf("rxe: more SGEs than the QP allows: %w", unix.EINVAL)
-	errBadOpcode   = fmt.Errorf("rxe: work request opcode not supported by gorping (SEND, RDMA WRITE, RDMA READ and their IMM forms only): %w", unix.EINVAL)
+	errTooManySGE  = providerkit.ErrTooManySGE("rxe", unix.EINVAL)
+	errBadOpcode   = providerkit.ErrBadOpcode("rxe")
 	errInline      = fmt.Errorf("rxe: inline sends are not supported by gorping: %w", unix.EOPNOTSUPP)
 	errTooLong     = fmt.Errorf("rxe: work request longer than 4 GiB: %w", unix.EINVAL)
-	errNoRQ        = fmt.Errorf("rxe: QP has no receive queue: %w", unix.EINVAL)
+	errNoRQ        = providerkit.ErrNoRQ("rxe")
 	errRecvInReset = fmt.Errorf("rxe: cannot post a receive to a QP in RESET (move it to INIT first): %w", unix.EINVAL)
 )
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -272,11 +273,11 @@ const doorbellWQE = 56
 
 // Errors of the posting path are preallocated: posting must not allocate.
 var (
-	errTooManySGE = fmt.Errorf("siw: more SGEs than the QP allows: %w", unix.EINVAL)
+	errTooManySGE = providerkit.ErrTooManySGE("siw", unix.EINVAL)
 	errBadOpcode  = fmt.Errorf("siw: work request opcode not supported by iWARP (SEND, SEND with invalidate, RDMA WRITE and RDMA READ only): %w", unix.EINVAL)
 	errInline     = fmt.Errorf("siw: inline sends are not supported by gorping: %w", unix.EOPNOTSUPP)
 	errReadSGE    = fmt.Errorf("siw: an RDMA READ takes exactly one SGE: %w", unix.EINVAL)
-	errNoRQ       = fmt.Errorf("siw: QP has no receive queue: %w", unix.EINVAL)
+	errNoRQ       = providerkit.ErrNoRQ("siw")
 )
 
 // qp is a siw queue pair: user space fills SQ and RQ elements and hands them over by

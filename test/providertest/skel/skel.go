@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/providerkit"
 )
 
 // Provider is the skel provider. A real one registers itself from init:
@@ -56,6 +57,9 @@ func (pendingCQ) Udata() ([]byte, int) { return nil, QueueRespLen }
 func (pendingCQ) Abort()               {}
 
 func (pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
+	if err := providerkit.ShortResp("skel", "CREATE_CQ", len(resp), QueueRespLen); err != nil {
+		return nil, err
+	}
 	var r QueueResp
 	wire.Decode(&r, resp)
 	ring, err := mapRing(cmd, "skel completion queue", r, CQESize)
@@ -123,6 +127,9 @@ func (pendingQP) Udata() ([]byte, int) { return nil, 2 * QueueRespLen }
 func (pendingQP) Abort()               {}
 
 func (pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) (uverbs.ProviderQP, error) {
+	if err := providerkit.ShortResp("skel", "CREATE_QP", len(resp), 2*QueueRespLen); err != nil {
+		return nil, err
+	}
 	var sr, rr QueueResp
 	wire.Decode(&sr, resp[:QueueRespLen])
 	wire.Decode(&rr, resp[QueueRespLen:])
@@ -139,7 +146,8 @@ func (pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) 
 	return &qp{cmd: cmd, sq: sq, rq: rq, sigAll: core.SigAll, db: uverbs.PostSendReq{QPHandle: core.Handle, WQESize: 56}}, nil
 }
 
-var errTooManySGE = fmt.Errorf("skel: more than %d SGEs: %w", MaxSGE, unix.EINVAL)
+// The posting path's errors are made once, from the kit (posting must not allocate).
+var errTooManySGE = providerkit.ErrTooManySGE("skel", unix.EINVAL)
 
 type qp struct {
 	cmd    uverbs.Commander

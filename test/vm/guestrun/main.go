@@ -47,6 +47,8 @@ func run() int {
 		count     = flag.Int("count", 1, "run each test this many times (go test -count), to hunt races")
 		cmd       = flag.String("cmd", "", "run this shell command in the guest instead of the tests")
 		script    = flag.String("script", "", "run this shell script file in the guest instead of the tests")
+		after     = flag.String("after-script", "", "run this shell script file in the guest after the tests, in the same boot; its status counts as a test binary's")
+		afterOn   = flag.String("after-on", "", "with -matrix: only this target (suite/arch) runs -after-script and gets the -add files")
 		inter     = flag.Bool("i", false, "connect stdin to the guest console (use with -cmd, e.g. -cmd sh)")
 		refresh   = flag.Bool("refresh", false, "re-resolve and download changed packages even if the cache is complete")
 		fetchOnly = flag.Bool("fetch-only", false, "only fill the package cache")
@@ -105,6 +107,28 @@ func run() int {
 			return 2
 		}
 		*cmd = string(b)
+	}
+
+	var afterText string
+	if *after != "" {
+		if *cmd != "" || *hosts > 0 {
+			fmt.Fprintln(os.Stderr, "guestrun: -after-script runs after the tests: not with -cmd, -script or -hosts")
+			return 2
+		}
+		b, err := os.ReadFile(*after)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "guestrun: %v\n", err)
+			return 2
+		}
+		afterText = string(b)
+	}
+	if *afterOn != "" && (*after == "" || !*matrix) {
+		fmt.Fprintln(os.Stderr, "guestrun: -after-on needs -matrix and -after-script")
+		return 2
+	}
+	if *afterOn != "" && !strings.Contains(" "+targets(vm.Matrix)+",", " "+*afterOn+",") {
+		fmt.Fprintf(os.Stderr, "guestrun: -after-on %s is not a target of the matrix (%s)\n", *afterOn, targets(vm.Matrix))
+		return 2
 	}
 
 	if *hosts > 0 {
@@ -168,6 +192,10 @@ func run() int {
 			}
 			continue
 		}
+		tAfter, tFiles := afterText, files
+		if *afterOn != "" && t.String() != *afterOn {
+			tAfter, tFiles = "", nil
+		}
 		rep := vm.Run(ctx, vm.Options{
 			Target:        t,
 			ModuleRoot:    root,
@@ -176,6 +204,7 @@ func run() int {
 			TestSkip:      *skipRe,
 			TestCount:     *count,
 			Cmd:           *cmd,
+			After:         tAfter,
 			Timeouts:      to,
 			Refresh:       *refresh,
 			Interactive:   *inter,
@@ -183,7 +212,7 @@ func run() int {
 			CacheRoot:     cache,
 			Siw:           vm.SiwVariant{Unpatched: *siwRaw, AcceptDelay: *siwDelay},
 			KernelFlavour: *flavour,
-			Files:         files,
+			Files:         tFiles,
 			Out:           os.Stdout,
 		})
 		fmt.Println(rep.Verdict())
