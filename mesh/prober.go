@@ -123,13 +123,14 @@ type targetLoop struct {
 // did not) renews the evidence, for as long as the fault lasts.
 var (
 	hotHold        = 5 * time.Minute  // a target stays hot this long after its last failure on a connected path
-	minHotLifetime = 30 * time.Second // a hot path's connection lifetime: at least this, and
+	minHotLifetime = 15 * time.Second // a hot path's connection lifetime: at least this, and
 )
 
 // hotSlotsPerConn: at least this many intervals. Every connection is a set-up at both
 // ends: at 10 intervals the cluster-shaped bed's single-CPU guests, every target of
-// which turned hot at some ping's timeout, spent more on connecting than on probing.
-var hotSlotsPerConn = 30
+// which turned hot at some ping's timeout, spent more on connecting than on probing; at
+// 30 a hot target met the dead member too seldom to show it in every 2-minute window.
+var hotSlotsPerConn = 15
 
 // hotLifetime is a hot path's connection lifetime.
 func hotLifetime(interval time.Duration) time.Duration {
