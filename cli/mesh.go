@@ -76,6 +76,8 @@ func meshFlags(cfg *mesh.Config) []urfave.Flag {
 			Usage: "one ping per target per interval, at least 10ms (`DUR`)"},
 		&urfave.GenericFlag{Name: "paths", Category: groupProbing, Value: integer(&cfg.Paths),
 			Usage: "`K` connections to each target, 1..16, each its own flow"},
+		&urfave.GenericFlag{Name: "path-lifetime", Category: groupProbing, Value: duration(&cfg.PathLifetime),
+			Usage: "replace each path's connection after about `DUR` (at least 1m; 0: never), so paths keep sampling ECMP"},
 		&urfave.GenericFlag{Name: "jitter", Category: groupProbing, Value: float(&cfg.Jitter),
 			Usage: "each slot moves by up to `F` times the interval"},
 		&urfave.GenericFlag{Name: "timeout", Category: groupProbing, Value: duration(&cfg.Timeout), DefaultText: "1s, or the interval if shorter",
@@ -153,6 +155,11 @@ var meshMan = map[string]string{
 		"and RoCEv2 UDP source port, so ECMP may hash it onto its own route, and pings once per\n" +
 		"interval in its own slot. With 2 or more the agent exports **gorping_path_*** per path\n" +
 		"and **gorping_target_paths_up**; **gorping_target_up** is 1 while one path works.",
+	"path-lifetime": "Replace each path's connection after a lifetime drawn from [*dur*/2, 3*dur*/2) (default 10m;\n" +
+		"at least 1m; 0: never), the new connection made before the old one closes, so a target's\n" +
+		"paths keep sampling the fabric's ECMP hash space and a dead member stays visible. While a\n" +
+		"path of a target fails and another works, its connections live 15 s or 15 intervals for\n" +
+		"5 minutes. A new connection whose first ping fails counts in **gorping_dead_connections_total**.",
 	"jitter": "Each slot moves by up to *f* times the interval (default 0.1), so agents do not beat in step.",
 	"timeout": "A ping that takes longer fails with reason **timeout** (default 1s, or the interval if\n" +
 		"shorter; at least 1ms). A longer one lets a slow ping outlast slots, which are skipped.",

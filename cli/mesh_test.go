@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorping/gorping/mesh"
 )
@@ -34,6 +35,16 @@ func TestMeshPathsOption(t *testing.T) {
 	}
 	if _, err := meshCheck("--paths", "2", "--paths", "3"); err == nil || !strings.Contains(err.Error(), "given twice") {
 		t.Errorf("--paths twice: %v", err)
+	}
+	// --path-lifetime: a duration of at least 1m, or 0 for never.
+	for v, ok := range map[string]bool{"2m": true, "0": true, "0s": true, "30s": false, "x": false} {
+		c, err := meshCheck("--path-lifetime", v)
+		if ok != (err == nil) || err != nil && !strings.HasPrefix(err.Error(), "--path-lifetime") {
+			t.Errorf("--path-lifetime %q: %v (ok %v)", v, err, ok)
+		}
+		if ok && v == "2m" && c.PathLifetime != 2*time.Minute {
+			t.Errorf("--path-lifetime 2m: %v", c.PathLifetime)
+		}
 	}
 	sc := command("mesh")
 	if ours, _, errLine := sc.match([]string{"mesh", "--paths", "4"}); !strings.Contains(sc.usage(), "--paths K") || !ours || errLine != "" {

@@ -52,6 +52,9 @@ type scenario struct {
 	// target's counters are the sum of its paths'.
 	paths    int
 	pathLoss func(src, dst host, rail, path, m int) float64
+	// deadConns: the pair's connections in minute m that were set up but whose first
+	// ping failed (gorping_dead_connections_total; nil: the series is not written).
+	deadConns func(src, dst host, rail, m int) float64
 	// down says the agent on h is not running in minute m.
 	down func(h host, m int) bool
 	// peerUp is the observer's gorping_peer_up for peer in minute m (default: the peer's
@@ -82,7 +85,7 @@ type alert struct {
 	description string
 }
 
-var localisationAlerts = []string{"GorpingPathBlackhole", "GorpingTargetRailDown", "GorpingSourceRailDown", "GorpingGroupPairLoss", "GorpingGroupPairLatency"}
+var localisationAlerts = []string{"GorpingPathBlackhole", "GorpingFlowBlackhole", "GorpingTargetRailDown", "GorpingSourceRailDown", "GorpingGroupPairLoss", "GorpingGroupPairLatency"}
 
 // rttBuckets are the classic buckets of the test's RTT histograms (the agent's, from
 // 4 µs to 256 µs): a bucket's median is its middle, 10 µs, 40 µs, 160 µs.
@@ -152,6 +155,15 @@ func pathBlackhole(src, dst string, rail, path int, ratio string) alert {
 		summary: fmt.Sprintf("%s -> %s (%s): path %d is black-holed while other paths work", src, d.target(rail), dst, path),
 		description: fmt.Sprintf("%s of the probes on path %d from %s (%s port 1) to %s failed over 2 minutes while another path to it lost under 5 %%: an ECMP member between them drops the flows hashed onto it. The path's flow now: UDP source port %d, QP %d -> %d.",
 			ratio, path, src, device(rail), d.target(rail), udpSport(s, d, rail, path), localQPN(s, d, rail, path), remoteQPN(s, d, rail, path)),
+	}
+}
+
+func flowBlackhole(from, to string, rail int) alert {
+	return alert{
+		labels:  map[string]string{"severity": "warning", "group": from, "peer_group": to, "device": device(rail), "port": "1"},
+		summary: fmt.Sprintf("%s -> %s on %s port 1: new connections die at their first ping: a black-holed flow", from, to, device(rail)),
+		description: fmt.Sprintf("Connections from group %s to group %s on rail %s port 1 were set up over the last 2 minutes but never carried a ping, while the hosts answer: an ECMP member between the two groups drops the flows hashed onto it. gorping:pair_dead_connections:increase_2m names the pairs that met it; gorping_path_info gives their flows (UDP source port, QPs).",
+			from, to, device(rail)),
 	}
 }
 
@@ -302,6 +314,45 @@ var localisationScenarios = []scenario{
 			{minute: 12, firing: map[string][]alert{"GorpingPathBlackhole": {
 				pathBlackhole("a1", "b1", 0, 2, "100%"), pathBlackhole("a2", "b2", 0, 0, "100%")}}},
 		},
+	},
+	{
+		name: "localisation: a black-holed ECMP member under path rotation: new connections die at their first ping, the pairs of groups are named until the repair",
+		comment: "4 paths per pair, each replaced on a schedule. From minute 3 to minute 12 an ECMP member between A and B on rail 0 drops the flows hashed onto it: " +
+			"a1 -> b1 and b2 -> a2 get a dead connection or two a minute (one failed slot each), so no path stays down.",
+		minutes: 20,
+		paths:   4,
+		pathLoss: func(src, dst host, rail, path, m int) float64 {
+			if rail == 0 && m >= 3 && m < 12 && path == m%4 && (between(src, dst, "a1", "b1") && src.name == "a1" || between(src, dst, "a2", "b2") && src.name == "b2") {
+				return 1.0 / 60
+			}
+			return 0
+		},
+		deadConns: func(src, dst host, rail, m int) float64 {
+			if rail == 0 && m >= 3 && m < 12 && (src.name == "a1" && dst.name == "b1" || src.name == "b2" && dst.name == "a2") {
+				return float64(1 + m%2)
+			}
+			return 0
+		},
+		evals: []eval{
+			{minute: 3},
+			{minute: 6, firing: map[string][]alert{"GorpingFlowBlackhole": {flowBlackhole("A", "B", 0), flowBlackhole("B", "A", 0)}}},
+			{minute: 11, firing: map[string][]alert{"GorpingFlowBlackhole": {flowBlackhole("A", "B", 0), flowBlackhole("B", "A", 0)}}},
+			{minute: 15},
+		},
+	},
+	{
+		name:    "localisation: an agent restarting kills the connections it had just accepted: no flow alert",
+		comment: "4 paths per pair; b1's agent is down in minutes 5 and 6; a1's and a2's connections to b1 set up just before die at their first ping.",
+		minutes: 20,
+		paths:   4,
+		down:    func(h host, m int) bool { return h.name == "b1" && (m == 5 || m == 6) },
+		deadConns: func(src, dst host, rail, m int) float64 {
+			if dst.name == "b1" && src.group == "A" && (m == 5 || m == 7) {
+				return 1
+			}
+			return 0
+		},
+		evals: []eval{{minute: 6}, {minute: 8}, {minute: 9}},
 	},
 	{
 		name:    "localisation: a dead host fails all its paths at once: no path alert",
@@ -546,6 +597,9 @@ func (s scenario) pair(w *seriesWriter, add func(string, int, float64), tl []str
 	}
 	if s.rtt && !dstDown {
 		s.histograms(w, add, tl, src, dst, r, m)
+	}
+	if s.deadConns != nil {
+		add("gorping_dead_connections_total{"+labels(tl...)+"}", m, s.deadConns(src, dst, r, m))
 	}
 	if s.paths == 0 {
 		f := lossOf(0)

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"golang.org/x/net/netutil"
 
+	"github.com/gorping/gorping/mesh/agentdesc"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -41,6 +42,7 @@ type Agent struct {
 	targetKeys atomic.Pointer[map[string]bool] // the current targets' keys (isTarget)
 	responding atomic.Bool                     // the responder listens (/-/ready)
 	self       atomic.Pointer[selfDesc]        // this agent's description (/agent)
+	instance   string                          // its instance ID, drawn at start (agentdesc.NewInstance)
 
 	rq          *reloadRequests
 	agentsHup   chan struct{}   // SIGHUP, for discovery (the agents file)
@@ -120,7 +122,7 @@ func newAgent(cfg Config, d deps) (*Agent, error) {
 		d.rails = &r
 	}
 	probing, stopProbes := context.WithCancel(context.Background())
-	return &Agent{cfg: c, log: newLogger(c.Config, c.Log), m: newMetrics(c.Version), d: d,
+	return &Agent{cfg: c, log: newLogger(c.Config, c.Log), m: newMetrics(c.Version), d: d, instance: agentdesc.NewInstance(),
 		probeSlots: make(chan struct{}, maxProbesInFlight), probing: probing, stopProbes: stopProbes,
 		rq: &reloadRequests{kick: make(chan struct{}, 1)}, agentsHup: make(chan struct{}, 1),
 		listenPorts: map[uint16]bool{}, railDone: newRailApplied()}, nil
@@ -181,7 +183,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
 	settings := &probeSettings{interval: cfg.Interval, timeout: cfg.Timeout, connectTimeout: cfg.ConnectTimeout,
-		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, paths: cfg.Paths, dial: d.dial, resolver: d.resolver, log: log,
+		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, paths: cfg.Paths, lifetime: cfg.PathLifetime, dial: d.dial, resolver: d.resolver, log: log,
 		dials: make(chan struct{}, maxParallelDials)}
 	a.mgr = newManager(work, settings, a.m)
 	selfPort := cfg.port

@@ -47,6 +47,7 @@ type Config struct {
 	Timeout        time.Duration // --timeout: one ping; 0: the smaller of 1s and the interval
 	ConnectTimeout time.Duration // --connect-timeout
 	BackoffMax     time.Duration // --backoff-max
+	PathLifetime   time.Duration // --path-lifetime: a path's connection is replaced after about this long; 0: never
 	Size           int           // --size
 	Source         string        // --source: the probes' source address; "": the route's
 
@@ -80,7 +81,7 @@ const defaultMaxTargets = 4096
 func DefaultConfig() Config {
 	return Config{Listen: []string{defaultListen}, Port: rping.DefaultPort, Bind: "::", TargetsReload: 2 * time.Second,
 		DNSRefresh: 30 * time.Second, MaxTargets: defaultMaxTargets, Interval: time.Second, Paths: 1, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
-		BackoffMax: 30 * time.Second, Size: rping.DefaultSize, LogFormat: "logfmt", LogLevel: "info",
+		BackoffMax: 30 * time.Second, PathLifetime: defaultPathLifetime, Size: rping.DefaultSize, LogFormat: "logfmt", LogLevel: "info",
 		AgentsRefresh: 30 * time.Second, AgentsKeep: 5 * time.Minute, Rails: railsSameSubnet, Rotate: 5 * time.Minute}
 }
 
@@ -98,6 +99,13 @@ const (
 // a NIC's QP context cache spills past about 2,000 QPs (docs/mesh.md, "Paths"): 16 paths
 // to 128 targets are already 2,048 QPs on each side.
 const maxPaths = 16
+
+// defaultPathLifetime and minPathLifetime bound --path-lifetime (docs/mesh.md, "Paths:
+// a fault stays visible"): the default costs a host of 2,048 paths 3.4 new connections a
+// second; under a minute a fleet would spend more on connecting than on probing.
+const defaultPathLifetime = 10 * time.Minute
+
+var minPathLifetime = time.Minute // a variable: host tests rotate in milliseconds
 
 // maxMaxTargets bounds --max-targets (a million connections would exhaust any host).
 const maxMaxTargets = 1_000_000
@@ -241,6 +249,11 @@ func (cfg Config) check() (*agentConfig, error) {
 	}
 	if err := checkMin("--backoff-max", cfg.BackoffMax, minInterval); err != nil {
 		return nil, err
+	}
+	if cfg.PathLifetime != 0 {
+		if err := checkMin("--path-lifetime", cfg.PathLifetime, minPathLifetime); err != nil {
+			return nil, usageErrorf("%v (or 0: never)", err)
+		}
 	}
 	if cfg.TargetsReload != 0 {
 		if err := checkMin("--targets.reload", cfg.TargetsReload, minReload); err != nil {

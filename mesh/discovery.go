@@ -127,13 +127,14 @@ type discovery struct {
 	fileAddrs []target
 	dnsAddrs  []target
 
-	peers    map[string]*peerState // by agent address
-	selfSeen map[string]bool       // addresses skipped as this agent, logged
-	problems map[string]bool       // rail problems logged (current ones)
-	peerUp   map[string]float64    // gorping_peer_up's current series, by peer label
-	peerInfo map[[3]string]bool    // gorping_peer_info's current series
-	probing  []string              // the peers probed now, by name (pinglist.Steps moves it)
-	lastPlan string                // the last pinglist problem logged
+	peers      map[string]*peerState // by agent address
+	selfSeen   map[string]bool       // addresses skipped as this agent, logged
+	nameLogged map[string]bool       // agents of a duplicate name, logged (by their peer name)
+	problems   map[string]bool       // rail problems logged (current ones)
+	peerUp     map[string]float64    // gorping_peer_up's current series, by peer label
+	peerInfo   map[[3]string]bool    // gorping_peer_info's current series
+	probing    []string              // the peers probed now, by name (pinglist.Steps moves it)
+	lastPlan   string                // the last pinglist problem logged
 }
 
 func newDiscovery(a *Agent) (*discovery, error) {
@@ -148,7 +149,7 @@ func newDiscovery(a *Agent) (*discovery, error) {
 	}
 	a.m.registerDiscovery()
 	return &discovery{a: a, client: client, scheme: h.scheme, file: a.cfg.AgentsFile,
-		peers: map[string]*peerState{}, selfSeen: map[string]bool{}, problems: map[string]bool{},
+		peers: map[string]*peerState{}, selfSeen: map[string]bool{}, nameLogged: map[string]bool{}, problems: map[string]bool{},
 		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}}, nil
 }
 
@@ -335,9 +336,9 @@ func (dc *discovery) round(ctx context.Context) {
 	for i, k := range addrs {
 		p, r := dc.peers[k], res[i]
 		if r.err == nil {
-			if r.desc.Name == dc.a.cfg.AgentName {
+			if dc.isSelf(r.desc) {
 				if !p.self {
-					log.Info("an agent address answers as this agent: skipping it", "agent", k, "name", r.desc.Name)
+					log.Info("an agent address answers as this agent: skipping it", "agent", k, "name", r.desc.Name, "instance", r.desc.Instance)
 				}
 				p.self, p.desc = true, nil
 				continue
@@ -414,24 +415,82 @@ type knownPeer struct {
 	lastOK time.Time
 }
 
+// isSelf says whether d is this agent's own description (its instance; a 1.0 peer's
+// by name and GIDs): an agent of the same name elsewhere is a peer.
+func (dc *discovery) isSelf(d agentdesc.Description) bool {
+	own := dc.a.self.Load()
+	if own == nil {
+		return d.Name == dc.a.cfg.AgentName && (d.Instance == "" || d.Instance == dc.a.instance)
+	}
+	return d.SameAgent(own.desc)
+}
+
 // known are the peers with a description, by name: an agent known at several addresses
-// (its node IP in --agents and in DNS) is one peer, with its latest description.
+// (its node IP in --agents and in DNS) is one peer, with its latest description. Agents
+// of one name (this agent's, or another peer's, with different instances: cloned hosts,
+// an unset host name) are each a peer of their own, named NAME~INSTANCE (the first 8
+// digits; a 1.0 peer's agent address), logged once and counted in
+// gorping_peer_name_conflicts.
 func (dc *discovery) known() map[string]*knownPeer {
-	out := map[string]*knownPeer{}
-	for _, p := range dc.peers {
-		if p.desc == nil || p.self {
-			continue
-		}
-		k, ok := out[p.desc.Name]
-		if !ok {
-			out[p.desc.Name] = &knownPeer{desc: *p.desc, up: p.up, lastOK: p.lastOK}
-			continue
-		}
-		k.up = k.up || p.up
-		if p.lastOK.After(k.lastOK) {
-			k.desc, k.lastOK = *p.desc, p.lastOK
+	addrs := make([]string, 0, len(dc.peers))
+	for k, p := range dc.peers {
+		if p.desc != nil && !p.self {
+			addrs = append(addrs, k)
 		}
 	}
+	slices.Sort(addrs)
+	type agent struct {
+		kp   *knownPeer
+		addr string
+	}
+	var agents []*agent
+	names := map[string]int{}
+	for _, k := range addrs {
+		p := dc.peers[k]
+		i := slices.IndexFunc(agents, func(a *agent) bool { return a.kp.desc.SameAgent(*p.desc) })
+		if i < 0 {
+			agents = append(agents, &agent{kp: &knownPeer{desc: *p.desc, up: p.up, lastOK: p.lastOK}, addr: k})
+			names[p.desc.Name]++
+			continue
+		}
+		a := agents[i]
+		a.kp.up = a.kp.up || p.up
+		if p.lastOK.After(a.kp.lastOK) {
+			a.kp.desc, a.kp.lastOK = *p.desc, p.lastOK
+		}
+	}
+	out := make(map[string]*knownPeer, len(agents))
+	conflicts := 0
+	for _, a := range agents {
+		name := a.kp.desc.Name
+		if names[name] > 1 || name == dc.a.cfg.AgentName {
+			conflicts++
+			suffix := a.kp.desc.Instance
+			if len(suffix) > 8 {
+				suffix = suffix[:8]
+			}
+			if suffix == "" {
+				suffix = a.addr
+			}
+			key := name + "~" + suffix
+			if pinglist.CheckHost(key) != nil {
+				key = suffix
+			}
+			if !dc.nameLogged[key] {
+				dc.nameLogged[key] = true
+				what := "another peer agent"
+				if name == dc.a.cfg.AgentName {
+					what = "this agent"
+				}
+				dc.a.log.Warn("two agents answer with one name: probing both; give every agent its own --agent-name",
+					"agent", a.addr, "name", name, "same_name_as", what, "instance", a.kp.desc.Instance, "own_instance", dc.a.instance, "peer", key)
+			}
+			a.kp.desc.Name = key
+			name = key
+		}
+		out[name] = a.kp
+	}
+	dc.a.m.nameConflicts.Set(float64(conflicts))
 	return out
 }
 

@@ -317,3 +317,44 @@ func TestRailsPinglist(t *testing.T) {
 	})
 	a1.wait(t, `gorping_targets{source="rails"}`, eq(4))
 }
+
+// TestDuplicateNames: three agents, two of them named "node" (cloned hosts). The two
+// know themselves by their instance IDs, not their names: each probes the other (as
+// node~INSTANCE) and says so once at WARN, with gorping_peer_name_conflicts 1; the third
+// probes both, each under its own peer name, and counts 2.
+func TestDuplicateNames(t *testing.T) {
+	fn := railNet(3)
+	ports := []int{meshtest.FreePort(t), meshtest.FreePort(t), meshtest.FreePort(t)}
+	all := agentAddr(ports[0]) + "," + agentAddr(ports[1]) + "," + agentAddr(ports[2])
+	a1 := railAgent(t, "node", twoRails(t, 1), fn, ports[0], "--agents", all)
+	a2 := railAgent(t, "node", twoRails(t, 2), fn, ports[1], "--agents", all)
+	a3 := railAgent(t, "other", twoRails(t, 3), fn, ports[2], "--agents", all)
+	peerOf := func(a *testAgent) string {
+		inst := a.a.instance
+		return "node~" + inst[:8]
+	}
+	for _, c := range []struct {
+		a    *testAgent
+		peer *testAgent
+		addr string
+	}{{a1, a2, "10.0.1.2:7174"}, {a2, a1, "10.0.1.1:7174"}, {a3, a1, "10.0.1.1:7174"}, {a3, a2, "10.0.1.2:7174"}} {
+		c.a.wait(t, railSeries(c.addr, "rxe0", peerOf(c.peer)), eq(1))
+	}
+	a1.wait(t, `gorping_peer_name_conflicts`, eq(1))
+	a2.wait(t, `gorping_peer_name_conflicts`, eq(1))
+	a3.wait(t, `gorping_peer_name_conflicts`, eq(2))
+	a1.wait(t, `gorping_targets{source="rails"}`, eq(4))
+	time.Sleep(300 * time.Millisecond) // a few more discovery rounds: still one line
+	for _, a := range []*testAgent{a1, a2} {
+		logs := a.logs.String()
+		if n := strings.Count(logs, "two agents answer with one name"); n != 1 {
+			t.Errorf("%d warnings of the duplicate name, want 1:\n%s", n, logs)
+		}
+		if !strings.Contains(logs, "level=WARN") {
+			t.Errorf("the duplicate name is not at WARN:\n%s", logs)
+		}
+		if strings.Contains(logs, "answers as this agent: skipping it") {
+			t.Errorf("an agent of the same name was taken for this agent:\n%s", logs)
+		}
+	}
+}

@@ -16,13 +16,13 @@ import (
 
 // maxSeriesPerTarget is the cardinality budget of one target (docs/mesh.md) that has
 // failed in five ways: the RTT histogram (one native histogram), probes, up,
-// connections, path, ts_source, and the failure reasons the target has seen; a target
+// connections, dead connections, path, ts_source, and the failure reasons the target has seen; a target
 // whose connection is NIC-timed (ts_source="nic") has maxSeriesPerTargetNIC, the split's
 // two histograms more. With --paths K of 2 or more each path adds at most
 // maxSeriesPerPath — its up, probes and info, and its share of the target's paths up —
 // plus one per failure reason it has had.
 const (
-	maxSeriesPerTarget    = 11
+	maxSeriesPerTarget    = 12
 	maxSeriesPerTargetNIC = maxSeriesPerTarget + 2
 	maxSeriesPerPath      = 4
 )
@@ -232,6 +232,8 @@ func parseArgs(args []string) (Config, error) {
 			set(dur(&cfg.ConnectTimeout))
 		case "backoff-max":
 			set(dur(&cfg.BackoffMax))
+		case "path-lifetime":
+			set(dur(&cfg.PathLifetime))
 		case "size":
 			set(num(&cfg.Size))
 		case "source":

@@ -170,8 +170,11 @@ type fakeNet struct {
 	// with new QPs, it works).
 	byPath  map[pathKey]behavior
 	failQPN map[uint32]string
-	qpn     uint32                    // the last QPN handed out (each connection takes its own and its peer's)
-	lastQPN map[netip.AddrPort]uint32 // the local QPN of each address's latest connection
+	// failFlow, if set, fails every ping of a connection whose flow it names (a reason):
+	// an ECMP member that black-holes the flows hashed onto it.
+	failFlow func(rping.Flow) string
+	qpn      uint32                    // the last QPN handed out (each connection takes its own and its peer's)
+	lastQPN  map[netip.AddrPort]uint32 // the local QPN of each address's latest connection
 }
 
 type pathKey struct {
@@ -317,6 +320,10 @@ func (c *fakeConn) Ping(time.Duration) (time.Duration, error) {
 	c.n++
 	c.f.mu.Lock()
 	reason, fail := c.f.failQPN[c.flow.LocalQPN]
+	if !fail && c.f.failFlow != nil {
+		reason = c.f.failFlow(c.flow)
+		fail = reason != ""
+	}
 	c.f.mu.Unlock()
 	if fail {
 		c.err = &rping.ProbeError{Reason: reason, Err: errors.New("fake: this connection fails")}

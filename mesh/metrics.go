@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,6 +54,7 @@ type metrics struct {
 	failures    *prometheus.CounterVec
 	up          *prometheus.GaugeVec
 	connections *prometheus.CounterVec
+	deadConns   *prometheus.CounterVec
 	path        *prometheus.GaugeVec
 	tsSource    *prometheus.GaugeVec
 	networkRTT  *prometheus.HistogramVec // ts_source="nic" only
@@ -79,6 +81,7 @@ type metrics struct {
 	fetchFailures   *prometheus.CounterVec
 	agentsBadLines  prometheus.Gauge
 	railProblems    *prometheus.GaugeVec
+	nameConflicts   prometheus.Gauge
 }
 
 func newMetrics(version string) *metrics {
@@ -98,6 +101,8 @@ func newMetrics(version string) *metrics {
 		Help: "1 if the target's last probe succeeded, else 0."}, tl)
 	m.connections = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "connections_total",
 		Help: "RC connections established to the target (the first and every re-establishment)."}, tl)
+	m.deadConns = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "dead_connections_total",
+		Help: "Connections to the target that were established but whose first ping (bounded by --connect-timeout) failed: the CM's handshake crossed the fabric, the connection's own flow (QPs, UDP source port) did not, as on a black-holed ECMP member."}, tl)
 	m.path = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "target_path_info",
 		Help: "The local RDMA device and port of the target's latest connection (labels as node_exporter's infiniband collector); always 1."},
 		tl)
@@ -167,7 +172,9 @@ func newMetrics(version string) *metrics {
 	m.railProblems = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "rail_problems",
 		Help: "Pairs of a local rail and a probed peer (or its rail) that cannot be probed, by reason (self, no_rail_in_subnet, gid_family, link_layer); each logged once."},
 		[]string{"reason"})
-	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.path, m.tsSource, m.networkRTT, m.hostRTT,
+	m.nameConflicts = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "peer_name_conflicts",
+		Help: "Peer agents that answer with this agent's name or another peer's, with another instance ID (cloned hosts, an unset host name): each is probed as NAME~INSTANCE; give every agent its own --agent-name."})
+	m.reg.MustRegister(m.rtt, m.probes, m.failures, m.up, m.connections, m.deadConns, m.path, m.tsSource, m.networkRTT, m.hostRTT,
 		m.targetPathsUp, m.pathUp, m.pathProbes, m.pathFailures, m.pathInfo, m.targets, m.configErrors, m.badLines, m.ignored,
 		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build, m.agentInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -189,7 +196,7 @@ func (m *metrics) registerDiscovery() {
 	for _, r := range railProblemReasons {
 		m.railProblems.WithLabelValues(r)
 	}
-	m.reg.MustRegister(m.peerUp, m.peerInfo, m.fetches, m.fetchFailures, m.agentsBadLines, m.railProblems)
+	m.reg.MustRegister(m.peerUp, m.peerInfo, m.fetches, m.fetchFailures, m.agentsBadLines, m.railProblems, m.nameConflicts)
 }
 
 // targetMetrics are one target's children, looked up once so that recording a probe
@@ -203,8 +210,13 @@ type targetMetrics struct {
 	probes      prometheus.Counter
 	up          prometheus.Gauge
 	connections prometheus.Counter
-	pathsUp     prometheus.Gauge // nil with one path
-	paths       []*pathMetrics
+	// deadConnections counts the connections whose first ping failed (prober.go).
+	deadConnections prometheus.Counter
+	pathsUp         prometheus.Gauge // nil with one path
+	paths           []*pathMetrics
+	// hotUntil (unix ns) is when the target stops being hot: its paths sample new flows
+	// fast until then (prober.go, hotHold). Its paths' loops share it.
+	hotUntil atomic.Int64
 
 	mu       sync.Mutex
 	failures map[string]prometheus.Counter // by reason: the ones the target has had
@@ -239,7 +251,7 @@ func (m *metrics) forTarget(t target, k int) *targetMetrics {
 	l := []string{t.Key(), t.Device, port, t.Peer}
 	tm := &targetMetrics{m: m, labels: l, key: l[0], rtt: m.rtt.WithLabelValues(l...), probes: m.probes.WithLabelValues(l...),
 		up: m.up.WithLabelValues(l...), connections: m.connections.WithLabelValues(l...),
-		failures: map[string]prometheus.Counter{}}
+		deadConnections: m.deadConns.WithLabelValues(l...), failures: map[string]prometheus.Counter{}}
 	tm.up.Set(0)
 	if k > 1 {
 		tm.pathsUp = m.targetPathsUp.WithLabelValues(l...)
@@ -427,6 +439,7 @@ func (tm *targetMetrics) remove() {
 	tm.m.probes.DeleteLabelValues(l...)
 	tm.m.up.DeleteLabelValues(l...)
 	tm.m.connections.DeleteLabelValues(l...)
+	tm.m.deadConns.DeleteLabelValues(l...)
 	for reason := range tm.failures {
 		tm.m.failures.DeleteLabelValues(l[0], l[1], l[2], l[3], reason)
 	}
@@ -457,6 +470,23 @@ func (tm *targetMetrics) remove() {
 		}
 	}
 }
+
+// othersWork says whether a path of the target other than pm works.
+func (tm *targetMetrics) othersWork(pm *pathMetrics) bool {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	n := tm.working
+	if pm.working {
+		n--
+	}
+	return n > 0
+}
+
+// markHot makes the target hot for hotHold from now.
+func (tm *targetMetrics) markHot(now time.Time) { tm.hotUntil.Store(now.Add(hotHold).UnixNano()) }
+
+// hot says whether the target is hot at now.
+func (tm *targetMetrics) hot(now time.Time) bool { return now.UnixNano() < tm.hotUntil.Load() }
 
 // reasons returns why each of the target's paths is down ("" for a path that works), by
 // path index: what the landing page shows beside the series.

@@ -68,9 +68,13 @@ type probeSettings struct {
 	backoffMax                        time.Duration
 	jitter                            float64
 	paths                             int // --paths: connections (loops) per target
-	dial                              dialFunc
-	resolver                          dnsResolver
-	log                               *slog.Logger
+	// lifetime is --path-lifetime: a path's connection is replaced by a new one (new
+	// QPs, new rdma_cm port, so a new flow) after a lifetime drawn in [lifetime/2,
+	// 3·lifetime/2); 0: never (a connection lives until it fails).
+	lifetime time.Duration
+	dial     dialFunc
+	resolver dnsResolver
+	log      *slog.Logger
 	// dials bounds the connection setups in flight (maxParallelDials): an agent started
 	// with hundreds of targets, or all of whose peers came back at once, connects a few
 	// at a time instead of timing every setup out in a storm.
@@ -101,6 +105,36 @@ type targetLoop struct {
 	pending    string    // the connection died between slots: the next slot fails with this
 	timer      *time.Timer
 	warnedPath bool // a rail target's connection left by another device: logged
+
+	// The connection's rotation (--path-lifetime, "sampling the flows" in docs/mesh.md):
+	// connAt is when it was set up, draw its lifetime's factor in [0.5, 1.5).
+	connAt time.Time
+	draw   float64
+}
+
+// Sampling the fabric's flows (docs/mesh.md, "Paths: a fault stays visible"). A
+// connection on an ECMP member that drops its flow fails; its replacement gets new QPs
+// and a new rdma_cm port, so a new flow, and lands on a working member 1−1/M of the
+// time: a path that only reconnects on failure settles on the members that work and the
+// fault vanishes from its series. So connections are replaced on a schedule, and faster
+// while a target has just failed on a connected path (it is "hot"): then every path of
+// the target samples a new flow every hotLifetime, and each new connection whose first
+// ping fails (a dead connection: the CM's handshake crossed the fabric, its data flow
+// did not) renews the evidence, for as long as the fault lasts.
+var (
+	hotHold        = 5 * time.Minute  // a target stays hot this long after its last failure on a connected path
+	minHotLifetime = 15 * time.Second // a hot path's connection lifetime: at least this, and
+)
+
+// hotSlotsPerConn: at least this many intervals. Every connection is a set-up at both
+// ends: at 10 intervals the cluster-shaped bed's single-CPU guests, every target of
+// which turned hot at some ping's timeout, spent more on connecting than on probing; at
+// 30 a hot target met the dead member too seldom to show it in every 2-minute window.
+var hotSlotsPerConn = 15
+
+// hotLifetime is a hot path's connection lifetime.
+func hotLifetime(interval time.Duration) time.Duration {
+	return max(minHotLifetime, time.Duration(hotSlotsPerConn)*interval)
 }
 
 func newTargetLoop(t target, s *probeSettings, tm *targetMetrics, path int, seed uint64) *targetLoop {
@@ -153,6 +187,7 @@ func (l *targetLoop) waitUntil(ctx context.Context, t time.Time) bool {
 			return false
 		case <-dead:
 			_, err := l.conn.Ping(0) // a spent connection answers at once with its reason
+			l.connFailed()
 			l.closeConn()
 			l.pending = reasonOf(err)
 			l.down(l.pending, err)
@@ -168,6 +203,9 @@ func (l *targetLoop) slot(ctx context.Context) {
 		l.pm.failure(l.pending)
 		l.pending = ""
 		l.dial(ctx)
+		return
+	}
+	if l.conn != nil && l.rotateDue(time.Now()) && !l.rotate(ctx) {
 		return
 	}
 	if l.conn == nil {
@@ -189,6 +227,7 @@ func (l *targetLoop) slot(ctx context.Context) {
 		}
 		reason := reasonOf(err)
 		l.pm.failure(reason)
+		l.connFailed()
 		l.closeConn()
 		l.retryAt = time.Time{} // redial at the next slot; repeated dial failures back off
 		l.down(reason, err)
@@ -205,32 +244,78 @@ func (l *targetLoop) slot(ctx context.Context) {
 // dial connects, returning "" or the failure reason (also recorded as the target's
 // down reason, with the backoff until the next attempt).
 func (l *targetLoop) dial(ctx context.Context) string {
-	select {
-	case l.s.dials <- struct{}{}:
-		defer func() { <-l.s.dials }()
-	case <-ctx.Done():
-		return rping.ReasonCanceled
-	}
-	rctx, cancel := context.WithTimeout(ctx, l.s.connectTimeout)
-	addr, err := resolveTarget(rctx, l.s.resolver, l.t)
-	cancel()
-	var conn probeConn
-	if err == nil {
-		conn, err = l.s.dial(ctx, l.t.Src, netip.AddrPortFrom(addr, l.t.Port), l.path, lineLog{l.log})
-		if err != nil && ctx.Err() != nil {
+	conn, addr, err := l.connect(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
 			return rping.ReasonCanceled
 		}
-	} else {
-		err = &rping.ProbeError{Reason: reasonResolve, Err: err}
-	}
-	if err != nil {
 		reason := reasonOf(err)
-		l.retryAt = time.Now().Add(l.bo.next())
+		var dc *deadConnError
+		if errors.As(err, &dc) {
+			// The set-up worked: the next connection, a new flow, is tried at the next slot.
+			l.retryAt = time.Time{}
+			l.markHotIfOthersWork()
+		} else {
+			l.retryAt = time.Now().Add(l.bo.next())
+		}
 		l.down(reason, err)
 		return reason
 	}
 	l.bo.reset()
+	l.use(conn, addr)
+	return ""
+}
+
+// connect sets up a new connection to the target, holding one of the agent's dial
+// slots. Its error is a *rping.ProbeError; ReasonCanceled when ctx ended.
+func (l *targetLoop) connect(ctx context.Context) (probeConn, netip.Addr, error) {
+	select {
+	case l.s.dials <- struct{}{}:
+		defer func() { <-l.s.dials }()
+	case <-ctx.Done():
+		return nil, netip.Addr{}, &rping.ProbeError{Reason: rping.ReasonCanceled, Err: ctx.Err()}
+	}
+	rctx, cancel := context.WithTimeout(ctx, l.s.connectTimeout)
+	addr, err := resolveTarget(rctx, l.s.resolver, l.t)
+	cancel()
+	if err != nil {
+		return nil, netip.Addr{}, &rping.ProbeError{Reason: reasonResolve, Err: err}
+	}
+	conn, err := l.s.dial(ctx, l.t.Src, netip.AddrPortFrom(addr, l.t.Port), l.path, lineLog{l.log})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, addr, &rping.ProbeError{Reason: rping.ReasonCanceled, Err: err}
+		}
+		return nil, addr, err
+	}
+	// The first ping proves the connection's own flow, with the set-up's bound rather
+	// than a ping's: a host slow at its first exchange (a loaded guest) is not a dropped
+	// flow, a flow that answers nothing within --connect-timeout is. Its RTT is not a
+	// slot's. One that fails is a dead connection.
+	if _, err := conn.Ping(max(l.s.connectTimeout, l.s.timeout)); err != nil {
+		conn.Close()
+		if ctx.Err() != nil {
+			return nil, addr, &rping.ProbeError{Reason: rping.ReasonCanceled, Err: err}
+		}
+		l.pm.tm.connections.Inc()
+		l.pm.tm.deadConnections.Inc()
+		return nil, addr, &deadConnError{err}
+	}
+	return conn, addr, nil
+}
+
+// deadConnError is a connection set up whose first ping failed.
+type deadConnError struct{ err error }
+
+func (e *deadConnError) Error() string {
+	return "the new connection's first ping failed: " + e.err.Error()
+}
+func (e *deadConnError) Unwrap() error { return e.err }
+
+// use makes conn the path's connection.
+func (l *targetLoop) use(conn probeConn, addr netip.Addr) {
 	l.conn = conn
+	l.connAt, l.draw = time.Now(), 0.5+l.rnd.Float64()
 	l.pm.connected(conn.Device(), strconv.Itoa(conn.Port()), conn.Flow(), conn.TSSource())
 	if l.t.Device != "" && (conn.Device() != l.t.Device || conn.Port() != l.t.DevPort) && !l.warnedPath {
 		// The source address picks the device; another one means the host's addresses
@@ -240,7 +325,64 @@ func (l *targetLoop) dial(ctx context.Context) string {
 			"device", conn.Device(), "port", conn.Port(), "source", l.t.Src)
 	}
 	l.log.Debug("connected", "address", addr, "device", conn.Device(), "port", conn.Port(), "ts_source", conn.TSSource())
-	return ""
+}
+
+// rotateDue says whether the path's connection has lived its lifetime at now: the
+// drawn share of --path-lifetime, or of hotLifetime while the target is hot.
+func (l *targetLoop) rotateDue(now time.Time) bool {
+	life := l.s.lifetime
+	if life <= 0 {
+		return false
+	}
+	if l.pm.tm.hot(now) {
+		life = min(life, hotLifetime(l.s.interval))
+	}
+	return now.Sub(l.connAt) >= time.Duration(l.draw*float64(life))
+}
+
+// rotate replaces the path's connection with a new one, made before the old one is
+// broken so that the path never goes down for it. It waits for no dial slot: with every
+// slot taken (targets reconnecting, a busy host) the rotation waits for a later slot. It
+// returns false when the new connection was set up but its first ping failed (a dead
+// connection): that is the slot's outcome, recorded here, and the old connection stays
+// in use. One that cannot be set up at all keeps the old one too, only logged: the
+// path works.
+func (l *targetLoop) rotate(ctx context.Context) bool {
+	if len(l.s.dials) == cap(l.s.dials) {
+		return true
+	}
+	conn, addr, err := l.connect(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return true
+		}
+		l.connAt = time.Now()
+		var dc *deadConnError
+		if errors.As(err, &dc) {
+			l.pm.failure(reasonOf(err))
+			l.markHotIfOthersWork()
+			l.log.Debug("a new connection of the path died at its first ping: keeping the old one", "err", err)
+			return false
+		}
+		l.log.Debug("cannot replace the path's connection: keeping it", "reason", reasonOf(err), "err", err)
+		return true
+	}
+	l.closeConn()
+	l.use(conn, addr)
+	return true
+}
+
+// connFailed records that the path's connection failed after carrying pings: the
+// target turns hot if another of its paths works.
+func (l *targetLoop) connFailed() { l.markHotIfOthersWork() }
+
+// markHotIfOthersWork makes the target hot when another of its paths works: a flow
+// dropped, not the host or its rail (rotating connections to a host that fails them all
+// would only add to its load).
+func (l *targetLoop) markHotIfOthersWork() {
+	if l.pm.tm.othersWork(l.pm) {
+		l.pm.tm.markHot(time.Now())
+	}
 }
 
 // down records why the path is down, logging when the reason changes.

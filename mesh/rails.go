@@ -19,6 +19,7 @@ type selfDesc struct {
 func (a *Agent) describeSelf(last *[]string) bool {
 	cfg := a.cfg
 	d, notes, err := a.d.rails.describe(cfg.AgentName, cfg.Group, cfg.Version, cfg.port)
+	d.Instance = a.instance
 	if err != nil {
 		notes = append(notes, err.Error())
 	}
@@ -45,7 +46,7 @@ func (a *Agent) describeSelf(last *[]string) bool {
 		return false
 	}
 	a.self.Store(&selfDesc{desc: d, doc: doc})
-	a.log.Info("this agent's description", "name", d.Name, "group", d.Group, "rails", len(d.Rails))
+	a.log.Info("this agent's description", "name", d.Name, "instance", d.Instance, "group", d.Group, "rails", len(d.Rails))
 	return true
 }
 

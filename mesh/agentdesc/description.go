@@ -2,6 +2,8 @@ package agentdesc
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +17,8 @@ import (
 
 // Version is the format version this package writes and reads: a document of major
 // version 1 and any minor version is read; see the package comment for the rules.
-const Version = "1.0"
+// 1.1 added "instance".
+const Version = "1.1"
 
 // Limits of a document, so that a peer cannot make an agent allocate without bound.
 const (
@@ -36,7 +39,8 @@ const (
 )
 
 const (
-	major, minor  = 1, 0
+	major, minor  = 1, 1
+	maxInstance   = 64 // bytes of an instance ID
 	maxDeviceLen  = 63 // IB_DEVICE_NAME_MAX less its NUL
 	maxNetdevLen  = 15 // IFNAMSIZ less its NUL
 	maxVersionLen = 64
@@ -47,8 +51,12 @@ const (
 // Description is an agent's description of itself: what its peers need to probe it on
 // every rail.
 type Description struct {
-	Version        string // the document's format version (Marshal writes Version)
-	Name           string // the agent's name: its member name in pinglists, the peer label
+	Version string // the document's format version (Marshal writes Version)
+	Name    string // the agent's name: its member name in pinglists, the peer label
+	// Instance is drawn by the agent at start (NewInstance): two agents of one name (hosts
+	// cloned from one image, an unset host name) tell each other apart by it, and an
+	// agent knows its own description by it. "" in a 1.0 document.
+	Instance       string
 	Group          string // its pinglist group ("": no group)
 	GorpingVersion string // the gorping release it runs
 	ResponderPort  uint16 // the port its rping responder listens on, on every rail
@@ -73,6 +81,43 @@ type GID struct {
 	Type  string     // GIDTypeIB, GIDTypeRoCEv1 or GIDTypeRoCEv2
 }
 
+// NewInstance draws an instance ID: 16 hex digits, unique among a fleet's running
+// agents for all practical purposes (64 random bits).
+func NewInstance() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on Linux
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// SameAgent says whether d and o describe one agent: by instance where both have one,
+// else (a 1.0 document) by name and, where both list GIDs, a GID in common.
+func (d Description) SameAgent(o Description) bool {
+	if d.Instance != "" && o.Instance != "" {
+		return d.Instance == o.Instance
+	}
+	if d.Name != o.Name {
+		return false
+	}
+	gids := map[netip.Addr]bool{}
+	for _, r := range d.Rails {
+		for _, g := range r.GIDs {
+			gids[g.GID] = true
+		}
+	}
+	n := 0
+	for _, r := range o.Rails {
+		for _, g := range r.GIDs {
+			n++
+			if gids[g.GID] {
+				return true
+			}
+		}
+	}
+	return len(gids) == 0 || n == 0
+}
+
 // Member is the description's pinglist member.
 func (d Description) Member() pinglist.Member {
 	return pinglist.Member{Host: d.Name, Group: d.Group}
@@ -83,6 +128,7 @@ func (d Description) Member() pinglist.Member {
 type wireDoc struct {
 	Version        string     `json:"version"`
 	Name           string     `json:"name"`
+	Instance       string     `json:"instance,omitempty"`
 	Group          string     `json:"group,omitempty"`
 	GorpingVersion string     `json:"gorping_version"`
 	ResponderPort  int        `json:"responder_port"`
@@ -107,7 +153,7 @@ type wireGID struct {
 
 // Marshal is d's JSON document (version Version), after the checks Unmarshal makes.
 func (d Description) Marshal() ([]byte, error) {
-	w := wireDoc{Version: Version, Name: d.Name, Group: d.Group, GorpingVersion: d.GorpingVersion,
+	w := wireDoc{Version: Version, Name: d.Name, Instance: d.Instance, Group: d.Group, GorpingVersion: d.GorpingVersion,
 		ResponderPort: int(d.ResponderPort), Rails: []wireRail{}}
 	for _, r := range d.Rails {
 		wr := wireRail{Device: r.Device, Port: r.Port, Netdev: r.Netdev, LinkLayer: r.LinkLayer,
@@ -274,9 +320,17 @@ func parseVersion(v string) (int, error) {
 // know, which it keeps (pairing passes them over); an older or equal one may not.
 func (w wireDoc) check(docMinor int) (Description, error) {
 	newer := docMinor > minor
-	d := Description{Version: w.Version, Name: w.Name, Group: w.Group, GorpingVersion: w.GorpingVersion}
+	d := Description{Version: w.Version, Name: w.Name, Instance: w.Instance, Group: w.Group, GorpingVersion: w.GorpingVersion}
 	if err := pinglist.CheckHost(w.Name); err != nil {
 		return d, fmt.Errorf("name: %w", err)
+	}
+	if w.Instance != "" {
+		if docMinor < 1 {
+			return d, fmt.Errorf(`version %s: unknown field "instance" (a %d.%d document has none; only later minor versions add fields)`, w.Version, major, docMinor)
+		}
+		if err := checkText(w.Instance, maxInstance); err != nil {
+			return d, fmt.Errorf("instance: %w", err)
+		}
 	}
 	if err := pinglist.CheckGroup(w.Group); err != nil {
 		return d, fmt.Errorf("group: %w", err)

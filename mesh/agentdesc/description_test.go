@@ -95,7 +95,11 @@ func TestUnmarshalBadInput(t *testing.T) {
 		{"junk version", doc(replace(`"1.0"`, `"1.0.0"`)), `not MAJOR.MINOR`},
 		{"unknown field in 1.0", doc(replace(`"name"`, `"colour":"red","name"`)), `version 1.0: unknown field "colour" (a 1.0 document has none`},
 		{"unknown rail field in 1.0", doc(replace(`"port":1`, `"port":1,"speed":400`)), `unknown field "speed"`},
-		{"unknown fields in 1.1", replace(`"1.0"`, `"1.1"`)(doc(replace(`"port":1`, `"port":1,"speed":400,"x":{"y":[1,2,{"z":null}]}`))), ""},
+		{"unknown fields in 1.2", replace(`"1.0"`, `"1.2"`)(doc(replace(`"port":1`, `"port":1,"speed":400,"x":{"y":[1,2,{"z":null}]}`))), ""},
+		{"instance in 1.0", doc(replace(`"name"`, `"instance":"ab12","name"`)), `version 1.0: unknown field "instance" (a 1.0 document has none`},
+		{"instance in 1.1", replace(`"1.0"`, `"1.1"`)(doc(replace(`"name"`, `"instance":"ab12","name"`))), ""},
+		{"instance with a space", replace(`"1.0"`, `"1.1"`)(doc(replace(`"name"`, `"instance":"ab 12","name"`))), `instance: "ab 12": byte 3 is not visible ASCII`},
+		{"instance too long", replace(`"1.0"`, `"1.1"`)(doc(replace(`"name"`, `"instance":"`+strings.Repeat("a", 65)+`","name"`))), `instance: "aaaaaaaaaaaaaaaaaaaa"... is 65 bytes long (at most 64)`},
 		{"unknown link layer in 1.0", doc(replace(`"Ethernet"`, `"OmniPath"`)), `rails[0].link_layer: "OmniPath" is not "Ethernet" or "InfiniBand"`},
 		{"unknown link layer in 1.3", replace(`"1.0"`, `"1.3"`)(doc(replace(`"Ethernet"`, `"OmniPath"`))), ""},
 		{"unknown GID type in 1.0", doc(replace(`"RoCE v2"`, `"RoCE v3"`)), `rails[0].gids[0].type: "RoCE v3" is not`},
@@ -128,9 +132,9 @@ func TestUnmarshalBadInput(t *testing.T) {
 		{"129 GIDs", doc(replace(`"gids":[`, `"gids":[`+many(128, `{"index":1,"gid":"::1","type":"IB"}`)+`,`)), "rails[0].gids: an array of more than 128 elements"},
 		{"data after", doc(same) + `{}`, "invalid character '{' after top-level value"},
 		{"a long array", doc(replace(`"gids":[`, `"gids":[`+many(128, `1`)+`,`)), "rails[0].gids: an array of more than 128 elements"},
-		{"many fields in 1.1", replace(`"1.0"`, `"1.1"`)(doc(replace(`"port":1`, `"port":1,`+many(30, `"f":1`)))), "rails[0]: an object of more than 32 fields"},
-		{"deep in 1.1", replace(`"1.0"`, `"1.1"`)(doc(replace(`"port":1`, `"port":1,"x":`+strings.Repeat("[", 10)+strings.Repeat("]", 10)))), "rails[0].x[0][0][0][0][0]: nested deeper than 8"},
-		{"a long string in 1.1", replace(`"1.0"`, `"1.1"`)(doc(replace(`"port":1`, `"port":1,"note":"`+strings.Repeat("n", 2000)+`"`))), "rails[0].note: a string of 2000 bytes"},
+		{"many fields in 1.2", replace(`"1.0"`, `"1.2"`)(doc(replace(`"port":1`, `"port":1,`+many(30, `"f":1`)))), "rails[0]: an object of more than 32 fields"},
+		{"deep in 1.2", replace(`"1.0"`, `"1.2"`)(doc(replace(`"port":1`, `"port":1,"x":`+strings.Repeat("[", 10)+strings.Repeat("]", 10)))), "rails[0].x[0][0][0][0][0]: nested deeper than 8"},
+		{"a long string in 1.2", replace(`"1.0"`, `"1.2"`)(doc(replace(`"port":1`, `"port":1,"note":"`+strings.Repeat("n", 2000)+`"`))), "rails[0].note: a string of 2000 bytes"},
 		{"too large", doc(replace(`"name"`, `"x":"`+strings.Repeat("x", MaxSize)+`","name"`)), "larger than 64 KiB"},
 		{"null rails", doc(replace(`"rails":[`, `"rails":null,"r":[`)), `unknown field "r"`},
 	} {
@@ -240,4 +244,45 @@ func FuzzUnmarshal(f *testing.F) {
 			t.Fatalf("written again: %v\n%+v\n%+v", err, d2, d)
 		}
 	})
+}
+
+// TestSameAgent: an agent is known by its instance; a 1.0 description (no instance) by
+// its name and a GID in common.
+func TestSameAgent(t *testing.T) {
+	gid := func(s string) []Rail {
+		return []Rail{{Device: "rxe0", Port: 1, GIDs: []GID{{Index: 1, GID: netip.MustParseAddr(s), Type: GIDTypeRoCEv2}}}}
+	}
+	me := Description{Name: "node", Instance: "aaaa", Rails: gid("::ffff:10.0.0.1")}
+	for _, c := range []struct {
+		name  string
+		other Description
+		same  bool
+	}{
+		{"same instance", Description{Name: "node", Instance: "aaaa"}, true},
+		{"same name, another instance", Description{Name: "node", Instance: "bbbb", Rails: gid("::ffff:10.0.0.1")}, false},
+		{"another name, same instance", Description{Name: "other", Instance: "aaaa"}, true},
+		{"1.0, same name and GID", Description{Name: "node", Rails: gid("::ffff:10.0.0.1")}, true},
+		{"1.0, same name, other GIDs", Description{Name: "node", Rails: gid("::ffff:10.0.0.2")}, false},
+		{"1.0, same name, no GIDs", Description{Name: "node"}, true},
+		{"1.0, another name", Description{Name: "other", Rails: gid("::ffff:10.0.0.1")}, false},
+	} {
+		if got := c.other.SameAgent(me); got != c.same {
+			t.Errorf("%s: SameAgent %v, want %v", c.name, got, c.same)
+		}
+		if got := me.SameAgent(c.other); got != c.same {
+			t.Errorf("%s (the other way): SameAgent %v, want %v", c.name, got, c.same)
+		}
+	}
+	a, b := NewInstance(), NewInstance()
+	if len(a) != 16 || a == b {
+		t.Errorf("NewInstance: %q, %q: want two different 16-digit IDs", a, b)
+	}
+	doc, err := Description{Version: Version, Name: "node", Instance: a, GorpingVersion: "v1", ResponderPort: 7174}.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Unmarshal(doc)
+	if err != nil || d.Instance != a || d.Version != "1.1" {
+		t.Errorf("round trip of %s: %+v %v", doc, d, err)
+	}
 }

@@ -1,15 +1,19 @@
 // Package agentdesc is the mesh agent's description of itself, the document peers read
 // to learn its rails, and the pairing of local rails with a peer's (Pair).
 //
-// The document (version 1.0; docs/mesh.md has an example):
+// The document (version 1.1; docs/mesh.md has an example):
 //
-//	{"version": "1.0", "name": "node1", "group": "tor-a", "gorping_version": "v1.4.0",
+//	{"version": "1.1", "name": "node1", "instance": "3f9c2a61d07b8e45", "group": "tor-a", "gorping_version": "v1.4.0",
 //	 "responder_port": 7174,
 //	 "rails": [{"device": "mlx5_0", "port": 1, "netdev": "ens1f0np0",
 //	            "link_layer": "Ethernet", "active_mtu": 4096,
 //	            "addresses": ["10.0.1.5/24", "fd00:1::5/64"],
 //	            "gids": [{"index": 3, "gid": "::ffff:10.0.1.5", "type": "RoCE v2"},
 //	                     {"index": 5, "gid": "fd00:1::5", "type": "RoCE v2"}]}]}
+//
+// 1.1 added "instance", an ID the agent draws at start: agents of one name (cloned
+// hosts, an unset host name) tell each other apart by it. A 1.0 document has none; its
+// agent is known by its name and GIDs (Description.SameAgent).
 //
 // Versioning: "version" is MAJOR.MINOR. A reader reads every minor version of its major
 // version and refuses any other major version, saying so. A minor version only adds: new

@@ -59,11 +59,11 @@ const (
 // Pair is what this agent (local, its own description) probes of peer: one target per
 // pair of a local rail and a peer rail that mode pairs, in an address family both ports'
 // GID tables carry (IPv4 before IPv6), and a Problem for each local rail or pair of rails
-// that cannot be probed. A peer that is this agent (its name, or any address of a local
+// that cannot be probed. A peer that is this agent (SameAgent, or any address of a local
 // rail) gets no target: never this host's own sibling NICs. Local rails that cannot
 // probe at all are RailProblems', not reported here.
 func Pair(local, peer Description, mode Mode) ([]Target, []Problem) {
-	if peer.Name == local.Name {
+	if peer.SameAgent(local) {
 		return nil, []Problem{{Peer: peer.Name, Reason: ReasonSelf, Detail: fmt.Sprintf("peer %q is this agent: not probed", peer.Name)}}
 	}
 	// Routable addresses only: two hosts may both use one link-local address.

@@ -87,87 +87,69 @@ func crossingPaths(t *testing.T, prom *promtest.Server, byName map[string]*vm.Ho
 	return out
 }
 
-// ecmpBlackhole: one member of the group black-holed fails exactly the paths
-// with a flow hashed onto it (predicted from gorping_path_info, checked on the
-// switch), every target stays up through its other paths, and
-// GorpingPathBlackhole names those paths and nothing names a host.
-func ecmpBlackhole(t *testing.T, prom *promtest.Server, g *vm.ECMP, byName map[string]*vm.Host, restart func(*vm.Host)) {
-	// The member to black-hole carries the connection manager's MADs (QP 1), so a
-	// failed path cannot reconnect around it: the paths on it stay down, as a
-	// connection on a black-holed member does whose new flow hashes back onto it.
+// blackholeFor is how long ecmpBlackhole keeps its member dead: a fault that
+// outlives the 2-minute windows the rules read, so that one vanishing from them
+// (the paths reconnecting onto members that work) fails the test.
+const blackholeFor = 5 * time.Minute
+
+// ecmpBlackhole: one member of the group black-holed, not the one that carries
+// the connection manager's MADs (so failed paths can reconnect around it, as on a
+// fabric), for blackholeFor. Every crossing path's flows cross the member the hash
+// predicts (gorping_path_info's udp_sport is the port on the wire); from within 2
+// minutes of the fault to its end GorpingFlowBlackhole fires, naming the two groups
+// on rail 0, and the agents' own path failures between the two sides grow in every
+// 2-minute window; nothing names a host; healed, the alert clears and every path
+// comes back.
+func ecmpBlackhole(t *testing.T, prom *promtest.Server, g *vm.ECMP, byName map[string]*vm.Host) {
 	// A quiet start: nothing pending from the subtests before (their faults are
 	// healed, but an alert clears an evaluation after its series do).
-	prom.WaitFor(t, 2*time.Minute, `ALERTS{alertname=~"GorpingTargetRailDown|GorpingSourceRailDown|GorpingTargetDown|GorpingPathBlackhole"}`,
+	prom.WaitFor(t, 2*time.Minute, `ALERTS{alertname=~"GorpingTargetRailDown|GorpingSourceRailDown|GorpingTargetDown|GorpingPathBlackhole|GorpingFlowBlackhole"}`,
 		func(v promtest.Vector) bool { return len(v) == 0 })
-	var paths []pathFlow
-	var dead int
-	failing := map[string]pathFlow{}
-	for try := 1; ; try++ {
-		paths = crossingPaths(t, prom, byName, paths)
-		flows := g.Flows()
-		dead = -1
-		for f, st := range flows {
-			if f.DQPN == 1 {
-				if dead >= 0 && st.Member != dead {
-					t.Fatalf("the MADs to QP 1 cross members %d and %d (flows %v): the test needs one member for all", dead, st.Member, flows)
-				}
-				dead = st.Member
+	paths := crossingPaths(t, prom, byName, nil)
+	flows := g.Flows()
+	mads := map[int]bool{}
+	for f, st := range flows {
+		if f.DQPN == 1 {
+			mads[st.Member] = true
+		}
+	}
+	// Each path's flows crossed on the member the hash predicts: its udp_sport label
+	// is the port on the wire, both ways. The member to black-hole carries the most
+	// of them, so that the fault meets live paths at once.
+	load := make([]int, ecmpMembers)
+	for _, p := range paths {
+		for _, f := range p.wire(byName) {
+			st, seen := flows[f]
+			if !seen || st.Frames == 0 {
+				t.Fatalf("%s: no frame of its flow %+v crossed the group (flows seen: %v): the predicted UDP source port is not the one on the wire", p, f, flows)
 			}
-		}
-		if dead < 0 {
-			t.Fatalf("no frame to QP 1 crossed the group: did the agents connect before it was set? flows: %v", flows)
-		}
-		// Each path's flows crossed on the member the hash predicts: its
-		// udp_sport label is the port on the wire, both ways.
-		clear(failing)
-		perTarget := map[string][2]int{} // failing, all
-		for _, p := range paths {
-			onDead := false
-			for _, f := range p.wire(byName) {
-				st, seen := flows[f]
-				if !seen || st.Frames == 0 {
-					t.Fatalf("%s: no frame of its flow %+v crossed the group (flows seen: %v): the predicted UDP source port is not the one on the wire", p, f, flows)
-				}
-				if want := vm.ECMPMember(f.SPort, f.DQPN, ecmpMembers); st.Member != want {
-					t.Fatalf("%s: flow %+v crossed member %d, the hash says %d", p, f, st.Member, want)
-				}
-				onDead = onDead || st.Member == dead
+			if want := vm.ECMPMember(f.SPort, f.DQPN, ecmpMembers); st.Member != want {
+				t.Fatalf("%s: flow %+v crossed member %d, the hash says %d", p, f, st.Member, want)
 			}
-			c := perTarget[p.agent+" "+p.target]
-			c[1]++
-			if onDead {
-				failing[p.key()] = p
-				c[0]++
-			}
-			perTarget[p.agent+" "+p.target] = c
+			load[st.Member]++
 		}
-		degenerate := len(failing) == 0
-		for k, c := range perTarget {
-			if c[0] == c[1] {
-				t.Logf("every path of %s hashes onto member %d", k, dead)
-				degenerate = true
-			}
+	}
+	dead := -1
+	for m, n := range load {
+		if !mads[m] && (dead < 0 || n > load[dead]) {
+			dead = m
 		}
-		if !degenerate {
-			break
-		}
-		// The flows are the kernel's draw: draw again (new QPs, new rdma_cm ports).
-		if try == 5 {
-			t.Fatalf("5 draws of QPs left no pair with some, not all, paths on the MADs' member %d", dead)
-		}
-		t.Logf("draw %d: %d of %d paths on member %d, and a target with none left: restarting h3's agent", try, len(failing), len(paths), dead)
-		restart(byName["h3"])
+	}
+	if dead < 0 {
+		t.Fatalf("every member carries the CM's MADs (%v): no member can be black-holed without cutting the connection manager", mads)
 	}
 	var lines []string
 	for _, p := range paths {
+		w := p.wire(byName)
+		m0, m1 := vm.ECMPMember(w[0].SPort, w[0].DQPN, ecmpMembers), vm.ECMPMember(w[1].SPort, w[1].DQPN, ecmpMembers)
 		mark := "ok  "
-		if _, ok := failing[p.key()]; ok {
+		if m0 == dead || m1 == dead {
 			mark = "DEAD"
 		}
-		w := p.wire(byName)
-		lines = append(lines, fmt.Sprintf("%s %s: members %d/%d", mark, p, vm.ECMPMember(w[0].SPort, w[0].DQPN, ecmpMembers), vm.ECMPMember(w[1].SPort, w[1].DQPN, ecmpMembers)))
+		lines = append(lines, fmt.Sprintf("%s %s: members %d/%d", mark, p, m0, m1))
 	}
-	t.Logf("black-holing member %d of %d (the MADs'); %d of %d crossing paths predicted to fail:\n%s", dead, ecmpMembers, len(failing), len(paths), strings.Join(lines, "\n"))
+	t.Logf("black-holing member %d of %d for %s (the MADs cross %v; it carries %d of the %d crossing paths' flows now):\n%s",
+		dead, ecmpMembers, blackholeFor, mads, load[dead], 2*len(paths), strings.Join(lines, "\n"))
 
 	began := time.Now()
 	g.Impair(dead, vm.Impairment{Blackhole: true})
@@ -178,67 +160,74 @@ func ecmpBlackhole(t *testing.T, prom *promtest.Server, g *vm.ECMP, byName map[s
 		}
 	}()
 
-	// Exactly the predicted paths go down; the targets stay up.
-	prom.WaitFor(t, 2*time.Minute, `gorping_path_up`, func(v promtest.Vector) bool {
-		down := 0
-		for _, s := range v {
-			if s.Value == 0 {
-				if _, ok := failing[s.Metric["host"]+" "+s.Metric["target"]+" "+s.Metric["path"]]; !ok {
-					return false
-				}
-				down++
-			}
-		}
-		return down == len(failing)
-	})
-	prom.WaitFor(t, time.Minute, `count(gorping_target_up == 1)`, count(3*2*2))
-
-	// GorpingPathBlackhole holds (pending: its `for` is promtool's to test) for
-	// exactly those paths.
-	alerts := prom.WaitFor(t, 4*time.Minute, `ALERTS{alertname="GorpingPathBlackhole"}`, func(v promtest.Vector) bool {
-		if len(v) != len(failing) {
-			return false
-		}
-		for _, s := range v {
-			if _, ok := failing[s.Metric["agent"]+" "+s.Metric["target"]+" "+s.Metric["path"]]; !ok {
-				return false
-			}
-		}
-		return true
-	})
-	for _, s := range alerts {
-		if s.Metric["device"] != "rxe0" || s.Metric["port"] != "1" {
-			t.Errorf("GorpingPathBlackhole on %s port %s, want rxe0 port 1: %v", s.Metric["device"], s.Metric["port"], s.Metric)
+	// From within 2 minutes to the end: the alert fires (pending within 1, its `for`
+	// is 1m), and the path failures between the two sides grow in every 2-minute window.
+	const alert = `ALERTS{alertname="GorpingFlowBlackhole", alertstate="firing"}`
+	crossing := `sum(increase(gorping_path_failures_total{device="rxe0", host=~"h1|h2", peer="h3"}[2m]) or increase(gorping_path_failures_total{device="rxe0", host="h3"}[2m]))`
+	prom.WaitFor(t, 2*time.Minute, alert, promtest.NonEmpty)
+	firingAfter := time.Since(began)
+	t.Logf("GorpingFlowBlackhole firing %.0fs after the black hole began", firingAfter.Seconds())
+	var dashboardDone bool
+	target := "" // h1's crossing target: h3's rail 0
+	for _, p := range paths {
+		if p.agent == "h1" {
+			target = p.target
 		}
 	}
-	t.Logf("GorpingPathBlackhole after %.0fs: %v", time.Since(began).Seconds(), alerts)
-	// The paths not predicted never failed after the black hole began.
-	window := fmt.Sprintf("%ds", int(time.Since(began).Seconds())+1)
-	for _, p := range paths {
-		if _, ok := failing[p.key()]; ok {
+	polls, named := 0, map[string]bool{}
+	for time.Since(began) < blackholeFor {
+		v, err := prom.Query(alert)
+		if err != nil {
+			t.Fatalf("%s: %v", alert, err)
+		}
+		if len(v) == 0 {
+			t.Fatalf("GorpingFlowBlackhole stopped firing %.0fs into the black hole (it fired at %.0fs): the fault left the rules' view while the member is dead",
+				time.Since(began).Seconds(), firingAfter.Seconds())
+		}
+		for _, s := range v {
+			m := s.Metric
+			named[m["group"]+" -> "+m["peer_group"]] = true
+			if m["device"] != "rxe0" || m["port"] != "1" || m["group"] == m["peer_group"] {
+				t.Errorf("GorpingFlowBlackhole names %v: want rail rxe0 port 1 between tor-a and tor-b", m)
+			}
+		}
+		if time.Since(began) >= 2*time.Minute {
+			f, err := prom.Query(crossing)
+			if err != nil || len(f) != 1 || f[0].Value == 0 {
+				t.Fatalf("%.0fs into the black hole the crossing paths' failures over 2 minutes are %v (%v): the agents' own series lost the dead member",
+					time.Since(began).Seconds(), f, err)
+			}
+		}
+		polls++
+		if !dashboardDone && target != "" {
+			// Once: every panel of the shipped dashboard shows the fault.
+			dashboardShows(t, prom, byName["h1"], target)
+			dashboardDone = true
 			continue
 		}
-		q := fmt.Sprintf(`increase(gorping_path_failures_total{host=%q, target=%q, path=%q}[%s])`, p.agent, p.target, p.path, window)
-		if v, err := prom.Query(q); err != nil {
-			t.Errorf("%s: %v", q, err)
-		} else {
-			for _, s := range v {
-				if s.Value > 0 {
-					t.Errorf("%s is not on the dead member but failed (%v)", p, s)
-				}
-			}
-		}
+		time.Sleep(5 * time.Second)
+	}
+	t.Logf("%d polls over %s, GorpingFlowBlackhole firing at each, for %v", polls, blackholeFor, named)
+	if v, err := prom.Query(`count(max_over_time(gorping:pair_dead_connections:increase_2m{device="rxe0"}[` + fmt.Sprintf("%ds", int(time.Since(began).Seconds())) + `]) > 0)`); err == nil {
+		t.Logf("pairs with dead connections during the black hole: %v", v)
 	}
 	// Nothing names a host, its rail or a target.
+	window := fmt.Sprintf("%ds", int(time.Since(began).Seconds())+1)
 	if v, err := prom.Query(`max_over_time(ALERTS{alertname=~"GorpingTargetRailDown|GorpingSourceRailDown|GorpingTargetDown"}[` + window + `])`); err != nil || len(v) > 0 {
 		t.Errorf("alerts naming a host during the black hole: %v %v", v, err)
 	}
+	if v, err := prom.Query(`sum(increase(gorping_dead_connections_total{device="rxe0"}[` + window + `]))`); err == nil && len(v) == 1 {
+		c, _ := prom.Query(`sum(increase(gorping_connections_total{device="rxe0"}[` + window + `]))`)
+		t.Logf("during the black hole: %v dead connections of %v on rail 0", v[0].Value, c)
+	}
 
-	dashboardShows(t, prom, byName["h1"], paths, failing)
-
-	// Healed, every path comes back.
+	// Healed: the alert clears within its 2-minute window and an evaluation, and
+	// every path comes back.
 	g.Impair(dead, vm.Impairment{})
 	healed = true
+	repaired := time.Now()
+	prom.WaitFor(t, 4*time.Minute, `ALERTS{alertname="GorpingFlowBlackhole"}`, func(v promtest.Vector) bool { return len(v) == 0 })
+	t.Logf("GorpingFlowBlackhole cleared %.0fs after the repair", time.Since(repaired).Seconds())
 	prom.WaitFor(t, 3*time.Minute, `count(gorping_path_up == 1)`, count(3*2*2*railPaths))
 	if c, d := g.MemberFrames(dead, 0); d == 0 {
 		t.Errorf("the dead member discarded nothing from tor-a (%d crossed)", c)
@@ -246,23 +235,14 @@ func ecmpBlackhole(t *testing.T, prom *promtest.Server, g *vm.ECMP, byName map[s
 }
 
 // dashboardShows: during the black hole, every variable of the shipped dashboard
-// offers the value an operator would pick (rail 0, h1, h1's target on a dead path)
+// offers the value an operator would pick (rail 0, h1, the target an alert names)
 // and every panel's query returns data from the agents' own series and the rules:
 // the host test's check (test/grafanatest) on real agents.
-func dashboardShows(t *testing.T, prom *promtest.Server, h1 *vm.Host, paths []pathFlow, failing map[string]pathFlow) {
+func dashboardShows(t *testing.T, prom *promtest.Server, h1 *vm.Host, target string) {
 	t.Helper()
 	b, err := os.ReadFile(repoFile(t, "deploy", "grafana", "gorping-mesh.json"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	target := ""
-	for _, p := range paths {
-		if _, dead := failing[p.key()]; p.agent == "h1" && (dead || target == "") {
-			target = p.target
-		}
-	}
-	if target == "" {
-		t.Fatalf("h1 has no crossing path: %v", paths)
 	}
 	vars := map[string]string{"datasource": "prometheus", "rail": "rxe0", "agent": "h1", "instance": h1.Forwards[meshPort], "target": target}
 	vs, err := grafanatest.Variables(b, vars)

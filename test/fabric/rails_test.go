@@ -26,6 +26,12 @@ var railGroups = map[string]string{"h1": "tor-a", "h2": "tor-a", "h3": "tor-b"}
 // agent a subtest restarts).
 func startRailAgent(t, owner *testing.T, h *vm.Host, group string) *rproc {
 	t.Helper()
+	return startNamedRailAgent(t, owner, h, h.Name, group)
+}
+
+// startNamedRailAgent is startRailAgent with --agent-name name.
+func startNamedRailAgent(t, owner *testing.T, h *vm.Host, name, group string) *rproc {
+	t.Helper()
 	var agents []string
 	for _, p := range cl.Hosts {
 		agents = append(agents, addrPort(p.NodeIPv4, meshPort))
@@ -33,7 +39,7 @@ func startRailAgent(t, owner *testing.T, h *vm.Host, group string) *rproc {
 	// 4 paths x 4 targets every 2 s is the probe rate one path had every 0.5 s: four
 	// times that starves the emulated guests' single CPU (pings time out, paths redial).
 	a := startOwned(t, owner, h, gorping, "mesh", "--web.listen-address", fmt.Sprintf("0.0.0.0:%d", meshPort),
-		"--agents", strings.Join(agents, ","), "--agent-name", h.Name, "--group", group,
+		"--agents", strings.Join(agents, ","), "--agent-name", name, "--group", group,
 		"--agents-refresh", "1s", "--interval", "2", "--log.format", "json",
 		"--paths", strconv.Itoa(railPaths), "--backoff-max", "5s")
 	waitOutput(t, a, `"msg":"gorping mesh started"`, time.Minute)
@@ -231,11 +237,7 @@ func TestMeshRails(t *testing.T) {
 	})
 
 	t.Run("ECMPMemberBlackholed", func(t *testing.T) {
-		ecmpBlackhole(t, prom, ecmp, byName, func(h *vm.Host) {
-			agents[h].signal(t, 15)
-			agents[h].wait(t, time.Minute)
-			agents[h] = startRailAgent(t, top, h, railGroups[h.Name])
-		})
+		ecmpBlackhole(t, prom, ecmp, byName)
 	})
 
 	t.Run("GroupChange", func(t *testing.T) {
@@ -278,6 +280,41 @@ func TestMeshRails(t *testing.T) {
 		agents[h2] = startRailAgent(t, top, h2, railGroups["h2"])
 		prom.WaitFor(t, time.Minute, `gorping_peer_up{host=~"h1|h3", peer="h2"}`, zeros(0))
 		prom.WaitFor(t, 3*time.Minute, `count(gorping_target_up == 1)`, count(all))
+	})
+
+	t.Run("TwoAgentsOfOneName", func(t *testing.T) {
+		// h2's agent comes back named h1, as a host cloned from h1's image would: h1
+		// and h2 know themselves by their instance IDs, so each probes the other (as
+		// h1~INSTANCE), says so once at WARN and counts the conflict; h3 probes both.
+		agents[h2].signal(t, 15)
+		agents[h2].wait(t, time.Minute)
+		agents[h2] = startNamedRailAgent(t, top, h2, "h1", railGroups["h2"])
+		prom.WaitFor(t, time.Minute, `gorping_peer_name_conflicts`, func(v promtest.Vector) bool {
+			want := map[string]float64{"h1": 1, "h2": 1, "h3": 2}
+			for _, s := range v {
+				if want[s.Metric["host"]] != s.Value {
+					return false
+				}
+				delete(want, s.Metric["host"])
+			}
+			return len(want) == 0
+		})
+		prom.WaitFor(t, 3*time.Minute, `count(gorping_target_up == 1)`, count(all))
+		// h1 probes h2's two rails, h2 (named h1) h1's, h3 both, under the peer name
+		// h1~INSTANCE.
+		prom.WaitFor(t, time.Minute, `count by (host) (gorping_target_up{peer=~"h1~.*"} == 1)`, func(v promtest.Vector) bool {
+			got := map[string]float64{}
+			for _, s := range v {
+				got[s.Metric["host"]] = s.Value
+			}
+			return len(v) == 3 && got["h1"] == 2 && got["h2"] == 2 && got["h3"] == 4
+		})
+		for _, h := range []*vm.Host{h1, h2} {
+			logs := agents[h].status(t).Stderr
+			if n := strings.Count(logs, "two agents answer with one name"); n != 1 {
+				t.Errorf("%s's agent warned of the duplicate name %d times, want once:\n%s", h.Name, n, logs)
+			}
+		}
 	})
 }
 

@@ -24,7 +24,7 @@ import (
 )
 
 // localisationAlerts are the alerts that name a culprit.
-var localisationAlerts = []string{"GorpingPathBlackhole", "GorpingTargetRailDown", "GorpingSourceRailDown",
+var localisationAlerts = []string{"GorpingPathBlackhole", "GorpingFlowBlackhole", "GorpingTargetRailDown", "GorpingSourceRailDown",
 	"GorpingGroupPairLoss", "GorpingGroupPairLatency"}
 
 var ds = common.DataSourceRef{Type: ptr("prometheus"), Uid: ptr("${datasource}")}
