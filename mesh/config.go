@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
+	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
 	"github.com/gorping/gorping/rping"
 )
@@ -57,6 +58,7 @@ type Config struct {
 	Agents           []string      // --agents: peer agents' listeners, host[:port] each
 	AgentsFile       string        // --agents-file: one host[:port] per line
 	AgentsDNS        string        // --agents-dns NAME[:PORT]
+	AgentsKubernetes string        // --agents-kubernetes SELECTOR: the agents are the Running pods it selects in this pod's namespace (API server)
 	AgentsHTTPConfig string        // --agents.http-config: the HTTP client of /agent requests (Prometheus' http client config)
 	AgentsRefresh    time.Duration // --agents-refresh: how often every peer's /agent is read
 	AgentsKeep       time.Duration // --agents-keep: how long a peer that stops answering keeps its rails
@@ -135,6 +137,11 @@ Agents (peers found by the address of their listener; docs/mesh.md):
 				each one's rails are read from its /agent and probed
 	--agents-file FILE	one agent host[:port] per line; re-read like --targets
 	--agents-dns NAME[:PORT]	every A/AAAA address of NAME is an agent (resolved every --dns-refresh)
+	--agents-kubernetes SELECTOR	the agents are the Running pods SELECTOR selects in this
+				pod's namespace (the API server, read as the pod's service account):
+				named by their node, grouped by their topology.kubernetes.io/zone
+				label, at their pod IP; with --max-peers only the chosen peers' /agent
+				is read
 	--agents.http-config FILE	the client of /agent: scheme, tls_config, basic_auth, ... (YAML,
 				as in a Prometheus scrape config)
 	--agents-refresh DUR	how often every peer's /agent is read (default 30s)
@@ -279,6 +286,7 @@ func newFlagSet(out io.Writer) (*flag.FlagSet, *flagVars) {
 	fs.Var(&listFlag{l: &cfg.Agents}, "agents", "")
 	str(&cfg.AgentsFile, "agents-file")
 	str(&cfg.AgentsDNS, "agents-dns")
+	str(&cfg.AgentsKubernetes, "agents-kubernetes")
 	str(&cfg.AgentsHTTPConfig, "agents.http-config")
 	one(&durationFlag{&cfg.AgentsRefresh}, "agents-refresh")
 	one(&durationFlag{&cfg.AgentsKeep}, "agents-keep")
@@ -602,6 +610,11 @@ func (cfg Config) check() (*agentConfig, error) {
 	}
 	if err := c.checkAgents(); err != nil {
 		return nil, err
+	}
+	if cfg.AgentsKubernetes != "" {
+		if err := members.CheckSelector(cfg.AgentsKubernetes); err != nil {
+			return nil, usageErrorf("--agents-kubernetes %s: %v", quote(cfg.AgentsKubernetes), err)
+		}
 	}
 	if c.AgentName == "" {
 		h, err := os.Hostname()

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v2"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
+	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
 )
 
@@ -141,7 +142,7 @@ func (c *agentConfig) checkAgents() error {
 
 // discovers reports whether any discovery option is given.
 func (c *agentConfig) discovers() bool {
-	return len(c.agents) > 0 || c.AgentsFile != "" || c.agentsDNSName != ""
+	return len(c.agents) > 0 || c.AgentsFile != "" || c.agentsDNSName != "" || c.AgentsKubernetes != ""
 }
 
 // peerState is what the agent knows of one agent address.
@@ -167,6 +168,7 @@ type discovery struct {
 	fileErr   string
 	fileAddrs []target
 	dnsAddrs  []target
+	kube      *members.Kubernetes // --agents-kubernetes; nil without
 
 	peers    map[string]*peerState // by agent address
 	selfSeen map[string]bool       // addresses skipped as this agent, logged
@@ -184,9 +186,15 @@ func newDiscovery(a *Agent) (*discovery, error) {
 		return nil, fmt.Errorf("--agents.http-config: %w", err)
 	}
 	a.m.registerDiscovery()
-	return &discovery{a: a, client: client, scheme: h.scheme, file: a.cfg.AgentsFile,
+	dc := &discovery{a: a, client: client, scheme: h.scheme, file: a.cfg.AgentsFile,
 		peers: map[string]*peerState{}, selfSeen: map[string]bool{}, problems: map[string]bool{},
-		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}}, nil
+		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}}
+	if a.cfg.AgentsKubernetes != "" {
+		if dc.kube, err = newKubeMembers(a); err != nil {
+			return nil, fmt.Errorf("--agents-kubernetes: %w", err)
+		}
+	}
+	return dc, nil
 }
 
 // run discovers until ctx ends: every --agents-refresh it reads every peer's
@@ -196,6 +204,12 @@ func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 	cfg := dc.a.cfg
 	dc.loadFile(false)
 	dc.resolve(ctx)
+	var kubeChanged <-chan struct{}
+	if dc.kube != nil {
+		kubeChanged = dc.kube.Changed()
+		go dc.kube.Run(ctx)
+		dc.waitKube(ctx)
+	}
 	dc.round(ctx)
 	refresh := time.NewTicker(cfg.AgentsRefresh)
 	defer refresh.Stop()
@@ -217,6 +231,7 @@ func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 		case <-refresh.C:
 		case <-dns.C:
 			dc.resolve(ctx)
+		case <-kubeChanged:
 		case <-fileTick:
 			if !dc.loadFile(false) {
 				continue
@@ -305,7 +320,7 @@ func (dc *discovery) addresses() []string {
 	local := dc.a.d.local()
 	seen := map[string]bool{}
 	var out []string
-	for _, list := range [][]target{dc.a.cfg.agents, dc.fileAddrs, dc.dnsAddrs} {
+	for _, list := range [][]target{dc.a.cfg.agents, dc.fileAddrs, dc.dnsAddrs, dc.kubeAddrs()} {
 		for _, t := range list {
 			k := t.Key()
 			if seen[k] {

@@ -132,6 +132,13 @@ var meshOptions = []option{
 			"(**gorping_agents_file_bad_lines**)."},
 	{long: "agents-dns", arg: "name[:port]", group: groupAgents,
 		help: "every A/AAAA address of NAME is an agent (resolved every --dns-refresh)"},
+	{long: "agents-kubernetes", arg: "selector", group: groupAgents,
+		help: "the agents are the Running pods SELECTOR selects in this pod's namespace (the API server)",
+		man: "The agents are the Running pods the label selector **SELECTOR** selects in this pod's\n" +
+			"namespace, read from the API server as the pod's service account (a list, then a\n" +
+			"watch: it needs list and watch on pods): each named by its node, in the group of its\n" +
+			"**topology.kubernetes.io/zone** label, at its pod IP on port 10174. An API server that\n" +
+			"does not answer leaves the agents it listed last (**gorping_members_kubernetes_up** 0)."},
 	{long: "agents.http-config", arg: "file", value: valueFile, group: groupAgents,
 		help: "the HTTP client of /agent requests: scheme, tls_config, basic_auth, ... (Prometheus YAML)",
 		man: "The HTTP client of the **/agent** requests, as in a Prometheus scrape config: **scheme**\n" +

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,13 +84,10 @@ func NewKubernetes(cfg KubernetesConfig) (*Kubernetes, error) {
 	if cfg.Namespace == "" {
 		return nil, errors.New("no namespace")
 	}
-	sel, err := labels.Parse(cfg.Selector)
-	if err != nil {
+	if err := CheckSelector(cfg.Selector); err != nil {
 		return nil, fmt.Errorf("label selector %q: %w", cfg.Selector, err)
 	}
-	if sel.Empty() {
-		return nil, fmt.Errorf("label selector %q selects every pod of %s: name the agents' label", cfg.Selector, cfg.Namespace)
-	}
+	sel, _ := labels.Parse(cfg.Selector)
 	if cfg.GroupLabel == "" {
 		cfg.GroupLabel = DefaultGroupLabel
 	}
@@ -321,4 +319,32 @@ func (k *Kubernetes) Members() []Member {
 	k.snap = out
 	k.mMembers.Set(float64(len(out)))
 	return out
+}
+
+// CheckSelector says why s cannot select the agents' pods, or nil.
+func CheckSelector(s string) error {
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return fmt.Errorf("not a label selector: %w", err)
+	}
+	if sel.Empty() {
+		return errors.New("selects every pod: name the agents' label (app.kubernetes.io/name=gorping-mesh)")
+	}
+	return nil
+}
+
+// serviceAccountNamespace is where a pod's service account's namespace is mounted.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// InCluster is the API server and credentials of the pod this runs in, and its namespace.
+func InCluster() (*rest.Config, string, error) {
+	c, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("not in a Kubernetes pod with a service account: %w", err)
+	}
+	ns, err := os.ReadFile(serviceAccountNamespace)
+	if err != nil {
+		return nil, "", fmt.Errorf("the pod's namespace: %w", err)
+	}
+	return c, strings.TrimSpace(string(ns)), nil
 }
