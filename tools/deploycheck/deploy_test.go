@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -100,14 +101,15 @@ func TestMeshManifests(t *testing.T) {
 	if len(c.Args) == 0 || c.Args[0] != "mesh" {
 		t.Errorf("container args %v do not start with mesh", c.Args)
 	}
-	svcName := svc.Name + "." + svc.Namespace + ".svc.cluster.local"
-	if !slices.Contains(c.Args, "--agents-dns="+svcName) {
-		t.Errorf("args %v do not discover peer agents through the headless Service %s", c.Args, svcName)
+	// The peers come from the API server: the DaemonSet's own pods, by its selector.
+	sel := metav1.FormatLabelSelector(ds.Spec.Selector)
+	if !slices.Contains(c.Args, "--agents-kubernetes="+sel) {
+		t.Errorf("args %v do not discover peer agents as the DaemonSet's pods (--agents-kubernetes=%s)", c.Args, sel)
 	}
-	// --agents-dns NAME reads every agent's /agent on the listener's default port: the
-	// Service's port must be it.
-	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 10174 {
-		t.Errorf("Service ports %+v: want the agents' listener port 10174, which --agents-dns assumes", svc.Spec.Ports)
+	// --agents-kubernetes reads every agent's /agent on the listener's default port: the
+	// listener and the Service's port must be it.
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 10174 || !slices.Contains(c.Args, "--web.listen-address=:10174") {
+		t.Errorf("Service ports %+v, args %v: want the agents' listener port 10174, which --agents-kubernetes assumes", svc.Spec.Ports, c.Args)
 	}
 	checkRBAC(t, objs, ds)
 	// Kubernetes expands $(VAR) in args only for the container's own env (an unknown one
