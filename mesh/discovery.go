@@ -169,6 +169,7 @@ type discovery struct {
 	fileAddrs []target
 	dnsAddrs  []target
 	kube      *members.Kubernetes // --agents-kubernetes; nil without
+	dnsR      dnsResolver         // --agents-dns' resolver: the agent's, watched for cut answers (members.DNS)
 
 	peers    map[string]*peerState // by agent address
 	selfSeen map[string]bool       // addresses skipped as this agent, logged
@@ -188,7 +189,10 @@ func newDiscovery(a *Agent) (*discovery, error) {
 	a.m.registerDiscovery()
 	dc := &discovery{a: a, client: client, scheme: h.scheme, file: a.cfg.AgentsFile,
 		peers: map[string]*peerState{}, selfSeen: map[string]bool{}, problems: map[string]bool{},
-		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}}
+		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}, dnsR: a.d.resolver}
+	if a.d.resolver == net.DefaultResolver {
+		dc.dnsR = members.NewDNS(a.log, "--agents-dns", "--agents-kubernetes on Kubernetes, else --agents-file", "")
+	}
 	if a.cfg.AgentsKubernetes != "" {
 		if dc.kube, err = newKubeMembers(a); err != nil {
 			return nil, fmt.Errorf("--agents-kubernetes: %w", err)
@@ -305,7 +309,7 @@ func (dc *discovery) resolve(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ts, err := resolveDNS(ctx, dc.a.d.resolver, cfg.agentsDNSName, cfg.agentsDNSPort)
+	ts, err := resolveDNS(ctx, dc.dnsR, cfg.agentsDNSName, cfg.agentsDNSPort)
 	if err != nil {
 		dc.a.log.Warn("cannot resolve --agents-dns; keeping its last agents", "name", cfg.agentsDNSName, "err", err)
 		dc.a.m.configErrors.WithLabelValues(sourceAgentsDNS, "resolve").Inc()
