@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -101,6 +102,9 @@ func NewKubernetes(cfg KubernetesConfig) (*Kubernetes, error) {
 	if rc.UserAgent == "" {
 		rc.UserAgent = "gorping-mesh"
 	}
+	// Protobuf, not JSON: a list of the fleet's pods is a third of the bytes.
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	c, err := corev1client.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("API server: %w", err)
@@ -209,20 +213,31 @@ func (k *Kubernetes) answer(what string, err error) {
 	}
 }
 
+// podMember is what the informer keeps of a pod: its key, and what a member needs. A
+// *corev1.Pod, even emptied, is 1.8 KB a pod (18 MB at 10,000 agents, 180 MB at 100,000).
+type podMember struct {
+	metav1.ObjectMeta // Name, Namespace and DeletionTimestamp only: the store's key
+	node, ip, group   string
+	running           bool
+}
+
+func (p *podMember) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+func (p *podMember) DeepCopyObject() runtime.Object {
+	c := *p
+	p.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	return &c
+}
+
 // strip keeps of a pod what a member needs.
 func (k *Kubernetes) strip(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil // a tombstone: the informer's own
 	}
-	s := &corev1.Pod{}
-	s.Name, s.Namespace, s.ResourceVersion, s.UID = p.Name, p.Namespace, p.ResourceVersion, p.UID
-	s.DeletionTimestamp = p.DeletionTimestamp
-	if g, ok := p.Labels[k.cfg.GroupLabel]; ok {
-		s.Labels = map[string]string{k.cfg.GroupLabel: g}
-	}
-	s.Spec.NodeName = p.Spec.NodeName
-	s.Status.Phase, s.Status.PodIP = p.Status.Phase, p.Status.PodIP
+	s := &podMember{node: p.Spec.NodeName, ip: p.Status.PodIP, group: p.Labels[k.cfg.GroupLabel],
+		running: p.Status.Phase == corev1.PodRunning}
+	s.Name, s.Namespace, s.DeletionTimestamp = p.Name, p.Namespace, p.DeletionTimestamp
 	return s, nil
 }
 
@@ -278,11 +293,11 @@ func (k *Kubernetes) Members() []Member {
 	port := strconv.Itoa(int(k.cfg.Port))
 	var bad []string
 	for _, o := range objs {
-		p, ok := o.(*corev1.Pod)
-		if !ok || p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || p.Spec.NodeName == "" {
+		p, ok := o.(*podMember)
+		if !ok || p.DeletionTimestamp != nil || !p.running || p.ip == "" || p.node == "" {
 			continue
 		}
-		m := Member{Name: p.Spec.NodeName, Group: p.Labels[k.cfg.GroupLabel], Addr: net.JoinHostPort(p.Status.PodIP, port)}
+		m := Member{Name: p.node, Group: p.group, Addr: net.JoinHostPort(p.ip, port)}
 		if err := errors.Join(pinglist.CheckHost(m.Name), pinglist.CheckGroup(m.Group)); err != nil {
 			bad = append(bad, p.Name, err.Error())
 			continue
