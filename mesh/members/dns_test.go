@@ -19,13 +19,23 @@ import (
 // none.
 func dnsServer(t *testing.T, name string, n int) string {
 	t.Helper()
-	udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcp, err := net.Listen("tcp4", udp.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
+	// One port for both: the kernel's UDP port may be taken in TCP; try another.
+	var udp net.PacketConn
+	var tcp net.Listener
+	for try := 0; ; try++ {
+		u, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp4", u.LocalAddr().String())
+		if err == nil {
+			udp, tcp = u, l
+			break
+		}
+		u.Close()
+		if try == 20 {
+			t.Fatalf("no port free in both UDP and TCP: %v", err)
+		}
 	}
 	t.Cleanup(func() { udp.Close(); tcp.Close() })
 	answer := func(req []byte, limit int) []byte {
