@@ -65,7 +65,7 @@ func (s *Server) Stop() { s.apiserver.stop() }
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.apiserver = run(s.t, s.logFile, s.args[0], s.args[1:]...)
-	waitReady(s.t, s.logFile, s.URL+"/readyz", s.adminToken, "kube-apiserver")
+	waitReady(s.t, s.apiserver, s.logFile, s.URL+"/readyz", s.adminToken, "kube-apiserver")
 }
 
 // Admin is a client configuration with every right.
@@ -122,13 +122,13 @@ func Start(t testing.TB) *Server {
 	}
 	client, peer := port(), port()
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(client)
-	run(t, filepath.Join(dir, "etcd.log"), etcd, "--data-dir", filepath.Join(dir, "etcd"), "--name", "test",
+	etcdProc := run(t, filepath.Join(dir, "etcd.log"), etcd, "--data-dir", filepath.Join(dir, "etcd"), "--name", "test",
 		"--listen-client-urls", etcdURL, "--advertise-client-urls", etcdURL,
 		"--listen-peer-urls", "http://127.0.0.1:"+strconv.Itoa(peer),
 		"--initial-advertise-peer-urls", "http://127.0.0.1:"+strconv.Itoa(peer),
 		"--initial-cluster", "test=http://127.0.0.1:"+strconv.Itoa(peer),
 		"--unsafe-no-fsync", "--log-level", "warn")
-	waitReady(t, filepath.Join(dir, "etcd.log"), etcdURL+"/health", "", "etcd")
+	waitReady(t, etcdProc, filepath.Join(dir, "etcd.log"), etcdURL+"/health", "", "etcd")
 
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -155,9 +155,12 @@ func Start(t testing.TB) *Server {
 		"--service-account-signing-key-file", keyFile,
 		// No controller manager makes service accounts: pods are admitted without one.
 		"--disable-admission-plugins", "ServiceAccount",
-		"--service-cluster-ip-range", "10.96.0.0/24", "--enable-priority-and-fairness=false"}
+		"--service-cluster-ip-range", "10.96.0.0/24", "--enable-priority-and-fairness=false",
+		// The kubernetes Service's endpoint would be the loopback address, which the
+		// reconciler refuses: no endpoint (nothing here reaches the API server that way).
+		"--endpoint-reconciler-type", "none"}
 	s.apiserver = run(t, s.logFile, s.args[0], s.args[1:]...)
-	waitReady(t, s.logFile, s.URL+"/readyz", s.adminToken, "kube-apiserver")
+	waitReady(t, s.apiserver, s.logFile, s.URL+"/readyz", s.adminToken, "kube-apiserver")
 	return s
 }
 
@@ -217,9 +220,9 @@ func run(t testing.TB, logFile, name string, args ...string) *proc {
 	return p
 }
 
-// waitReady polls url until it answers 200, for at most startTimeout; a failure shows the
-// server's log.
-func waitReady(t testing.TB, logFile, url, bearer, what string) {
+// waitReady polls url until it answers 200, for at most startTimeout or until the server
+// exits; a failure shows the end of the server's log.
+func waitReady(t testing.TB, p *proc, logFile, url, bearer, what string) {
 	t.Helper()
 	c := &http.Client{Timeout: 5 * time.Second, Transport: insecure()}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
@@ -242,6 +245,9 @@ func waitReady(t testing.TB, logFile, url, bearer, what string) {
 		}
 		select {
 		case <-ctx.Done():
+		case <-p.done:
+			last = "it exited"
+			cancel()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
