@@ -151,8 +151,8 @@ func TestDNSCut(t *testing.T) {
 			want = 1
 		}
 		if n := log.count("cut at the DNS message limit"); n != want || tc.cut && log.count("instead=--agents-kubernetes") != 1 {
-			t.Errorf("%d agents: said %d times over two lookups, want %d:\n%s", tc.n, n, want, log.b.String())
+			t.Errorf("%d agents: said %d times over two lookups, want %d:\n%s", tc.n, n, want, log.String())
 		}
-		t.Logf("%d agents: %s", tc.n, strings.TrimSpace(log.b.String()))
+		t.Logf("%d agents: %s", tc.n, strings.TrimSpace(log.String()))
 	}
 }

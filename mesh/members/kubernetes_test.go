@@ -42,6 +42,12 @@ func (l *syncLog) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 func (l *syncLog) count(s string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -222,7 +228,7 @@ func TestKubernetesMembers(t *testing.T) {
 		t.Errorf("members with the API server gone: %v, want the last ones %v", got, []Member{a2, b, c})
 	}
 	if n := log.count("does not answer"); n != 1 {
-		t.Errorf("the outage logged %d times over %v failures, want once:\n%s", n, testutil.ToFloat64(k.mErrors), log.b.String())
+		t.Errorf("the outage logged %d times over %v failures, want once:\n%s", n, testutil.ToFloat64(k.mErrors), log.String())
 	}
 
 	// It comes back: said once, and changes flow again.
@@ -232,9 +238,9 @@ func TestKubernetesMembers(t *testing.T) {
 	waitMembers(t, k, []Member{a2, b, c, g}, time.Minute)
 	waitFor(t, "gorping_members_kubernetes_up 1 again", time.Minute, func() bool { return testutil.ToFloat64(k.mUp) == 1 })
 	if n := log.count("answers again"); n != 1 {
-		t.Errorf("the return logged %d times, want once:\n%s", n, log.b.String())
+		t.Errorf("the return logged %d times, want once:\n%s", n, log.String())
 	}
-	t.Logf("log:\n%s", log.b.String())
+	t.Logf("log:\n%s", log.String())
 }
 
 // A selector that selects nothing, or every pod, is refused before anything is read.
