@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -170,6 +171,9 @@ type discovery struct {
 	dnsAddrs  []target
 	kube      *members.Kubernetes // --agents-kubernetes; nil without
 	dnsR      dnsResolver         // --agents-dns' resolver: the agent's, watched for cut answers (members.DNS)
+	cond      members.Conditional // the last description and ETag of each agent read: If-None-Match
+	kubeWant  []string            // with --agents-kubernetes: the peers the pinglist chooses over its members, by name
+	planner   members.Planner     // the plan of the last membership --agents-kubernetes gave
 
 	peers    map[string]*peerState // by agent address
 	selfSeen map[string]bool       // addresses skipped as this agent, logged
@@ -208,9 +212,9 @@ func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 	cfg := dc.a.cfg
 	dc.loadFile(false)
 	dc.resolve(ctx)
-	var kubeChanged <-chan struct{}
+	// --agents-kubernetes' changes are read at each round, not as they come: a fleet's
+	// pods change often, and a round per change would cost a plan per change.
 	if dc.kube != nil {
-		kubeChanged = dc.kube.Changed()
 		go dc.kube.Run(ctx)
 		dc.waitKube(ctx)
 	}
@@ -235,7 +239,6 @@ func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 		case <-refresh.C:
 		case <-dns.C:
 			dc.resolve(ctx)
-		case <-kubeChanged:
 		case <-fileTick:
 			if !dc.loadFile(false) {
 				continue
@@ -324,7 +327,7 @@ func (dc *discovery) addresses() []string {
 	local := dc.a.d.local()
 	seen := map[string]bool{}
 	var out []string
-	for _, list := range [][]target{dc.a.cfg.agents, dc.fileAddrs, dc.dnsAddrs, dc.kubeAddrs()} {
+	for _, list := range [][]target{dc.a.cfg.agents, dc.fileAddrs, dc.dnsAddrs, dc.kubeAddrs(time.Now())} {
 		for _, t := range list {
 			k := t.Key()
 			if seen[k] {
@@ -358,11 +361,18 @@ func (dc *discovery) round(ctx context.Context) {
 	for k, p := range dc.peers {
 		if !listed[k] {
 			if p.desc != nil {
-				dc.a.log.Info("agent no longer listed: forgetting it", "agent", k, "peer", p.desc.Name)
+				// With --agents-kubernetes an agent leaves the list when the pinglist
+				// rotates it out: that is the plan working, said at debug level.
+				lvl := slog.LevelInfo
+				if dc.kube != nil {
+					lvl = slog.LevelDebug
+				}
+				dc.a.log.Log(ctx, lvl, "agent no longer listed: forgetting it", "agent", k, "peer", p.desc.Name)
 			}
 			delete(dc.peers, k)
 		}
 	}
+	dc.cond.Retain(addrs)
 	type result struct {
 		desc   agentdesc.Description
 		reason string
@@ -440,6 +450,7 @@ func (dc *discovery) fetch(ctx context.Context, addr string) (agentdesc.Descript
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "gorping-mesh/"+dc.a.cfg.Version)
+	dc.cond.Ask(req, addr)
 	resp, err := dc.client.Do(req)
 	if err != nil {
 		var ne net.Error
@@ -452,6 +463,11 @@ func (dc *discovery) fetch(ctx context.Context, addr string) (agentdesc.Descript
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return agentdesc.Description{}, fetchUnauthorized, fmt.Errorf("GET %s: %s: check the credentials in --agents.http-config", url, resp.Status)
+	case resp.StatusCode == http.StatusNotModified:
+		if d, ok := dc.cond.NotModified(addr); ok {
+			return d, "", nil // unchanged: no body
+		}
+		return agentdesc.Description{}, fetchHTTPStatus, fmt.Errorf("GET %s: %s to an unconditional request", url, resp.Status)
 	case resp.StatusCode != http.StatusOK:
 		return agentdesc.Description{}, fetchHTTPStatus, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
@@ -459,6 +475,7 @@ func (dc *discovery) fetch(ctx context.Context, addr string) (agentdesc.Descript
 	if err != nil {
 		return agentdesc.Description{}, fetchBadDescripton, fmt.Errorf("GET %s: %w", url, err)
 	}
+	dc.cond.Keep(addr, resp.Header.Get("ETag"), d)
 	return d, "", nil
 }
 
@@ -538,6 +555,11 @@ func (dc *discovery) chosen(peers map[string]*knownPeer, now time.Time) []string
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	if dc.kube != nil {
+		// The plan was made over the whole membership (kubeAddrs): its choice, as far as
+		// their descriptions are read.
+		return slices.DeleteFunc(slices.Clone(dc.kubeWant), func(n string) bool { return peers[n] == nil })
+	}
 	if cfg.MaxPeers == 0 {
 		return names
 	}

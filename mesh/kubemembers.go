@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/mesh/members"
+	"github.com/gorping/gorping/mesh/pinglist"
 )
 
 // sourceAgentsKubernetes marks the agent addresses --agents-kubernetes gives.
@@ -48,14 +49,35 @@ func (dc *discovery) waitKube(ctx context.Context) {
 	}
 }
 
-// kubeAddrs are the agents --agents-kubernetes lists, as agent addresses.
-func (dc *discovery) kubeAddrs() []target {
+// kubeAddrs are the addresses of the agents to read: of the members --agents-kubernetes
+// lists, those the pinglist chooses for this epoch (all of them without --max-peers).
+// The plan needs only the members' names and groups, which the API server gives: the
+// descriptions read are the chosen peers', whatever the fleet's size.
+func (dc *discovery) kubeAddrs(now time.Time) []target {
 	if dc.kube == nil {
 		return nil
 	}
 	ms := dc.kube.Members()
+	if dc.a.cfg.MaxPeers > 0 {
+		c, err := dc.planner.Choose(pinglist.Member{Host: dc.a.cfg.AgentName, Group: dc.a.cfg.Group}, ms, dc.a.cfg.MaxPeers, dc.epoch(now))
+		if err != nil {
+			// Cannot happen with the members' checked names; if it does, every member is
+			// read rather than none, and it is said once.
+			if msg := err.Error(); msg != dc.lastPlan {
+				dc.lastPlan = msg
+				dc.a.log.Error("cannot compute the pinglist: reading every member", "err", err)
+			}
+		} else {
+			ms = c
+		}
+	}
+	dc.kubeWant = dc.kubeWant[:0]
 	out := make([]target, 0, len(ms))
 	for _, m := range ms {
+		if m.Name == dc.a.cfg.AgentName {
+			continue
+		}
+		dc.kubeWant = append(dc.kubeWant, m.Name)
 		h, p, err := net.SplitHostPort(m.Addr)
 		if err != nil {
 			continue
