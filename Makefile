@@ -51,7 +51,7 @@ check: lint abicheck ## gofmt, vet, generated files, the ABI layout, unit tests 
 # end it prints each target's wall time and the ten slowest tests (test/cmd/testtimes,
 # from go test -json and the guests' -test.v), and fails if any target failed. The
 # matrix, what each tier alone can catch and its time: docs/development.md.
-TEST_TIERS := host-deps lint dashboard-check unit fuzz unit-arm64 abicheck test-deploy test-release guest-matrix-release guest-16k fabric
+TEST_TIERS := host-deps kubeapi lint dashboard-check unit fuzz unit-arm64 abicheck test-deploy test-release guest-matrix-release guest-16k fabric
 TIMES_DIR  := bin/times
 TESTTIMES  := bin/testtimes
 # A go test -json (or guestrun) command run through testtimes: go test's own output on
@@ -87,7 +87,7 @@ $(TESTTIMES): FORCE
 # (test/promtest: a loud skip without it, a failure under CI=true); chromium is the
 # headless browser of the page checks (test/browser: the same rule).
 HOST_PKGS := rdmacm-utils libibverbs-dev ibverbs-providers gcc qemu-user \
-	bash zsh fish rpm rpm2cpio cpio skopeo lintian prometheus chromium
+	bash zsh fish rpm rpm2cpio cpio skopeo lintian prometheus chromium etcd-server
 host-deps: ## install the host's test programs (as root on Debian): stock rping, the oracles, qemu-user, prometheus, chromium, ...
 	@missing=""; for p in $(HOST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -96,6 +96,13 @@ host-deps: ## install the host's test programs (as root on Debian): stock rping,
 		 (apt-get update >/dev/null && apt-get install -y --no-install-recommends $$missing >/dev/null)) || \
 		echo "*** could not install$$missing: TestSameAsRping / the mlx5 oracle / the Prometheus tests will not run ***"; \
 	elif [ -n "$$missing" ]; then echo "*** missing$$missing: run make host-deps as root ***"; fi
+
+# A real Kubernetes API server for mesh/members' tests (test/kubeapi): etcd from Debian
+# (etcd-server above), kube-apiserver built from k8s.io/kubernetes once into the test cache
+# (about 7 minutes on 2 cores; test/kubeapi/build is its own module).
+.PHONY: kubeapi
+kubeapi: ## build kube-apiserver for the tests into the test cache, once (test/kubeapi)
+	GO=$(GO) test/kubeapi/build.sh
 
 # -tags mmiorecord: internal/mmio reports every barrier and doorbell store to the mlx5
 # oracle (which compares the sequence with libmlx5's) and to the ConnectX model (which

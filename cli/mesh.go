@@ -117,6 +117,8 @@ func meshFlags(cfg *mesh.Config) []urfave.Flag {
 			Usage: "one agent host[:port] per line, # comments; re-read like --targets.file (`FILE`)"},
 		&urfave.GenericFlag{Name: "agents.dns", Aliases: []string{"agents-dns"}, Category: groupAgents, Value: str(&cfg.AgentsDNS),
 			Usage: "every A/AAAA address of NAME is an agent (resolved every --dns.refresh) (`NAME[:PORT]`)"},
+		&urfave.GenericFlag{Name: "agents.kubernetes", Aliases: []string{"agents-kubernetes"}, Category: groupAgents, Value: str(&cfg.AgentsKubernetes),
+			Usage: "the agents are the Running pods SELECTOR selects in this pod's namespace (the API server) (`SELECTOR`)"},
 		&urfave.GenericFlag{Name: "agents.http-config", Category: groupAgents, TakesFile: true, Value: str(&cfg.AgentsHTTPConfig),
 			Usage: "the HTTP client of /agent requests: scheme, tls_config, basic_auth, ... (Prometheus YAML) (`FILE`)"},
 		&urfave.GenericFlag{Name: "agents.refresh", Aliases: []string{"agents-refresh"}, Category: groupAgents, Value: duration(&cfg.AgentsRefresh),
@@ -155,6 +157,13 @@ var meshMan = map[string]string{
 		"and RoCEv2 UDP source port, so ECMP may hash it onto its own route, and pings once per\n" +
 		"interval in its own slot. With 2 or more the agent exports **gorping_path_*** per path\n" +
 		"and **gorping_target_paths_up**; **gorping_target_up** is 1 while one path works.",
+	"agents.kubernetes": "The agents are the Running pods the label selector *selector* selects in this pod's\n" +
+		"namespace, read from the API server as the pod's service account (a list, then a\n" +
+		"watch: it needs list and watch on pods): each named by its node, in the group of its\n" +
+		"**topology.kubernetes.io/zone** label, at its pod IP on port 10174. An agent reads\n" +
+		"the /agent of the peers its pinglist chooses only, conditionally (**If-None-Match**).\n" +
+		"An API server that does not answer leaves the agents it listed last\n" +
+		"(**gorping_members_kubernetes_up** 0).",
 	"path-lifetime": "Replace each path's connection after a lifetime drawn from [*dur*/2, 3*dur*/2) (default 10m;\n" +
 		"at least 1m; 0: never), the new connection made before the old one closes, so a target's\n" +
 		"paths keep sampling the fabric's ECMP hash space and a dead member stays visible. While a\n" +

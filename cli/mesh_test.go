@@ -76,6 +76,8 @@ func TestMeshOptionRules(t *testing.T) {
 		{[]string{"--peers", ""}, "--peers"},
 		{[]string{"--peers", " , "}, "--peers"},
 		{[]string{"--targets", ""}, "--targets"},
+		{[]string{"--agents.kubernetes", ""}, "--agents.kubernetes"},
+		{[]string{"--agents-kubernetes", "a b"}, "--agents.kubernetes"},
 		{[]string{"--group", "a", "--group", "b"}, "--group"},
 		{[]string{"--no-responder", "--no-responder"}, "--no-responder"},
 		{[]string{"--targets", "a", "--targets.file", "b"}, "--targets.file"},

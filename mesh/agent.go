@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/common/promslog"
 	"github.com/prometheus/exporter-toolkit/web"
 	"golang.org/x/net/netutil"
+	"k8s.io/client-go/rest"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
 	"github.com/gorping/gorping/rping"
@@ -58,10 +59,12 @@ type deps struct {
 	dial     dialFunc
 	resolver dnsResolver
 	respond  func(ctx context.Context, cfg rping.ResponderConfig) error
-	hup      <-chan os.Signal           // nil: the process's SIGHUP
-	local    func() map[netip.Addr]bool // this host's addresses; nil: the interfaces'
-	limits   *httpLimits                // nil: defaultHTTPLimits
-	rails    *hostRails                 // where this agent's rails are read; nil: this host
+	hup      <-chan os.Signal                     // nil: the process's SIGHUP
+	local    func() map[netip.Addr]bool           // this host's addresses; nil: the interfaces'
+	limits   *httpLimits                          // nil: defaultHTTPLimits
+	rails    *hostRails                           // where this agent's rails are read; nil: this host
+	kube     func() (*rest.Config, string, error) // --agents.kubernetes' API server and namespace; nil: members.InCluster
+	kubePort uint16                               // the port of the agents it lists; 0: defaultAgentPort
 	// webConfigPoll is how often the web configuration is checked; 0: webConfigPoll.
 	webConfigPoll time.Duration
 	// listener, if set, is the one HTTP listener in place of --web.listen-address's

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
+	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
 	"github.com/gorping/gorping/rping"
 )
@@ -56,6 +57,7 @@ type Config struct {
 	Agents           []string      // --agents: peer agents' listeners, host[:port] each
 	AgentsFile       string        // --agents.file: one host[:port] per line
 	AgentsDNS        string        // --agents.dns NAME[:PORT]
+	AgentsKubernetes string        // --agents.kubernetes SELECTOR: the agents are the Running pods it selects in this pod's namespace (API server)
 	AgentsHTTPConfig string        // --agents.http-config: the HTTP client of /agent requests (Prometheus' http client config)
 	AgentsRefresh    time.Duration // --agents.refresh: how often every peer's /agent is read
 	AgentsKeep       time.Duration // --agents.keep: how long a peer that stops answering keeps its rails
@@ -340,6 +342,11 @@ func (c *agentConfig) checkAgents() error {
 	}
 	if err := checkMin("--rotate", cfg.Rotate, minRotate); err != nil {
 		return err
+	}
+	if cfg.AgentsKubernetes != "" {
+		if err := members.CheckSelector(cfg.AgentsKubernetes); err != nil {
+			return usageErrorf("--agents.kubernetes %s: %v", quote(cfg.AgentsKubernetes), err)
+		}
 	}
 	if c.agentsHTTP, err = loadAgentsHTTP(cfg.AgentsHTTPConfig); err != nil {
 		return fmt.Errorf("--agents.http-config: %w", err)

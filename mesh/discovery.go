@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v2"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
+	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
 )
 
@@ -100,7 +102,7 @@ func loadAgentsHTTP(path string) (agentsHTTP, error) {
 
 // discovers reports whether any discovery option is given.
 func (c *agentConfig) discovers() bool {
-	return len(c.agents) > 0 || c.AgentsFile != "" || c.agentsDNSName != ""
+	return len(c.agents) > 0 || c.AgentsFile != "" || c.agentsDNSName != "" || c.AgentsKubernetes != ""
 }
 
 // peerState is what the agent knows of one agent address.
@@ -126,6 +128,11 @@ type discovery struct {
 	fileErr   string
 	fileAddrs []target
 	dnsAddrs  []target
+	kube      *members.Kubernetes // --agents.kubernetes; nil without
+	dnsR      dnsResolver         // --agents-dns' resolver: the agent's, watched for cut answers (members.DNS)
+	cond      members.Conditional // the last description and ETag of each agent read: If-None-Match
+	kubeWant  []string            // with --agents.kubernetes: the peers the pinglist chooses over its members, by name
+	planner   members.Planner     // the plan of the last membership --agents.kubernetes gave
 
 	peers      map[string]*peerState // by agent address
 	selfSeen   map[string]bool       // addresses skipped as this agent, logged
@@ -148,9 +155,18 @@ func newDiscovery(a *Agent) (*discovery, error) {
 		return nil, fmt.Errorf("--agents.http-config: %w", err)
 	}
 	a.m.registerDiscovery()
-	return &discovery{a: a, client: client, scheme: h.scheme, file: a.cfg.AgentsFile,
+	dc := &discovery{a: a, client: client, scheme: h.scheme, file: a.cfg.AgentsFile,
 		peers: map[string]*peerState{}, selfSeen: map[string]bool{}, nameLogged: map[string]bool{}, problems: map[string]bool{},
-		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}}, nil
+		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}, dnsR: a.d.resolver}
+	if a.d.resolver == net.DefaultResolver {
+		dc.dnsR = members.NewDNS(a.log, "--agents.dns", "--agents.kubernetes on Kubernetes, else --agents.file", "")
+	}
+	if a.cfg.AgentsKubernetes != "" {
+		if dc.kube, err = newKubeMembers(a); err != nil {
+			return nil, fmt.Errorf("--agents.kubernetes: %w", err)
+		}
+	}
+	return dc, nil
 }
 
 // run discovers until ctx ends: every --agents-refresh it reads every peer's
@@ -160,6 +176,12 @@ func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 	cfg := dc.a.cfg
 	dc.loadFile(false)
 	dc.resolve(ctx)
+	// --agents.kubernetes' changes are read at each round, not as they come: a fleet's
+	// pods change often, and a round per change would cost a plan per change.
+	if dc.kube != nil {
+		go dc.kube.Run(ctx)
+		dc.waitKube(ctx)
+	}
 	dc.round(ctx)
 	refresh := time.NewTicker(cfg.AgentsRefresh)
 	defer refresh.Stop()
@@ -254,7 +276,7 @@ func (dc *discovery) resolve(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ts, err := resolveDNS(ctx, dc.a.d.resolver, cfg.agentsDNSName, cfg.agentsDNSPort)
+	ts, err := resolveDNS(ctx, dc.dnsR, cfg.agentsDNSName, cfg.agentsDNSPort)
 	if err != nil {
 		dc.a.log.Warn("cannot resolve --agents-dns; keeping its last agents", "name", cfg.agentsDNSName, "err", err)
 		dc.a.m.configErrors.WithLabelValues(sourceAgentsDNS, "resolve").Inc()
@@ -269,7 +291,7 @@ func (dc *discovery) addresses() []string {
 	local := dc.a.d.local()
 	seen := map[string]bool{}
 	var out []string
-	for _, list := range [][]target{dc.a.cfg.agents, dc.fileAddrs, dc.dnsAddrs} {
+	for _, list := range [][]target{dc.a.cfg.agents, dc.fileAddrs, dc.dnsAddrs, dc.kubeAddrs(time.Now())} {
 		for _, t := range list {
 			k := t.Key()
 			if seen[k] {
@@ -303,11 +325,18 @@ func (dc *discovery) round(ctx context.Context) {
 	for k, p := range dc.peers {
 		if !listed[k] {
 			if p.desc != nil {
-				dc.a.log.Info("agent no longer listed: forgetting it", "agent", k, "peer", p.desc.Name)
+				// With --agents.kubernetes an agent leaves the list when the pinglist
+				// rotates it out: that is the plan working, said at debug level.
+				lvl := slog.LevelInfo
+				if dc.kube != nil {
+					lvl = slog.LevelDebug
+				}
+				dc.a.log.Log(ctx, lvl, "agent no longer listed: forgetting it", "agent", k, "peer", p.desc.Name)
 			}
 			delete(dc.peers, k)
 		}
 	}
+	dc.cond.Retain(addrs)
 	type result struct {
 		desc   agentdesc.Description
 		reason string
@@ -385,6 +414,7 @@ func (dc *discovery) fetch(ctx context.Context, addr string) (agentdesc.Descript
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "gorping-mesh/"+dc.a.cfg.Version)
+	dc.cond.Ask(req, addr)
 	resp, err := dc.client.Do(req)
 	if err != nil {
 		var ne net.Error
@@ -397,6 +427,11 @@ func (dc *discovery) fetch(ctx context.Context, addr string) (agentdesc.Descript
 	switch {
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		return agentdesc.Description{}, fetchUnauthorized, fmt.Errorf("GET %s: %s: check the credentials in --agents.http-config", url, resp.Status)
+	case resp.StatusCode == http.StatusNotModified:
+		if d, ok := dc.cond.NotModified(addr); ok {
+			return d, "", nil // unchanged: no body
+		}
+		return agentdesc.Description{}, fetchHTTPStatus, fmt.Errorf("GET %s: %s to an unconditional request", url, resp.Status)
 	case resp.StatusCode != http.StatusOK:
 		return agentdesc.Description{}, fetchHTTPStatus, fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
@@ -404,6 +439,7 @@ func (dc *discovery) fetch(ctx context.Context, addr string) (agentdesc.Descript
 	if err != nil {
 		return agentdesc.Description{}, fetchBadDescripton, fmt.Errorf("GET %s: %w", url, err)
 	}
+	dc.cond.Keep(addr, resp.Header.Get("ETag"), d)
 	return d, "", nil
 }
 
@@ -541,6 +577,11 @@ func (dc *discovery) chosen(peers map[string]*knownPeer, now time.Time) []string
 		names = append(names, n)
 	}
 	slices.Sort(names)
+	if dc.kube != nil {
+		// The plan was made over the whole membership (kubeAddrs): its choice, as far as
+		// their descriptions are read.
+		return slices.DeleteFunc(slices.Clone(dc.kubeWant), func(n string) bool { return peers[n] == nil })
+	}
 	if cfg.MaxPeers == 0 {
 		return names
 	}

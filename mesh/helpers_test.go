@@ -248,6 +248,8 @@ func parseArgs(args []string) (Config, error) {
 			set(str(&cfg.AgentsFile))
 		case "agents-dns", "agents.dns":
 			set(str(&cfg.AgentsDNS))
+		case "agents-kubernetes", "agents.kubernetes":
+			set(str(&cfg.AgentsKubernetes))
 		case "agents.http-config":
 			set(str(&cfg.AgentsHTTPConfig))
 		case "agents-refresh", "agents.refresh":

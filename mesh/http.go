@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -111,9 +113,11 @@ func (a *Agent) agentHandler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "this agent has not described itself yet", http.StatusServiceUnavailable)
 		return
 	}
+	// An ETag: a peer that read this document asks If-None-Match, and while it has not
+	// changed gets a 304 without a body (ServeContent answers it, HEAD too).
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(self.doc)))
-	w.Write(self.doc)
+	w.Header().Set("ETag", members.ETag(self.doc))
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(self.doc))
 }
 
 // slogPrinter adapts the agent's logger to promhttp's ErrorLog.

@@ -12,6 +12,8 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -44,6 +46,12 @@ func build(t *testing.T, dir string) map[string]any {
 			obj = &corev1.Service{}
 		case "apps/v1/DaemonSet":
 			obj = &appsv1.DaemonSet{}
+		case "v1/ServiceAccount":
+			obj = &corev1.ServiceAccount{}
+		case "rbac.authorization.k8s.io/v1/Role":
+			obj = &rbacv1.Role{}
+		case "rbac.authorization.k8s.io/v1/RoleBinding":
+			obj = &rbacv1.RoleBinding{}
 		case "monitoring.coreos.com/v1/PodMonitor":
 			obj = &monitoringv1.PodMonitor{}
 		case "monitoring.coreos.com/v1/PrometheusRule":
@@ -93,15 +101,17 @@ func TestMeshManifests(t *testing.T) {
 	if len(c.Args) == 0 || c.Args[0] != "mesh" {
 		t.Errorf("container args %v do not start with mesh", c.Args)
 	}
-	svcName := svc.Name + "." + svc.Namespace + ".svc.cluster.local"
-	if !slices.Contains(c.Args, "--agents.dns="+svcName) && !slices.Contains(c.Args, "--agents-dns="+svcName) {
-		t.Errorf("args %v do not discover peer agents through the headless Service %s", c.Args, svcName)
+	// The peers come from the API server: the DaemonSet's own pods, by its selector.
+	sel := metav1.FormatLabelSelector(ds.Spec.Selector)
+	if !slices.Contains(c.Args, "--agents.kubernetes="+sel) && !slices.Contains(c.Args, "--agents-kubernetes="+sel) {
+		t.Errorf("args %v do not discover peer agents as the DaemonSet's pods (--agents.kubernetes=%s)", c.Args, sel)
 	}
-	// --agents.dns NAME reads every agent's /agent on the listener's default port: the
-	// Service's port must be it.
-	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 10174 {
-		t.Errorf("Service ports %+v: want the agents' listener port 10174, which --agents.dns assumes", svc.Spec.Ports)
+	// --agents.kubernetes reads every agent's /agent on the listener's default port: the
+	// listener and the Service's port must be it.
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 10174 || !slices.Contains(c.Args, "--web.listen-address=:10174") {
+		t.Errorf("Service ports %+v, args %v: want the agents' listener port 10174, which --agents.kubernetes assumes", svc.Spec.Ports, c.Args)
 	}
+	checkRBAC(t, objs, ds)
 	// Kubernetes expands $(VAR) in args only for the container's own env (an unknown one
 	// stays literal and would become the agent's name or group).
 	env := map[string]corev1.EnvVar{}
@@ -170,6 +180,39 @@ func TestMeshManifests(t *testing.T) {
 		if ds.Spec.Template.Labels[k] != v {
 			t.Errorf("the Service selects %s=%v, the pods have %v", k, v, ds.Spec.Template.Labels[k])
 		}
+	}
+}
+
+// checkRBAC: the pods run as a service account bound to a Role that grants exactly what
+// the agent reads (mesh/members: a list and a watch of the pods of its namespace) and
+// nothing more; the members' tests read a real API server as that account.
+func checkRBAC(t *testing.T, objs map[string]any, ds *appsv1.DaemonSet) {
+	t.Helper()
+	sa, _ := objs["ServiceAccount"].(*corev1.ServiceAccount)
+	role, _ := objs["Role"].(*rbacv1.Role)
+	rb, _ := objs["RoleBinding"].(*rbacv1.RoleBinding)
+	if sa == nil || role == nil || rb == nil {
+		t.Fatalf("want a ServiceAccount, a Role and a RoleBinding, have %v", objs)
+	}
+	if objs["ClusterRole"] != nil || objs["ClusterRoleBinding"] != nil {
+		t.Error("a cluster-wide role: the agent reads its own namespace only")
+	}
+	spec := ds.Spec.Template.Spec
+	if spec.ServiceAccountName != sa.Name || sa.Namespace != ds.Namespace {
+		t.Errorf("the DaemonSet runs as %q, the ServiceAccount is %s/%s", spec.ServiceAccountName, sa.Namespace, sa.Name)
+	}
+	if spec.AutomountServiceAccountToken != nil && !*spec.AutomountServiceAccountToken {
+		t.Error("automountServiceAccountToken false: the agent cannot authenticate to the API server")
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch"}}}
+	if role.Namespace != ds.Namespace || len(role.Rules) != 1 || !slices.Equal(role.Rules[0].APIGroups, want[0].APIGroups) ||
+		!slices.Equal(role.Rules[0].Resources, want[0].Resources) || !slices.Equal(role.Rules[0].Verbs, want[0].Verbs) ||
+		len(role.Rules[0].ResourceNames) != 0 || len(role.Rules[0].NonResourceURLs) != 0 {
+		t.Errorf("Role %s/%s rules %+v: want exactly %+v in the DaemonSet's namespace", role.Namespace, role.Name, role.Rules, want)
+	}
+	if rb.Namespace != ds.Namespace || rb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}) ||
+		!slices.Equal(rb.Subjects, []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}}) {
+		t.Errorf("RoleBinding %+v: want the Role %s bound to the ServiceAccount %s/%s only", rb, role.Name, sa.Namespace, sa.Name)
 	}
 }
 
