@@ -3,8 +3,6 @@ package mesh
 import (
 	"context"
 	"errors"
-	"io"
-	"net/netip"
 	"os"
 
 	"github.com/gorping/gorping/internal/meshenv"
@@ -18,15 +16,8 @@ func NewIn(cfg Config, env meshenv.Env) (*Agent, error) {
 	if env.Dial == nil || env.Local == nil || env.Rails == nil || env.Listener == nil || env.AgentDial == nil {
 		return nil, errors.New("mesh.NewIn: every seam of meshenv.Env is required")
 	}
-	dial := func(ctx context.Context, src netip.Addr, addr netip.AddrPort, path int, log io.Writer) (probeConn, error) {
-		c, err := env.Dial(ctx, src, addr, path, log)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	}
 	rails := env.Rails
-	a, err := newAgent(cfg, deps{dial: dial, local: env.Local, hup: make(chan os.Signal), // no SIGHUP
+	a, err := newAgent(cfg, deps{dial: env.Dial, local: env.Local, hup: make(chan os.Signal), // no SIGHUP
 		rails: &hostRails{fixed: rails}, listener: env.Listener, agentDial: env.AgentDial, respond: respondNothing})
 	if err != nil {
 		return nil, err

@@ -10,23 +10,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/gorping/gorping/internal/meshenv"
 	"github.com/gorping/gorping/rping"
 )
 
-// probeConn is one probing connection: *rping.Prober, a fake in host tests.
-type probeConn interface {
-	Ping(timeout time.Duration) (time.Duration, error)
-	// LastSplit is the last successful ping's RTT split by the NIC's completion
-	// timestamps (ok false where there is none); TSSource is where the connection's
-	// split comes from, "nic" or "sw" (rping.Prober's).
-	LastSplit() (nic, host time.Duration, ok bool)
-	TSSource() string
-	Done() <-chan struct{}
-	Device() string
-	Port() int
-	Flow() rping.Flow
-	Close() error
-}
+// probeConn is one probing connection: *rping.Prober, a fake in host tests, a simulated
+// one in test/campaign. Its methods are documented on meshenv.ProbeConn, the one
+// declaration, which the simulated fabric implements too.
+type probeConn = meshenv.ProbeConn
 
 // dialFunc opens a probeConn to addr from src (zero: the dialer's default, --source or
 // the route's) for the target's path (its index; /probe's is 0). ctx is the

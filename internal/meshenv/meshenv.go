@@ -16,10 +16,13 @@ import (
 	"github.com/gorping/gorping/rping"
 )
 
-// ProbeConn is one probing connection, as the agent's prober uses it (mesh's probeConn,
-// which *rping.Prober implements): see there for each method's meaning.
+// ProbeConn is one probing connection, as the agent's prober uses it (mesh's probeConn is
+// this type; *rping.Prober implements it).
 type ProbeConn interface {
 	Ping(timeout time.Duration) (time.Duration, error)
+	// LastSplit is the last successful ping's RTT split by the NIC's completion
+	// timestamps (ok false where there is none); TSSource is where the connection's
+	// split comes from, "nic" or "sw" (rping.Prober's).
 	LastSplit() (nic, host time.Duration, ok bool)
 	TSSource() string
 	Done() <-chan struct{}
