@@ -143,7 +143,7 @@ FLAKY_COUNT  ?= 20
 FLAKY_ROUNDS ?= 3
 HOG          ?= 0
 FLAKY_HOST   := TestGlueDebugLines|TestSecondSignalKills|TestRailsDiscovery|TestAgentProbesAndReasons|TestModelErrorCQE|TestPingLoopMLX5ModelTimestamps|TestStall|TestModelContextCloseReleasesObjects|TestClockSnapshot|TestProber|TestConformance|TestShutdownAnswersProbes|TestProbeDNSBounded
-FLAKY_GUESTS := TestLeaks|TestErrors|TestGuestPingLoopAllocatesNothing|TestGuestProbe
+FLAKY_GUESTS := TestLeaks|TestErrors|TestRemoval|TestGuestPingLoopAllocatesNothing|TestGuestProbe
 # No '$$' in these: the sub-make expands RUN again, and 'TestMesh$$|' lost both mesh tests
 # ('$$|' is a make variable); 'TestMesh' selects TestMesh and TestMeshRails, the only two.
 FLAKY_FABRIC := TestCrossLinkFlap|TestCrossPartition|TestCrossOneWayServerFirst|TestCrossPeerPowerOff|TestCrossPersistentTwoHosts|TestCrossNetemMix|TestMesh

@@ -176,6 +176,13 @@ func endsAfterRemoval(t *testing.T, p *Proc) (code int, ok bool) {
 // the CM thread has set it).
 var stockRemovalRE = regexp.MustCompile(`^(wait for [A-Z_]+ state \d+|rping (server|client) failed: -1)$`)
 
+// cqFailedRE and waitState11RE are a failed completion's lines: rping's status of a
+// request the peer's end could no longer serve, and the main loop's wait in state ERROR.
+var (
+	cqFailedRE    = regexp.MustCompile(`^cq completion failed status (9|10|11|12)$`)
+	waitState11RE = regexp.MustCompile(`^wait for [A-Z_]+ state 11$`)
+)
+
 // disconnectFirstRE matches what a client may print when its server's end of
 // the connection went first: the server got its removal, exited (or tore
 // down) and the client's DISCONNECTED overtook its own DEVICE_REMOVAL. Then
@@ -207,6 +214,15 @@ func checkRemovalExit(t *testing.T, p *Proc, stock, client bool) {
 	}
 	if n := strings.Count(stderr, removalLine+"\n"); n != 1 && !(discFirst && n == 0) {
 		t.Errorf("%s: want %q once on stderr, got:\n%s", p.Name, removalLine, stderr)
+	}
+	// A serving server's peer is on the same device here, so the removal also destroys the
+	// peer's QP: the server's request in flight can fail (status 9-12) after the removal
+	// line and before its loop sees the removal, and then gorping, like rping's CQ thread,
+	// ends as after a failed completion (seen once on bookworm/arm64 under load).
+	if !stock && !client && len(lines) == 4 && lines[0] == removalLine && cqFailedRE.MatchString(lines[1]) &&
+		waitState11RE.MatchString(lines[2]) && lines[3] == "rping server failed: -1" {
+		t.Logf("%s: a request in flight failed after the removal: %q", p.Name, lines[1:])
+		return
 	}
 	for i, l := range lines {
 		switch {
