@@ -511,14 +511,15 @@ func (fab *Fabric) parseAlert(a firingAlert) named {
 		}
 	}
 	switch a.name {
-	case "GorpingTargetRailDown":
+	case "GorpingTargetRailDown", "GorpingTargetRailLoss":
 		n.exactHost = n.dst
 	case "GorpingSourceRailDown":
 		n.exactHost = n.src
 		n.groups = nil
 	case "GorpingPathBlackhole":
 		n.pathLevel = true
-	case "GorpingGroupPairLoss", "GorpingGroupPairLatency":
+	case "GorpingGroupPairLoss", "GorpingGroupPairLatency", "GorpingFlowBlackhole", "GorpingGroupRailDown":
+		// A pair of groups on a rail, or one group's switch on it (GroupRailDown).
 		n.groupLevel = true
 	}
 	return n

@@ -3,6 +3,7 @@ package campaign
 import (
 	"flag"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -23,6 +24,7 @@ var (
 	fFaultFor = flag.Duration("campaign.fault-for", 8*time.Minute, "how long each fault lasts")
 	fGap      = flag.Duration("campaign.gap", 6*time.Minute, "time between a repair and the next fault")
 	fKinds    = flag.String("campaign.kinds", "", "comma-separated kinds (default: every kind)")
+	fSkip     = flag.String("campaign.skip", "", "comma-separated kinds to leave out")
 	fPairs    = flag.Bool("campaign.pairs", false, "also two kinds at once")
 	fVerbose  = flag.Bool("campaign.progress", false, "print the faults as they start and end")
 	fOut      = flag.String("campaign.out", "", "also write the report to this file (make detect prints it)")
@@ -45,6 +47,15 @@ func TestCampaign(t *testing.T) {
 			}
 			if !found {
 				t.Fatalf("-campaign.kinds: %q is not one of %q", k, Kinds)
+			}
+		}
+	}
+	if *fSkip != "" {
+		for _, k := range strings.Split(*fSkip, ",") {
+			n := len(cfg.Kinds)
+			cfg.Kinds = slices.DeleteFunc(cfg.Kinds, func(x string) bool { return strings.EqualFold(x, strings.TrimSpace(k)) })
+			if len(cfg.Kinds) == n {
+				t.Fatalf("-campaign.skip: %q is not one of %q", k, cfg.Kinds)
 			}
 		}
 	}

@@ -24,7 +24,8 @@ import (
 )
 
 // localisationAlerts are the alerts that name a culprit.
-var localisationAlerts = []string{"GorpingPathBlackhole", "GorpingFlowBlackhole", "GorpingTargetRailDown", "GorpingSourceRailDown",
+var localisationAlerts = []string{"GorpingPathBlackhole", "GorpingFlowBlackhole", "GorpingTargetRailDown", "GorpingGroupRailDown",
+	"GorpingTargetRailLoss", "GorpingSourceRailDown",
 	"GorpingGroupPairLoss", "GorpingGroupPairLatency"}
 
 var ds = common.DataSourceRef{Type: ptr("prometheus"), Uid: ptr("${datasource}")}
