@@ -60,6 +60,7 @@ func main() {
 		}
 		return
 	}
+	began := time.Now().UTC()
 	var rows []row
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -78,8 +79,8 @@ func main() {
 		}
 		rows = append(rows, r)
 	}
-	fmt.Printf("benchagent: %s, %s/%s, %d CPUs, child GOMAXPROCS=1 (mesh.Schedule), interval 1s, %d paths per target, fake RTT %s, warm-up %s, window %s, scrape every %s\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *paths, *delay, *warmup, *window, *scrape)
+	fmt.Printf("benchagent: %s to %s, %s/%s, %d CPUs, child GOMAXPROCS=1 (mesh.Schedule), interval 1s, %d paths per target, fake RTT %s, warm-up %s, window %s, scrape every %s\n",
+		began.Format("2006-01-02 15:04"), time.Now().UTC().Format("15:04 MST"), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), *paths, *delay, *warmup, *window, *scrape)
 	printTable(os.Stdout, rows)
 }
 
