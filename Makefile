@@ -338,6 +338,16 @@ detect: ## the fault campaign at fleet size: its table, size and time, and the o
 	@out="$$(mktemp)"; cd test/campaign && $(GO) test -count=1 -timeout 0 -run '^TestCampaign$$' . -args \
 		-campaign.out "$$out" $(DETECT_ARGS) >/dev/null; st=$$?; cat "$$out"; rm -f "$$out"; exit $$st
 
+# One mesh agent in a child process over a fake connection at the dial seam (mesh.NewIn),
+# 256 to 8,192 paths, scraped every 15 s: its CPU per probe, RSS, heap, ... (docs/mesh.md,
+# "The agent's own cost at native speed"). Figures, not a test: no pass or fail on speed.
+# BENCH_AGENT_ARGS: benchagent's flags (-sizes, -window, -cpuprofile FILE, ...).
+BENCH_AGENT_ARGS ?=
+.PHONY: bench-agent
+##@ Demo and figures
+bench-agent: ## the mesh agent's own CPU, RSS and allocations per probe at native speed, 256 to 8,192 paths (docs/mesh.md)
+	@$(GO) build -o bin/benchagent ./test/cmd/benchagent && bin/benchagent $(BENCH_AGENT_ARGS)
+
 FORCE:
 
 ##@ Everyday
