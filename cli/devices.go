@@ -81,7 +81,7 @@ type portDoc struct {
 	MTUWarning string  `json:"mtu_warning,omitempty"`
 	// The port's link-down count (hw_counters or counters link_downed) and its
 	// connection manager's message totals, with the driver's advice after a link
-	// flap (uverbs.LinkDownAdvisor: rxe's QP1); absent when the port has none.
+	// flap (uverbs/driver.LinkDownAdvisor: rxe's QP1); absent when the port has none.
 	LinkDowned  *uint64  `json:"link_downed,omitempty"`
 	CMSent      *uint64  `json:"cm_sent,omitempty"`
 	CMReceived  *uint64  `json:"cm_received,omitempty"`

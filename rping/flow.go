@@ -5,7 +5,7 @@ package rping
 // connections to one target (gorping mesh --paths) labels each with these, so that a
 // path that ECMP drops can be matched with the switches' hash. rdma_cm's flow label is
 // rdmacm's (FlowLabel), the port the driver derives from it its provider's
-// (uverbs.UDPSourcePorter); docs/mesh.md ("Paths") gives the kernel code they follow.
+// (uverbs/driver.UDPSourcePorter); docs/mesh.md ("Paths") gives the kernel code they follow.
 
 import (
 	"strconv"

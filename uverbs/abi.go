@@ -86,3 +86,7 @@ var (
 	_ = [1]struct{}{}[unsafe.Sizeof(queryGIDTable{})-sizeofQueryGIDTable]
 	_ = [1]struct{}{}[unsafe.Offsetof(queryGIDTable{}.NumEntries)-offsetofGIDTableNumEntries]
 )
+
+// qpAttrWriteMaskSupported are the QPAttrMask bits MODIFY_QP's write form takes; it rejects
+// higher ones.
+const qpAttrWriteMaskSupported QPAttrMask = 1<<21 - 1

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+	"github.com/gorping/gorping/uverbs/driver"
 	"sync"
 	"unsafe"
 
@@ -38,9 +39,6 @@ type cmdBuf struct {
 	b    []byte
 	resp uint64
 }
-
-// ErrClosed is returned by operations on a closed context or object.
-var ErrClosed = errors.New("uverbs: use of closed object")
 
 // cmdError is a failed uverbs command. It unwraps to the kernel's errno, so
 // errors.Is(err, unix.EINVAL) works.
@@ -83,14 +81,14 @@ type cmdPath struct {
 	fdClosed bool
 	// write issues one command; unix.Write in production, a fake kernel in tests.
 	write func(fd int, p []byte) (int, error)
-	// dataWrite issues the commands the provider listed in ProviderInfo.RawCommands
+	// dataWrite issues the commands the provider listed in driver.Info.RawCommands
 	// (raw: bits by command number): rawWrite in production, write in tests.
 	dataWrite func(fd int, p []byte) (int, error)
 	raw       uint64
 	// ioctl issues one ioctl; unix.Syscall in production.
 	ioctl func(fd int, req uint, arg uintptr) error
 	// backend, if set, replaces the device file entirely (WithBackend).
-	backend Backend
+	backend driver.Backend
 	// tr receives a record per command and mapping (--trace); nil: none.
 	tr *trace.Tracer
 }
@@ -111,7 +109,7 @@ func sysIoctl(fd int, req uint, arg uintptr) error {
 // thread: with one P that is a thread wake-up, a scheduler pass and a thread
 // park for every doorbell (docs/architecture.md has the measurement).
 // Only for commands that cannot block: nothing else runs on the P meanwhile.
-// A provider opts in per command (ProviderInfo.RawCommands).
+// A provider opts in per command (driver.Info.RawCommands).
 func rawWrite(fd int, p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
@@ -126,7 +124,7 @@ func rawWrite(fd int, p []byte) (int, error) {
 // rawAllowed are the commands a provider may list in RawCommands: the data path's.
 const rawAllowed = 1<<cmdPostSend | 1<<cmdReqNotifyCQ
 
-func newCmdPath(fd int, info ProviderInfo, o options) (*cmdPath, error) {
+func newCmdPath(fd int, info driver.Info, o options) (*cmdPath, error) {
 	mem, err := umem.Anon(arenaSize + laneCount*laneSize)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: command arena: %w", err)
@@ -323,7 +321,7 @@ func (c *cmdPath) ioctlCmd(name string, arg uintptr) error {
 	return nil
 }
 
-// Write implements Commander: the data path's commands, in a free lane under the read
+// Write implements driver.Commander: the data path's commands, in a free lane under the read
 // lock (Context.Close, which takes the write lock, waits for them).
 func (c *cmdPath) Write(cmd uint32, req, resp []byte) error {
 	c.mu.RLock()
@@ -352,9 +350,9 @@ func (c *cmdPath) lane() *cmdBuf {
 	return &c.lanes[0]
 }
 
-// Fd implements Commander.
+// Fd implements driver.Commander.
 
-// Mmap implements Commander: a shared mapping of the device file, made under the command
+// Mmap implements driver.Commander: a shared mapping of the device file, made under the command
 // lock so it cannot race with Context.Close closing the fd.
 func (c *cmdPath) Mmap(what string, off int64, length, prot int) ([]byte, error) {
 	c.mu.Lock()
@@ -378,7 +376,7 @@ func (c *cmdPath) Mmap(what string, off int64, length, prot int) ([]byte, error)
 	return b, nil
 }
 
-// Munmap implements Commander. Mappings outlive the fd, so this works after Close too.
+// Munmap implements driver.Commander. Mappings outlive the fd, so this works after Close too.
 func (c *cmdPath) Munmap(b []byte) error {
 	if c.backend != nil {
 		return c.backend.Munmap(b)

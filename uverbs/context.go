@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/gorping/gorping/uverbs/driver"
 	"io"
 	"sync"
 	"unsafe"
@@ -15,9 +16,9 @@ import (
 // Context is an open uverbs device with its kernel ucontext.
 type Context struct {
 	dev            Device
-	info           ProviderInfo // the provider's Info, read once
+	info           driver.Info // the provider's Info, read once
 	memlock        func() (unix.Rlimit, error)
-	prov           ProviderContext
+	prov           driver.Context
 	cmd            *cmdPath
 	async          *eventFile
 	asyncFan       asyncFan // hands each async event to every subscriber
@@ -56,21 +57,8 @@ func Open(dev Device, opts ...Option) (*Context, error) {
 	return c, nil
 }
 
-// Backend stands in for a device file (tests, device models): every command write and
-// every mapping of the context goes to it instead of the kernel; ioctls fail with ENOTTY,
-// as on a kernel without the ioctl interface. The fds its GET_CONTEXT and
-// CREATE_COMP_CHANNEL answers carry must be real (e.g. pipes); the context owns them. A
-// Backend that is also an io.Closer is closed by Context.Close where the device file would
-// be: before the provider frees its queue memory, as the kernel releases the context's
-// objects when the fd closes.
-type Backend interface {
-	Write(p []byte) (int, error)
-	Mmap(off int64, length, prot int) ([]byte, error)
-	Munmap(b []byte) error
-}
-
 // OpenBackend creates a context on dev whose device file is b (Open with withBackend).
-func OpenBackend(dev Device, b Backend, opts ...Option) (*Context, error) {
+func OpenBackend(dev Device, b driver.Backend, opts ...Option) (*Context, error) {
 	return Open(dev, append(opts, withBackend(b))...)
 }
 
@@ -108,7 +96,7 @@ func OpenShared(dev Device, opts ...Option) (*Context, error) {
 	return c, nil
 }
 
-// ctxCommander is the ContextCommander NewContext gets.
+// ctxCommander is the driver.ContextCommander NewContext gets.
 type ctxCommander struct {
 	*cmdPath
 	dev  Device
@@ -153,7 +141,7 @@ func openError(path string, err error) error {
 
 // openContext creates the context on fd (-1 with a backend). On error the caller closes
 // fd.
-func openContext(dev Device, p Provider, fd int, o options) (*Context, error) {
+func openContext(dev Device, p driver.Provider, fd int, o options) (*Context, error) {
 	cmd, err := newCmdPath(fd, p.Info(), o)
 	if err != nil {
 		return nil, err
@@ -165,7 +153,7 @@ func openContext(dev Device, p Provider, fd int, o options) (*Context, error) {
 	}
 	var resp getContextResp
 	cc := &ctxCommander{cmdPath: cmd, dev: dev, resp: &resp}
-	prov, err := p.NewContext(dev, cc)
+	prov, err := p.NewContext(dev.driverDevice(), cc)
 	if err == nil && !cc.done {
 		prov.Close()
 		err = errors.New("provider created no kernel context")
@@ -321,7 +309,7 @@ func (c *Context) QueryDeviceEx() (DeviceAttrEx, error) {
 
 // Describe returns the provider's one-line view of the context ("" if it has none).
 func (c *Context) Describe() string {
-	if d, ok := c.prov.(Describer); ok {
+	if d, ok := c.prov.(driver.Describer); ok {
 		return d.Describe()
 	}
 	return ""

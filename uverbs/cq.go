@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gorping/gorping/uverbs/driver"
 	"os"
 	"sync"
 	"sync/atomic"
 
 	"github.com/gorping/gorping/internal/wire"
-	"golang.org/x/sys/unix"
 )
 
 // CompChannel is a completion channel: an fd on which the kernel queues one event per armed
@@ -55,7 +55,7 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 		return nil, fmt.Errorf("uverbs: completion event for unknown CQ cookie %d", d.CQHandle)
 	}
 	cq.evRead.Add(1)
-	if o, ok := cq.prov.(CompEventObserver); ok {
+	if o, ok := cq.prov.(driver.CompEventObserver); ok {
 		o.CompEvent()
 	}
 	return cq, nil
@@ -75,7 +75,7 @@ type CQ struct {
 	handle uint32
 	cookie uint64
 	cqe    int
-	prov   ProviderCQ
+	prov   driver.CQ
 
 	flags CQFlags
 
@@ -87,10 +87,6 @@ type CQ struct {
 	dead       bool       // kernel object destroyed (or its context closed)
 	provClosed bool
 }
-
-// ErrQueueFull is returned by PostSend/PostRecv when the work queue has no free slot. It
-// wraps ENOMEM, as libibverbs reports a full queue.
-var ErrQueueFull = fmt.Errorf("uverbs: work queue full: %w", unix.ENOMEM)
 
 // ErrUnackedEvents is returned by CQ.Destroy while completion events read for the CQ have
 // not been acknowledged with Ack.
@@ -119,7 +115,7 @@ func (c *Context) createCQ(cqe int, ch *CompChannel, vector int, flags CQFlags) 
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	creq := CQRequest{CQE: cqe, Vector: vector, Flags: flags}
+	creq := driver.CQRequest{CQE: cqe, Vector: vector, Flags: flags}
 	pending, err := c.prov.PrepareCQ(&creq)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
@@ -159,7 +155,7 @@ func (c *Context) createCQ(cqe int, ch *CompChannel, vector int, flags CQFlags) 
 	}
 	cq.handle = resp.CQHandle
 	cq.cqe = int(resp.CQE)
-	cq.prov, err = pending.Commit(c.cmd, CQCore{Handle: cq.handle, CQE: cq.cqe}, drv)
+	cq.prov, err = pending.Commit(c.cmd, driver.CQCore{Handle: cq.handle, CQE: cq.cqe}, drv)
 	if err != nil {
 		c.destroyCQCmd(cq.handle) // best effort: the CQ is unusable without its provider
 		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
@@ -183,7 +179,7 @@ func (cq *CQ) CQE() int { return cq.cqe }
 // Timestamps reports whether the CQ's completions carry the device's timestamps
 // (created with CQTimestamps, by a provider that converts them).
 func (cq *CQ) Timestamps() bool {
-	_, ok := cq.prov.(TimestampConverter)
+	_, ok := cq.prov.(driver.TimestampConverter)
 	return ok && cq.flags&CQTimestamps != 0
 }
 
@@ -191,7 +187,7 @@ func (cq *CQ) Timestamps() bool {
 // device's clock; ok is false if the CQ has no timestamps or the clock cannot be read
 // now. Differences of two conversions are durations.
 func (cq *CQ) TimestampNS(ts uint64) (ns uint64, ok bool) {
-	if t, is := cq.prov.(TimestampConverter); is && cq.flags&CQTimestamps != 0 {
+	if t, is := cq.prov.(driver.TimestampConverter); is && cq.flags&CQTimestamps != 0 {
 		return t.TimestampNS(ts)
 	}
 	return 0, false
@@ -199,7 +195,7 @@ func (cq *CQ) TimestampNS(ts uint64) (ns uint64, ok bool) {
 
 // Describe returns the provider's one-line view of the CQ ("" if it has none).
 func (cq *CQ) Describe() string {
-	if d, ok := cq.prov.(Describer); ok {
+	if d, ok := cq.prov.(driver.Describer); ok {
 		return d.Describe()
 	}
 	return ""

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+	"github.com/gorping/gorping/uverbs/driver"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -110,7 +111,7 @@ func sysfsDevices(reg *registry, env hostenv.Env) ([]Device, error) {
 }
 
 // sysfsDriver infers the driver of an ib device from sysfs, by reg's providers'
-// SysfsMatch: the bus device's driver (mlx5_core), else a software device's `parent`
+// driver.SysfsMatch: the bus device's driver (mlx5_core), else a software device's `parent`
 // attribute (rxe), else a software device's node type (siw). A bus driver no provider
 // claims is reported by its own name, with no id.
 func sysfsDriver(reg *registry, root, ibdev string) (string, uint32) {
@@ -184,4 +185,9 @@ func (d Device) LinkLayers() []LinkLayer {
 		}
 	}
 	return lls
+}
+
+// driverDevice is what d's provider learns of d (driver.Provider.NewContext).
+func (d Device) driverDevice() driver.Device {
+	return driver.Device{Name: d.Name, Driver: d.Driver, DriverID: d.DriverID, ABI: d.ABI, Transport: d.Transport()}
 }

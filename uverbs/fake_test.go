@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/gorping/gorping/uverbs/driver"
 	"os"
 	"sync"
 	"testing"
@@ -116,16 +117,16 @@ func le(vals ...any) []byte {
 func zeros(n int) []byte { return make([]byte, n) }
 
 // fakeProvider exercises the provider seam: it has driver data on GET_CONTEXT and
-// CREATE_CQ/QP and a data path that goes through the Commander.
+// CREATE_CQ/QP and a data path that goes through the driver.Commander.
 type fakeProvider struct{}
 
 const fakeDriverID = 99
 
-func (fakeProvider) Info() ProviderInfo {
-	return ProviderInfo{Driver: "fake", DriverID: fakeDriverID, ABIMin: 1, ABIMax: 1, Transport: TransportIB,
+func (fakeProvider) Info() driver.Info {
+	return driver.Info{Driver: "fake", DriverID: fakeDriverID, ABIMin: 1, ABIMax: 1, Transport: TransportIB,
 		RawCommands: []uint32{CmdReqNotifyCQ}}
 }
-func (fakeProvider) NewContext(dev Device, cc ContextCommander) (ProviderContext, error) {
+func (fakeProvider) NewContext(dev driver.Device, cc driver.ContextCommander) (driver.Context, error) {
 	resp, err := cc.GetContext([]byte{1, 2, 3, 4}, 8)
 	if err != nil {
 		return nil, err
@@ -143,14 +144,18 @@ type fakeProvCtx struct {
 	onClose func() // if set, Close runs it first (after the core closed the fd)
 }
 
-func (p *fakeProvCtx) PrepareCQ(req *CQRequest) (PendingCQ, error) { return fakePendingCQ{p}, nil }
-func (p *fakeProvCtx) PrepareQP(req *QPRequest) (PendingQP, error) { return fakePendingQP{p}, nil }
+func (p *fakeProvCtx) PrepareCQ(req *driver.CQRequest) (driver.PendingCQ, error) {
+	return fakePendingCQ{p}, nil
+}
+func (p *fakeProvCtx) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) {
+	return fakePendingQP{p}, nil
+}
 
 type fakePendingCQ struct{ p *fakeProvCtx }
 
 func (f fakePendingCQ) Udata() ([]byte, int) { return nil, 16 }
 func (f fakePendingCQ) Abort()               {}
-func (f fakePendingCQ) Commit(cmd Commander, core CQCore, resp []byte) (ProviderCQ, error) {
+func (f fakePendingCQ) Commit(cmd driver.Commander, core driver.CQCore, resp []byte) (driver.CQ, error) {
 	return f.p.NewCQ(cmd, core, resp)
 }
 
@@ -158,17 +163,17 @@ type fakePendingQP struct{ p *fakeProvCtx }
 
 func (f fakePendingQP) Udata() ([]byte, int) { return nil, 32 }
 func (f fakePendingQP) Abort()               {}
-func (f fakePendingQP) Commit(cmd Commander, core *QPCore, resp []byte) (ProviderQP, error) {
+func (f fakePendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byte) (driver.QP, error) {
 	return f.p.NewQP(cmd, *core, resp)
 }
 
-func (p *fakeProvCtx) NewCQ(cmd Commander, core CQCore, resp []byte) (ProviderCQ, error) {
+func (p *fakeProvCtx) NewCQ(cmd driver.Commander, core driver.CQCore, resp []byte) (driver.CQ, error) {
 	if len(resp) != 16 {
 		return nil, fmt.Errorf("fake: cq resp %d bytes", len(resp))
 	}
 	return &fakeProvCQ{cmd: cmd, core: core, resp: append([]byte(nil), resp...)}, nil
 }
-func (p *fakeProvCtx) NewQP(cmd Commander, core QPCore, resp []byte) (ProviderQP, error) {
+func (p *fakeProvCtx) NewQP(cmd driver.Commander, core driver.QPCore, resp []byte) (driver.QP, error) {
 	q := &fakeProvQP{core: core}
 	p.qps = append(p.qps, q)
 	return q, nil
@@ -182,8 +187,8 @@ func (p *fakeProvCtx) Close() error {
 }
 
 type fakeProvCQ struct {
-	cmd      Commander
-	core     CQCore
+	cmd      driver.Commander
+	core     driver.CQCore
 	resp     []byte
 	arm      ReqNotifyCQ
 	events   int
@@ -208,7 +213,7 @@ func (q *fakeProvCQ) Close() error { q.closed = true; return q.closeErr }
 func (q *fakeProvCQ) CompEvent()   { q.events++ }
 
 type fakeProvQP struct {
-	core   QPCore
+	core   driver.QPCore
 	sends  int
 	recvs  int
 	states []QPState
@@ -222,10 +227,10 @@ func (q *fakeProvQP) SetState(s QPState) error  { q.states = append(q.states, s)
 
 // stubProvider is a provider known only by its Info: what discovery's sysfs rules and
 // the registry read.
-type stubProvider ProviderInfo
+type stubProvider driver.Info
 
-func (p stubProvider) Info() ProviderInfo { return ProviderInfo(p) }
-func (p stubProvider) NewContext(Device, ContextCommander) (ProviderContext, error) {
+func (p stubProvider) Info() driver.Info { return driver.Info(p) }
+func (p stubProvider) NewContext(driver.Device, driver.ContextCommander) (driver.Context, error) {
 	return nil, errors.New("stub provider")
 }
 
@@ -234,10 +239,10 @@ func (p stubProvider) NewContext(Device, ContextCommander) (ProviderContext, err
 func shippedLike(t testing.TB) *registry {
 	t.Helper()
 	r := &registry{}
-	for _, p := range []Provider{
-		stubProvider{Driver: "rxe", DriverID: 14, ABIMin: 2, ABIMax: 2, Transport: TransportIB, Sysfs: SysfsMatch{SoftParent: true}},
-		stubProvider{Driver: "siw", DriverID: 18, ABIMin: 1, ABIMax: 1, Transport: TransportIWARP, Sysfs: SysfsMatch{SoftNode: true}},
-		stubProvider{Driver: "mlx5", DriverID: 1, ABIMin: 1, ABIMax: 1, Transport: TransportIB, Sysfs: SysfsMatch{BusDrivers: []string{"mlx5_core"}}},
+	for _, p := range []driver.Provider{
+		stubProvider{Driver: "rxe", DriverID: 14, ABIMin: 2, ABIMax: 2, Transport: TransportIB, Sysfs: driver.SysfsMatch{SoftParent: true}},
+		stubProvider{Driver: "siw", DriverID: 18, ABIMin: 1, ABIMax: 1, Transport: TransportIWARP, Sysfs: driver.SysfsMatch{SoftNode: true}},
+		stubProvider{Driver: "mlx5", DriverID: 1, ABIMin: 1, ABIMax: 1, Transport: TransportIB, Sysfs: driver.SysfsMatch{BusDrivers: []string{"mlx5_core"}}},
 		fakeProvider{},
 	} {
 		if err := r.add(p); err != nil {

@@ -10,7 +10,7 @@ import "github.com/gorping/gorping/internal/hostenv"
 // uverbs/diag reads a Host's ports, counters and netdevs.
 type Host struct {
 	env *hostenv.Env
-	reg *registry // whose SysfsMatch recognizes drivers; nil: the registered providers
+	reg *registry // whose driver.SysfsMatch recognizes drivers; nil: the registered providers
 }
 
 // NewHost is the host e describes.

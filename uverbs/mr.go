@@ -3,6 +3,7 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+	"github.com/gorping/gorping/uverbs/driver"
 	"sync"
 
 	"github.com/gorping/gorping/internal/umem"
@@ -56,7 +57,7 @@ type PD struct {
 func (c *Context) AllocPD() (*PD, error) {
 	var in []byte
 	var outLen int
-	hooks, _ := c.prov.(PDHooks)
+	hooks, _ := c.prov.(driver.PDHooks)
 	if hooks != nil {
 		in, outLen = hooks.PDUdata()
 	}
@@ -115,7 +116,7 @@ func (pd *PD) RegMR(b *Buffer, access AccessFlags) (*MR, error) {
 	c := pd.ctx
 	var in []byte
 	var outLen int
-	hooks, _ := c.prov.(MRHooks)
+	hooks, _ := c.prov.(driver.MRHooks)
 	if hooks != nil {
 		in, outLen = hooks.MRUdata(access)
 	}

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"github.com/gorping/gorping/internal/trace"
+	"github.com/gorping/gorping/uverbs/driver"
 	"golang.org/x/sys/unix"
 )
 
@@ -11,8 +12,8 @@ type Option func(*options)
 
 type options struct {
 	tracer   *trace.Tracer
-	backend  Backend
-	provider Provider
+	backend  driver.Backend
+	provider driver.Provider
 	// memlock reads RLIMIT_MEMLOCK for RegMR's explanation of ENOMEM/EPERM.
 	memlock func() (unix.Rlimit, error)
 	// write and ioctl replace the device file's system calls (in-package tests: a fake
@@ -27,11 +28,11 @@ func WithTracer(t *trace.Tracer) Option { return func(o *options) { o.tracer = t
 
 // withBackend opens the context on b instead of dev's device node (OpenBackend: device
 // models, fake kernels).
-func withBackend(b Backend) Option { return func(o *options) { o.backend = b } }
+func withBackend(b driver.Backend) Option { return func(o *options) { o.backend = b } }
 
 // WithProvider makes p the context's provider, whatever is registered for dev's driver
 // (a provider's own tests, the conformance suite).
-func WithProvider(p Provider) Option { return func(o *options) { o.provider = p } }
+func WithProvider(p driver.Provider) Option { return func(o *options) { o.provider = p } }
 
 // withMemlock makes f the RLIMIT_MEMLOCK reader (tests).
 func withMemlock(f func() (unix.Rlimit, error)) Option { return func(o *options) { o.memlock = f } }

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"errors"
 	"fmt"
+	"github.com/gorping/gorping/uverbs/driver"
 	"sync"
 
 	"github.com/gorping/gorping/internal/wire"
@@ -17,7 +18,7 @@ type QP struct {
 	cookie uint64
 	typ    QPType
 	cap    QPCap
-	prov   ProviderQP
+	prov   driver.QP
 
 	mu         sync.Mutex // Modify, Destroy
 	state      QPState    // last state MODIFY_QP set (for --trace)
@@ -40,7 +41,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
-	qreq := QPRequest{Type: attr.Type, Cap: attr.Cap, SigAll: attr.SigAll, SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov, PD: pd.handle}
+	qreq := driver.QPRequest{Type: attr.Type, Cap: attr.Cap, SigAll: attr.SigAll, SendCQ: attr.SendCQ.prov, RecvCQ: attr.RecvCQ.prov, PD: pd.handle}
 	pending, err := c.prov.PrepareQP(&qreq)
 	if err != nil {
 		return nil, fmt.Errorf("uverbs: %s: %s provider: %w", c.dev.Name, c.info.Driver, err)
@@ -69,7 +70,7 @@ func (pd *PD) CreateQP(attr QPInitAttr) (*QP, error) {
 		return nil, fmt.Errorf("uverbs: %s: %w", c.dev.Name, err)
 	}
 	qp.handle, qp.qpn = resp.QPHandle, resp.QPN
-	core := QPCore{
+	core := driver.QPCore{
 		Handle: qp.handle, QPN: qp.qpn, Type: attr.Type, SigAll: attr.SigAll,
 		Cap: QPCap{
 			MaxSendWR:     resp.MaxSendWR,
@@ -107,7 +108,7 @@ func (qp *QP) Cap() QPCap { return qp.cap }
 
 // Describe returns the provider's one-line view of the QP ("" if it has none).
 func (qp *QP) Describe() string {
-	if d, ok := qp.prov.(Describer); ok {
+	if d, ok := qp.prov.(driver.Describer); ok {
 		return d.Describe()
 	}
 	return ""
@@ -192,7 +193,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 	}
 	if mask&QPAttrState != 0 {
 		qp.state = attr.State
-		if o, ok := qp.prov.(QPStateObserver); ok {
+		if o, ok := qp.prov.(driver.QPStateObserver); ok {
 			if err := o.SetState(attr.State); err != nil {
 				return fmt.Errorf("uverbs: %s QP %d now %v: %s provider: %w", c.dev.Name, qp.qpn, attr.State, c.info.Driver, err)
 			}

@@ -3,6 +3,7 @@ package uverbs
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/gorping/gorping/uverbs/driver"
 	"testing"
 
 	"github.com/gorping/gorping/internal/umem"
@@ -16,13 +17,13 @@ type udProvider struct{ last *udCtx }
 
 const udDriverID = 97
 
-func (*udProvider) Info() ProviderInfo {
-	return ProviderInfo{Driver: "udfake", DriverID: udDriverID, ABIMin: 1, ABIMax: 1, Transport: TransportIB}
+func (*udProvider) Info() driver.Info {
+	return driver.Info{Driver: "udfake", DriverID: udDriverID, ABIMin: 1, ABIMax: 1, Transport: TransportIB}
 }
 
 type udCtx struct {
-	dev      Device
-	cmd      Commander
+	dev      driver.Device
+	cmd      driver.Commander
 	gets     int
 	aborted  int
 	live     int // allocations not yet freed
@@ -31,7 +32,7 @@ type udCtx struct {
 	failPD   bool
 }
 
-func (p *udProvider) NewContext(dev Device, cc ContextCommander) (ProviderContext, error) {
+func (p *udProvider) NewContext(dev driver.Device, cc driver.ContextCommander) (driver.Context, error) {
 	c := &udCtx{dev: dev, cmd: cc}
 	p.last = c
 	// First a request the "kernel" refuses, then the one it takes.
@@ -66,7 +67,7 @@ func (c *udCtx) alloc() (*udPending, error) {
 func (p *udPending) Udata() ([]byte, int) { return p.req, 8 }
 func (p *udPending) Abort()               { p.c.aborted++; p.c.live--; p.mem.Free() }
 
-func (c *udCtx) PrepareCQ(req *CQRequest) (PendingCQ, error) {
+func (c *udCtx) PrepareCQ(req *driver.CQRequest) (driver.PendingCQ, error) {
 	req.CQE = 1<<bitsLen(req.CQE) - 1 // the ring's real depth
 	p, err := c.alloc()
 	return (*udPendingCQ)(p), err
@@ -84,7 +85,7 @@ type udPendingCQ udPending
 
 func (p *udPendingCQ) Udata() ([]byte, int) { return (*udPending)(p).Udata() }
 func (p *udPendingCQ) Abort()               { (*udPending)(p).Abort() }
-func (p *udPendingCQ) Commit(cmd Commander, core CQCore, resp []byte) (ProviderCQ, error) {
+func (p *udPendingCQ) Commit(cmd driver.Commander, core driver.CQCore, resp []byte) (driver.CQ, error) {
 	if p.c.failNext {
 		(*udPending)(p).Abort()
 		return nil, errors.New("commit refused")
@@ -94,7 +95,7 @@ func (p *udPendingCQ) Commit(cmd Commander, core CQCore, resp []byte) (ProviderC
 
 type udPendingQP udPending
 
-func (c *udCtx) PrepareQP(req *QPRequest) (PendingQP, error) {
+func (c *udCtx) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) {
 	req.Cap.MaxInlineData = 60
 	p, err := c.alloc()
 	return (*udPendingQP)(p), err
@@ -102,7 +103,7 @@ func (c *udCtx) PrepareQP(req *QPRequest) (PendingQP, error) {
 
 func (p *udPendingQP) Udata() ([]byte, int) { return (*udPending)(p).Udata() }
 func (p *udPendingQP) Abort()               { (*udPending)(p).Abort() }
-func (p *udPendingQP) Commit(cmd Commander, core *QPCore, resp []byte) (ProviderQP, error) {
+func (p *udPendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byte) (driver.QP, error) {
 	core.Cap.MaxSendWR = 25 // what the queue really takes
 	return &fakeProvQP{core: *core}, nil
 }
@@ -252,7 +253,7 @@ func TestSeamMmapAfterClose(t *testing.T) {
 	}
 }
 
-// kernelBackend is a fake kernel as a Backend (withBackend): no fd behind it.
+// kernelBackend is a fake kernel as a driver.Backend (withBackend): no fd behind it.
 type kernelBackend struct{ k *fakeKernel }
 
 func (b kernelBackend) Write(p []byte) (int, error)          { return b.k.write(-1, p) }

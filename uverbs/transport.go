@@ -6,18 +6,6 @@ import (
 	"github.com/gorping/gorping/internal/sysattr"
 )
 
-// Transport is how a device carries RDMA (enum ibv_transport_type). It decides the
-// connection rules: InfiniBand transport (IB and RoCE) moves a QP through RTR/RTS from
-// user space after the CM exchange; iWARP moves it to RTS inside the kernel's iw_cm, never
-// sends CONNECT_RESPONSE and shuts a connection down through SQD.
-type Transport int
-
-const (
-	TransportUnknown Transport = -1 // unknown
-	TransportIB      Transport = 0  // InfiniBand
-	TransportIWARP   Transport = 1  // iWARP
-)
-
 // transportOfNodeType maps a node type (enum rdma_node_type, as sysfs node_type starts
 // with it) to its transport, as libibverbs does.
 func transportOfNodeType(nodeType int) Transport {

@@ -17,7 +17,7 @@ import (
 // The last case is a driver's problem after a link flap: a port whose link went down,
 // whose connection manager sends nothing (or nothing that completes) or hears nothing
 // while its netdev receives, and that heard nothing from the peer. The driver's provider
-// says what to do about it (uverbs.LinkDownAdvisor; rxe's QP1 does not recover from a
+// says what to do about it (uverbs/driver.LinkDownAdvisor; rxe's QP1 does not recover from a
 // link flap, uverbs/rxe).
 type CMProbe struct {
 	host   uverbs.Host
@@ -93,7 +93,7 @@ type cmFacts struct {
 	rdmaRx        uint64 // packets the RDMA device took in meanwhile
 	netdevRx      uint64 // packets the netdev took in meanwhile
 	netdevRxKnown bool
-	advice        string // the driver's advice after a link went down (uverbs.LinkDownAdvisor)
+	advice        string // the driver's advice after a link went down (uverbs/driver.LinkDownAdvisor)
 }
 
 // cmCause is the likely cause of an unanswered connection request.

@@ -7,7 +7,7 @@ import (
 )
 
 func TestCMCause(t *testing.T) {
-	// The advice is the provider's (uverbs.LinkDownAdvisor): here a stand-in.
+	// The advice is the provider's (uverbs/driver.LinkDownAdvisor): here a stand-in.
 	fix := "the driver's advice"
 	rxe := cmFacts{peer: "the server", known: true, dev: "rxe0", port: 1, netdev: "eth0", waited: 19 * time.Second, advice: fix}
 	for _, tc := range []struct {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorping/gorping/test/internal/kcmd"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 // Kernel is the fake uverbs kernel of the tests: one for every provider. It answers the
@@ -35,7 +36,7 @@ import (
 // one Kernel share its fabric: QPs reach each other by number.
 type Kernel struct {
 	dev  uverbs.Device
-	prov uverbs.Provider // nil: the registered provider of dev's driver
+	prov driver.Provider // nil: the registered provider of dev's driver
 	drv  Driver
 	opt  Options
 
@@ -224,7 +225,7 @@ type QP struct {
 // NewKernel is a fake kernel with driver drv for provider prov's devices (prov nil: the
 // registered one); dev is the device its contexts are opened on. It is released when t
 // ends.
-func NewKernel(t testing.TB, dev uverbs.Device, prov uverbs.Provider, drv Driver) *Kernel {
+func NewKernel(t testing.TB, dev uverbs.Device, prov driver.Provider, drv Driver) *Kernel {
 	t.Helper()
 	k, err := StartKernel(dev, prov, drv, Options{})
 	if err != nil {
@@ -236,7 +237,7 @@ func NewKernel(t testing.TB, dev uverbs.Device, prov uverbs.Provider, drv Driver
 
 // StartKernel is NewKernel for a caller that releases the kernel itself (Close), with
 // options. An Engine driver's device starts running.
-func StartKernel(dev uverbs.Device, prov uverbs.Provider, drv Driver, opt Options) (*Kernel, error) {
+func StartKernel(dev uverbs.Device, prov driver.Provider, drv Driver, opt Options) (*Kernel, error) {
 	k := &Kernel{dev: dev, prov: prov, drv: drv, opt: opt, handle: 0x100,
 		mrs: map[uint32]*MR{}, cqs: map[uint32]*CQ{}, qps: map[uint32]*QP{}, byQPN: map[uint32]*QP{}, pds: map[uint32]bool{}}
 	if err := k.export.init(); err != nil {

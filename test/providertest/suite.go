@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 // Device is a provider's device without hardware: contexts opened on it share one fabric,
@@ -39,7 +40,7 @@ type Checker interface {
 // RunKernel runs the conformance suite on a fresh fake kernel per test, with driver drv
 // (the kernel half of provider prov's queues) and dev as its device. Index and Path may
 // be left zero.
-func RunKernel(t *testing.T, dev uverbs.Device, prov uverbs.Provider, drv Driver) {
+func RunKernel(t *testing.T, dev uverbs.Device, prov driver.Provider, drv Driver) {
 	if dev.Path == "" {
 		dev.Index, dev.Path = -1, "/dev/infiniband/uverbs-fake"
 	}

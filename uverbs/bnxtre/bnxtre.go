@@ -19,6 +19,7 @@ import (
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
@@ -31,12 +32,12 @@ func init() {
 
 type provider struct{}
 
-func (provider) Info() uverbs.ProviderInfo {
-	return uverbs.ProviderInfo{
+func (provider) Info() driver.Info {
+	return driver.Info{
 		Driver: bnxtDriver, DriverID: bnxtDriverID, ABIMin: bnxtABI, ABIMax: bnxtABI,
 		Transport: uverbs.TransportIB,
 		// The RDMA device's parent is the PCI function the Ethernet driver owns.
-		Sysfs: uverbs.SysfsMatch{BusDrivers: []string{"bnxt_en"}},
+		Sysfs: driver.SysfsMatch{BusDrivers: []string{"bnxt_en"}},
 		// None: doorbells and the CQ arm are stores to the doorbell page.
 	}
 }
@@ -44,7 +45,7 @@ func (provider) Info() uverbs.ProviderInfo {
 // NewContext runs GET_CONTEXT (no driver request), maps the shared page the kernel keeps
 // per context (AH ids; mapped as libbnxt_re does) and queries the device's limits, which
 // size the queues.
-func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
+func (provider) NewContext(dev driver.Device, cc driver.ContextCommander) (driver.Context, error) {
 	drv, err := cc.GetContext(nil, uctxRespLen)
 	if err != nil {
 		return nil, err
@@ -81,8 +82,8 @@ func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverb
 // with the first PD, as libbnxt_re does), the device limits and the QPs by the handle
 // their CQEs carry.
 type context struct {
-	dev      uverbs.Device
-	cmd      uverbs.Commander
+	dev      driver.Device
+	cmd      driver.Commander
 	resp     uctxResp
 	pgSize   int
 	chipNum  uint16

@@ -12,6 +12,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +21,7 @@ var le = binary.LittleEndian
 
 // PrepareCQ allocates the CQE ring: the next power of two above the depth asked for (at
 // most the device's), zeroed, whose CQEs the device writes with the phase bit of the lap.
-func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
+func (c *context) PrepareCQ(req *driver.CQRequest) (driver.PendingCQ, error) {
 	maxCQD := int(c.resp.MaxCqd)
 	if req.CQE < 1 || req.CQE > maxCQD {
 		return nil, fmt.Errorf("bnxt_re: CQ depth %d out of range (1..%d): %w", req.CQE, maxCQD, unix.EINVAL)
@@ -50,7 +51,7 @@ func (p *pendingCQ) Udata() ([]byte, int) { return wire.Bytes(&p.req), cqRespLen
 
 func (p *pendingCQ) Abort() { p.mem.Free() }
 
-func (p *pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
+func (p *pendingCQ) Commit(cmd driver.Commander, core driver.CQCore, resp []byte) (driver.CQ, error) {
 	if err := providerkit.ShortResp("bnxt_re", "CREATE_CQ", len(resp), cqRespLen); err != nil {
 		p.Abort()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 // newTestCQ is a CQ of depth entries over memory of the test's, with one QP (handle 1)
@@ -67,28 +68,28 @@ func FuzzPoll(f *testing.F) {
 // Malformed driver responses are refused without a panic.
 func TestCommitRefusesShortResponses(t *testing.T) {
 	c := &context{pgSize: 4096, resp: uctxResp{MaxCqd: 100, CQESz: cqeSize}}
-	pc, err := c.PrepareCQ(&uverbs.CQRequest{CQE: 8})
+	pc, err := c.PrepareCQ(&driver.CQRequest{CQE: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pc.Commit(nil, uverbs.CQCore{}, make([]byte, 8)); err == nil {
+	if _, err := pc.Commit(nil, driver.CQCore{}, make([]byte, 8)); err == nil {
 		t.Error("a CREATE_CQ response of 8 bytes was taken")
 	}
-	if _, err := c.PrepareCQ(&uverbs.CQRequest{CQE: 101}); err == nil {
+	if _, err := c.PrepareCQ(&driver.CQRequest{CQE: 101}); err == nil {
 		t.Error("a CQ deeper than max_cqd was prepared")
 	}
 	c.maxSGE, c.maxQPWR = 6, 100
-	pq, err := c.PrepareQP(&uverbs.QPRequest{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	pq, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pq.Commit(nil, &uverbs.QPCore{}, make([]byte, 4)); err == nil {
+	if _, err := pq.Commit(nil, &driver.QPCore{}, make([]byte, 4)); err == nil {
 		t.Error("a CREATE_QP response of 4 bytes was taken")
 	}
-	if _, err := c.PrepareQP(&uverbs.QPRequest{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendSGE: 7}}); err == nil {
+	if _, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendSGE: 7}}); err == nil {
 		t.Error("a QP with more SGEs than the device's was prepared")
 	}
-	if _, err := c.PrepareQP(&uverbs.QPRequest{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxInlineData: 97}}); err == nil {
+	if _, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxInlineData: 97}}); err == nil {
 		t.Error("a QP with more inline data than the device's was prepared")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
@@ -129,7 +130,7 @@ func even(n uint32) uint32 { return n + n%2 }
 // PrepareQP sizes the queues as libbnxt_re does, allocates them and reserves the handle
 // the QP's CQEs will carry. It changes the request's max_inline_data to what the WQE
 // size allows and clamps the WR counts to the device's, as libbnxt_re does.
-func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
+func (c *context) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) {
 	if req.Type != uverbs.QPTypeRC {
 		return nil, fmt.Errorf("bnxt_re: QP type %d not supported by gorping (RC only): %w", req.Type, unix.EOPNOTSUPP)
 	}
@@ -198,7 +199,7 @@ func (p *pendingQP) Abort() {
 	p.rq.mem.Free()
 }
 
-func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) (uverbs.ProviderQP, error) {
+func (p *pendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byte) (driver.QP, error) {
 	if err := providerkit.ShortResp("bnxt_re", "CREATE_QP", len(resp), qpRespLen); err != nil {
 		p.Abort()
 		return nil, err
@@ -322,7 +323,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 		slots = sq.maxSlots // a static-mode WQE takes all its slots
 	}
 	if sq.full(slots) {
-		return uverbs.ErrQueueFull
+		return driver.ErrQueueFull
 	}
 	if nsge > q.maxSSGE {
 		return errTooManySGE
@@ -410,7 +411,7 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 	}
 	nsge := uint32(len(wr.SGE))
 	if rq.full(rq.maxSlots) {
-		return uverbs.ErrQueueFull
+		return driver.ErrQueueFull
 	}
 	if nsge > q.maxRSGE {
 		return errTooManySGE

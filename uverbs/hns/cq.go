@@ -11,6 +11,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +21,7 @@ var le = binary.LittleEndian
 // PrepareCQ allocates the CQE ring (the depth asked rounded up to a power of two, at
 // least 64; whole 4 KiB pages, zeroed: every owner bit clear, and a new CQ's CQEs have it
 // set) and its doorbell record (the consumer index the engine reads).
-func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
+func (c *context) PrepareCQ(req *driver.CQRequest) (driver.PendingCQ, error) {
 	if req.CQE < 1 || uint32(req.CQE) > c.maxCQE {
 		return nil, fmt.Errorf("hns: CQ depth %d out of range (1..%d): %w", req.CQE, c.maxCQE, unix.EINVAL)
 	}
@@ -58,7 +59,7 @@ func (p *pendingCQ) Abort() {
 	p.mem.Free()
 }
 
-func (p *pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
+func (p *pendingCQ) Commit(cmd driver.Commander, core driver.CQCore, resp []byte) (driver.CQ, error) {
 	if err := providerkit.ShortResp("hns", "CREATE_CQ", len(resp), cqRespLen); err != nil {
 		p.Abort()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 // newTestCQ is a CQ of depth CQEs of size bytes over memory of the test's, with one QP
@@ -68,30 +69,30 @@ func TestCommitRefusesShortResponses(t *testing.T) {
 	q, _ := newTestCQ(t, 64, 32)
 	c := q.c
 	c.maxCQE, c.maxQPWR, c.maxSGE, c.hwVer = 1000, 0x8000, 64, hwVer2
-	pc, err := c.PrepareCQ(&uverbs.CQRequest{CQE: 8})
+	pc, err := c.PrepareCQ(&driver.CQRequest{CQE: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pc.Commit(nil, uverbs.CQCore{}, make([]byte, 8)); err == nil {
+	if _, err := pc.Commit(nil, driver.CQCore{}, make([]byte, 8)); err == nil {
 		t.Error("a CREATE_CQ response of 8 bytes was taken")
 	}
-	if _, err := c.PrepareCQ(&uverbs.CQRequest{CQE: 1001}); err == nil {
+	if _, err := c.PrepareCQ(&driver.CQRequest{CQE: 1001}); err == nil {
 		t.Error("a CQ deeper than max_cqe was prepared")
 	}
 	caps := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
-	pq, err := c.PrepareQP(&uverbs.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
+	pq, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pq.Commit(nil, &uverbs.QPCore{}, make([]byte, 4)); err == nil {
+	if _, err := pq.Commit(nil, &driver.QPCore{}, make([]byte, 4)); err == nil {
 		t.Error("a CREATE_QP response of 4 bytes was taken")
 	}
-	pq, _ = c.PrepareQP(&uverbs.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
-	if _, err := pq.Commit(nil, &uverbs.QPCore{Cap: uverbs.QPCap{MaxRecvWR: 1 << 20, MaxRecvSGE: 2}}, make([]byte, qpRespLen)); err == nil {
+	pq, _ = c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
+	if _, err := pq.Commit(nil, &driver.QPCore{Cap: uverbs.QPCap{MaxRecvWR: 1 << 20, MaxRecvSGE: 2}}, make([]byte, qpRespLen)); err == nil {
 		t.Error("a receive queue larger than the one allocated was taken")
 	}
 	for _, cp := range []uverbs.QPCap{{MaxSendSGE: 65}, {MaxRecvSGE: 65}, {MaxSendWR: 0x8001}, {MaxRecvWR: 4}} {
-		if _, err := c.PrepareQP(&uverbs.QPRequest{Type: uverbs.QPTypeRC, Cap: cp}); err == nil {
+		if _, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: cp}); err == nil {
 			t.Errorf("a QP with caps %+v was prepared", cp)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
@@ -41,14 +42,14 @@ const hnsABI = 1
 
 type provider struct{ pageSize int }
 
-func (provider) Info() uverbs.ProviderInfo {
-	return uverbs.ProviderInfo{
+func (provider) Info() driver.Info {
+	return driver.Info{
 		// hns_roce sets uverbs_abi_ver 1 and has never changed it; libhns accepts any, gorping
 		// only the one it was checked against (the oracle's and the model's devices).
 		Driver: hnsDriver, DriverID: hnsDriverID, ABIMin: hnsABI, ABIMax: hnsABI,
 		Transport: uverbs.TransportIB,
 		// The RDMA device's parent is the PCI function the hns3 Ethernet driver owns.
-		Sysfs: uverbs.SysfsMatch{BusDrivers: []string{"hns3"}},
+		Sysfs: driver.SysfsMatch{BusDrivers: []string{"hns3"}},
 		// None: doorbells and the CQ arm are stores to the UAR page.
 	}
 }
@@ -56,7 +57,7 @@ func (provider) Info() uverbs.ProviderInfo {
 // NewContext runs GET_CONTEXT (no driver request; the CQE size, the QP table size and
 // the inline limit back), queries the device (hardware version and limits, which size
 // the queues) and maps the UAR page, as libhns does.
-func (p provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
+func (p provider) NewContext(dev driver.Device, cc driver.ContextCommander) (driver.Context, error) {
 	drv, err := cc.GetContext(nil, uctxRespLen)
 	if err != nil {
 		return nil, err
@@ -87,8 +88,8 @@ func (p provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uve
 // context is the provider's per-context state: the device's limits, the UAR page, the
 // pages of doorbell records, the QPs by number (a CQE names its QP by number).
 type context struct {
-	dev      uverbs.Device
-	cmd      uverbs.Commander
+	dev      driver.Device
+	cmd      driver.Commander
 	resp     uctxResp
 	cqeSize  uint32
 	pageSize int

@@ -12,6 +12,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
@@ -58,7 +59,7 @@ type rinl struct {
 // powers of two of at least 64 WQEs, 64-byte send WQEs with an extended SGE area beyond
 // two SGEs, receive WQEs of a power of two of 16-byte segments (HIP08 reserves one to end
 // the list); allocates them in one buffer and the doorbell records.
-func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
+func (c *context) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) {
 	if req.Type != uverbs.QPTypeRC {
 		return nil, fmt.Errorf("hns: QP type %d not supported by gorping (RC only): %w", req.Type, unix.EOPNOTSUPP)
 	}
@@ -142,7 +143,7 @@ func (p *pendingQP) Abort() {
 
 // Commit takes the receive queue the kernel granted and reports its WRs and SGEs as
 // libhns does (the reserved SGE not counted).
-func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) (uverbs.ProviderQP, error) {
+func (p *pendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byte) (driver.QP, error) {
 	if err := providerkit.ShortResp("hns", "CREATE_QP", len(resp), qpRespLen); err != nil {
 		p.Abort()
 		return nil, err

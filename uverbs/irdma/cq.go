@@ -11,6 +11,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
@@ -25,7 +26,7 @@ func cqEntries(cqe int) int { return max((cqe+1)*2, minCQSize) }
 // valid bit clear, and a new CQ's CQEs are valid with 1) and its shadow area (after the
 // ring, or a page of its own when the device can resize CQs), and registers both with the
 // kernel on the context's PD (REG_MR type CQ) before CREATE_CQ, which names them.
-func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
+func (c *context) PrepareCQ(req *driver.CQRequest) (driver.PendingCQ, error) {
 	if req.CQE < 1 || req.CQE > int(c.attrs.MaxHwCQSize) {
 		return nil, fmt.Errorf("irdma: CQ depth %d out of range (1..%d): %w", req.CQE, c.attrs.MaxHwCQSize, unix.EINVAL)
 	}
@@ -93,7 +94,7 @@ func (p *pendingCQ) Abort() {
 	}
 }
 
-func (p *pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
+func (p *pendingCQ) Commit(cmd driver.Commander, core driver.CQCore, resp []byte) (driver.CQ, error) {
 	if err := providerkit.ShortResp("irdma", "CREATE_CQ", len(resp), cqRespLen); err != nil {
 		p.Abort()
 		return nil, err

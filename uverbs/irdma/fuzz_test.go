@@ -6,6 +6,7 @@ import (
 
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 // newTestCQ is a CQ of size CQEs over memory of the test's, with one QP (completion
@@ -72,41 +73,41 @@ func TestCommitRefusesShortResponses(t *testing.T) {
 	c := q.c
 	c.attrs = uctxResp{MaxHwCQSize: 100, MaxHwWqFrags: 13, MaxHwReadSges: 13, MaxHwInline: 101, MaxHwWqQuanta: 32768, MaxHwRQQuanta: 32768, MaxHwSQChunk: 8, HwRev: gen2}
 	c.cmd = nopCommander{}
-	pc, err := c.PrepareCQ(&uverbs.CQRequest{CQE: 8})
+	pc, err := c.PrepareCQ(&driver.CQRequest{CQE: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pc.Commit(nil, uverbs.CQCore{}, make([]byte, 4)); err == nil {
+	if _, err := pc.Commit(nil, driver.CQCore{}, make([]byte, 4)); err == nil {
 		t.Error("a CREATE_CQ response of 4 bytes was taken")
 	}
-	if _, err := c.PrepareCQ(&uverbs.CQRequest{CQE: 101}); err == nil {
+	if _, err := c.PrepareCQ(&driver.CQRequest{CQE: 101}); err == nil {
 		t.Error("a CQ deeper than max_hw_cq_size was prepared")
 	}
 	caps := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
-	pq, err := c.PrepareQP(&uverbs.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
+	pq, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pq.Commit(nil, &uverbs.QPCore{}, make([]byte, 4)); err == nil {
+	if _, err := pq.Commit(nil, &driver.QPCore{}, make([]byte, 4)); err == nil {
 		t.Error("a CREATE_QP response of 4 bytes was taken")
 	}
-	pq, _ = c.PrepareQP(&uverbs.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
+	pq, _ = c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
 	iwarp := make([]byte, qpRespLen)
 	binary.LittleEndian.PutUint32(iwarp[4:], 4)
 	binary.LittleEndian.PutUint32(iwarp[8:], 4)
 	iwarp[18] = 1 // lsmm
-	if _, err := pq.Commit(nil, &uverbs.QPCore{}, iwarp); err == nil {
+	if _, err := pq.Commit(nil, &driver.QPCore{}, iwarp); err == nil {
 		t.Error("an iWARP QP (lsmm) was taken")
 	}
-	pq, _ = c.PrepareQP(&uverbs.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
+	pq, _ = c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
 	big := make([]byte, qpRespLen)
 	binary.LittleEndian.PutUint32(big[4:], 1<<20)
 	binary.LittleEndian.PutUint32(big[8:], 4)
-	if _, err := pq.Commit(nil, &uverbs.QPCore{}, big); err == nil {
+	if _, err := pq.Commit(nil, &driver.QPCore{}, big); err == nil {
 		t.Error("a send queue larger than the one allocated was taken")
 	}
 	for _, cp := range []uverbs.QPCap{{MaxSendSGE: 14}, {MaxRecvSGE: 14}, {MaxInlineData: 102}, {MaxSendWR: 1 << 16}} {
-		if _, err := c.PrepareQP(&uverbs.QPRequest{Type: uverbs.QPTypeRC, Cap: cp}); err == nil {
+		if _, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: cp}); err == nil {
 			t.Errorf("a QP with caps %+v beyond the device's was prepared", cp)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
@@ -33,20 +34,20 @@ func init() {
 
 type provider struct{}
 
-func (provider) Info() uverbs.ProviderInfo {
-	return uverbs.ProviderInfo{
+func (provider) Info() driver.Info {
+	return driver.Info{
 		Driver: irdmaDriver, DriverID: irdmaDriverID, ABIMin: irdmaABIOld, ABIMax: irdmaABI,
 		Transport: uverbs.TransportIB,
 		// The RDMA device's parent is the PCI function the Ethernet driver (ice) owns.
-		Sysfs: uverbs.SysfsMatch{BusDrivers: []string{"ice"}},
+		Sysfs: driver.SysfsMatch{BusDrivers: []string{"ice"}},
 		// None: doorbells and the CQ arm are stores to the doorbell page.
 	}
 }
 
 // NewContext runs GET_CONTEXT as libirdma does (ABI 5, again with 4 if the kernel
 // refuses), maps the doorbell page and allocates the PD the CQs' memory is registered on.
-func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
-	if dev.Transport() == uverbs.TransportIWARP {
+func (provider) NewContext(dev driver.Device, cc driver.ContextCommander) (driver.Context, error) {
+	if dev.Transport == uverbs.TransportIWARP {
 		return nil, fmt.Errorf("irdma: %s runs iWARP; gorping's irdma provider drives RoCEv2 only (load irdma with roce_ena=1): %w", dev.Name, unix.EOPNOTSUPP)
 	}
 	req := uctxReq{UserspaceVer: irdmaABI}
@@ -87,8 +88,8 @@ func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverb
 // the PD the CQ memory is registered on, and the QPs by the completion context their
 // CQEs carry.
 type context struct {
-	dev      uverbs.Device
-	cmd      uverbs.Commander
+	dev      driver.Device
+	cmd      driver.Commander
 	attrs    uctxResp
 	abi      int
 	db       []byte

@@ -12,6 +12,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
@@ -87,7 +88,7 @@ func wqDepth(wr, shift, reserve, maxQuanta uint32) (uint32, error) {
 // the QP's shadow area), registers it with the kernel on the QP's PD (REG_MR type QP)
 // and reserves the completion context its CQEs will carry. The WR counts the kernel is
 // told are the rings' sizes in WQEs.
-func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
+func (c *context) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) {
 	if req.Type != uverbs.QPTypeRC {
 		return nil, fmt.Errorf("irdma: QP type %d not supported by gorping (RC only): %w", req.Type, unix.EOPNOTSUPP)
 	}
@@ -148,8 +149,8 @@ func (p *pendingQP) Abort() {
 
 // Commit takes the queue sizes the kernel answered and reports the WRs they hold beyond
 // the reserve, as libirdma does.
-func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) (uverbs.ProviderQP, error) {
-	fail := func(err error) (uverbs.ProviderQP, error) {
+func (p *pendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byte) (driver.QP, error) {
+	fail := func(err error) (driver.QP, error) {
 		p.Abort()
 		return nil, err
 	}
@@ -203,7 +204,7 @@ type qp struct {
 	inError atomic.Bool
 }
 
-// SetState (uverbs.QPStateObserver): ERR refuses further posts, RESET takes them again.
+// SetState (driver.QPStateObserver): ERR refuses further posts, RESET takes them again.
 func (q *qp) SetState(s uverbs.QPState) error {
 	switch s {
 	case uverbs.QPSErr:

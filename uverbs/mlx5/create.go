@@ -7,13 +7,14 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
 
 // PrepareCQ allocates the CQE buffer (every CQE invalid and device-owned) and the doorbell
 // record, and tells the kernel the depth the ring really has.
-func (c *context) PrepareCQ(req *uverbs.CQRequest) (uverbs.PendingCQ, error) {
+func (c *context) PrepareCQ(req *driver.CQRequest) (driver.PendingCQ, error) {
 	ncqe, err := cqEntries(req.CQE)
 	if err != nil {
 		return nil, err
@@ -54,7 +55,7 @@ func (p *pendingCQ) Abort() {
 	p.c.dbrs.release(p.db)
 }
 
-func (p *pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
+func (p *pendingCQ) Commit(cmd driver.Commander, core driver.CQCore, resp []byte) (driver.CQ, error) {
 	if err := providerkit.ShortResp("mlx5", "CREATE_CQ", len(resp), createCQRespLen); err != nil {
 		p.Abort()
 		return nil, err
@@ -86,7 +87,7 @@ func (q *cq) Arm(solicitedOnly bool) error     { return q.ring.arm(solicitedOnly
 func (q *cq) CompEvent()                       { q.ring.event() }
 
 // TimestampNS converts a completion timestamp (cycles of the device's free-running clock)
-// to nanoseconds with the kernel's clock_info page (uverbs.TimestampConverter).
+// to nanoseconds with the kernel's clock_info page (driver.TimestampConverter).
 func (q *cq) TimestampNS(ts uint64) (uint64, bool) {
 	ck := q.c.clock
 	if ck == nil || !q.ring.ts {
@@ -127,7 +128,7 @@ func (q *cq) Describe() string {
 // PrepareQP sizes the queues by libmlx5's rules, allocates the QP buffer (RQ first, then
 // the SQ) and the doorbell record, and reserves the user index CQEs will carry. It raises
 // the core request's max_inline_data to what the WQE size allows, as libmlx5 does.
-func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
+func (c *context) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) {
 	if req.Type != uverbs.QPTypeRC && req.Type != uverbs.QPTypeUC {
 		return nil, fmt.Errorf("mlx5: QP type %d not supported by gorping (RC and UC only)", req.Type)
 	}
@@ -181,7 +182,7 @@ func (p *pendingQP) Abort() {
 	p.c.dbrs.release(p.db)
 }
 
-func (p *pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) (uverbs.ProviderQP, error) {
+func (p *pendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byte) (driver.QP, error) {
 	if err := providerkit.ShortResp("mlx5", "CREATE_QP", len(resp), createQPRespLen); err != nil {
 		p.Abort()
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"golang.org/x/sys/unix"
 )
 
@@ -221,7 +222,7 @@ func TestSQWrapsAndFills(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := tq.qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend, SGE: sge}); !errors.Is(err, uverbs.ErrQueueFull) {
+	if err := tq.qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend, SGE: sge}); !errors.Is(err, driver.ErrQueueFull) {
 		t.Fatalf("third post on a full SQ: %v", err)
 	}
 }

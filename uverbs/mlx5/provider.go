@@ -17,6 +17,7 @@ import (
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"golang.org/x/sys/unix"
 )
 
@@ -46,16 +47,16 @@ func reqBfregs(pageSize int) (total, lowLat int) {
 // (uverbs.WithProvider) to run as on 16 or 64 KiB-page kernels.
 type provider struct{ pageSize int }
 
-func (provider) Info() uverbs.ProviderInfo {
-	return uverbs.ProviderInfo{
+func (provider) Info() driver.Info {
+	return driver.Info{
 		Driver: mlx5Driver, DriverID: mlx5DriverID, ABIMin: mlx5ABI, ABIMax: mlx5ABI,
 		Transport: uverbs.TransportIB,
-		Sysfs:     uverbs.SysfsMatch{BusDrivers: []string{"mlx5_core"}},
+		Sysfs:     driver.SysfsMatch{BusDrivers: []string{"mlx5_core"}},
 		// None: doorbells and the CQ arm are stores to the UAR page, not commands.
 	}
 }
 
-func (p provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
+func (p provider) NewContext(dev driver.Device, cc driver.ContextCommander) (driver.Context, error) {
 	ps := p.pageSize
 	if ps == 0 {
 		ps = unix.Getpagesize()
@@ -83,8 +84,8 @@ func (p provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uve
 // context is the provider's per-context state: the static UAR pages, the bfregs QPs were
 // given, the doorbell-record pages and the user-index table CQ polling uses.
 type context struct {
-	dev      uverbs.Device
-	cmd      uverbs.Commander
+	dev      driver.Device
+	cmd      driver.Commander
 	resp     allocUcontextResp
 	vendor   uint32
 	part     uint32
@@ -102,7 +103,7 @@ type context struct {
 	clock *clockPage // the kernel's clock_info page; nil: no completion timestamps
 }
 
-func newContext(dev uverbs.Device, cmd uverbs.Commander, r *allocUcontextResp, attr uverbs.DeviceAttr, pageSize, lowLat int) (*context, error) {
+func newContext(dev driver.Device, cmd driver.Commander, r *allocUcontextResp, attr uverbs.DeviceAttr, pageSize, lowLat int) (*context, error) {
 	if r.TotBfregs == 0 {
 		return nil, errors.New("mlx5: the kernel gave the context no static UARs (dynamic UARs only), which gorping does not support")
 	}

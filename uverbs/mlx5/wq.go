@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
@@ -126,7 +127,7 @@ func (s *sendQueue) post(wr *uverbs.SendWR) error {
 		return uverbs.ErrClosed
 	}
 	if s.head-s.tail.Load() >= s.maxPost {
-		return uverbs.ErrQueueFull
+		return driver.ErrQueueFull
 	}
 	idx := s.curPost & (s.wqeCnt - 1)
 	base := int(idx) * sendWQEBB
@@ -310,7 +311,7 @@ func (r *recvQueue) post(wr *uverbs.RecvWR) error {
 		return uverbs.ErrClosed
 	}
 	if r.head-r.tailPub.Load() >= r.maxPost {
-		return uverbs.ErrQueueFull
+		return driver.ErrQueueFull
 	}
 	slot := r.head & (r.wqeCnt - 1)
 	base := int(slot) << r.shift

@@ -3,17 +3,17 @@ package rxe
 import (
 	"fmt"
 
-	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
-// LinkDownAdvice is rxe's known problem after a link flap (uverbs.LinkDownAdvisor),
+// LinkDownAdvice is rxe's known problem after a link flap (driver.LinkDownAdvisor),
 // found with the multi-host test bed: on kernel 6.1, a link that goes down while rxe
 // sends a management datagram leaves rxe's QP1 (the GSI QP, which carries the connection
 // manager's messages) unable to receive. rxe puts QP1 in its error state; the MAD layer
 // moves it back to RTS, but rxe's transition to RTS resets only the send side, so every
 // CM message that arrives afterwards is dropped, and on 6.12 its sends stop completing.
 // Connections from and to that host time out until the device is created anew.
-func (provider) LinkDownAdvice(dev uverbs.Device, netdev string) string {
+func (provider) LinkDownAdvice(dev driver.Device, netdev string) string {
 	if netdev == "" {
 		netdev = "NETDEV"
 	}
@@ -22,4 +22,4 @@ func (provider) LinkDownAdvice(dev uverbs.Device, netdev string) string {
 		"rdma link delete %s; rdma link add %s type rxe netdev %s", dev.Name, dev.Name, netdev)
 }
 
-var _ uverbs.LinkDownAdvisor = provider{}
+var _ driver.LinkDownAdvisor = provider{}

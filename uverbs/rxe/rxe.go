@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
@@ -21,11 +22,11 @@ func init() { uverbs.Register(provider{}) }
 
 type provider struct{}
 
-func (provider) Info() uverbs.ProviderInfo {
-	return uverbs.ProviderInfo{
+func (provider) Info() driver.Info {
+	return driver.Info{
 		Driver: rxeDriver, DriverID: rxeDriverID, ABIMin: rxeABIMin, ABIMax: rxeABIMax,
 		Transport: uverbs.TransportIB,
-		Sysfs:     uverbs.SysfsMatch{SoftParent: true},
+		Sysfs:     driver.SysfsMatch{SoftParent: true},
 		// The send doorbell and the CQ arm: rxe's doorbell runs the whole send inline
 		// (WQE to packet, loopback, the peer's receive), but never sleeps.
 		RawCommands: []uint32{uverbs.CmdPostSend, uverbs.CmdReqNotifyCQ},
@@ -33,7 +34,7 @@ func (provider) Info() uverbs.ProviderInfo {
 }
 
 // NewContext runs GET_CONTEXT (rxe has no driver data either way).
-func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
+func (provider) NewContext(dev driver.Device, cc driver.ContextCommander) (driver.Context, error) {
 	if _, err := cc.GetContext(nil, 0); err != nil {
 		return nil, err
 	}
@@ -49,7 +50,7 @@ func (c *rxeContext) Close() error { return nil }
 func (c *rxeContext) CQUdata(cqe int) ([]byte, int) { return nil, createCQLen }
 
 // mapRing maps one queue described by mi (each rxe queue can be mapped exactly once).
-func (c *rxeContext) mapRing(cmd uverbs.Commander, mi mminfo, minElem int, what string) (*ring, error) {
+func (c *rxeContext) mapRing(cmd driver.Commander, mi mminfo, minElem int, what string) (*ring, error) {
 	if mi.Size < ringDataOff || mi.Size > 1<<31 {
 		return nil, fmt.Errorf("rxe: %s mmap size %d out of range", what, mi.Size)
 	}
@@ -68,7 +69,7 @@ func (c *rxeContext) mapRing(cmd uverbs.Commander, mi mminfo, minElem int, what 
 	return r, nil
 }
 
-func (c *rxeContext) NewCQ(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
+func (c *rxeContext) NewCQ(cmd driver.Commander, core driver.CQCore, resp []byte) (driver.CQ, error) {
 	if len(resp) < createCQLen {
 		return nil, fmt.Errorf("rxe: CREATE_CQ driver response is %d bytes, want %d", len(resp), createCQLen)
 	}
@@ -88,7 +89,7 @@ func (c *rxeContext) QPUdata(attr *uverbs.QPInitAttr) ([]byte, int) {
 	return nil, createQPLen // rxe rejects any driver input on CREATE_QP
 }
 
-func (c *rxeContext) NewQP(cmd uverbs.Commander, core uverbs.QPCore, resp []byte) (uverbs.ProviderQP, error) {
+func (c *rxeContext) NewQP(cmd driver.Commander, core driver.QPCore, resp []byte) (driver.QP, error) {
 	if len(resp) < createQPLen {
 		return nil, fmt.Errorf("rxe: CREATE_QP driver response is %d bytes, want %d", len(resp), createQPLen)
 	}
@@ -130,7 +131,7 @@ func (c *rxeContext) NewQP(cmd uverbs.Commander, core uverbs.QPCore, resp []byte
 // cq is an rxe completion queue: the kernel produces ib_uverbs_wc CQEs into the ring.
 type cq struct {
 	ctx    *rxeContext
-	cmd    uverbs.Commander
+	cmd    driver.Commander
 	mu     sync.Mutex // one consumer; also guards ring against Close
 	ring   *ring
 	closed atomic.Bool
@@ -212,7 +213,7 @@ var (
 // qp is an rxe queue pair: user space produces WQEs into the SQ and RQ rings.
 type qp struct {
 	ctx        *rxeContext
-	cmd        uverbs.Commander
+	cmd        driver.Commander
 	sigAll     bool
 	maxSendSGE int
 	maxRecvSGE int
@@ -285,7 +286,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 		return uverbs.ErrClosed
 	}
 	if r.producerFull() {
-		return uverbs.ErrQueueFull
+		return driver.ErrQueueFull
 	}
 	p := r.produceSlot()
 	// Assigning the whole header also clears the fields the kernel used as scratch space
@@ -341,7 +342,7 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 		return errRecvInReset
 	}
 	if r.producerFull() {
-		return uverbs.ErrQueueFull
+		return driver.ErrQueueFull
 	}
 	p := r.produceSlot()
 	*(*recvWQE)(p) = recvWQE{

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"golang.org/x/sys/unix"
 )
 
@@ -127,21 +128,21 @@ func TestProviderIdentity(t *testing.T) {
 		t.Errorf("ABI range %d..%d must include rxe's 2", info.ABIMin, info.ABIMax)
 	}
 	cc := &fakeCtxCmd{}
-	pc, err := p.NewContext(uverbs.Device{Name: "rxe0", Driver: "rxe", DriverID: 14, ABI: 2}, cc)
+	pc, err := p.NewContext(driver.Device{Name: "rxe0", Driver: "rxe", DriverID: 14, ABI: 2}, cc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(cc.gets) != 1 || cc.gets[0] != 0 {
 		t.Errorf("GET_CONTEXT driver response lengths %v, want one with none", cc.gets)
 	}
-	pcq, err := pc.PrepareCQ(&uverbs.CQRequest{CQE: 32})
+	pcq, err := pc.PrepareCQ(&driver.CQRequest{CQE: 32})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if in, out := pcq.Udata(); in != nil || out != 16 {
 		t.Errorf("CREATE_CQ udata %v/%d, want 0 in / 16 out", in, out)
 	}
-	pqp, err := pc.PrepareQP(&uverbs.QPRequest{Type: uverbs.QPTypeRC})
+	pqp, err := pc.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,7 @@ func newTestCQ(t testing.TB, slots int) (*cq, []byte, *fakeCmd, *fakeKernelRings
 	mem := memMap.Bytes() // 128-byte CQEs, as rxe rounds struct rxe_cqe
 	k.rings[4096] = memMap
 	cmd := &fakeCmd{record: true, rings: k}
-	pcq, err := ctx.NewCQ(cmd, uverbs.CQCore{Handle: 77, CQE: slots - 1}, mminfoBytes(4096, len(mem)))
+	pcq, err := ctx.NewCQ(cmd, driver.CQCore{Handle: 77, CQE: slots - 1}, mminfoBytes(4096, len(mem)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,10 +256,10 @@ func TestNewCQErrors(t *testing.T) {
 	t.Parallel()
 	ctx, k := newFakeRxe(t)
 	cmd := &fakeCmd{rings: k}
-	if _, err := ctx.NewCQ(cmd, uverbs.CQCore{}, make([]byte, 8)); err == nil {
+	if _, err := ctx.NewCQ(cmd, driver.CQCore{}, make([]byte, 8)); err == nil {
 		t.Error("short driver response accepted")
 	}
-	if _, err := ctx.NewCQ(cmd, uverbs.CQCore{}, mminfoBytes(8192, 4096)); !errors.Is(err, unix.EINVAL) {
+	if _, err := ctx.NewCQ(cmd, driver.CQCore{}, mminfoBytes(8192, 4096)); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("unknown offset: %v", err)
 	}
 	// A header claiming more slots than the mapping holds is rejected and unmapped.
@@ -266,14 +267,14 @@ func TestNewCQErrors(t *testing.T) {
 	mem := memMap.Bytes()
 	(*queueBuf)(unsafe.Pointer(&mem[0])).IndexMask = 1023
 	k.rings[4096] = memMap
-	if _, err := ctx.NewCQ(cmd, uverbs.CQCore{}, mminfoBytes(4096, len(mem))); err == nil || k.unmaps != 1 {
+	if _, err := ctx.NewCQ(cmd, driver.CQCore{}, mminfoBytes(4096, len(mem))); err == nil || k.unmaps != 1 {
 		t.Errorf("oversized ring: %v, %d unmaps", err, k.unmaps)
 	}
 	// Slots smaller than a CQE.
 	mem2Map := newRingMem(t, 4, 5)
 	mem2 := mem2Map.Bytes()
 	k.rings[8192] = mem2Map
-	if _, err := ctx.NewCQ(cmd, uverbs.CQCore{}, mminfoBytes(8192, len(mem2))); err == nil {
+	if _, err := ctx.NewCQ(cmd, driver.CQCore{}, mminfoBytes(8192, len(mem2))); err == nil {
 		t.Error("32-byte CQ slots accepted")
 	}
 }
@@ -295,7 +296,7 @@ func newTestQP(t testing.TB, sqSlots, rqSlots int, sigAll bool) testQP {
 	k.rings[2<<16] = sqMap
 	cmd := &fakeCmd{record: true, rings: k}
 	resp := append(mminfoBytes(1<<16, len(rq)), mminfoBytes(2<<16, len(sq))...)
-	core := uverbs.QPCore{Handle: 9, QPN: 0x11, Type: uverbs.QPTypeRC, SigAll: sigAll,
+	core := driver.QPCore{Handle: 9, QPN: 0x11, Type: uverbs.QPTypeRC, SigAll: sigAll,
 		Cap: uverbs.QPCap{MaxSendWR: uint32(sqSlots - 1), MaxRecvWR: uint32(rqSlots - 1), MaxSendSGE: 3, MaxRecvSGE: 1}}
 	p, err := ctx.NewQP(cmd, core, resp)
 	if err != nil {
@@ -438,7 +439,7 @@ func TestQueueFullAndWrap(t *testing.T) {
 		}
 	}
 	err := q.PostSend(wr)
-	if !errors.Is(err, uverbs.ErrQueueFull) || !errors.Is(err, unix.ENOMEM) {
+	if !errors.Is(err, driver.ErrQueueFull) || !errors.Is(err, unix.ENOMEM) {
 		t.Fatalf("4th post into 3 usable slots: %v, want ErrQueueFull/ENOMEM", err)
 	}
 	// The kernel completes two WQEs: two slots free again, wrapping around.
@@ -455,7 +456,7 @@ func TestQueueFullAndWrap(t *testing.T) {
 	if id := binary.LittleEndian.Uint64(tq.sq[ringDataOff:]); id != 4 {
 		t.Errorf("slot 0 holds wr_id %d, want 4", id)
 	}
-	if err := q.PostSend(wr); !errors.Is(err, uverbs.ErrQueueFull) {
+	if err := q.PostSend(wr); !errors.Is(err, driver.ErrQueueFull) {
 		t.Errorf("post into full ring after wrap: %v", err)
 	}
 }
@@ -511,10 +512,10 @@ func TestNewQPRejects(t *testing.T) {
 	t.Parallel()
 	ctx, k := newFakeRxe(t)
 	cmd := &fakeCmd{rings: k}
-	if _, err := ctx.NewQP(cmd, uverbs.QPCore{Type: uverbs.QPTypeRC}, make([]byte, 16)); err == nil {
+	if _, err := ctx.NewQP(cmd, driver.QPCore{Type: uverbs.QPTypeRC}, make([]byte, 16)); err == nil {
 		t.Error("short CREATE_QP response accepted")
 	}
-	if _, err := ctx.NewQP(cmd, uverbs.QPCore{Type: uverbs.QPTypeUD}, make([]byte, 32)); err == nil {
+	if _, err := ctx.NewQP(cmd, driver.QPCore{Type: uverbs.QPTypeUD}, make([]byte, 32)); err == nil {
 		t.Error("UD accepted")
 	}
 	// SQ maps, RQ does not: the SQ mapping is released again.
@@ -522,7 +523,7 @@ func TestNewQPRejects(t *testing.T) {
 	sq := sqMap.Bytes()
 	k.rings[2<<16] = sqMap
 	resp := append(mminfoBytes(1<<16, 4096), mminfoBytes(2<<16, len(sq))...)
-	if _, err := ctx.NewQP(cmd, uverbs.QPCore{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendSGE: 1, MaxRecvSGE: 1}}, resp); err == nil || k.unmaps != 1 {
+	if _, err := ctx.NewQP(cmd, driver.QPCore{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendSGE: 1, MaxRecvSGE: 1}}, resp); err == nil || k.unmaps != 1 {
 		t.Errorf("RQ map failure: %v, unmaps %d", err, k.unmaps)
 	}
 }

@@ -2,7 +2,7 @@ package rxe
 
 import "github.com/gorping/gorping/uverbs/providerkit"
 
-// UDPSourcePort is rxe's RoCEv2 UDP source port (uverbs.UDPSourcePorter): since Linux 5.17
+// UDPSourcePort is rxe's RoCEv2 UDP source port (driver.UDPSourcePorter): since Linux 5.17
 // (sw/rxe/rxe_verbs.c, rxe_modify_qp) the core's, from rdma_cm's flow label (5.8 on) or
 // the QPNs; before, a hash of the local QPN (sw/rxe/rxe_qp.c, rxe_qp_init_req).
 func (provider) UDPSourcePort(kernel [2]int, fl, lqpn, rqpn uint32) uint16 {

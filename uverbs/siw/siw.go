@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
 )
@@ -27,11 +28,11 @@ func init() { uverbs.Register(provider{}) }
 
 type provider struct{}
 
-func (provider) Info() uverbs.ProviderInfo {
-	return uverbs.ProviderInfo{
+func (provider) Info() driver.Info {
+	return driver.Info{
 		Driver: siwDriver, DriverID: siwDriverID, ABIMin: siwABI, ABIMax: siwABI,
 		Transport: uverbs.TransportIWARP,
-		Sysfs:     uverbs.SysfsMatch{SoftNode: true},
+		Sysfs:     driver.SysfsMatch{SoftNode: true},
 		// None: siw's send doorbell pushes the queued work into the TCP socket inline,
 		// which takes the socket lock and may wait for it; the scheduler must see that.
 		// The CQ is armed in memory.
@@ -40,7 +41,7 @@ func (provider) Info() uverbs.ProviderInfo {
 
 // NewContext runs GET_CONTEXT; siw answers with its device id and fails without room
 // for it.
-func (provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
+func (provider) NewContext(dev driver.Device, cc driver.ContextCommander) (driver.Context, error) {
 	if _, err := cc.GetContext(nil, allocCtxLen); err != nil {
 		return nil, err
 	}
@@ -67,7 +68,7 @@ func (c *context) MRRegistered(handle uint32, resp []byte) error {
 }
 
 // mapQueue maps the queue the kernel exported under key, size bytes.
-func mapQueue(cmd uverbs.Commander, key uint64, size int, what string) ([]byte, error) {
+func mapQueue(cmd driver.Commander, key uint64, size int, what string) ([]byte, error) {
 	if key == invalKey {
 		return nil, fmt.Errorf("siw: the kernel could not export the %s: %w", what, unix.ENOMEM)
 	}
@@ -85,12 +86,12 @@ func mapQueue(cmd uverbs.Commander, key uint64, size int, what string) ([]byte, 
 
 type pendingCQ struct{}
 
-func (c *context) PrepareCQ(*uverbs.CQRequest) (uverbs.PendingCQ, error) { return pendingCQ{}, nil }
+func (c *context) PrepareCQ(*driver.CQRequest) (driver.PendingCQ, error) { return pendingCQ{}, nil }
 
 func (pendingCQ) Udata() ([]byte, int) { return nil, createCQLen }
 func (pendingCQ) Abort()               {}
 
-func (pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
+func (pendingCQ) Commit(cmd driver.Commander, core driver.CQCore, resp []byte) (driver.CQ, error) {
 	if len(resp) < createCQLen {
 		return nil, fmt.Errorf("siw: CREATE_CQ driver response is %d bytes, want %d", len(resp), createCQLen)
 	}
@@ -109,7 +110,7 @@ func (pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (
 // cq is a siw completion queue: the kernel writes a CQE into a slot whose flags are 0
 // and sets VALID; we read it and clear the flags, handing the slot back.
 type cq struct {
-	cmd  uverbs.Commander
+	cmd  driver.Commander
 	mu   sync.Mutex // one consumer; also guards mem against Close
 	mem  []byte
 	num  uint32
@@ -117,7 +118,7 @@ type cq struct {
 	ctrl *uint32
 }
 
-func newCQ(cmd uverbs.Commander, mem []byte, num uint32) *cq {
+func newCQ(cmd driver.Commander, mem []byte, num uint32) *cq {
 	return &cq{cmd: cmd, mem: mem, num: num, ctrl: (*uint32)(unsafe.Pointer(&mem[int(num)*cqeSize]))}
 }
 
@@ -207,10 +208,10 @@ func (q *cq) Describe() string { return fmt.Sprintf("siw cq: %d CQEs", q.num) }
 
 // --- queue pair
 
-type pendingQP struct{ req *uverbs.QPRequest }
+type pendingQP struct{ req *driver.QPRequest }
 
 // PrepareQP checks what siw supports: RC only, at most 6 SGEs, inline data ≤ 80 bytes.
-func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
+func (c *context) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) {
 	if req.Type != uverbs.QPTypeRC {
 		return nil, fmt.Errorf("siw: QP type %d not supported (iWARP has RC only): %w", req.Type, unix.EOPNOTSUPP)
 	}
@@ -226,7 +227,7 @@ func (c *context) PrepareQP(req *uverbs.QPRequest) (uverbs.PendingQP, error) {
 func (pendingQP) Udata() ([]byte, int) { return nil, createQPLen }
 func (pendingQP) Abort()               {}
 
-func (p pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) (uverbs.ProviderQP, error) {
+func (p pendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byte) (driver.QP, error) {
 	if len(resp) < createQPLen {
 		return nil, fmt.Errorf("siw: CREATE_QP driver response is %d bytes, want %d", len(resp), createQPLen)
 	}
@@ -283,7 +284,7 @@ var (
 // qp is a siw queue pair: user space fills SQ and RQ elements and hands them over by
 // setting VALID; the kernel copies an element and clears its flags when it takes it.
 type qp struct {
-	cmd        uverbs.Commander
+	cmd        driver.Commander
 	sigAll     bool
 	maxSendSGE int
 	maxRecvSGE int
@@ -361,7 +362,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	off := int(q.sqPut&(q.numSQE-1)) * sqeSize
 	word := (*uint32)(unsafe.Pointer(&q.sq[off+wordOff]))
 	if atomic.LoadUint32(word)&wqeValid != 0 {
-		return uverbs.ErrQueueFull // the kernel has not taken this element yet
+		return driver.ErrQueueFull // the kernel has not taken this element yet
 	}
 	e := (*sqe)(unsafe.Pointer(&q.sq[off]))
 	e.ID, e.Rkey, e.Raddr = wr.ID, rkey, raddr
@@ -393,7 +394,7 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 	off := int(q.rqPut&(q.numRQE-1)) * rqeSize
 	word := (*uint32)(unsafe.Pointer(&q.rq[off+wordOff]))
 	if atomic.LoadUint32(word)&0xffff != 0 {
-		return uverbs.ErrQueueFull
+		return driver.ErrQueueFull
 	}
 	e := (*rqe)(unsafe.Pointer(&q.rq[off]))
 	e.ID = wr.ID

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,14 +65,14 @@ func qpResp(qpn, nsq, nrq uint32, sqKey, rqKey uint64) []byte {
 
 func newTestCQ(t *testing.T, f *fakeCmd, num uint32) (*cq, []byte) {
 	ctx := &context{}
-	p, err := ctx.PrepareCQ(&uverbs.CQRequest{CQE: int(num)})
+	p, err := ctx.PrepareCQ(&driver.CQRequest{CQE: int(num)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if in, out := p.Udata(); in != nil || out != createCQLen {
 		t.Fatalf("CREATE_CQ udata = %d in, %d out; want 0, %d", len(in), out, createCQLen)
 	}
-	pc, err := p.Commit(f, uverbs.CQCore{Handle: 3, CQE: int(num)}, cqResp(num, 0x5000))
+	pc, err := p.Commit(f, driver.CQCore{Handle: 3, CQE: int(num)}, cqResp(num, 0x5000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestCQCommitRejects(t *testing.T) {
 		"not pow2":    cqResp(3, 0x1000),
 		"invalid key": cqResp(4, invalKey),
 	} {
-		if _, err := (pendingCQ{}).Commit(f, uverbs.CQCore{}, resp); err == nil {
+		if _, err := (pendingCQ{}).Commit(f, driver.CQCore{}, resp); err == nil {
 			t.Errorf("%s: Commit accepted %x", name, resp)
 		}
 	}
@@ -170,7 +171,7 @@ func TestCQCommitRejects(t *testing.T) {
 
 func newTestQP(t *testing.T, f *fakeCmd, nsq, nrq uint32, sigAll bool) (*qp, []byte, []byte) {
 	ctx := &context{}
-	req := &uverbs.QPRequest{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: nsq, MaxRecvWR: nrq, MaxSendSGE: 2, MaxRecvSGE: 2}, SigAll: sigAll}
+	req := &driver.QPRequest{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: nsq, MaxRecvWR: nrq, MaxSendSGE: 2, MaxRecvSGE: 2}, SigAll: sigAll}
 	p, err := ctx.PrepareQP(req)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +179,7 @@ func newTestQP(t *testing.T, f *fakeCmd, nsq, nrq uint32, sigAll bool) (*qp, []b
 	if in, out := p.Udata(); in != nil || out != createQPLen {
 		t.Fatalf("CREATE_QP udata = %d in, %d out", len(in), out)
 	}
-	core := &uverbs.QPCore{Handle: 9, QPN: 0x44, Type: uverbs.QPTypeRC, Cap: req.Cap, SigAll: sigAll}
+	core := &driver.QPCore{Handle: 9, QPN: 0x44, Type: uverbs.QPTypeRC, Cap: req.Cap, SigAll: sigAll}
 	pq, err := p.Commit(f, core, qpResp(0x44, nsq, nrq, 0x1000, 0x2000))
 	if err != nil {
 		t.Fatal(err)
@@ -237,7 +238,7 @@ func TestPostSendEncoding(t *testing.T) {
 		t.Errorf("send SQE flags %#x opcode %d rkey %#x raddr %#x", le.Uint16(e[8:]), e[11], le.Uint32(e[12:]), le.Uint64(e[16:]))
 	}
 	// Both elements are still VALID (the kernel has not taken them): the SQ is full.
-	if err := q.PostSend(&wr); !errors.Is(err, uverbs.ErrQueueFull) {
+	if err := q.PostSend(&wr); !errors.Is(err, driver.ErrQueueFull) {
 		t.Errorf("post to a full SQ: %v", err)
 	}
 	// The kernel takes slot 0 (clears its flags); it is reused.
@@ -292,7 +293,7 @@ func TestPostRecvEncoding(t *testing.T) {
 		le.Uint64(e[16:]) != 0x2000 || le.Uint32(e[24:]) != 64 || le.Uint32(e[28:]) != 5 {
 		t.Errorf("RQE % x", e[:32])
 	}
-	if err := q.PostRecv(&uverbs.RecvWR{ID: 3}); !errors.Is(err, uverbs.ErrQueueFull) {
+	if err := q.PostRecv(&uverbs.RecvWR{ID: 3}); !errors.Is(err, driver.ErrQueueFull) {
 		t.Errorf("post to a full RQ: %v", err)
 	}
 	if len(f.writes) != 0 {
@@ -315,7 +316,7 @@ func TestPostRecvEncoding(t *testing.T) {
 func TestPrepareQPRejects(t *testing.T) {
 	t.Parallel()
 	ctx := &context{}
-	for name, req := range map[string]uverbs.QPRequest{
+	for name, req := range map[string]driver.QPRequest{
 		"UD":     {Type: uverbs.QPTypeUD, Cap: uverbs.QPCap{MaxSendWR: 1}},
 		"sge":    {Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: 1, MaxSendSGE: 7}},
 		"inline": {Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: 1, MaxInlineData: 81}},
@@ -325,10 +326,10 @@ func TestPrepareQPRejects(t *testing.T) {
 		}
 	}
 	f := newFake(t)
-	if _, err := (pendingQP{}).Commit(f, &uverbs.QPCore{}, qpResp(1, 4, 4, invalKey, 0x2000)); err == nil {
+	if _, err := (pendingQP{}).Commit(f, &driver.QPCore{}, qpResp(1, 4, 4, invalKey, 0x2000)); err == nil {
 		t.Error("an unexported SQ was accepted")
 	}
-	if _, err := (pendingQP{}).Commit(f, &uverbs.QPCore{}, qpResp(1, 3, 4, 0x1000, 0x2000)); err == nil {
+	if _, err := (pendingQP{}).Commit(f, &driver.QPCore{}, qpResp(1, 3, 4, 0x1000, 0x2000)); err == nil {
 		t.Error("3 SQEs (not a power of two) accepted")
 	}
 }

@@ -719,6 +719,13 @@ func publicFields(dir, name string) (map[string]string, error) {
 					if !ok || ts.Name.Name != name {
 						continue
 					}
+					if sel, ok := ts.Type.(*ast.SelectorExpr); ok && ts.Assign.IsValid() {
+						// An alias of another package's struct (uverbs names driver's
+						// verbs types as its own): read that package's declaration.
+						if odir, ok := importDir(dir, f, sel); ok {
+							return publicFields(odir, sel.Sel.Name)
+						}
+					}
 					st, ok := ts.Type.(*ast.StructType)
 					if !ok {
 						return nil, fmt.Errorf("%s is not a struct", name)
@@ -737,6 +744,48 @@ func publicFields(dir, name string) (map[string]string, error) {
 		}
 	}
 	return nil, fmt.Errorf("no struct %s in %s", name, dir)
+}
+
+// importDir is the directory of the package sel's qualifier names in f, a file of the
+// package in dir, when it is one of this module's: found from go.mod above dir.
+func importDir(dir string, f *ast.File, sel *ast.SelectorExpr) (string, bool) {
+	x, ok := sel.X.(*ast.Ident)
+	if !ok {
+		return "", false
+	}
+	root, err := filepath.Abs(dir)
+	if err != nil {
+		return "", false
+	}
+	var mod []byte
+	for {
+		if mod, err = os.ReadFile(filepath.Join(root, "go.mod")); err == nil {
+			break
+		}
+		up := filepath.Dir(root)
+		if up == root {
+			return "", false
+		}
+		root = up
+	}
+	var modPath string
+	for _, l := range strings.Split(string(mod), "\n") {
+		if m, ok := strings.CutPrefix(strings.TrimSpace(l), "module "); ok {
+			modPath = strings.Trim(strings.TrimSpace(m), `"`)
+			break
+		}
+	}
+	for _, im := range f.Imports {
+		path := strings.Trim(im.Path.Value, `"`)
+		name := filepath.Base(path)
+		if im.Name != nil {
+			name = im.Name.Name
+		}
+		if name == x.Name && strings.HasPrefix(path, modPath+"/") {
+			return filepath.Join(root, strings.TrimPrefix(path, modPath+"/")), true
+		}
+	}
+	return "", false
 }
 
 // order sorts members as the struct generated as goName has them.

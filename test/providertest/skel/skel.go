@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 )
 
@@ -25,18 +26,18 @@ import (
 type Provider struct{}
 
 // Info describes the driver to the core.
-func (Provider) Info() uverbs.ProviderInfo {
-	return uverbs.ProviderInfo{
+func (Provider) Info() driver.Info {
+	return driver.Info{
 		Driver: Driver, DriverID: DriverID, ABIMin: 1, ABIMax: 1,
 		Transport: uverbs.TransportIB,
-		Sysfs:     uverbs.SysfsMatch{BusDrivers: []string{"skel_core"}},
+		Sysfs:     driver.SysfsMatch{BusDrivers: []string{"skel_core"}},
 		// The doorbell and the arm never sleep in the (made-up) driver.
 		RawCommands: []uint32{uverbs.CmdPostSend, uverbs.CmdReqNotifyCQ},
 	}
 }
 
 // NewContext runs GET_CONTEXT, with no driver data either way.
-func (Provider) NewContext(dev uverbs.Device, cc uverbs.ContextCommander) (uverbs.ProviderContext, error) {
+func (Provider) NewContext(dev driver.Device, cc driver.ContextCommander) (driver.Context, error) {
 	if _, err := cc.GetContext(nil, 0); err != nil {
 		return nil, err
 	}
@@ -49,14 +50,14 @@ func (context) Close() error { return nil }
 
 // --- completion queue
 
-func (context) PrepareCQ(*uverbs.CQRequest) (uverbs.PendingCQ, error) { return pendingCQ{}, nil }
+func (context) PrepareCQ(*driver.CQRequest) (driver.PendingCQ, error) { return pendingCQ{}, nil }
 
 type pendingCQ struct{}
 
 func (pendingCQ) Udata() ([]byte, int) { return nil, QueueRespLen }
 func (pendingCQ) Abort()               {}
 
-func (pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (uverbs.ProviderCQ, error) {
+func (pendingCQ) Commit(cmd driver.Commander, core driver.CQCore, resp []byte) (driver.CQ, error) {
 	if err := providerkit.ShortResp("skel", "CREATE_CQ", len(resp), QueueRespLen); err != nil {
 		return nil, err
 	}
@@ -72,7 +73,7 @@ func (pendingCQ) Commit(cmd uverbs.Commander, core uverbs.CQCore, resp []byte) (
 }
 
 type cq struct {
-	cmd  uverbs.Commander
+	cmd  driver.Commander
 	mu   sync.Mutex
 	ring *ring
 	arm  uverbs.ReqNotifyCQ
@@ -119,14 +120,14 @@ func (q *cq) Close() error {
 
 // --- queue pair
 
-func (context) PrepareQP(*uverbs.QPRequest) (uverbs.PendingQP, error) { return pendingQP{}, nil }
+func (context) PrepareQP(*driver.QPRequest) (driver.PendingQP, error) { return pendingQP{}, nil }
 
 type pendingQP struct{}
 
 func (pendingQP) Udata() ([]byte, int) { return nil, 2 * QueueRespLen }
 func (pendingQP) Abort()               {}
 
-func (pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) (uverbs.ProviderQP, error) {
+func (pendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byte) (driver.QP, error) {
 	if err := providerkit.ShortResp("skel", "CREATE_QP", len(resp), 2*QueueRespLen); err != nil {
 		return nil, err
 	}
@@ -150,7 +151,7 @@ func (pendingQP) Commit(cmd uverbs.Commander, core *uverbs.QPCore, resp []byte) 
 var errTooManySGE = providerkit.ErrTooManySGE("skel", unix.EINVAL)
 
 type qp struct {
-	cmd    uverbs.Commander
+	cmd    driver.Commander
 	sigAll bool
 	mu     sync.Mutex
 	sq, rq *ring
@@ -181,7 +182,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	}
 	p := q.sq.produce()
 	if p == nil {
-		return uverbs.ErrQueueFull
+		return driver.ErrQueueFull
 	}
 	putWQE(p, WQE{ID: wr.ID, Opcode: uint32(wr.Opcode), Flags: flags, RemoteAddr: wr.RemoteAddr, RKey: wr.RKey, Imm: wr.Imm}, wr.SGE)
 	q.sq.publish()
@@ -199,7 +200,7 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 	}
 	p := q.rq.produce()
 	if p == nil {
-		return uverbs.ErrQueueFull
+		return driver.ErrQueueFull
 	}
 	putWQE(p, WQE{ID: wr.ID}, wr.SGE)
 	q.rq.publish()
@@ -232,7 +233,7 @@ type ring struct {
 	own   uint32 // our index (producer of a work queue, consumer of a CQ)
 }
 
-func mapRing(cmd uverbs.Commander, what string, r QueueResp, size int) (*ring, error) {
+func mapRing(cmd driver.Commander, what string, r QueueResp, size int) (*ring, error) {
 	if r.Slots == 0 || r.Slots > 1<<16 {
 		return nil, fmt.Errorf("skel: %s of %d slots", what, r.Slots)
 	}

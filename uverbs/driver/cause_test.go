@@ -1,4 +1,4 @@
-package uverbs
+package driver
 
 import (
 	"strings"
