@@ -1,6 +1,10 @@
 package uverbs
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/gorping/gorping/uverbs/driver"
+)
 
 // Kernel ABI of /dev/infiniband/uverbsN. The request and response structs of the write()
 // interface, their sizes, the command numbers and the driver-id table are generated from
@@ -14,12 +18,6 @@ import "unsafe"
 // ib_uverbs_ex_cmd_hdr (rdma/ib_user_verbs.h); header words count 8-byte units.
 const (
 	exCmdFlag = 0x80000000 // IB_USER_VERBS_CMD_FLAG_EXTENDED
-)
-
-// Exported command numbers a provider needs for its data path (doorbell, arm).
-const (
-	CmdPostSend    uint32 = cmdPostSend    // IB_USER_VERBS_CMD_POST_SEND
-	CmdReqNotifyCQ uint32 = cmdReqNotifyCQ // IB_USER_VERBS_CMD_REQ_NOTIFY_CQ
 )
 
 // enum ib_uverbs_ex_create_cq_flags
@@ -83,6 +81,9 @@ const (
 )
 
 var (
+	// driver's data-path command numbers (Doorbell, CQArm) are the generated ones.
+	_ = [1]struct{}{}[driver.CmdPostSend-cmdPostSend]
+	_ = [1]struct{}{}[driver.CmdReqNotifyCQ-cmdReqNotifyCQ]
 	_ = [1]struct{}{}[unsafe.Sizeof(queryGIDTable{})-sizeofQueryGIDTable]
 	_ = [1]struct{}{}[unsafe.Offsetof(queryGIDTable{}.NumEntries)-offsetofGIDTableNumEntries]
 )

@@ -233,8 +233,8 @@ type destroyCQResp struct {
 	AsyncEventsReported uint32 `abi:"async_events_reported"`
 }
 
-// ReqNotifyCQ mirrors struct ib_uverbs_req_notify_cq.
-type ReqNotifyCQ struct {
+// reqNotifyCQ mirrors struct ib_uverbs_req_notify_cq.
+type reqNotifyCQ struct {
 	CQHandle      uint32 `abi:"cq_handle"`
 	SolicitedOnly uint32 `abi:"solicited_only"`
 }
@@ -369,8 +369,8 @@ type destroyQPResp struct {
 	EventsReported uint32 `abi:"events_reported"`
 }
 
-// PostSendReq mirrors struct ib_uverbs_post_send.
-type PostSendReq struct {
+// postSendReq mirrors struct ib_uverbs_post_send.
+type postSendReq struct {
 	Response uint64 `abi:"response"`
 	QPHandle uint32 `abi:"qp_handle"`
 	WRCount  uint32 `abi:"wr_count"`
@@ -378,8 +378,8 @@ type PostSendReq struct {
 	WQESize  uint32 `abi:"wqe_size"`
 }
 
-// PostSendResp mirrors struct ib_uverbs_post_send_resp.
-type PostSendResp struct {
+// postSendResp mirrors struct ib_uverbs_post_send_resp.
+type postSendResp struct {
 	BadWR uint32 `abi:"bad_wr"`
 }
 
@@ -594,7 +594,7 @@ var (
 	_ = [1]struct{}{}[unsafe.Sizeof(exCreateCQResp{})-sizeofExCreateCQResp]
 	_ = [1]struct{}{}[unsafe.Sizeof(destroyCQReq{})-sizeofDestroyCQReq]
 	_ = [1]struct{}{}[unsafe.Sizeof(destroyCQResp{})-sizeofDestroyCQResp]
-	_ = [1]struct{}{}[unsafe.Sizeof(ReqNotifyCQ{})-sizeofReqNotifyCQ]
+	_ = [1]struct{}{}[unsafe.Sizeof(reqNotifyCQ{})-sizeofReqNotifyCQ]
 	_ = [1]struct{}{}[unsafe.Sizeof(createQPReq{})-sizeofCreateQPReq]
 	_ = [1]struct{}{}[unsafe.Sizeof(createQPResp{})-sizeofCreateQPResp]
 	_ = [1]struct{}{}[unsafe.Sizeof(qpDest{})-sizeofQpDest]
@@ -603,8 +603,8 @@ var (
 	_ = [1]struct{}{}[unsafe.Sizeof(queryQPResp{})-sizeofQueryQPResp]
 	_ = [1]struct{}{}[unsafe.Sizeof(destroyQPReq{})-sizeofDestroyQPReq]
 	_ = [1]struct{}{}[unsafe.Sizeof(destroyQPResp{})-sizeofDestroyQPResp]
-	_ = [1]struct{}{}[unsafe.Sizeof(PostSendReq{})-sizeofPostSendReq]
-	_ = [1]struct{}{}[unsafe.Sizeof(PostSendResp{})-sizeofPostSendResp]
+	_ = [1]struct{}{}[unsafe.Sizeof(postSendReq{})-sizeofPostSendReq]
+	_ = [1]struct{}{}[unsafe.Sizeof(postSendResp{})-sizeofPostSendResp]
 	_ = [1]struct{}{}[unsafe.Sizeof(asyncEventDesc{})-sizeofAsyncEventDesc]
 	_ = [1]struct{}{}[unsafe.Sizeof(compEventDesc{})-sizeofCompEventDesc]
 	_ = [1]struct{}{}[unsafe.Sizeof(globalRoute{})-sizeofGlobalRoute]

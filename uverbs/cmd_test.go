@@ -463,8 +463,8 @@ func TestWritesRunSideBySide(t *testing.T) {
 		return le(uint32(0)), nil
 	})
 	ring := func() error {
-		var req PostSendReq
-		var resp PostSendResp
+		var req postSendReq
+		var resp postSendResp
 		return e.ctx.cmd.Write(cmdPostSend, wire.Bytes(&req), wire.Bytes(&resp))
 	}
 	first := make(chan error, 1)

@@ -124,7 +124,7 @@ const fakeDriverID = 99
 
 func (fakeProvider) Info() driver.Info {
 	return driver.Info{Driver: "fake", DriverID: fakeDriverID, ABIMin: 1, ABIMax: 1, Transport: TransportIB,
-		RawCommands: []uint32{CmdReqNotifyCQ}}
+		RawCommands: []uint32{cmdReqNotifyCQ}}
 }
 func (fakeProvider) NewContext(dev driver.Device, cc driver.ContextCommander) (driver.Context, error) {
 	resp, err := cc.GetContext([]byte{1, 2, 3, 4}, 8)
@@ -190,7 +190,7 @@ type fakeProvCQ struct {
 	cmd      driver.Commander
 	core     driver.CQCore
 	resp     []byte
-	arm      ReqNotifyCQ
+	arm      reqNotifyCQ
 	events   int
 	closed   bool
 	pending  []WC
@@ -203,11 +203,11 @@ func (q *fakeProvCQ) Poll(wc []WC) (int, error) {
 	return n, nil
 }
 func (q *fakeProvCQ) Arm(solicited bool) error {
-	q.arm = ReqNotifyCQ{CQHandle: q.core.Handle}
+	q.arm = reqNotifyCQ{CQHandle: q.core.Handle}
 	if solicited {
 		q.arm.SolicitedOnly = 1
 	}
-	return q.cmd.Write(CmdReqNotifyCQ, wire.Bytes(&q.arm), nil)
+	return q.cmd.Write(cmdReqNotifyCQ, wire.Bytes(&q.arm), nil)
 }
 func (q *fakeProvCQ) Close() error { q.closed = true; return q.closeErr }
 func (q *fakeProvCQ) CompEvent()   { q.events++ }

@@ -68,16 +68,16 @@ func (c *cmdPath) traceWrite(cmd uint32, req []byte, err error) {
 	name := cmdName(cmd)
 	var rf []trace.Field
 	switch cmd {
-	case CmdPostSend:
+	case cmdPostSend:
 		c.tr.Count(trace.Doorbell)
 		name += " (send doorbell)"
-		var r PostSendReq
+		var r postSendReq
 		wire.Decode(&r, req)
 		rf = []trace.Field{trace.F("qp_handle", r.QPHandle), trace.F("wr_count", r.WRCount), trace.F("wqe_size", r.WQESize)}
-	case CmdReqNotifyCQ:
+	case cmdReqNotifyCQ:
 		c.tr.Count(trace.Arm)
 		name += " (arm CQ)"
-		var r ReqNotifyCQ
+		var r reqNotifyCQ
 		wire.Decode(&r, req)
 		rf = []trace.Field{trace.F("cq_handle", r.CQHandle), trace.F("solicited_only", r.SolicitedOnly)}
 	default:

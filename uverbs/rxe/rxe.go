@@ -29,7 +29,7 @@ func (provider) Info() driver.Info {
 		Sysfs:     driver.SysfsMatch{SoftParent: true},
 		// The send doorbell and the CQ arm: rxe's doorbell runs the whole send inline
 		// (WQE to packet, loopback, the peer's receive), but never sleeps.
-		RawCommands: []uint32{uverbs.CmdPostSend, uverbs.CmdReqNotifyCQ},
+		RawCommands: []uint32{driver.CmdPostSend, driver.CmdReqNotifyCQ},
 	}
 }
 
@@ -80,8 +80,7 @@ func (c *rxeContext) NewCQ(cmd driver.Commander, core driver.CQCore, resp []byte
 		return nil, err
 	}
 	cq := &cq{ctx: c, cmd: cmd, ring: rg}
-	cq.arm[0] = uverbs.ReqNotifyCQ{CQHandle: core.Handle, SolicitedOnly: 0}
-	cq.arm[1] = uverbs.ReqNotifyCQ{CQHandle: core.Handle, SolicitedOnly: 1}
+	cq.arm = driver.NewCQArm(core.Handle)
 	return cq, nil
 }
 
@@ -124,7 +123,7 @@ func (c *rxeContext) NewQP(cmd driver.Commander, core driver.QPCore, resp []byte
 	if rq != nil {
 		qp.maxRecvSGE = min(qp.maxRecvSGE, (rq.elemSize()-recvWQESize)/sgeSize)
 	}
-	qp.db = uverbs.PostSendReq{QPHandle: core.Handle, WQESize: doorbellWQE}
+	qp.db = driver.NewDoorbell(core.Handle, doorbellWQE)
 	return qp, nil
 }
 
@@ -135,7 +134,7 @@ type cq struct {
 	mu     sync.Mutex // one consumer; also guards ring against Close
 	ring   *ring
 	closed atomic.Bool
-	arm    [2]uverbs.ReqNotifyCQ // [0] any completion, [1] solicited only
+	arm    driver.CQArm
 }
 
 // Poll copies up to len(wc) CQEs and returns them to the kernel in one index update.
@@ -177,11 +176,7 @@ func (q *cq) Arm(solicitedOnly bool) error {
 	if q.closed.Load() {
 		return uverbs.ErrClosed
 	}
-	i := 0
-	if solicitedOnly {
-		i = 1
-	}
-	return q.cmd.Write(uverbs.CmdReqNotifyCQ, wire.Bytes(&q.arm[i]), nil)
+	return q.arm.Arm(q.cmd, solicitedOnly)
 }
 
 // Close unmaps the ring; the core calls it after DESTROY_CQ.
@@ -224,8 +219,7 @@ type qp struct {
 	sqMu      sync.Mutex
 	sq        *ring
 	pendingDB bool // WQEs produced before RTS: ring once the QP gets there
-	db        uverbs.PostSendReq
-	dbResp    uverbs.PostSendResp
+	db        driver.Doorbell
 
 	rqMu sync.Mutex
 	rq   *ring
@@ -317,7 +311,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 // doorbellLocked tells the kernel new WQEs are in the SQ (POST_SEND with no WRs).
 func (q *qp) doorbellLocked() error {
 	q.pendingDB = false
-	return q.cmd.Write(uverbs.CmdPostSend, wire.Bytes(&q.db), wire.Bytes(&q.dbResp))
+	return q.db.Ring(q.cmd)
 }
 
 // PostRecv writes one receive WQE; the kernel picks it up without a system call.

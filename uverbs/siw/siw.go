@@ -261,7 +261,7 @@ func (p pendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byte
 		sigAll:     core.SigAll,
 		maxSendSGE: min(int(core.Cap.MaxSendSGE), maxSGE),
 		maxRecvSGE: min(int(core.Cap.MaxRecvSGE), maxSGE),
-		db:         uverbs.PostSendReq{QPHandle: core.Handle, WQESize: doorbellWQE},
+		db:         driver.NewDoorbell(core.Handle, doorbellWQE),
 	}
 	// What the queues really hold: the element counts are rounded up to powers of two.
 	core.Cap.MaxSendWR, core.Cap.MaxRecvWR = r.NumSqe, r.NumRqe
@@ -291,11 +291,10 @@ type qp struct {
 	numSQE     uint32
 	numRQE     uint32
 
-	sqMu   sync.Mutex
-	sq     []byte
-	sqPut  uint32
-	db     uverbs.PostSendReq
-	dbResp uverbs.PostSendResp
+	sqMu  sync.Mutex
+	sq    []byte
+	sqPut uint32
+	db    driver.Doorbell
 
 	rqMu  sync.Mutex
 	rq    []byte
@@ -374,7 +373,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	q.sqPut++
 	// Always ring: libsiw skips the doorbell while the kernel's TX engine is busy, which
 	// needs a store-load handshake; the write is cheap for the kernel to ignore.
-	return q.cmd.Write(uverbs.CmdPostSend, wire.Bytes(&q.db), wire.Bytes(&q.dbResp))
+	return q.db.Ring(q.cmd)
 }
 
 // PostRecv fills the next RQE and publishes it; the kernel picks it up without a system

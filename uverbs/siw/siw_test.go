@@ -220,7 +220,7 @@ func TestPostSendEncoding(t *testing.T) {
 		le.Uint64(e[40:]) != 0xb000 || le.Uint32(e[48:]) != 8 || le.Uint32(e[52:]) != 0x56 {
 		t.Errorf("SGEs % x", e[24:56])
 	}
-	if len(f.writes) != 1 || f.writes[0] != uverbs.CmdPostSend {
+	if len(f.writes) != 1 || f.writes[0] != driver.CmdPostSend {
 		t.Fatalf("doorbell writes %v", f.writes)
 	}
 	// struct ib_uverbs_post_send: response u64, qp_handle u32, wr_count, sge_count, wqe_size.

@@ -32,7 +32,7 @@ func (Provider) Info() driver.Info {
 		Transport: uverbs.TransportIB,
 		Sysfs:     driver.SysfsMatch{BusDrivers: []string{"skel_core"}},
 		// The doorbell and the arm never sleep in the (made-up) driver.
-		RawCommands: []uint32{uverbs.CmdPostSend, uverbs.CmdReqNotifyCQ},
+		RawCommands: []uint32{driver.CmdPostSend, driver.CmdReqNotifyCQ},
 	}
 }
 
@@ -68,7 +68,7 @@ func (pendingCQ) Commit(cmd driver.Commander, core driver.CQCore, resp []byte) (
 		return nil, err
 	}
 	q := &cq{cmd: cmd, ring: ring}
-	q.arm = uverbs.ReqNotifyCQ{CQHandle: core.Handle}
+	q.arm = driver.NewCQArm(core.Handle)
 	return q, nil
 }
 
@@ -76,7 +76,7 @@ type cq struct {
 	cmd  driver.Commander
 	mu   sync.Mutex
 	ring *ring
-	arm  uverbs.ReqNotifyCQ
+	arm  driver.CQArm
 }
 
 func (q *cq) Poll(wc []uverbs.WC) (int, error) {
@@ -100,11 +100,7 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 }
 
 func (q *cq) Arm(solicitedOnly bool) error {
-	a := q.arm
-	if solicitedOnly {
-		a.SolicitedOnly = 1
-	}
-	return q.cmd.Write(uverbs.CmdReqNotifyCQ, wire.Bytes(&a), nil)
+	return q.arm.Arm(q.cmd, solicitedOnly)
 }
 
 func (q *cq) Close() error {
@@ -144,7 +140,7 @@ func (pendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byte) 
 		return nil, err
 	}
 	core.Cap.MaxSendSGE, core.Cap.MaxRecvSGE = min(core.Cap.MaxSendSGE, MaxSGE), min(core.Cap.MaxRecvSGE, MaxSGE)
-	return &qp{cmd: cmd, sq: sq, rq: rq, sigAll: core.SigAll, db: uverbs.PostSendReq{QPHandle: core.Handle, WQESize: 56}}, nil
+	return &qp{cmd: cmd, sq: sq, rq: rq, sigAll: core.SigAll, db: driver.NewDoorbell(core.Handle, 56)}, nil
 }
 
 // The posting path's errors are made once, from the kit (posting must not allocate).
@@ -155,8 +151,7 @@ type qp struct {
 	sigAll bool
 	mu     sync.Mutex
 	sq, rq *ring
-	db     uverbs.PostSendReq
-	dbResp uverbs.PostSendResp
+	db     driver.Doorbell
 }
 
 func putWQE(p unsafe.Pointer, w WQE, sges []uverbs.SGE) {
@@ -186,7 +181,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	}
 	putWQE(p, WQE{ID: wr.ID, Opcode: uint32(wr.Opcode), Flags: flags, RemoteAddr: wr.RemoteAddr, RKey: wr.RKey, Imm: wr.Imm}, wr.SGE)
 	q.sq.publish()
-	return q.cmd.Write(uverbs.CmdPostSend, wire.Bytes(&q.db), wire.Bytes(&q.dbResp))
+	return q.db.Ring(q.cmd)
 }
 
 func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
