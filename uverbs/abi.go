@@ -77,13 +77,13 @@ const gidTableAttrs = 4 // ENTRY_SIZE, FLAGS, RESP_ENTRIES, RESP_NUM_ENTRIES
 const (
 	sizeofQueryGIDTable        = sizeofIoctlHdr + gidTableAttrs*sizeofIoctlAttr + 8
 	offsetofGIDTableNumEntries = sizeofIoctlHdr + gidTableAttrs*sizeofIoctlAttr
-	sizeofQPAttr               = sizeofQpAttr
 )
 
 var (
-	// driver's data-path command numbers (Doorbell, CQArm) are the generated ones.
+	// driver's command numbers (Doorbell, CQArm) and CQ flag are the header's.
 	_ = [1]struct{}{}[driver.CmdPostSend-cmdPostSend]
 	_ = [1]struct{}{}[driver.CmdReqNotifyCQ-cmdReqNotifyCQ]
+	_ = [1]struct{}{}[driver.CQTimestamps-cqFlagTimestampCompletion] // checked by abicheck
 	_ = [1]struct{}{}[unsafe.Sizeof(queryGIDTable{})-sizeofQueryGIDTable]
 	_ = [1]struct{}{}[unsafe.Offsetof(queryGIDTable{}.NumEntries)-offsetofGIDTableNumEntries]
 )

@@ -88,10 +88,6 @@ type CQ struct {
 	provClosed bool
 }
 
-// ErrUnackedEvents is returned by CQ.Destroy while completion events read for the CQ have
-// not been acknowledged with Ack.
-var ErrUnackedEvents = errors.New("uverbs: completion events not acknowledged")
-
 // CreateCQ creates a completion queue with at least cqe entries. ch may be nil (no events);
 // vector selects the completion vector (< NumCompVectors).
 func (c *Context) CreateCQ(cqe int, ch *CompChannel, vector int) (*CQ, error) {

@@ -10,14 +10,6 @@ import (
 	"sync"
 )
 
-// QPAttrObserver is a driver.QP told about every successful MODIFY_QP, with the
-// attributes and the mask it carried (bnxt_re writes each send WQE's PSN range for the
-// device's retransmissions, from the send PSN and path MTU the QP was given). Its error
-// is QP.Modify's.
-type QPAttrObserver interface {
-	Modified(attr *QPAttr, mask QPAttrMask) error
-}
-
 // LinkDownAdvice is what d's provider advises after a link went down on d's port on
 // netdev (driver.LinkDownAdvisor), "" if it has no advice or d has no provider.
 func (d Device) LinkDownAdvice(netdev string) string {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"github.com/gorping/gorping/uverbs/driver"
 	"sync"
-
-	"github.com/gorping/gorping/internal/wire"
 )
 
 // QP is a queue pair.
@@ -199,7 +197,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 			}
 		}
 	}
-	if o, ok := qp.prov.(QPAttrObserver); ok {
+	if o, ok := qp.prov.(driver.QPAttrObserver); ok {
 		if err := o.Modified(attr, mask); err != nil {
 			return fmt.Errorf("uverbs: %s QP %d modified (mask %#x): %s provider: %w", c.dev.Name, qp.qpn, uint32(mask), c.info.Driver, err)
 		}
@@ -257,20 +255,4 @@ func (qp *QP) release() error {
 	defer qp.mu.Unlock()
 	qp.dead = true
 	return qp.closeProvLocked()
-}
-
-// UnmarshalBinary decodes b as struct ib_uverbs_qp_attr (rdma_cm's INIT_QP_ATTR answer).
-// A short b reads as zero-extended, as the kernel extends shorter structs.
-func (a *QPAttr) UnmarshalBinary(b []byte) error {
-	var w qpAttr
-	wire.Decode(&w, b)
-	*a = qpAttrFromWire(&w)
-	return nil
-}
-
-// MarshalBinary is a as struct ib_uverbs_qp_attr (what a fake rdma_cm answers
-// INIT_QP_ATTR with).
-func (a QPAttr) MarshalBinary() ([]byte, error) {
-	w := qpAttrToWire(&a)
-	return append([]byte(nil), wire.Bytes(&w)...), nil
 }

@@ -2,9 +2,7 @@ package uverbs
 
 import (
 	"fmt"
-	"net/netip"
 	"reflect"
-	"strings"
 
 	"github.com/gorping/gorping/internal/trace"
 	"github.com/gorping/gorping/internal/wire"
@@ -55,9 +53,9 @@ func fieldNames(name string, v reflect.Value) (any, bool) {
 	case "qp_state", "cur_qp_state":
 		return QPState(u).String(), true
 	case "qp_access_flags", "access_flags":
-		return accessNames(AccessFlags(u)), true
+		return AccessFlags(u).Names(), true
 	case "attr_mask":
-		return maskNames(QPAttrMask(u)), true
+		return QPAttrMask(u).Names(), true
 	}
 	return nil, false
 }
@@ -89,89 +87,14 @@ func (c *cmdPath) traceWrite(cmd uint32, req []byte, err error) {
 // modifyFields are the attributes a MODIFY_QP sets: those its mask selects.
 func modifyFields(m *modifyQPReq) []trace.Field {
 	mask := QPAttrMask(m.AttrMask)
-	fs := []trace.Field{trace.F("qp_handle", m.QPHandle), trace.F("attr_mask", maskNames(mask))}
-	return append(fs, qpAttrFields(qpAttrFromModify(m), mask)...)
+	fs := []trace.Field{trace.F("qp_handle", m.QPHandle), trace.F("attr_mask", mask.Names())}
+	return append(fs, qpAttrFromModify(m).MaskedTraceFields(mask)...)
 }
 
 func qpAttrFromModify(m *modifyQPReq) *QPAttr {
 	a := attrFromModify(m)
 	return &a
 }
-
-// qpAttrFields are the attributes of a QP transition that matter for a connection.
-func qpAttrFields(a *QPAttr, mask QPAttrMask) []trace.Field {
-	var fs []trace.Field
-	add := func(bit QPAttrMask, k string, v any) {
-		if mask&bit != 0 {
-			fs = append(fs, trace.F(k, v))
-		}
-	}
-	add(QPAttrPort, "port", a.PortNum)
-	add(QPAttrPKeyIndex, "pkey_index", a.PKeyIndex)
-	add(QPAttrAccessFlags, "access", accessNames(a.AccessFlags))
-	add(QPAttrQKey, "qkey", a.QKey)
-	if mask&QPAttrAV != 0 {
-		ah := &a.AH
-		fs = append(fs, trace.F("ah.port", ah.PortNum), trace.F("ah.dlid", ah.DLID), trace.F("ah.sl", ah.SL),
-			trace.F("ah.is_global", ah.IsGlobal))
-		if ah.IsGlobal != 0 {
-			fs = append(fs, trace.F("ah.sgid_index", ah.GRH.SGIDIndex), trace.F("ah.dgid", gidString(ah.GRH.DGID)),
-				trace.F("ah.hop_limit", ah.GRH.HopLimit), trace.F("ah.traffic_class", ah.GRH.TrafficClass),
-				trace.F("ah.flow_label", ah.GRH.FlowLabel))
-		}
-	}
-	add(QPAttrPathMTU, "path_mtu", a.PathMTU.Bytes())
-	add(QPAttrDestQPN, "dest_qpn", a.DestQPNum)
-	add(QPAttrRQPSN, "rq_psn", a.RQPSN)
-	add(QPAttrMaxDestRdAtomic, "max_dest_rd_atomic", a.MaxDestRdAtomic)
-	add(QPAttrMinRNRTimer, "min_rnr_timer", a.MinRNRTimer)
-	add(QPAttrSQPSN, "sq_psn", a.SQPSN)
-	add(QPAttrTimeout, "timeout", a.Timeout)
-	add(QPAttrRetryCnt, "retry_cnt", a.RetryCnt)
-	add(QPAttrRNRRetry, "rnr_retry", a.RNRRetry)
-	add(QPAttrMaxQPRdAtomic, "max_rd_atomic", a.MaxRdAtomic)
-	return fs
-}
-
-var maskBitNames = [...]string{"STATE", "CUR_STATE", "EN_SQD_ASYNC_NOTIFY", "ACCESS_FLAGS", "PKEY_INDEX", "PORT",
-	"QKEY", "AV", "PATH_MTU", "TIMEOUT", "RETRY_CNT", "RNR_RETRY", "RQ_PSN", "MAX_QP_RD_ATOMIC", "ALT_PATH",
-	"MIN_RNR_TIMER", "SQ_PSN", "MAX_DEST_RD_ATOMIC", "PATH_MIG_STATE", "CAP", "DEST_QPN"}
-
-func maskNames(m QPAttrMask) string {
-	var s []string
-	for i, n := range maskBitNames {
-		if m&(1<<i) != 0 {
-			s = append(s, n)
-		}
-	}
-	if rest := m &^ (1<<len(maskBitNames) - 1); rest != 0 {
-		s = append(s, fmt.Sprintf("%#x", uint32(rest)))
-	}
-	if len(s) == 0 {
-		return "0"
-	}
-	return strings.Join(s, "|")
-}
-
-var accessBitNames = [...]string{"LOCAL_WRITE", "REMOTE_WRITE", "REMOTE_READ", "REMOTE_ATOMIC", "MW_BIND", "ZERO_BASED", "ON_DEMAND"}
-
-func accessNames(a AccessFlags) string {
-	var s []string
-	for i, n := range accessBitNames {
-		if a&(1<<i) != 0 {
-			s = append(s, n)
-		}
-	}
-	if rest := a &^ (1<<len(accessBitNames) - 1); rest != 0 {
-		s = append(s, fmt.Sprintf("%#x", uint32(rest)))
-	}
-	if len(s) == 0 {
-		return "none"
-	}
-	return strings.Join(s, "|")
-}
-
-func gidString(g [16]byte) string { return netip.AddrFrom16(g).String() }
 
 var wrOpNames = [...]string{WRRDMAWrite: "RDMA_WRITE", WRRDMAWriteWithImm: "RDMA_WRITE_WITH_IMM", WRSend: "SEND",
 	WRSendWithImm: "SEND_WITH_IMM", WRRDMARead: "RDMA_READ"}
@@ -259,7 +182,7 @@ func (qp *QP) traceModify(from QPState, attr *QPAttr, mask QPAttrMask, err error
 	if mask&QPAttrState != 0 {
 		name = from.String() + "->" + attr.State.String()
 	}
-	fs := append([]trace.Field{trace.F("qpn", qp.qpn)}, qpAttrFields(attr, mask)...)
+	fs := append([]trace.Field{trace.F("qpn", qp.qpn)}, attr.MaskedTraceFields(mask)...)
 	qp.ctx.cmd.tr.Emit("qp", name, fs, nil, err)
 }
 
@@ -270,14 +193,4 @@ func (c *Context) traceGIDIoctl(n int, got uint64, err error) {
 	}
 	c.cmd.tr.Count(trace.Syscall)
 	c.cmd.tr.Emit("uverbs", "QUERY_GID_TABLE (ioctl)", []trace.Field{trace.F("max_entries", n)}, resp, err)
-}
-
-// TraceFields are the attributes a.AttrMask selects (rdma_cm's INIT_QP_ATTR answer) as
-// the fields of a trace record.
-func (a *QPAttr) TraceFields() []trace.Field {
-	fs := []trace.Field{trace.F("attr_mask", maskNames(a.AttrMask))}
-	if a.AttrMask&QPAttrState != 0 {
-		fs = append(fs, trace.F("state", a.State.String()))
-	}
-	return append(fs, qpAttrFields(a, a.AttrMask)...)
 }

@@ -139,16 +139,3 @@ func TestNoTracerNoRecords(t *testing.T) {
 		t.Fatal("WithTracer(nil) set a tracer")
 	}
 }
-
-func TestMaskAndAccessNames(t *testing.T) {
-	t.Parallel()
-	if got := maskNames(QPAttrState | QPAttrDestQPN | 1<<25); got != "STATE|DEST_QPN|0x2000000" {
-		t.Errorf("maskNames = %q", got)
-	}
-	if got := accessNames(0); got != "none" {
-		t.Errorf("accessNames(0) = %q", got)
-	}
-	if got := accessNames(AccessLocalWrite | AccessRemoteAtomic); got != "LOCAL_WRITE|REMOTE_ATOMIC" {
-		t.Errorf("accessNames = %q", got)
-	}
-}

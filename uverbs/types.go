@@ -11,62 +11,6 @@ type QPInitAttr struct {
 	SigAll bool // every send WR generates a completion
 }
 
-// GlobalRoute is the global routing header part of an address vector.
-type GlobalRoute struct {
-	DGID         [16]byte
-	FlowLabel    uint32
-	SGIDIndex    uint8
-	HopLimit     uint8
-	TrafficClass uint8
-}
-
-// AHAttr is an address vector.
-type AHAttr struct {
-	GRH         GlobalRoute
-	DLID        uint16
-	SL          uint8
-	SrcPathBits uint8
-	StaticRate  uint8
-	IsGlobal    uint8
-	PortNum     uint8
-}
-
-// QPAttr are queue pair attributes for QP.Modify and from QP.Query (the fields of struct
-// ib_uverbs_qp_attr, which rdma_cm's INIT_QP_ATTR answers with: see UnmarshalBinary). Modify
-// uses its mask argument, not AttrMask.
-type QPAttr struct {
-	AttrMask         QPAttrMask
-	State            QPState
-	CurState         QPState
-	PathMTU          MTU
-	PathMigState     uint32
-	QKey             uint32
-	RQPSN            uint32
-	SQPSN            uint32
-	DestQPNum        uint32
-	AccessFlags      AccessFlags
-	AH               AHAttr
-	AltAH            AHAttr
-	MaxSendWR        uint32
-	MaxRecvWR        uint32
-	MaxSendSGE       uint32
-	MaxRecvSGE       uint32
-	MaxInlineData    uint32
-	PKeyIndex        uint16
-	AltPKeyIndex     uint16
-	EnSQDAsyncNotify uint8
-	SQDraining       uint8
-	MaxRdAtomic      uint8
-	MaxDestRdAtomic  uint8
-	MinRNRTimer      uint8
-	PortNum          uint8
-	Timeout          uint8
-	RetryCnt         uint8
-	RNRRetry         uint8
-	AltPortNum       uint8
-	AltTimeout       uint8
-}
-
 // DeviceAttrEx is what the extended device query (QUERY_DEVICE_EX) adds to DeviceAttr.
 type DeviceAttrEx struct {
 	DeviceAttr

@@ -1,164 +1,200 @@
 package uverbs
 
-import "github.com/gorping/gorping/uverbs/driver"
+import (
+	"errors"
 
-// The verbs types a consumer and a provider share are defined in package driver, which
-// providers build on and uverbs imports; uverbs names them as its own (as package os names
-// io/fs's FileMode), so a consumer needs no other import.
+	"github.com/gorping/gorping/uverbs/driver"
+)
+
+// The verbs types a consumer and a provider exchange (work requests, completions, QP
+// capabilities and states, device attributes) are defined in package driver, which
+// providers build on and uverbs imports. uverbs names them and their constants as its
+// own, as package os names io/fs's FileMode and its mode bits, so a consumer needs no
+// other import; go doc uverbs/driver.WC shows the fields.
 
 type (
-	QPState     = driver.QPState
-	QPAttrMask  = driver.QPAttrMask
+	// QPState is a queue pair state (enum ib_qp_state; same values in libibverbs).
+	QPState = driver.QPState
+
+	// QPAttrMask selects the QPAttr fields MODIFY_QP/QUERY_QP act on (enum ib_qp_attr_mask).
+	QPAttrMask = driver.QPAttrMask
+
+	// AccessFlags are memory region / QP access rights (enum ib_access_flags).
 	AccessFlags = driver.AccessFlags
-	MTU         = driver.MTU
-	QPType      = driver.QPType
-	WROpcode    = driver.WROpcode
-	SendFlags   = driver.SendFlags
-	WCStatus    = driver.WCStatus
-	WCOpcode    = driver.WCOpcode
-	WCFlags     = driver.WCFlags
-	WC          = driver.WC
-	SGE         = driver.SGE
-	SendWR      = driver.SendWR
-	RecvWR      = driver.RecvWR
-	QPCap       = driver.QPCap
-	CQFlags     = driver.CQFlags
-	DeviceAttr  = driver.DeviceAttr
-	Transport   = driver.Transport
+
+	// MTU is an IB path MTU enum (IB_MTU_256 = 1 … IB_MTU_4096 = 5).
+	MTU = driver.MTU
+
+	// QPType is a queue pair transport type (enum ib_qp_type).
+	QPType = driver.QPType
+
+	// WROpcode is a send work request opcode (enum ib_uverbs_wr_opcode).
+	WROpcode = driver.WROpcode
+
+	// SendFlags modify a send work request (enum ib_send_flags).
+	SendFlags = driver.SendFlags
+
+	// WCStatus is a work completion status (enum ib_wc_status).
+	WCStatus = driver.WCStatus
+
+	// WCOpcode is a work completion opcode (enum ib_uverbs_wc_opcode / ib_wc_opcode).
+	WCOpcode = driver.WCOpcode
+
+	// WCFlags describe a work completion (enum ib_wc_flags).
+	WCFlags = driver.WCFlags
+
+	// WC is one work completion, as a provider decodes it from its driver's CQE.
+	WC = driver.WC
+
+	// SGE is one scatter/gather element: Length bytes at Addr of a region registered with LKey.
+	SGE = driver.SGE
+
+	// SendWR is a send work request. Reuse WRs across posts: PostSend does not allocate.
+	SendWR = driver.SendWR
+
+	// RecvWR is a receive work request.
+	RecvWR = driver.RecvWR
+
+	// QPCap are queue pair capacities (struct ib_qp_cap).
+	QPCap = driver.QPCap
+
+	// CQFlags are creation flags of a CQ (CreateCQEx).
+	CQFlags = driver.CQFlags
+
+	// DeviceAttr are a device's attributes (from struct ib_uverbs_query_device_resp).
+	DeviceAttr = driver.DeviceAttr
+
+	// Transport is how a device carries RDMA (enum ibv_transport_type).
+	Transport = driver.Transport
+
+	// GlobalRoute is the global routing header part of an address vector.
+	GlobalRoute = driver.GlobalRoute
+
+	// AHAttr is an address vector (struct ib_uverbs_ah_attr).
+	AHAttr = driver.AHAttr
+
+	// QPAttr are the attributes MODIFY_QP sets and QUERY_QP reads.
+	QPAttr = driver.QPAttr
 )
 
+// The constants of those types (go doc uverbs/driver shows them under their types).
 const (
-	QPSReset QPState = driver.QPSReset
-	QPSInit  QPState = driver.QPSInit
-	QPSRTR   QPState = driver.QPSRTR
-	QPSRTS   QPState = driver.QPSRTS
-	QPSSQD   QPState = driver.QPSSQD
-	QPSSQE   QPState = driver.QPSSQE
-	QPSErr   QPState = driver.QPSErr
+	QPSReset = driver.QPSReset
+	QPSInit  = driver.QPSInit
+	QPSRTR   = driver.QPSRTR
+	QPSRTS   = driver.QPSRTS
+	QPSSQD   = driver.QPSSQD
+	QPSSQE   = driver.QPSSQE
+	QPSErr   = driver.QPSErr
+
+	QPAttrState            = driver.QPAttrState
+	QPAttrCurState         = driver.QPAttrCurState
+	QPAttrEnSQDAsyncNotify = driver.QPAttrEnSQDAsyncNotify
+	QPAttrAccessFlags      = driver.QPAttrAccessFlags
+	QPAttrPKeyIndex        = driver.QPAttrPKeyIndex
+	QPAttrPort             = driver.QPAttrPort
+	QPAttrQKey             = driver.QPAttrQKey
+	QPAttrAV               = driver.QPAttrAV
+	QPAttrPathMTU          = driver.QPAttrPathMTU
+	QPAttrTimeout          = driver.QPAttrTimeout
+	QPAttrRetryCnt         = driver.QPAttrRetryCnt
+	QPAttrRNRRetry         = driver.QPAttrRNRRetry
+	QPAttrRQPSN            = driver.QPAttrRQPSN
+	QPAttrMaxQPRdAtomic    = driver.QPAttrMaxQPRdAtomic
+	QPAttrAltPath          = driver.QPAttrAltPath
+	QPAttrMinRNRTimer      = driver.QPAttrMinRNRTimer
+	QPAttrSQPSN            = driver.QPAttrSQPSN
+	QPAttrMaxDestRdAtomic  = driver.QPAttrMaxDestRdAtomic
+	QPAttrPathMigState     = driver.QPAttrPathMigState
+	QPAttrCap              = driver.QPAttrCap
+	QPAttrDestQPN          = driver.QPAttrDestQPN
+
+	AccessLocalWrite   = driver.AccessLocalWrite
+	AccessRemoteWrite  = driver.AccessRemoteWrite
+	AccessRemoteRead   = driver.AccessRemoteRead
+	AccessRemoteAtomic = driver.AccessRemoteAtomic
+	AccessMWBind       = driver.AccessMWBind
+	AccessZeroBased    = driver.AccessZeroBased
+	AccessOnDemand     = driver.AccessOnDemand
+
+	MTU256  = driver.MTU256
+	MTU512  = driver.MTU512
+	MTU1024 = driver.MTU1024
+	MTU2048 = driver.MTU2048
+	MTU4096 = driver.MTU4096
+
+	QPTypeRC = driver.QPTypeRC
+	QPTypeUC = driver.QPTypeUC
+	QPTypeUD = driver.QPTypeUD
+
+	WRRDMAWrite        = driver.WRRDMAWrite
+	WRRDMAWriteWithImm = driver.WRRDMAWriteWithImm
+	WRSend             = driver.WRSend
+	WRSendWithImm      = driver.WRSendWithImm
+	WRRDMARead         = driver.WRRDMARead
+	WRAtomicCmpAndSwp  = driver.WRAtomicCmpAndSwp
+	WRAtomicFetchAdd   = driver.WRAtomicFetchAdd
+	WRLocalInv         = driver.WRLocalInv
+	WRBindMW           = driver.WRBindMW
+	WRSendWithInv      = driver.WRSendWithInv
+
+	SendFence     = driver.SendFence
+	SendSignaled  = driver.SendSignaled
+	SendSolicited = driver.SendSolicited
+	SendInline    = driver.SendInline
+
+	WCSuccess        = driver.WCSuccess
+	WCLocLenErr      = driver.WCLocLenErr
+	WCLocQPOpErr     = driver.WCLocQPOpErr
+	WCLocEECOpErr    = driver.WCLocEECOpErr
+	WCLocProtErr     = driver.WCLocProtErr
+	WCWRFlushErr     = driver.WCWRFlushErr
+	WCMWBindErr      = driver.WCMWBindErr
+	WCBadRespErr     = driver.WCBadRespErr
+	WCLocAccessErr   = driver.WCLocAccessErr
+	WCRemInvReqErr   = driver.WCRemInvReqErr
+	WCRemAccessErr   = driver.WCRemAccessErr
+	WCRemOpErr       = driver.WCRemOpErr
+	WCRetryExcErr    = driver.WCRetryExcErr
+	WCRNRRetryExcErr = driver.WCRNRRetryExcErr
+	WCLocRDDViolErr  = driver.WCLocRDDViolErr
+	WCRemInvRDReqErr = driver.WCRemInvRDReqErr
+	WCRemAbortErr    = driver.WCRemAbortErr
+	WCInvEECNErr     = driver.WCInvEECNErr
+	WCInvEECStateErr = driver.WCInvEECStateErr
+	WCFatalErr       = driver.WCFatalErr
+	WCRespTimeoutErr = driver.WCRespTimeoutErr
+	WCGeneralErr     = driver.WCGeneralErr
+
+	WCSend            = driver.WCSend
+	WCRDMAWrite       = driver.WCRDMAWrite
+	WCRDMARead        = driver.WCRDMARead
+	WCCompSwap        = driver.WCCompSwap
+	WCFetchAdd        = driver.WCFetchAdd
+	WCBindMW          = driver.WCBindMW
+	WCLocalInv        = driver.WCLocalInv
+	WCRecv            = driver.WCRecv
+	WCRecvRDMAWithImm = driver.WCRecvRDMAWithImm
+
+	WCFlagGRH     = driver.WCFlagGRH
+	WCFlagWithImm = driver.WCFlagWithImm
+	WCFlagWithInv = driver.WCFlagWithInv
+
+	CQTimestamps = driver.CQTimestamps
+
+	TransportUnknown = driver.TransportUnknown
+	TransportIB      = driver.TransportIB
+	TransportIWARP   = driver.TransportIWARP
 )
 
-const (
-	QPAttrState            QPAttrMask = driver.QPAttrState
-	QPAttrCurState         QPAttrMask = driver.QPAttrCurState
-	QPAttrEnSQDAsyncNotify QPAttrMask = driver.QPAttrEnSQDAsyncNotify
-	QPAttrAccessFlags      QPAttrMask = driver.QPAttrAccessFlags
-	QPAttrPKeyIndex        QPAttrMask = driver.QPAttrPKeyIndex
-	QPAttrPort             QPAttrMask = driver.QPAttrPort
-	QPAttrQKey             QPAttrMask = driver.QPAttrQKey
-	QPAttrAV               QPAttrMask = driver.QPAttrAV
-	QPAttrPathMTU          QPAttrMask = driver.QPAttrPathMTU
-	QPAttrTimeout          QPAttrMask = driver.QPAttrTimeout
-	QPAttrRetryCnt         QPAttrMask = driver.QPAttrRetryCnt
-	QPAttrRNRRetry         QPAttrMask = driver.QPAttrRNRRetry
-	QPAttrRQPSN            QPAttrMask = driver.QPAttrRQPSN
-	QPAttrMaxQPRdAtomic    QPAttrMask = driver.QPAttrMaxQPRdAtomic
-	QPAttrAltPath          QPAttrMask = driver.QPAttrAltPath
-	QPAttrMinRNRTimer      QPAttrMask = driver.QPAttrMinRNRTimer
-	QPAttrSQPSN            QPAttrMask = driver.QPAttrSQPSN
-	QPAttrMaxDestRdAtomic  QPAttrMask = driver.QPAttrMaxDestRdAtomic
-	QPAttrPathMigState     QPAttrMask = driver.QPAttrPathMigState
-	QPAttrCap              QPAttrMask = driver.QPAttrCap
-	QPAttrDestQPN          QPAttrMask = driver.QPAttrDestQPN
-)
-
-const (
-	AccessLocalWrite   AccessFlags = driver.AccessLocalWrite
-	AccessRemoteWrite  AccessFlags = driver.AccessRemoteWrite
-	AccessRemoteRead   AccessFlags = driver.AccessRemoteRead
-	AccessRemoteAtomic AccessFlags = driver.AccessRemoteAtomic
-	AccessMWBind       AccessFlags = driver.AccessMWBind
-	AccessZeroBased    AccessFlags = driver.AccessZeroBased
-	AccessOnDemand     AccessFlags = driver.AccessOnDemand
-)
-
-const (
-	MTU256  MTU = driver.MTU256
-	MTU512  MTU = driver.MTU512
-	MTU1024 MTU = driver.MTU1024
-	MTU2048 MTU = driver.MTU2048
-	MTU4096 MTU = driver.MTU4096
-)
-
-const (
-	QPTypeRC QPType = driver.QPTypeRC
-	QPTypeUC QPType = driver.QPTypeUC
-	QPTypeUD QPType = driver.QPTypeUD
-)
-
-const (
-	WRRDMAWrite        WROpcode = driver.WRRDMAWrite
-	WRRDMAWriteWithImm WROpcode = driver.WRRDMAWriteWithImm
-	WRSend             WROpcode = driver.WRSend
-	WRSendWithImm      WROpcode = driver.WRSendWithImm
-	WRRDMARead         WROpcode = driver.WRRDMARead
-	WRAtomicCmpAndSwp  WROpcode = driver.WRAtomicCmpAndSwp
-	WRAtomicFetchAdd   WROpcode = driver.WRAtomicFetchAdd
-	WRLocalInv         WROpcode = driver.WRLocalInv
-	WRBindMW           WROpcode = driver.WRBindMW
-	WRSendWithInv      WROpcode = driver.WRSendWithInv
-)
-
-const (
-	SendFence     SendFlags = driver.SendFence
-	SendSignaled  SendFlags = driver.SendSignaled
-	SendSolicited SendFlags = driver.SendSolicited
-	SendInline    SendFlags = driver.SendInline
-)
-
-const (
-	WCSuccess        WCStatus = driver.WCSuccess
-	WCLocLenErr      WCStatus = driver.WCLocLenErr
-	WCLocQPOpErr     WCStatus = driver.WCLocQPOpErr
-	WCLocEECOpErr    WCStatus = driver.WCLocEECOpErr
-	WCLocProtErr     WCStatus = driver.WCLocProtErr
-	WCWRFlushErr     WCStatus = driver.WCWRFlushErr
-	WCMWBindErr      WCStatus = driver.WCMWBindErr
-	WCBadRespErr     WCStatus = driver.WCBadRespErr
-	WCLocAccessErr   WCStatus = driver.WCLocAccessErr
-	WCRemInvReqErr   WCStatus = driver.WCRemInvReqErr
-	WCRemAccessErr   WCStatus = driver.WCRemAccessErr
-	WCRemOpErr       WCStatus = driver.WCRemOpErr
-	WCRetryExcErr    WCStatus = driver.WCRetryExcErr
-	WCRNRRetryExcErr WCStatus = driver.WCRNRRetryExcErr
-	WCLocRDDViolErr  WCStatus = driver.WCLocRDDViolErr
-	WCRemInvRDReqErr WCStatus = driver.WCRemInvRDReqErr
-	WCRemAbortErr    WCStatus = driver.WCRemAbortErr
-	WCInvEECNErr     WCStatus = driver.WCInvEECNErr
-	WCInvEECStateErr WCStatus = driver.WCInvEECStateErr
-	WCFatalErr       WCStatus = driver.WCFatalErr
-	WCRespTimeoutErr WCStatus = driver.WCRespTimeoutErr
-	WCGeneralErr     WCStatus = driver.WCGeneralErr
-)
-
-const (
-	WCSend            WCOpcode = driver.WCSend
-	WCRDMAWrite       WCOpcode = driver.WCRDMAWrite
-	WCRDMARead        WCOpcode = driver.WCRDMARead
-	WCCompSwap        WCOpcode = driver.WCCompSwap
-	WCFetchAdd        WCOpcode = driver.WCFetchAdd
-	WCBindMW          WCOpcode = driver.WCBindMW
-	WCLocalInv        WCOpcode = driver.WCLocalInv
-	WCRecv            WCOpcode = driver.WCRecv
-	WCRecvRDMAWithImm WCOpcode = driver.WCRecvRDMAWithImm
-)
-
-const (
-	WCFlagGRH     WCFlags = driver.WCFlagGRH
-	WCFlagWithImm WCFlags = driver.WCFlagWithImm
-	WCFlagWithInv WCFlags = driver.WCFlagWithInv
-)
-
-const (
-	CQTimestamps CQFlags = driver.CQTimestamps
-)
-
-const (
-	TransportUnknown Transport = driver.TransportUnknown
-	TransportIB      Transport = driver.TransportIB
-	TransportIWARP   Transport = driver.TransportIWARP
-)
-
+// The errors a consumer tests for with errors.Is.
 var (
-	ErrClosed    = driver.ErrClosed    // use of a closed context or object
-	ErrQueueFull = driver.ErrQueueFull // PostSend/PostRecv on a full work queue (wraps ENOMEM)
+	// ErrClosed is returned by operations on a closed context or object.
+	ErrClosed = driver.ErrClosed
+	// ErrQueueFull is returned by PostSend/PostRecv when the work queue has no free slot.
+	// It wraps ENOMEM, as libibverbs reports a full queue.
+	ErrQueueFull = driver.ErrQueueFull
+	// ErrUnackedEvents is returned by CQ.Destroy while completion events read for the CQ
+	// have not been acknowledged with Ack.
+	ErrUnackedEvents = errors.New("uverbs: completion events not acknowledged")
 )

@@ -25,11 +25,71 @@ type reqNotifyCQ struct {
 	SolicitedOnly uint32 `abi:"solicited_only"`
 }
 
+// globalRoute mirrors struct ib_uverbs_global_route.
+type globalRoute struct {
+	DGID         [16]uint8 `abi:"dgid"`
+	FlowLabel    uint32    `abi:"flow_label"`
+	SGIDIndex    uint8     `abi:"sgid_index"`
+	HopLimit     uint8     `abi:"hop_limit"`
+	TrafficClass uint8     `abi:"traffic_class"`
+	Reserved     uint8     `abi:"reserved"`
+}
+
+// ahAttr mirrors struct ib_uverbs_ah_attr.
+type ahAttr struct {
+	GRH         globalRoute `abi:"grh"`
+	DLID        uint16      `abi:"dlid"`
+	SL          uint8       `abi:"sl"`
+	SrcPathBits uint8       `abi:"src_path_bits"`
+	StaticRate  uint8       `abi:"static_rate"`
+	IsGlobal    uint8       `abi:"is_global"`
+	PortNum     uint8       `abi:"port_num"`
+	Reserved    uint8       `abi:"reserved"`
+}
+
+// qpAttr mirrors struct ib_uverbs_qp_attr.
+type qpAttr struct {
+	QPAttrMask       uint32   `abi:"qp_attr_mask"`
+	QPState          uint32   `abi:"qp_state"`
+	CurQPState       uint32   `abi:"cur_qp_state"`
+	PathMTU          uint32   `abi:"path_mtu"`
+	PathMigState     uint32   `abi:"path_mig_state"`
+	Qkey             uint32   `abi:"qkey"`
+	RQPSN            uint32   `abi:"rq_psn"`
+	SQPSN            uint32   `abi:"sq_psn"`
+	DestQPNum        uint32   `abi:"dest_qp_num"`
+	QPAccessFlags    uint32   `abi:"qp_access_flags"`
+	AHAttr           ahAttr   `abi:"ah_attr"`
+	AltAHAttr        ahAttr   `abi:"alt_ah_attr"`
+	MaxSendWR        uint32   `abi:"max_send_wr"`
+	MaxRecvWR        uint32   `abi:"max_recv_wr"`
+	MaxSendSGE       uint32   `abi:"max_send_sge"`
+	MaxRecvSGE       uint32   `abi:"max_recv_sge"`
+	MaxInlineData    uint32   `abi:"max_inline_data"`
+	PkeyIndex        uint16   `abi:"pkey_index"`
+	AltPkeyIndex     uint16   `abi:"alt_pkey_index"`
+	EnSqdAsyncNotify uint8    `abi:"en_sqd_async_notify"`
+	SQDraining       uint8    `abi:"sq_draining"`
+	MaxRdAtomic      uint8    `abi:"max_rd_atomic"`
+	MaxDestRdAtomic  uint8    `abi:"max_dest_rd_atomic"`
+	MinRnrTimer      uint8    `abi:"min_rnr_timer"`
+	PortNum          uint8    `abi:"port_num"`
+	Timeout          uint8    `abi:"timeout"`
+	RetryCnt         uint8    `abi:"retry_cnt"`
+	RnrRetry         uint8    `abi:"rnr_retry"`
+	AltPortNum       uint8    `abi:"alt_port_num"`
+	AltTimeout       uint8    `abi:"alt_timeout"`
+	Reserved         [5]uint8 `abi:"reserved"`
+}
+
 // Sizes, as the compiler lays the C structs out.
 const (
 	sizeofPostSendReq  = 24
 	sizeofPostSendResp = 4
 	sizeofReqNotifyCQ  = 8
+	sizeofGlobalRoute  = 24
+	sizeofAhAttr       = 32
+	sizeofQpAttr       = 144
 )
 
 // The Go layouts have the C sizes (offsets: make abicheck).
@@ -37,4 +97,127 @@ var (
 	_ = [1]struct{}{}[unsafe.Sizeof(postSendReq{})-sizeofPostSendReq]
 	_ = [1]struct{}{}[unsafe.Sizeof(postSendResp{})-sizeofPostSendResp]
 	_ = [1]struct{}{}[unsafe.Sizeof(reqNotifyCQ{})-sizeofReqNotifyCQ]
+	_ = [1]struct{}{}[unsafe.Sizeof(globalRoute{})-sizeofGlobalRoute]
+	_ = [1]struct{}{}[unsafe.Sizeof(ahAttr{})-sizeofAhAttr]
+	_ = [1]struct{}{}[unsafe.Sizeof(qpAttr{})-sizeofQpAttr]
 )
+
+// qpAttrFromWire converts qpAttr (the wire struct) to QPAttr.
+func qpAttrFromWire(w *qpAttr) QPAttr {
+	return QPAttr{
+		AttrMask:         QPAttrMask(w.QPAttrMask),
+		State:            QPState(w.QPState),
+		CurState:         QPState(w.CurQPState),
+		PathMTU:          MTU(w.PathMTU),
+		PathMigState:     w.PathMigState,
+		QKey:             w.Qkey,
+		RQPSN:            w.RQPSN,
+		SQPSN:            w.SQPSN,
+		DestQPNum:        w.DestQPNum,
+		AccessFlags:      AccessFlags(w.QPAccessFlags),
+		AH:               ahFromWire(&w.AHAttr),
+		AltAH:            ahFromWire(&w.AltAHAttr),
+		MaxSendWR:        w.MaxSendWR,
+		MaxRecvWR:        w.MaxRecvWR,
+		MaxSendSGE:       w.MaxSendSGE,
+		MaxRecvSGE:       w.MaxRecvSGE,
+		MaxInlineData:    w.MaxInlineData,
+		PKeyIndex:        w.PkeyIndex,
+		AltPKeyIndex:     w.AltPkeyIndex,
+		EnSQDAsyncNotify: w.EnSqdAsyncNotify,
+		SQDraining:       w.SQDraining,
+		MaxRdAtomic:      w.MaxRdAtomic,
+		MaxDestRdAtomic:  w.MaxDestRdAtomic,
+		MinRNRTimer:      w.MinRnrTimer,
+		PortNum:          w.PortNum,
+		Timeout:          w.Timeout,
+		RetryCnt:         w.RetryCnt,
+		RNRRetry:         w.RnrRetry,
+		AltPortNum:       w.AltPortNum,
+		AltTimeout:       w.AltTimeout,
+	}
+}
+
+// qpAttrToWire converts QPAttr to qpAttr (the wire struct).
+func qpAttrToWire(a *QPAttr) qpAttr {
+	return qpAttr{
+		QPAttrMask:       uint32(a.AttrMask),
+		QPState:          uint32(a.State),
+		CurQPState:       uint32(a.CurState),
+		PathMTU:          uint32(a.PathMTU),
+		PathMigState:     a.PathMigState,
+		Qkey:             a.QKey,
+		RQPSN:            a.RQPSN,
+		SQPSN:            a.SQPSN,
+		DestQPNum:        a.DestQPNum,
+		QPAccessFlags:    uint32(a.AccessFlags),
+		AHAttr:           ahToWire(&a.AH),
+		AltAHAttr:        ahToWire(&a.AltAH),
+		MaxSendWR:        a.MaxSendWR,
+		MaxRecvWR:        a.MaxRecvWR,
+		MaxSendSGE:       a.MaxSendSGE,
+		MaxRecvSGE:       a.MaxRecvSGE,
+		MaxInlineData:    a.MaxInlineData,
+		PkeyIndex:        a.PKeyIndex,
+		AltPkeyIndex:     a.AltPKeyIndex,
+		EnSqdAsyncNotify: a.EnSQDAsyncNotify,
+		SQDraining:       a.SQDraining,
+		MaxRdAtomic:      a.MaxRdAtomic,
+		MaxDestRdAtomic:  a.MaxDestRdAtomic,
+		MinRnrTimer:      a.MinRNRTimer,
+		PortNum:          a.PortNum,
+		Timeout:          a.Timeout,
+		RetryCnt:         a.RetryCnt,
+		RnrRetry:         a.RNRRetry,
+		AltPortNum:       a.AltPortNum,
+		AltTimeout:       a.AltTimeout,
+	}
+}
+
+// grhFromWire converts globalRoute (the wire struct) to GlobalRoute.
+func grhFromWire(w *globalRoute) GlobalRoute {
+	return GlobalRoute{
+		DGID:         [16]byte(w.DGID),
+		FlowLabel:    w.FlowLabel,
+		SGIDIndex:    w.SGIDIndex,
+		HopLimit:     w.HopLimit,
+		TrafficClass: w.TrafficClass,
+	}
+}
+
+// grhToWire converts GlobalRoute to globalRoute (the wire struct).
+func grhToWire(a *GlobalRoute) globalRoute {
+	return globalRoute{
+		DGID:         [16]uint8(a.DGID),
+		FlowLabel:    a.FlowLabel,
+		SGIDIndex:    a.SGIDIndex,
+		HopLimit:     a.HopLimit,
+		TrafficClass: a.TrafficClass,
+	}
+}
+
+// ahFromWire converts ahAttr (the wire struct) to AHAttr.
+func ahFromWire(w *ahAttr) AHAttr {
+	return AHAttr{
+		GRH:         grhFromWire(&w.GRH),
+		DLID:        w.DLID,
+		SL:          w.SL,
+		SrcPathBits: w.SrcPathBits,
+		StaticRate:  w.StaticRate,
+		IsGlobal:    w.IsGlobal,
+		PortNum:     w.PortNum,
+	}
+}
+
+// ahToWire converts AHAttr to ahAttr (the wire struct).
+func ahToWire(a *AHAttr) ahAttr {
+	return ahAttr{
+		GRH:         grhToWire(&a.GRH),
+		DLID:        a.DLID,
+		SL:          a.SL,
+		SrcPathBits: a.SrcPathBits,
+		StaticRate:  a.StaticRate,
+		IsGlobal:    a.IsGlobal,
+		PortNum:     a.PortNum,
+	}
+}

@@ -204,6 +204,14 @@ type QPStateObserver interface {
 	SetState(s QPState) error
 }
 
+// QPAttrObserver is a QP told about every successful MODIFY_QP, with the
+// attributes and the mask it carried (bnxt_re writes each send WQE's PSN range for the
+// device's retransmissions, from the send PSN and path MTU the QP was given). Its error
+// is QP.Modify's.
+type QPAttrObserver interface {
+	Modified(attr *QPAttr, mask QPAttrMask) error
+}
+
 // TimestampConverter is a CQ whose completions carry device timestamps when
 // created with CQTimestamps (mlx5): it converts one to nanoseconds of the device clock.
 type TimestampConverter interface {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gorping/gorping/internal/wire"
 )
 
 //go:generate go run golang.org/x/tools/cmd/stringer@v0.52.0 -type=QPState,WCStatus,WCOpcode,Transport -linecomment -output=names_string.go
@@ -300,3 +302,75 @@ const (
 	TransportIB      Transport = 0  // InfiniBand
 	TransportIWARP   Transport = 1  // iWARP
 )
+
+// GlobalRoute is the global routing header part of an address vector.
+type GlobalRoute struct {
+	DGID         [16]byte
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+}
+
+// AHAttr is an address vector.
+type AHAttr struct {
+	GRH         GlobalRoute
+	DLID        uint16
+	SL          uint8
+	SrcPathBits uint8
+	StaticRate  uint8
+	IsGlobal    uint8
+	PortNum     uint8
+}
+
+// QPAttr are queue pair attributes for QP.Modify and from QP.Query (the fields of struct
+// ib_uverbs_qp_attr, which rdma_cm's INIT_QP_ATTR answers with: see UnmarshalBinary). Modify
+// uses its mask argument, not AttrMask.
+type QPAttr struct {
+	AttrMask         QPAttrMask
+	State            QPState
+	CurState         QPState
+	PathMTU          MTU
+	PathMigState     uint32
+	QKey             uint32
+	RQPSN            uint32
+	SQPSN            uint32
+	DestQPNum        uint32
+	AccessFlags      AccessFlags
+	AH               AHAttr
+	AltAH            AHAttr
+	MaxSendWR        uint32
+	MaxRecvWR        uint32
+	MaxSendSGE       uint32
+	MaxRecvSGE       uint32
+	MaxInlineData    uint32
+	PKeyIndex        uint16
+	AltPKeyIndex     uint16
+	EnSQDAsyncNotify uint8
+	SQDraining       uint8
+	MaxRdAtomic      uint8
+	MaxDestRdAtomic  uint8
+	MinRNRTimer      uint8
+	PortNum          uint8
+	Timeout          uint8
+	RetryCnt         uint8
+	RNRRetry         uint8
+	AltPortNum       uint8
+	AltTimeout       uint8
+}
+
+// UnmarshalBinary decodes b as struct ib_uverbs_qp_attr (rdma_cm's INIT_QP_ATTR answer).
+// A short b reads as zero-extended, as the kernel extends shorter structs.
+func (a *QPAttr) UnmarshalBinary(b []byte) error {
+	var w qpAttr
+	wire.Decode(&w, b)
+	*a = qpAttrFromWire(&w)
+	return nil
+}
+
+// MarshalBinary is a as struct ib_uverbs_qp_attr (what a fake rdma_cm answers
+// INIT_QP_ATTR with).
+func (a QPAttr) MarshalBinary() ([]byte, error) {
+	w := qpAttrToWire(&a)
+	return append([]byte(nil), wire.Bytes(&w)...), nil
+}
