@@ -35,7 +35,7 @@ type provider struct{}
 func (provider) Info() driver.Info {
 	return driver.Info{
 		Driver: bnxtDriver, DriverID: bnxtDriverID, ABIMin: bnxtABI, ABIMax: bnxtABI,
-		Transport: uverbs.TransportIB,
+		Transport: driver.TransportIB,
 		// The RDMA device's parent is the PCI function the Ethernet driver owns.
 		Sysfs: driver.SysfsMatch{BusDrivers: []string{"bnxt_en"}},
 		// None: doorbells and the CQ arm are stores to the doorbell page.

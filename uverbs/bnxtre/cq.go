@@ -11,7 +11,6 @@ import (
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
@@ -26,7 +25,7 @@ func (c *context) PrepareCQ(req *driver.CQRequest) (driver.PendingCQ, error) {
 	if req.CQE < 1 || req.CQE > maxCQD {
 		return nil, fmt.Errorf("bnxt_re: CQ depth %d out of range (1..%d): %w", req.CQE, maxCQD, unix.EINVAL)
 	}
-	if req.Flags&uverbs.CQTimestamps != 0 {
+	if req.Flags&driver.CQTimestamps != 0 {
 		return nil, fmt.Errorf("bnxt_re: completion timestamps are not supported by gorping's bnxt_re provider: %w", unix.EOPNOTSUPP)
 	}
 	depth := min(roundupPow2(uint32(req.CQE)+1), uint32(maxCQD)+1)
@@ -90,21 +89,21 @@ type cq struct {
 }
 
 // Error statuses as rdma-core maps them (bnxt_re_to_ibv_wc_status).
-var reqStatus = [...]uverbs.WCStatus{reqBadResp: uverbs.WCBadRespErr, reqLocLen: uverbs.WCLocLenErr, reqLocQPOp: uverbs.WCLocQPOpErr,
-	reqProt: uverbs.WCLocProtErr, reqMemOp: uverbs.WCMWBindErr, reqRemInval: uverbs.WCRemInvReqErr, reqRemAcc: uverbs.WCRemAccessErr,
-	reqRemOp: uverbs.WCRemOpErr, reqRNRNakXced: uverbs.WCRNRRetryExcErr, reqTrnspXced: uverbs.WCRetryExcErr, reqWRFlush: uverbs.WCWRFlushErr}
+var reqStatus = [...]driver.WCStatus{reqBadResp: driver.WCBadRespErr, reqLocLen: driver.WCLocLenErr, reqLocQPOp: driver.WCLocQPOpErr,
+	reqProt: driver.WCLocProtErr, reqMemOp: driver.WCMWBindErr, reqRemInval: driver.WCRemInvReqErr, reqRemAcc: driver.WCRemAccessErr,
+	reqRemOp: driver.WCRemOpErr, reqRNRNakXced: driver.WCRNRRetryExcErr, reqTrnspXced: driver.WCRetryExcErr, reqWRFlush: driver.WCWRFlushErr}
 
-var rspStatus = [...]uverbs.WCStatus{rspLocAcc: uverbs.WCLocAccessErr, rspLocLen: uverbs.WCLocLenErr, rspLocProt: uverbs.WCLocProtErr,
-	rspLocQPOp: uverbs.WCLocQPOpErr, rspMemOp: uverbs.WCMWBindErr, rspRemInval: uverbs.WCRemInvReqErr, rspWRFlush: uverbs.WCWRFlushErr,
-	rspHWFlush: uverbs.WCFatalErr}
+var rspStatus = [...]driver.WCStatus{rspLocAcc: driver.WCLocAccessErr, rspLocLen: driver.WCLocLenErr, rspLocProt: driver.WCLocProtErr,
+	rspLocQPOp: driver.WCLocQPOpErr, rspMemOp: driver.WCMWBindErr, rspRemInval: driver.WCRemInvReqErr, rspWRFlush: driver.WCWRFlushErr,
+	rspHWFlush: driver.WCFatalErr}
 
-func wcStatus(st uint32, req bool) uverbs.WCStatus {
+func wcStatus(st uint32, req bool) driver.WCStatus {
 	t := rspStatus[:]
 	if req {
 		t = reqStatus[:]
 	}
 	if st == 0 || int(st) >= len(t) {
-		return uverbs.WCGeneralErr
+		return driver.WCGeneralErr
 	}
 	return t[st]
 }
@@ -117,11 +116,11 @@ func word(cqe []byte) uint32 {
 
 // Poll returns up to len(wc) completions: the device's CQEs first, then the flush
 // completions of the QPs in error. It allocates nothing.
-func (q *cq) Poll(wc []uverbs.WC) (int, error) {
+func (q *cq) Poll(wc []driver.WC) (int, error) {
 	q.mu.Lock()
 	if q.buf == nil {
 		q.mu.Unlock()
-		return 0, uverbs.ErrClosed
+		return 0, driver.ErrClosed
 	}
 	n := q.pollHW(wc)
 	if q.deferredArm {
@@ -141,7 +140,7 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 // CQE completes every WQE up to its con_indx (one at a time, the CQE read again for each),
 // then the consumer index moves on and the qp_handle is cleared (the CQE is read); the CQ
 // doorbell tells the device how far it was read. q.mu held.
-func (q *cq) pollHW(wc []uverbs.WC) int {
+func (q *cq) pollHW(wc []driver.WC) int {
 	n, polled := 0, 0
 	// At most one lap of CQEs per poll: CQEs that all look valid but complete nothing
 	// (a device that got the phase wrong) must not keep the poller in here for ever. (A
@@ -183,7 +182,7 @@ func (q *cq) pollHW(wc []uverbs.WC) int {
 		case cqeTypeTerm:
 			handleOff = cqeQPHandleReq
 			if qp := q.c.qps.Get(le.Uint64(cqe[handleOff:])); qp != nil {
-				qp.state.Store(uint32(uverbs.QPSErr))
+				qp.state.Store(uint32(driver.QPSErr))
 				q.c.flushMu.Lock()
 				qp.rcq.addFlush(qp, false)
 				qp.scq.addFlush(qp, true)
@@ -212,24 +211,24 @@ func (q *cq) pollHW(wc []uverbs.WC) int {
 // pollSend completes the send WQE at the head of qp's queue; more: the CQE completes
 // further ones (it is read again); got: it made a completion (unsignaled ones make none);
 // failed: an error completion, after which the QP's queues are flushed.
-func (q *cq) pollSend(qp *qp, wc *uverbs.WC, cqe []byte, w uint32) (more, got, failed bool) {
+func (q *cq) pollSend(qp *qp, wc *driver.WC, cqe []byte, w uint32) (more, got, failed bool) {
 	sq := qp.sq
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
 	e := &sq.swque[sq.lastIdx]
 	st := (w >> 8) & 0xff
 	if st != reqOK {
-		*wc = uverbs.WC{WRID: e.wrid, Status: wcStatus(st, true), Opcode: e.wcOpcode, QPNum: qp.qpn}
+		*wc = driver.WC{WRID: e.wrid, Status: wcStatus(st, true), Opcode: e.wcOpcode, QPNum: qp.qpn}
 		sq.head = (sq.head + uint32(e.slots)) % sq.depth
 		sq.lastIdx = (sq.lastIdx + 1) % sq.nwr
-		qp.state.Store(uint32(uverbs.QPSErr))
+		qp.state.Store(uint32(driver.QPSErr))
 		q.lastErr = fmt.Sprintf("send status %#x (%v) for wr %d", st, wc.Status, e.wrid)
 		return false, true, true
 	}
 	cindx := le.Uint32(cqe[cqeConIndx:]) & (sq.nwr - 1)
 	if e.sig {
-		*wc = uverbs.WC{WRID: e.wrid, Opcode: e.wcOpcode, QPNum: qp.qpn}
-		if e.wcOpcode == uverbs.WCRDMARead {
+		*wc = driver.WC{WRID: e.wrid, Opcode: e.wcOpcode, QPNum: qp.qpn}
+		if e.wcOpcode == driver.WCRDMARead {
 			wc.ByteLen = e.bytes
 		}
 		got = true
@@ -242,7 +241,7 @@ func (q *cq) pollSend(qp *qp, wc *uverbs.WC, cqe []byte, w uint32) (more, got, f
 // pollRecv completes the receive at the head of qp's queue (got); a flush the device
 // reports (HW_FLUSH) makes none and leaves the receive for the flush list; failed: an
 // error completion.
-func (q *cq) pollRecv(qp *qp, wc *uverbs.WC, cqe []byte, w uint32) (got, failed bool) {
+func (q *cq) pollRecv(qp *qp, wc *driver.WC, cqe []byte, w uint32) (got, failed bool) {
 	rq := qp.rq
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
@@ -252,19 +251,19 @@ func (q *cq) pollRecv(qp *qp, wc *uverbs.WC, cqe []byte, w uint32) (got, failed 
 		if st == rspHWFlush {
 			return false, false
 		}
-		*wc = uverbs.WC{WRID: e.wrid, Status: wcStatus(st, false), Opcode: uverbs.WCRecv, QPNum: qp.qpn}
+		*wc = driver.WC{WRID: e.wrid, Status: wcStatus(st, false), Opcode: driver.WCRecv, QPNum: qp.qpn}
 		rq.lastIdx = (rq.lastIdx + 1) % rq.nwr
 		rq.head = (rq.head + uint32(e.slots)) % rq.depth
 		q.lastErr = fmt.Sprintf("receive status %#x (%v) for wr %d", st, wc.Status, e.wrid)
 		return true, true
 	}
-	*wc = uverbs.WC{WRID: e.wrid, Opcode: uverbs.WCRecv, ByteLen: le.Uint32(cqe[cqeLength:]), QPNum: qp.qpn}
+	*wc = driver.WC{WRID: e.wrid, Opcode: driver.WCRecv, ByteLen: le.Uint32(cqe[cqeLength:]), QPNum: qp.qpn}
 	if flags := w >> 16; flags&rcFlagImm != 0 {
-		wc.Flags = uverbs.WCFlagWithImm
+		wc.Flags = driver.WCFlagWithImm
 		// The CQE has the immediate in host order; WC.Imm is in network order in memory.
 		wc.Imm = bits.ReverseBytes32(le.Uint32(cqe[cqeImmKey:]))
 		if flags&rcFlagRDMA != 0 {
-			wc.Opcode = uverbs.WCRecvRDMAWithImm
+			wc.Opcode = driver.WCRecvRDMAWithImm
 		}
 	}
 	rq.lastIdx = (rq.lastIdx + 1) % rq.nwr
@@ -306,7 +305,7 @@ func remove(l []*qp, qp *qp) []*qp {
 
 // pollFlush completes the work requests left on the flush lists' QPs with WR_FLUSH_ERR,
 // send queues first (c.flushMu held).
-func (q *cq) pollFlush(wc []uverbs.WC) int {
+func (q *cq) pollFlush(wc []driver.WC) int {
 	n := 0
 	for _, qp := range q.sflush {
 		if n == len(wc) {
@@ -329,7 +328,7 @@ func (q *cq) Arm(solicitedOnly bool) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.buf == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	typ := uint32(dbTypeCQArmAll)
 	if solicitedOnly {

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/gorping/gorping/internal/umem"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 )
 
@@ -54,7 +53,7 @@ func FuzzPoll(f *testing.F) {
 				}
 			}
 		}
-		wc := make([]uverbs.WC, int(n%16)+1)
+		wc := make([]driver.WC, int(n%16)+1)
 		got, err := q.Poll(wc)
 		if err != nil || got > len(wc) {
 			t.Fatalf("Poll: %d of %d, %v", got, len(wc), err)
@@ -79,17 +78,17 @@ func TestCommitRefusesShortResponses(t *testing.T) {
 		t.Error("a CQ deeper than max_cqd was prepared")
 	}
 	c.maxSGE, c.maxQPWR = 6, 100
-	pq, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	pq, err := c.PrepareQP(&driver.QPRequest{Type: driver.QPTypeRC, Cap: driver.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pq.Commit(nil, &driver.QPCore{}, make([]byte, 4)); err == nil {
 		t.Error("a CREATE_QP response of 4 bytes was taken")
 	}
-	if _, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendSGE: 7}}); err == nil {
+	if _, err := c.PrepareQP(&driver.QPRequest{Type: driver.QPTypeRC, Cap: driver.QPCap{MaxSendSGE: 7}}); err == nil {
 		t.Error("a QP with more SGEs than the device's was prepared")
 	}
-	if _, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxInlineData: 97}}); err == nil {
+	if _, err := c.PrepareQP(&driver.QPRequest{Type: driver.QPTypeRC, Cap: driver.QPCap{MaxInlineData: 97}}); err == nil {
 		t.Error("a QP with more inline data than the device's was prepared")
 	}
 }

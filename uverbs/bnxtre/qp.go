@@ -9,7 +9,6 @@ import (
 
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
@@ -52,7 +51,7 @@ type swqe struct {
 	stSlot   uint32
 	slots    uint8
 	sig      bool
-	wcOpcode uverbs.WCOpcode
+	wcOpcode driver.WCOpcode
 }
 
 // slot is the i-th slot from the queue's tail, wrapping at its end.
@@ -71,17 +70,17 @@ func (q *queue) full(slots uint32) bool {
 }
 
 // flush completes what is left on the queue with WR_FLUSH_ERR (the QP is in error).
-func (q *queue) flush(wc []uverbs.WC, qpn uint32, send bool) int {
+func (q *queue) flush(wc []driver.WC, qpn uint32, send bool) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := 0
 	for n < len(wc) && q.head != q.tail {
 		e := &q.swque[q.lastIdx]
-		op := uverbs.WCRecv
+		op := driver.WCRecv
 		if send {
 			op = e.wcOpcode
 		}
-		wc[n] = uverbs.WC{WRID: e.wrid, Status: uverbs.WCWRFlushErr, Opcode: op, QPNum: qpn}
+		wc[n] = driver.WC{WRID: e.wrid, Status: driver.WCWRFlushErr, Opcode: op, QPNum: qpn}
 		q.lastIdx = (q.lastIdx + 1) % q.nwr
 		q.head = (q.head + uint32(e.slots)) % q.depth
 		n++
@@ -131,7 +130,7 @@ func even(n uint32) uint32 { return n + n%2 }
 // the QP's CQEs will carry. It changes the request's max_inline_data to what the WQE
 // size allows and clamps the WR counts to the device's, as libbnxt_re does.
 func (c *context) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) {
-	if req.Type != uverbs.QPTypeRC {
+	if req.Type != driver.QPTypeRC {
 		return nil, fmt.Errorf("bnxt_re: QP type %d not supported by gorping (RC only): %w", req.Type, unix.EOPNOTSUPP)
 	}
 	cp := &req.Cap
@@ -239,47 +238,47 @@ type qp struct {
 
 // Modified follows MODIFY_QP as libbnxt_re does: the state, a reset emptying the queues,
 // and the send PSN and path MTU the PSN search entries are written from.
-func (q *qp) Modified(attr *uverbs.QPAttr, mask uverbs.QPAttrMask) error {
+func (q *qp) Modified(attr *driver.QPAttr, mask driver.QPAttrMask) error {
 	q.sq.mu.Lock()
 	defer q.sq.mu.Unlock()
-	if mask&uverbs.QPAttrState != 0 {
+	if mask&driver.QPAttrState != 0 {
 		q.state.Store(uint32(attr.State))
-		if attr.State == uverbs.QPSReset {
+		if attr.State == driver.QPSReset {
 			q.sq.head, q.sq.tail = 0, 0
 			q.rq.mu.Lock()
 			q.rq.head, q.rq.tail = 0, 0
 			q.rq.mu.Unlock()
 		}
 	}
-	if mask&uverbs.QPAttrSQPSN != 0 {
+	if mask&driver.QPAttrSQPSN != 0 {
 		q.sqPSN = attr.SQPSN
 	}
-	if mask&uverbs.QPAttrPathMTU != 0 {
+	if mask&driver.QPAttrPathMTU != 0 {
 		q.mtu = 0x80 << attr.PathMTU
 	}
 	return nil
 }
 
 // wrOpcode is the WQE opcode and the completion's opcode of a work request.
-func wrOpcode(op uverbs.WROpcode) (uint32, uverbs.WCOpcode, bool) {
+func wrOpcode(op driver.WROpcode) (uint32, driver.WCOpcode, bool) {
 	switch op {
-	case uverbs.WRSend:
-		return opSend, uverbs.WCSend, true
-	case uverbs.WRSendWithImm:
-		return opSendImm, uverbs.WCSend, true
-	case uverbs.WRRDMAWrite:
-		return opRDMAWrite, uverbs.WCRDMAWrite, true
-	case uverbs.WRRDMAWriteWithImm:
-		return opRDMAWriteImm, uverbs.WCRDMAWrite, true
-	case uverbs.WRRDMARead:
-		return opRDMARead, uverbs.WCRDMARead, true
+	case driver.WRSend:
+		return opSend, driver.WCSend, true
+	case driver.WRSendWithImm:
+		return opSendImm, driver.WCSend, true
+	case driver.WRRDMAWrite:
+		return opRDMAWrite, driver.WCRDMAWrite, true
+	case driver.WRRDMAWriteWithImm:
+		return opRDMAWriteImm, driver.WCRDMAWrite, true
+	case driver.WRRDMARead:
+		return opRDMARead, driver.WCRDMARead, true
 	}
 	return 0, 0, false
 }
 
 // PostSend writes one send WQE, its software entry and its PSN search entry, and rings
 // the send doorbell. It does not allocate.
-func (q *qp) PostSend(wr *uverbs.SendWR) error {
+func (q *qp) PostSend(wr *driver.SendWR) error {
 	opcode, wcOp, ok := wrOpcode(wr.Opcode)
 	if !ok {
 		return errBadOpcode
@@ -290,16 +289,16 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 		total += wr.SGE[i].Length
 	}
 	var flags uint32
-	if wr.Flags&uverbs.SendSignaled != 0 || q.sigAll {
+	if wr.Flags&driver.SendSignaled != 0 || q.sigAll {
 		flags |= wrSignaled
 	}
-	if wr.Flags&uverbs.SendFence != 0 {
+	if wr.Flags&driver.SendFence != 0 {
 		flags |= wrUCFence
 	}
-	if wr.Flags&uverbs.SendSolicited != 0 {
+	if wr.Flags&driver.SendSolicited != 0 {
 		flags |= wrSE
 	}
-	inline := wr.Flags&uverbs.SendInline != 0
+	inline := wr.Flags&driver.SendInline != 0
 	size := wqeBytes(nsge)
 	if inline {
 		flags |= wrInline
@@ -313,9 +312,9 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
 	if sq.buf == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
-	if st := uverbs.QPState(q.state.Load()); st != uverbs.QPSRTS && st != uverbs.QPSSQD {
+	if st := driver.QPState(q.state.Load()); st != driver.QPSRTS && st != driver.QPSSQD {
 		return errState
 	}
 	slots := ws
@@ -330,7 +329,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	}
 	hdr := sq.slot(0)
 	le.PutUint32(hdr[hdrWord:], opcode|flags<<8|(ws&0xff)<<16)
-	if wr.Opcode == uverbs.WRSendWithImm || wr.Opcode == uverbs.WRRDMAWriteWithImm {
+	if wr.Opcode == driver.WRSendWithImm || wr.Opcode == driver.WRRDMAWriteWithImm {
 		// The immediate is given in network order; the device takes it in host order.
 		le.PutUint32(hdr[hdrKeyImmd:], bits.ReverseBytes32(wr.Imm))
 	}
@@ -363,7 +362,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 
 // putInline copies the SGEs' bytes into the slots from the third on, wrapping at the
 // queue's end.
-func (sq *queue) putInline(sges []uverbs.SGE) {
+func (sq *queue) putInline(sges []driver.SGE) {
 	s, off := uint32(2), 0
 	dst := sq.slot(s)
 	for i := range sges {
@@ -382,7 +381,7 @@ func (sq *queue) putInline(sges []uverbs.SGE) {
 // putPSN writes the PSN search entry of the WQE with software index i: its first PSN
 // and opcode, the next WQE's PSN (one packet per path MTU of data, at least one), and on
 // gen P5 the WQE's first slot.
-func (q *qp) putPSN(i uint32, op uverbs.WCOpcode, n, stSlot uint32) {
+func (q *qp) putPSN(i uint32, op driver.WCOpcode, n, stSlot uint32) {
 	sq := q.sq
 	pkts := uint32(1)
 	if q.mtu != 0 && n != 0 {
@@ -399,14 +398,14 @@ func (q *qp) putPSN(i uint32, op uverbs.WCOpcode, n, stSlot uint32) {
 }
 
 // PostRecv writes one receive WQE and rings the receive doorbell. It does not allocate.
-func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
+func (q *qp) PostRecv(wr *driver.RecvWR) error {
 	rq := q.rq
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
 	if rq.buf == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
-	if st := uverbs.QPState(q.state.Load()); st == uverbs.QPSReset || st == uverbs.QPSErr {
+	if st := driver.QPState(q.state.Load()); st == driver.QPSReset || st == driver.QPSErr {
 		return errState
 	}
 	nsge := uint32(len(wr.SGE))

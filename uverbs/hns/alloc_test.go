@@ -8,6 +8,7 @@ import (
 	"github.com/gorping/gorping/test/hnsoracle"
 	"github.com/gorping/gorping/test/oracle"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 // The data path (PostSend, PostRecv, Poll, Arm) must not allocate: it runs per message.
@@ -30,8 +31,8 @@ func TestDataPathAllocs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		qp, err := pd.CreateQP(uverbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: uverbs.QPTypeRC,
-			Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+		qp, err := pd.CreateQP(uverbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: driver.QPTypeRC,
+			Cap: driver.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +42,7 @@ func TestDataPathAllocs(t *testing.T) {
 			}
 		}
 		buf, _ := uverbs.NewBuffer(4096)
-		mr, err := pd.RegMR(buf, uverbs.AccessLocalWrite)
+		mr, err := pd.RegMR(buf, driver.AccessLocalWrite)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,17 +69,17 @@ func TestDataPathAllocs(t *testing.T) {
 			le.PutUint32(c[0:], w)
 			n++
 		}
-		sge := []uverbs.SGE{{Addr: buf.Addr(), Length: 16, LKey: mr.LKey}}
-		swr := &uverbs.SendWR{ID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGE: sge}
-		rwr := &uverbs.RecvWR{ID: 2, SGE: sge}
-		wc := make([]uverbs.WC, 4)
+		sge := []driver.SGE{{Addr: buf.Addr(), Length: 16, LKey: mr.LKey}}
+		swr := &driver.SendWR{ID: 1, Opcode: driver.WRSend, Flags: driver.SendSignaled, SGE: sge}
+		rwr := &driver.RecvWR{ID: 2, SGE: sge}
+		wc := make([]driver.WC, 4)
 		for name, f := range map[string]func(){
 			"PostSend+Poll": func() {
 				if err := qp.PostSend(swr); err != nil {
 					t.Fatal(err)
 				}
 				complete(false)
-				if n, err := cq.Poll(wc); n != 1 || err != nil || wc[0].Status != uverbs.WCSuccess {
+				if n, err := cq.Poll(wc); n != 1 || err != nil || wc[0].Status != driver.WCSuccess {
 					t.Fatalf("Poll found no send completion (%d, %v)", n, err)
 				}
 			},

@@ -10,7 +10,6 @@ import (
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
@@ -25,7 +24,7 @@ func (c *context) PrepareCQ(req *driver.CQRequest) (driver.PendingCQ, error) {
 	if req.CQE < 1 || uint32(req.CQE) > c.maxCQE {
 		return nil, fmt.Errorf("hns: CQ depth %d out of range (1..%d): %w", req.CQE, c.maxCQE, unix.EINVAL)
 	}
-	if req.Flags&uverbs.CQTimestamps != 0 {
+	if req.Flags&driver.CQTimestamps != 0 {
 		return nil, fmt.Errorf("hns: completion timestamps are not supported by gorping's hns provider: %w", unix.EOPNOTSUPP)
 	}
 	depth := max(uint32(minCQE), providerkit.RoundupPow2(uint32(req.CQE)))
@@ -92,15 +91,15 @@ type cq struct {
 }
 
 // Error statuses of the CQE (get_wc_status); any other is GENERAL_ERR.
-var wcStatus = map[uint32]uverbs.WCStatus{0x00: uverbs.WCSuccess, 0x01: uverbs.WCLocLenErr, 0x02: uverbs.WCLocQPOpErr,
-	0x04: uverbs.WCLocProtErr, 0x05: uverbs.WCWRFlushErr, 0x06: uverbs.WCMWBindErr, 0x10: uverbs.WCBadRespErr,
-	0x11: uverbs.WCLocAccessErr, 0x12: uverbs.WCRemInvReqErr, 0x13: uverbs.WCRemAccessErr, 0x14: uverbs.WCRemOpErr,
-	0x15: uverbs.WCRetryExcErr, 0x16: uverbs.WCRNRRetryExcErr, 0x22: uverbs.WCRemAbortErr, 0x23: uverbs.WCGeneralErr,
-	0x24: uverbs.WCRemInvRDReqErr}
+var wcStatus = map[uint32]driver.WCStatus{0x00: driver.WCSuccess, 0x01: driver.WCLocLenErr, 0x02: driver.WCLocQPOpErr,
+	0x04: driver.WCLocProtErr, 0x05: driver.WCWRFlushErr, 0x06: driver.WCMWBindErr, 0x10: driver.WCBadRespErr,
+	0x11: driver.WCLocAccessErr, 0x12: driver.WCRemInvReqErr, 0x13: driver.WCRemAccessErr, 0x14: driver.WCRemOpErr,
+	0x15: driver.WCRetryExcErr, 0x16: driver.WCRNRRetryExcErr, 0x22: driver.WCRemAbortErr, 0x23: driver.WCGeneralErr,
+	0x24: driver.WCRemInvRDReqErr}
 
-var sendWCOp = [...]uverbs.WCOpcode{opSend: uverbs.WCSend, 1: uverbs.WCSend, opSendImm: uverbs.WCSend, opWrite: uverbs.WCRDMAWrite,
-	opWriteImm: uverbs.WCRDMAWrite, opRead: uverbs.WCRDMARead, 6: uverbs.WCCompSwap, 7: uverbs.WCFetchAdd,
-	0xb: uverbs.WCLocalInv, 0xc: uverbs.WCBindMW}
+var sendWCOp = [...]driver.WCOpcode{opSend: driver.WCSend, 1: driver.WCSend, opSendImm: driver.WCSend, opWrite: driver.WCRDMAWrite,
+	opWriteImm: driver.WCRDMAWrite, opRead: driver.WCRDMARead, 6: driver.WCCompSwap, 7: driver.WCFetchAdd,
+	0xb: driver.WCLocalInv, 0xc: driver.WCBindMW}
 
 // cqe is the CQE the consumer index n points at, if the engine wrote it this lap.
 func (q *cq) cqe(n uint32) []byte {
@@ -116,11 +115,11 @@ var errPoll = fmt.Errorf("hns: a CQE for no QP of this context: %w", unix.EIO)
 
 // Poll returns up to len(wc) completions, then tells the engine how far it read. It
 // allocates nothing (a CQE with an error status moves its QP to ERR: one command).
-func (q *cq) Poll(wc []uverbs.WC) (int, error) {
+func (q *cq) Poll(wc []driver.WC) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.buf == nil {
-		return 0, uverbs.ErrClosed
+		return 0, driver.ErrClosed
 	}
 	var err error
 	n := 0
@@ -151,7 +150,7 @@ func (q *cq) updateCI() {
 }
 
 // pollOne decodes a CQE (hns_roce_poll_one). q.mu held.
-func (q *cq) pollOne(wc *uverbs.WC, e []byte) error {
+func (q *cq) pollOne(wc *driver.WC, e []byte) error {
 	w := le.Uint32(e[cqeByte4:])
 	qpn := le.Uint32(e[cqeByte16:]) & qpnMask
 	if q.cur == nil || q.cur.qpn != qpn {
@@ -161,7 +160,7 @@ func (q *cq) pollOne(wc *uverbs.WC, e []byte) error {
 		}
 	}
 	qp := q.cur
-	*wc = uverbs.WC{}
+	*wc = driver.WC{}
 	op := w & wqeOpMask
 	if w&cqeSR == 0 {
 		qp.pollSend(wc, e, w, op)
@@ -169,26 +168,26 @@ func (q *cq) pollOne(wc *uverbs.WC, e []byte) error {
 		wc.ByteLen = le.Uint32(e[cqeByteCnt:])
 		switch op {
 		case rcvSend:
-			wc.Opcode = uverbs.WCRecv
+			wc.Opcode = driver.WCRecv
 		case rcvSendInv:
-			wc.Opcode, wc.Flags, wc.Imm = uverbs.WCRecv, uverbs.WCFlagWithInv, le.Uint32(e[cqeImmKey:])
+			wc.Opcode, wc.Flags, wc.Imm = driver.WCRecv, driver.WCFlagWithInv, le.Uint32(e[cqeImmKey:])
 		case rcvWriteImm, rcvSendImm:
-			wc.Opcode, wc.Flags = uverbs.WCRecv, uverbs.WCFlagWithImm
+			wc.Opcode, wc.Flags = driver.WCRecv, driver.WCFlagWithImm
 			if op == rcvWriteImm {
-				wc.Opcode = uverbs.WCRecvRDMAWithImm
+				wc.Opcode = driver.WCRecvRDMAWithImm
 			}
 			wc.Imm = bits.ReverseBytes32(le.Uint32(e[cqeImmKey:])) // WC.Imm is in network order in memory
 		}
 		if !qp.pollRecv(wc, e, w, op) {
 			q.lastErr = fmt.Sprintf("inline receive of %d bytes longer than its WQE's buffers on QP %d", wc.ByteLen, qpn)
-			wc.Status = uverbs.WCLocLenErr
+			wc.Status = driver.WCLocLenErr
 			return errPoll
 		}
 	}
 	st := w >> 8 & 0xff
 	s, ok := wcStatus[st]
 	if !ok {
-		s = uverbs.WCGeneralErr
+		s = driver.WCGeneralErr
 	}
 	wc.Status, wc.VendorErr, wc.QPNum = s, le.Uint32(e[cqeByte16:])>>24, qpn
 	if st != statusSuccess && st != statusGeneral {
@@ -208,7 +207,7 @@ func (q *cq) Arm(solicitedOnly bool) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.buf == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	p := q.ci&(q.depth<<1-1) | (q.armSN&3)<<dbSNShift
 	if solicitedOnly {

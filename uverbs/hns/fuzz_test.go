@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/gorping/gorping/internal/umem"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 )
 
@@ -34,7 +33,7 @@ func newTestCQ(t testing.TB, depth, size uint32) (*cq, *qp) {
 	for i := range p.rinl {
 		p.rinl[i] = rinl{addr: make([]uint64, 1), len: make([]uint32, 1)}
 	}
-	p.state.Store(uint32(uverbs.QPSRTS))
+	p.state.Store(uint32(driver.QPSRTS))
 	c.qps.Set(7, p)
 	return q, p
 }
@@ -55,7 +54,7 @@ func FuzzPoll(f *testing.F) {
 			v := binary.LittleEndian.Uint32(q.buf[i*32+12:])
 			binary.LittleEndian.PutUint32(q.buf[i*32+12:], v&0xff000000|7*(v&1))
 		}
-		wc := make([]uverbs.WC, int(n%16)+1)
+		wc := make([]driver.WC, int(n%16)+1)
 		got, _ := q.Poll(wc)
 		if got > len(wc) || got < 0 {
 			t.Fatalf("Poll: %d of %d", got, len(wc))
@@ -79,20 +78,20 @@ func TestCommitRefusesShortResponses(t *testing.T) {
 	if _, err := c.PrepareCQ(&driver.CQRequest{CQE: 1001}); err == nil {
 		t.Error("a CQ deeper than max_cqe was prepared")
 	}
-	caps := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
-	pq, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
+	caps := driver.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
+	pq, err := c.PrepareQP(&driver.QPRequest{Type: driver.QPTypeRC, Cap: caps})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pq.Commit(nil, &driver.QPCore{}, make([]byte, 4)); err == nil {
 		t.Error("a CREATE_QP response of 4 bytes was taken")
 	}
-	pq, _ = c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
-	if _, err := pq.Commit(nil, &driver.QPCore{Cap: uverbs.QPCap{MaxRecvWR: 1 << 20, MaxRecvSGE: 2}}, make([]byte, qpRespLen)); err == nil {
+	pq, _ = c.PrepareQP(&driver.QPRequest{Type: driver.QPTypeRC, Cap: caps})
+	if _, err := pq.Commit(nil, &driver.QPCore{Cap: driver.QPCap{MaxRecvWR: 1 << 20, MaxRecvSGE: 2}}, make([]byte, qpRespLen)); err == nil {
 		t.Error("a receive queue larger than the one allocated was taken")
 	}
-	for _, cp := range []uverbs.QPCap{{MaxSendSGE: 65}, {MaxRecvSGE: 65}, {MaxSendWR: 0x8001}, {MaxRecvWR: 4}} {
-		if _, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: cp}); err == nil {
+	for _, cp := range []driver.QPCap{{MaxSendSGE: 65}, {MaxRecvSGE: 65}, {MaxSendWR: 0x8001}, {MaxRecvWR: 4}} {
+		if _, err := c.PrepareQP(&driver.QPRequest{Type: driver.QPTypeRC, Cap: cp}); err == nil {
 			t.Errorf("a QP with caps %+v was prepared", cp)
 		}
 	}

@@ -47,7 +47,7 @@ func (provider) Info() driver.Info {
 		// hns_roce sets uverbs_abi_ver 1 and has never changed it; libhns accepts any, gorping
 		// only the one it was checked against (the oracle's and the model's devices).
 		Driver: hnsDriver, DriverID: hnsDriverID, ABIMin: hnsABI, ABIMax: hnsABI,
-		Transport: uverbs.TransportIB,
+		Transport: driver.TransportIB,
 		// The RDMA device's parent is the PCI function the hns3 Ethernet driver owns.
 		Sysfs: driver.SysfsMatch{BusDrivers: []string{"hns3"}},
 		// None: doorbells and the CQ arm are stores to the UAR page.

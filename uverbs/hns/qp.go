@@ -11,7 +11,6 @@ import (
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
@@ -60,7 +59,7 @@ type rinl struct {
 // two SGEs, receive WQEs of a power of two of 16-byte segments (HIP08 reserves one to end
 // the list); allocates them in one buffer and the doorbell records.
 func (c *context) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) {
-	if req.Type != uverbs.QPTypeRC {
+	if req.Type != driver.QPTypeRC {
 		return nil, fmt.Errorf("hns: QP type %d not supported by gorping (RC only): %w", req.Type, unix.EOPNOTSUPP)
 	}
 	cp := &req.Cap
@@ -173,7 +172,7 @@ func (p *pendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byt
 			q.rinl[i] = rinl{addr: make([]uint64, core.Cap.MaxRecvSGE), len: make([]uint32, core.Cap.MaxRecvSGE)}
 		}
 	}
-	q.state.Store(uint32(uverbs.QPSReset))
+	q.state.Store(uint32(driver.QPSReset))
 	p.c.qps.Set(q.qpn, q)
 	return q, nil
 }
@@ -197,18 +196,18 @@ type qp struct {
 	rsv            uint32
 	maxInline      uint32
 	sl             uint8
-	pathMTU        uverbs.MTU
+	pathMTU        driver.MTU
 	state          atomic.Uint32
 	stage          [2]uint32 // the doorbell, staged 8-byte aligned
 	closed         bool
 }
 
-// Modified (uverbs.QPAttrObserver) keeps what posting needs of the attributes (state,
+// Modified (driver.QPAttrObserver) keeps what posting needs of the attributes (state,
 // SL, path MTU); a QP reset forgets its CQEs and starts its queues over, as libhns does.
-func (q *qp) Modified(attr *uverbs.QPAttr, mask uverbs.QPAttrMask) error {
-	if mask&uverbs.QPAttrState != 0 {
+func (q *qp) Modified(attr *driver.QPAttr, mask driver.QPAttrMask) error {
+	if mask&driver.QPAttrState != 0 {
 		q.state.Store(uint32(attr.State))
-		if attr.State == uverbs.QPSReset {
+		if attr.State == driver.QPSReset {
 			q.recvCQ.clean(q.qpn)
 			if q.sendCQ != q.recvCQ {
 				q.sendCQ.clean(q.qpn)
@@ -220,10 +219,10 @@ func (q *qp) Modified(attr *uverbs.QPAttr, mask uverbs.QPAttrMask) error {
 			q.sq.mu.Unlock()
 		}
 	}
-	if mask&uverbs.QPAttrAV != 0 {
+	if mask&driver.QPAttrAV != 0 {
 		q.sl = attr.AH.SL
 	}
-	if mask&uverbs.QPAttrPathMTU != 0 {
+	if mask&driver.QPAttrPathMTU != 0 {
 		q.pathMTU = attr.PathMTU
 	}
 	return nil
@@ -235,35 +234,35 @@ func (q *qp) Modified(attr *uverbs.QPAttr, mask uverbs.QPAttrMask) error {
 func (q *qp) toError() {
 	q.sq.mu.Lock()
 	q.rq.mu.Lock()
-	req := modifyQPCmd{QPHandle: q.handle, AttrMask: uint32(uverbs.QPAttrState), QPState: uint8(uverbs.QPSErr)}
+	req := modifyQPCmd{QPHandle: q.handle, AttrMask: uint32(driver.QPAttrState), QPState: uint8(driver.QPSErr)}
 	q.c.cmd.Write(cmdModifyQP, wire.Bytes(&req), nil)
 	q.rq.mu.Unlock()
 	q.sq.mu.Unlock()
-	q.state.Store(uint32(uverbs.QPSErr))
+	q.state.Store(uint32(driver.QPSErr))
 }
 
-func mtuBytes(m uverbs.MTU) uint32 {
-	if m < uverbs.MTU256 || m > uverbs.MTU4096 {
+func mtuBytes(m driver.MTU) uint32 {
+	if m < driver.MTU256 || m > driver.MTU4096 {
 		return 0
 	}
 	return 128 << m
 }
 
-var wqeOps = map[uverbs.WROpcode]uint32{uverbs.WRSend: opSend, uverbs.WRSendWithImm: opSendImm, uverbs.WRRDMAWrite: opWrite,
-	uverbs.WRRDMAWriteWithImm: opWriteImm, uverbs.WRRDMARead: opRead}
+var wqeOps = map[driver.WROpcode]uint32{driver.WRSend: opSend, driver.WRSendWithImm: opSendImm, driver.WRRDMAWrite: opWrite,
+	driver.WRRDMAWriteWithImm: opWriteImm, driver.WRRDMARead: opRead}
 
 // PostSend posts one work request and rings the send doorbell (then writes the send
 // queue's head to its record). It allocates nothing.
-func (q *qp) PostSend(wr *uverbs.SendWR) error {
-	switch uverbs.QPState(q.state.Load()) {
-	case uverbs.QPSReset, uverbs.QPSInit, uverbs.QPSRTR:
+func (q *qp) PostSend(wr *driver.SendWR) error {
+	switch driver.QPState(q.state.Load()) {
+	case driver.QPSReset, driver.QPSInit, driver.QPSRTR:
 		return errState
 	}
 	sq := &q.sq
 	sq.mu.Lock()
 	if q.closed {
 		sq.mu.Unlock()
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	err := q.post(wr)
 	if err == nil {
@@ -275,7 +274,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 		}
 	}
 	sq.mu.Unlock()
-	if uverbs.QPState(q.state.Load()) == uverbs.QPSErr {
+	if driver.QPState(q.state.Load()) == driver.QPSErr {
 		q.toError()
 	}
 	return err
@@ -283,7 +282,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 
 // post writes the send WQE at the head (set_rc_wqe): the fields libhns writes, the rest
 // of the WQE as it was, the owner bit of the lap last. sq.mu held.
-func (q *qp) post(wr *uverbs.SendWR) error {
+func (q *qp) post(wr *driver.SendWR) error {
 	sq := &q.sq
 	if sq.head-sq.tail >= sq.maxPost {
 		return errFull
@@ -295,7 +294,7 @@ func (q *qp) post(wr *uverbs.SendWR) error {
 	if !ok {
 		return errBadOpcode
 	}
-	inline := wr.Flags&uverbs.SendInline != 0
+	inline := wr.Flags&driver.SendInline != 0
 	total := uint32(0)
 	for i := range wr.SGE {
 		total += wr.SGE[i].Length
@@ -305,13 +304,13 @@ func (q *qp) post(wr *uverbs.SendWR) error {
 	sq.wrid[idx] = wr.ID
 	w := le.Uint32(wqe[wqeByte4:])
 	w &^= wqeCQE | wqeFence | wqeSE | wqeInline | wqeSO | wqeOpMask
-	if wr.Flags&uverbs.SendSignaled != 0 {
+	if wr.Flags&driver.SendSignaled != 0 {
 		w |= wqeCQE
 	}
-	if wr.Flags&uverbs.SendFence != 0 {
+	if wr.Flags&driver.SendFence != 0 {
 		w |= wqeFence
 	}
-	if wr.Flags&uverbs.SendSolicited != 0 {
+	if wr.Flags&driver.SendSolicited != 0 {
 		w |= wqeSE
 	}
 	if inline {
@@ -398,7 +397,7 @@ func (q *qp) post(wr *uverbs.SendWR) error {
 // does not wrap at the area's end: libhns' fill_ext_sge_inl_data means to, but its bound
 // is the area's start (sge_cnt & (sge_cnt-1) is 0), so it copies straight on, into the
 // receive queue's pages if it must; gorping writes the same bytes (within the buffer).
-func (q *qp) copyExtInline(at uint32, sges []uverbs.SGE) {
+func (q *qp) copyExtInline(at uint32, sges []driver.SGE) {
 	dst := q.mem.Bytes()[q.sgeOff+int(at)*sgeSize:]
 	for i := range sges {
 		dst = dst[copy(dst, providerkit.UserBytes(sges[i].Addr, sges[i].Length)):]
@@ -408,23 +407,23 @@ func (q *qp) copyExtInline(at uint32, sges []uverbs.SGE) {
 // PostRecv posts one receive WQE (its non-empty SGEs, then the reserved one or zeros)
 // and writes the receive queue's head to its record (or rings its doorbell). It
 // allocates nothing.
-func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
+func (q *qp) PostRecv(wr *driver.RecvWR) error {
 	rq := &q.rq
 	rq.mu.Lock()
 	err := q.postRecv(wr)
 	rq.mu.Unlock()
-	if err == nil && uverbs.QPState(q.state.Load()) == uverbs.QPSErr {
+	if err == nil && driver.QPState(q.state.Load()) == driver.QPSErr {
 		q.toError()
 	}
 	return err
 }
 
-func (q *qp) postRecv(wr *uverbs.RecvWR) error {
+func (q *qp) postRecv(wr *driver.RecvWR) error {
 	rq := &q.rq
 	if q.closed {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
-	if uverbs.QPState(q.state.Load()) == uverbs.QPSReset {
+	if driver.QPState(q.state.Load()) == driver.QPSReset {
 		return errRecvState
 	}
 	if rq.cnt == 0 || rq.head-rq.tail >= rq.maxPost {
@@ -474,7 +473,7 @@ func (q *qp) postRecv(wr *uverbs.RecvWR) error {
 
 // pollSend completes the send WQE a CQE names; with not every WR signaled, the CQE's
 // index says how many WQEs it completes.
-func (q *qp) pollSend(wc *uverbs.WC, e []byte, w, op uint32) {
+func (q *qp) pollSend(wc *driver.WC, e []byte, w, op uint32) {
 	sq := &q.sq
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
@@ -485,9 +484,9 @@ func (q *qp) pollSend(wc *uverbs.WC, e []byte, w, op uint32) {
 	sq.tail++
 	switch op {
 	case opSendImm, opWriteImm:
-		wc.Flags = uverbs.WCFlagWithImm
+		wc.Flags = driver.WCFlagWithImm
 	case 0xb: // LOCAL_INV
-		wc.Flags = uverbs.WCFlagWithInv
+		wc.Flags = driver.WCFlagWithInv
 	case opRead, 6, 7:
 		wc.ByteLen = le.Uint32(e[cqeByteCnt:])
 	}
@@ -498,7 +497,7 @@ func (q *qp) pollSend(wc *uverbs.WC, e []byte, w, op uint32) {
 
 // pollRecv completes the oldest receive; an inline receive (the engine wrote the data
 // into the WQE) is copied to the WQE's buffers. false: they are too short.
-func (q *qp) pollRecv(wc *uverbs.WC, e []byte, w, op uint32) bool {
+func (q *qp) pollRecv(wc *driver.WC, e []byte, w, op uint32) bool {
 	rq := &q.rq
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
@@ -542,5 +541,5 @@ func (q *qp) Describe() string {
 	q.sq.mu.Lock()
 	defer q.sq.mu.Unlock()
 	return fmt.Sprintf("hns QP %d: send queue %d WQEs (head %d, tail %d, %d extended SGEs), receive queue %d WQEs of %d segments, caps %#x, state %v",
-		q.qpn, q.sq.cnt, q.sq.head, q.sq.tail, q.sgeCnt, q.rq.cnt, q.rq.maxGS, q.flags, uverbs.QPState(q.state.Load()))
+		q.qpn, q.sq.cnt, q.sq.head, q.sq.tail, q.sgeCnt, q.rq.cnt, q.rq.maxGS, q.flags, driver.QPState(q.state.Load()))
 }

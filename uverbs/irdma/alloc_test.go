@@ -8,6 +8,7 @@ import (
 	"github.com/gorping/gorping/test/irdmaoracle"
 	"github.com/gorping/gorping/test/oracle"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 // The data path (PostSend, PostRecv, Poll, Arm) must not allocate: it runs per message.
@@ -27,8 +28,8 @@ func TestDataPathAllocs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		caps := uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
-		qp, err := pd.CreateQP(uverbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: uverbs.QPTypeRC, Cap: caps})
+		caps := driver.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+		qp, err := pd.CreateQP(uverbs.QPInitAttr{SendCQ: cq, RecvCQ: cq, Type: driver.QPTypeRC, Cap: caps})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +39,7 @@ func TestDataPathAllocs(t *testing.T) {
 			}
 		}
 		buf, _ := uverbs.NewBuffer(4096)
-		mr, err := pd.RegMR(buf, uverbs.AccessLocalWrite)
+		mr, err := pd.RegMR(buf, driver.AccessLocalWrite)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,17 +70,17 @@ func TestDataPathAllocs(t *testing.T) {
 				slot, valid = 0, valid^1
 			}
 		}
-		sge := []uverbs.SGE{{Addr: buf.Addr(), Length: 16, LKey: mr.LKey}}
-		swr := &uverbs.SendWR{ID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGE: sge}
-		rwr := &uverbs.RecvWR{ID: 2, SGE: sge}
-		wc := make([]uverbs.WC, 4)
+		sge := []driver.SGE{{Addr: buf.Addr(), Length: 16, LKey: mr.LKey}}
+		swr := &driver.SendWR{ID: 1, Opcode: driver.WRSend, Flags: driver.SendSignaled, SGE: sge}
+		rwr := &driver.RecvWR{ID: 2, SGE: sge}
+		wc := make([]driver.WC, 4)
 		for name, f := range map[string]func(){
 			"PostSend+Poll": func() {
 				if err := qp.PostSend(swr); err != nil {
 					t.Fatal(err)
 				}
 				complete(true)
-				if n, _ := cq.Poll(wc); n != 1 || wc[0].Status != uverbs.WCSuccess {
+				if n, _ := cq.Poll(wc); n != 1 || wc[0].Status != driver.WCSuccess {
 					t.Fatalf("Poll found no send completion (%d, %v)", n, wc[0].Status)
 				}
 			},

@@ -10,7 +10,6 @@ import (
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
@@ -30,7 +29,7 @@ func (c *context) PrepareCQ(req *driver.CQRequest) (driver.PendingCQ, error) {
 	if req.CQE < 1 || req.CQE > int(c.attrs.MaxHwCQSize) {
 		return nil, fmt.Errorf("irdma: CQ depth %d out of range (1..%d): %w", req.CQE, c.attrs.MaxHwCQSize, unix.EINVAL)
 	}
-	if req.Flags&uverbs.CQTimestamps != 0 {
+	if req.Flags&driver.CQTimestamps != 0 {
 		return nil, fmt.Errorf("irdma: completion timestamps are not supported by gorping's irdma provider: %w", unix.EOPNOTSUPP)
 	}
 	size := cqEntries(req.CQE)
@@ -134,13 +133,13 @@ type cq struct {
 }
 
 // Error statuses of a flushed WQE by the minor code (irdma_flush_err_to_ib_wc_status).
-var flushStatus = [...]uverbs.WCStatus{1: uverbs.WCWRFlushErr, 2: uverbs.WCLocProtErr, 3: uverbs.WCRemAccessErr,
-	4: uverbs.WCLocQPOpErr, 5: uverbs.WCRemOpErr, 6: uverbs.WCLocLenErr, 7: uverbs.WCFatalErr, 8: uverbs.WCRetryExcErr,
-	9: uverbs.WCMWBindErr, 10: uverbs.WCRemInvReqErr}
+var flushStatus = [...]driver.WCStatus{1: driver.WCWRFlushErr, 2: driver.WCLocProtErr, 3: driver.WCRemAccessErr,
+	4: driver.WCLocQPOpErr, 5: driver.WCRemOpErr, 6: driver.WCLocLenErr, 7: driver.WCFatalErr, 8: driver.WCRetryExcErr,
+	9: driver.WCMWBindErr, 10: driver.WCRemInvReqErr}
 
-func flushWCStatus(minor uint64) uverbs.WCStatus {
+func flushWCStatus(minor uint64) driver.WCStatus {
 	if minor == 0 || minor >= uint64(len(flushStatus)) {
-		return uverbs.WCFatalErr
+		return driver.WCFatalErr
 	}
 	return flushStatus[minor]
 }
@@ -153,11 +152,11 @@ const (
 )
 
 // Poll returns up to len(wc) completions. It allocates nothing.
-func (q *cq) Poll(wc []uverbs.WC) (int, error) {
+func (q *cq) Poll(wc []driver.WC) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.buf == nil {
-		return 0, uverbs.ErrClosed
+		return 0, driver.ErrClosed
 	}
 	n := 0
 	// At most one lap of CQEs per poll: CQEs that all look valid but complete nothing (a
@@ -182,7 +181,7 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 // CQE (moves the head and writes it to the shadow area) unless it is a flush CQE with
 // WQEs left to flush, which is read again for the next one. consumed counts the CQE
 // slots the head moved. q.mu held.
-func (q *cq) pollOne(wc *uverbs.WC) (result int, consumed uint32) {
+func (q *cq) pollOne(wc *driver.WC) (result int, consumed uint32) {
 	cqe := q.buf[q.head*cqeSize : (q.head+1)*cqeSize]
 	w3 := providerkit.Load64(cqe, cqeWord3)
 	if w3>>63 != q.polarity {
@@ -235,7 +234,7 @@ func (q *cq) pollOne(wc *uverbs.WC) (result int, consumed uint32) {
 	if result == cqeGot {
 		wc.QPNum, wc.SrcQP = qpID, qpID
 		if failed {
-			wc.Status = uverbs.WCGeneralErr
+			wc.Status = driver.WCGeneralErr
 			if flushed {
 				wc.Status = flushWCStatus(minor)
 			}
@@ -244,7 +243,7 @@ func (q *cq) pollOne(wc *uverbs.WC) (result int, consumed uint32) {
 		}
 		if immValid {
 			wc.Imm = bits.ReverseBytes32(imm) // WC.Imm is in network order in memory
-			wc.Flags |= uverbs.WCFlagWithImm
+			wc.Flags |= driver.WCFlagWithImm
 		}
 		if flushed && more {
 			moveHead = false
@@ -274,7 +273,7 @@ func (q *cq) advance() {
 
 // pollRecv completes the receive a CQE names (or, failed, the oldest the QP has); more:
 // WQEs are left after it, tail: the ring's tail then.
-func (q *cq) pollRecv(qp *qp, wc *uverbs.WC, w0, w2, w3 uint64, failed bool) (result int, more bool, tail uint32) {
+func (q *cq) pollRecv(qp *qp, wc *driver.WC, w0, w2, w3 uint64, failed bool) (result int, more bool, tail uint32) {
 	rq := &qp.rq
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
@@ -289,12 +288,12 @@ func (q *cq) pollRecv(qp *qp, wc *uverbs.WC, w0, w2, w3 uint64, failed bool) (re
 		q.lastErr = fmt.Sprintf("receive CQE for WQE %d of QP %d, whose queue has %d", idx, qp.qpID, rq.size)
 		idx = rq.tail
 	}
-	*wc = uverbs.WC{WRID: rq.wrid[idx], Opcode: uverbs.WCRecv, ByteLen: uint32(w0)}
+	*wc = driver.WC{WRID: rq.wrid[idx], Opcode: driver.WCRecv, ByteLen: uint32(w0)}
 	if op := w3 >> cqeOpShift & 0x3f; op == ibOpWriteOnlyImm || op == ibOpWriteLastImm {
-		wc.Opcode = uverbs.WCRecvRDMAWithImm
+		wc.Opcode = driver.WCRecvRDMAWithImm
 	}
 	if w3&cqeStag != 0 {
-		wc.Flags |= uverbs.WCFlagWithInv
+		wc.Flags |= driver.WCFlagWithInv
 		wc.Imm = uint32(w2)
 	}
 	rq.tail = (idx + 1) % rq.size
@@ -304,7 +303,7 @@ func (q *cq) pollRecv(qp *qp, wc *uverbs.WC, w0, w2, w3 uint64, failed bool) (re
 // pollSend completes the send WQE a CQE names (the unsignaled ones before it complete
 // silently), or, flushed, the oldest the QP has that is not a NOP; more and tail as
 // pollRecv's.
-func (q *cq) pollSend(qp *qp, wc *uverbs.WC, w3 uint64, flushed bool) (result int, more bool, tail uint32) {
+func (q *cq) pollSend(qp *qp, wc *driver.WC, w3 uint64, flushed bool) (result int, more bool, tail uint32) {
 	sq := &qp.sq
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
@@ -312,12 +311,12 @@ func (q *cq) pollSend(qp *qp, wc *uverbs.WC, w3 uint64, flushed bool) (result in
 	if !flushed {
 		idx := uint32(w3>>cqeWQEIdxShift&cqeWQEIdxMask) % sq.size
 		t := &sq.trk[idx]
-		*wc = uverbs.WC{WRID: t.wrid, Opcode: sendWCOpcode(uint8(w3 >> cqeOpShift & 0x3f))}
+		*wc = driver.WC{WRID: t.wrid, Opcode: sendWCOpcode(uint8(w3 >> cqeOpShift & 0x3f))}
 		if w3&cqeError == 0 {
 			wc.ByteLen = t.length
 		}
 		if wc.Opcode == 0xff {
-			wc.Opcode, wc.Status = uverbs.WCSend, uverbs.WCGeneralErr
+			wc.Opcode, wc.Status = driver.WCSend, driver.WCGeneralErr
 		}
 		sq.tail = (idx + uint32(max(t.quanta, 1))) % sq.size
 		return cqeGot, false, 0
@@ -326,7 +325,7 @@ func (q *cq) pollSend(qp *qp, wc *uverbs.WC, w3 uint64, flushed bool) (result in
 		t := &sq.trk[sq.tail]
 		sq.tail = (sq.tail + uint32(max(t.quanta, 1))) % sq.size
 		if t.op != opNOP {
-			*wc = uverbs.WC{WRID: t.wrid, Opcode: sendWCOpcode(t.op), ByteLen: t.length}
+			*wc = driver.WC{WRID: t.wrid, Opcode: sendWCOpcode(t.op), ByteLen: t.length}
 			return cqeGot, false, 0
 		}
 	}
@@ -334,14 +333,14 @@ func (q *cq) pollSend(qp *qp, wc *uverbs.WC, w3 uint64, flushed bool) (result in
 }
 
 // sendWCOpcode is the completion opcode of a send WQE's operation (0xff: none).
-func sendWCOpcode(op uint8) uverbs.WCOpcode {
+func sendWCOpcode(op uint8) driver.WCOpcode {
 	switch op {
 	case opRDMAWrite, opWriteSol:
-		return uverbs.WCRDMAWrite
+		return driver.WCRDMAWrite
 	case opRDMARead:
-		return uverbs.WCRDMARead
+		return driver.WCRDMARead
 	case opSend, opSendSol, 0x04, 0x06: // and the SEND_INV forms
-		return uverbs.WCSend
+		return driver.WCSend
 	}
 	return 0xff
 }
@@ -353,7 +352,7 @@ func (q *cq) Arm(solicitedOnly bool) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.buf == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	switch {
 	case !q.isArmed, q.armSol && !solicitedOnly:

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/gorping/gorping/internal/umem"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 )
 
@@ -55,7 +54,7 @@ func FuzzPoll(f *testing.F) {
 				binary.LittleEndian.PutUint64(q.buf[i*32+8:], v&1)
 			}
 		}
-		wc := make([]uverbs.WC, int(n%16)+1)
+		wc := make([]driver.WC, int(n%16)+1)
 		got, err := q.Poll(wc)
 		if err != nil || got > len(wc) {
 			t.Fatalf("Poll: %d of %d, %v", got, len(wc), err)
@@ -83,15 +82,15 @@ func TestCommitRefusesShortResponses(t *testing.T) {
 	if _, err := c.PrepareCQ(&driver.CQRequest{CQE: 101}); err == nil {
 		t.Error("a CQ deeper than max_hw_cq_size was prepared")
 	}
-	caps := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
-	pq, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
+	caps := driver.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
+	pq, err := c.PrepareQP(&driver.QPRequest{Type: driver.QPTypeRC, Cap: caps})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pq.Commit(nil, &driver.QPCore{}, make([]byte, 4)); err == nil {
 		t.Error("a CREATE_QP response of 4 bytes was taken")
 	}
-	pq, _ = c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
+	pq, _ = c.PrepareQP(&driver.QPRequest{Type: driver.QPTypeRC, Cap: caps})
 	iwarp := make([]byte, qpRespLen)
 	binary.LittleEndian.PutUint32(iwarp[4:], 4)
 	binary.LittleEndian.PutUint32(iwarp[8:], 4)
@@ -99,15 +98,15 @@ func TestCommitRefusesShortResponses(t *testing.T) {
 	if _, err := pq.Commit(nil, &driver.QPCore{}, iwarp); err == nil {
 		t.Error("an iWARP QP (lsmm) was taken")
 	}
-	pq, _ = c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: caps})
+	pq, _ = c.PrepareQP(&driver.QPRequest{Type: driver.QPTypeRC, Cap: caps})
 	big := make([]byte, qpRespLen)
 	binary.LittleEndian.PutUint32(big[4:], 1<<20)
 	binary.LittleEndian.PutUint32(big[8:], 4)
 	if _, err := pq.Commit(nil, &driver.QPCore{}, big); err == nil {
 		t.Error("a send queue larger than the one allocated was taken")
 	}
-	for _, cp := range []uverbs.QPCap{{MaxSendSGE: 14}, {MaxRecvSGE: 14}, {MaxInlineData: 102}, {MaxSendWR: 1 << 16}} {
-		if _, err := c.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC, Cap: cp}); err == nil {
+	for _, cp := range []driver.QPCap{{MaxSendSGE: 14}, {MaxRecvSGE: 14}, {MaxInlineData: 102}, {MaxSendWR: 1 << 16}} {
+		if _, err := c.PrepareQP(&driver.QPRequest{Type: driver.QPTypeRC, Cap: cp}); err == nil {
 			t.Errorf("a QP with caps %+v beyond the device's was prepared", cp)
 		}
 	}

@@ -37,7 +37,7 @@ type provider struct{}
 func (provider) Info() driver.Info {
 	return driver.Info{
 		Driver: irdmaDriver, DriverID: irdmaDriverID, ABIMin: irdmaABIOld, ABIMax: irdmaABI,
-		Transport: uverbs.TransportIB,
+		Transport: driver.TransportIB,
 		// The RDMA device's parent is the PCI function the Ethernet driver (ice) owns.
 		Sysfs: driver.SysfsMatch{BusDrivers: []string{"ice"}},
 		// None: doorbells and the CQ arm are stores to the doorbell page.
@@ -47,7 +47,7 @@ func (provider) Info() driver.Info {
 // NewContext runs GET_CONTEXT as libirdma does (ABI 5, again with 4 if the kernel
 // refuses), maps the doorbell page and allocates the PD the CQs' memory is registered on.
 func (provider) NewContext(dev driver.Device, cc driver.ContextCommander) (driver.Context, error) {
-	if dev.Transport == uverbs.TransportIWARP {
+	if dev.Transport == driver.TransportIWARP {
 		return nil, fmt.Errorf("irdma: %s runs iWARP; gorping's irdma provider drives RoCEv2 only (load irdma with roce_ena=1): %w", dev.Name, unix.EOPNOTSUPP)
 	}
 	req := uctxReq{UserspaceVer: irdmaABI}
@@ -121,7 +121,7 @@ func (c *context) regMR(pd uint32, addr uint64, length int, mr memRegReq) (uint3
 		core regMRCmd
 		drv  memRegReq
 	}
-	req.core = regMRCmd{Start: addr, Length: uint64(length), HcaVa: addr, PDHandle: pd, AccessFlags: uint32(uverbs.AccessLocalWrite)}
+	req.core = regMRCmd{Start: addr, Length: uint64(length), HcaVa: addr, PDHandle: pd, AccessFlags: uint32(driver.AccessLocalWrite)}
 	req.drv = mr
 	resp := make([]byte, unsafe.Sizeof(regMRCoreResp{}))
 	if err := c.cmd.Write(cmdRegMR, wire.Bytes(&req), resp); err != nil {
@@ -137,7 +137,7 @@ func (c *context) regMR(pd uint32, addr uint64, length int, mr memRegReq) (uint3
 func (c *context) deregMR(handle uint32) error {
 	req := deregMRCmd{MRHandle: handle}
 	err := c.cmd.Write(cmdDeregMR, wire.Bytes(&req), nil)
-	if errors.Is(err, uverbs.ErrClosed) {
+	if errors.Is(err, driver.ErrClosed) {
 		return nil
 	}
 	return err
@@ -166,7 +166,7 @@ func (c *context) PDUdata() ([]byte, int)           { return nil, pdRespLen }
 func (c *context) PDAllocated(uint32, []byte) error { return nil }
 
 // MRUdata: REG_MR of an application buffer carries reg_type MEM (8 bytes, no response).
-func (c *context) MRUdata(uverbs.AccessFlags) ([]byte, int) {
+func (c *context) MRUdata(driver.AccessFlags) ([]byte, int) {
 	return wire.Bytes(&memRegReq{RegType: memregTypeMem}), 0
 }
 func (c *context) MRRegistered(uint32, []byte) error { return nil }

@@ -11,7 +11,6 @@ import (
 	"github.com/gorping/gorping/internal/mmio"
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
@@ -89,7 +88,7 @@ func wqDepth(wr, shift, reserve, maxQuanta uint32) (uint32, error) {
 // and reserves the completion context its CQEs will carry. The WR counts the kernel is
 // told are the rings' sizes in WQEs.
 func (c *context) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) {
-	if req.Type != uverbs.QPTypeRC {
+	if req.Type != driver.QPTypeRC {
 		return nil, fmt.Errorf("irdma: QP type %d not supported by gorping (RC only): %w", req.Type, unix.EOPNOTSUPP)
 	}
 	cp := &req.Cap
@@ -205,11 +204,11 @@ type qp struct {
 }
 
 // SetState (driver.QPStateObserver): ERR refuses further posts, RESET takes them again.
-func (q *qp) SetState(s uverbs.QPState) error {
+func (q *qp) SetState(s driver.QPState) error {
 	switch s {
-	case uverbs.QPSErr:
+	case driver.QPSErr:
 		q.inError.Store(true)
-	case uverbs.QPSReset:
+	case driver.QPSReset:
 		q.inError.Store(false)
 	}
 	return nil
@@ -217,7 +216,7 @@ func (q *qp) SetState(s uverbs.QPState) error {
 
 // setFragment writes one 16-byte fragment (address, then length, STag and the valid
 // bit); g nil: an empty fragment with only the valid bit (irdma_set_fragment).
-func setFragment(wqe []byte, off int, g *uverbs.SGE, valid uint64) {
+func setFragment(wqe []byte, off int, g *driver.SGE, valid uint64) {
 	if g == nil {
 		le.PutUint64(wqe[off:], 0)
 		le.PutUint64(wqe[off+8:], valid<<63)
@@ -247,12 +246,12 @@ func quantaOfInline(n uint32) uint32 {
 // PostSend posts one work request and rings the send doorbell, as libirdma's
 // irdma_upost_send does after its chain, even when the request was refused. It allocates
 // nothing.
-func (q *qp) PostSend(wr *uverbs.SendWR) error {
+func (q *qp) PostSend(wr *driver.SendWR) error {
 	sq := &q.sq
 	sq.mu.Lock()
 	defer sq.mu.Unlock()
 	if q.closed {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	if q.inError.Load() {
 		return errState
@@ -263,33 +262,33 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 }
 
 // post writes one send WQE (sq.mu held).
-func (q *qp) post(wr *uverbs.SendWR) error {
+func (q *qp) post(wr *driver.SendWR) error {
 	var op uint8
 	imm := false
 	switch wr.Opcode {
-	case uverbs.WRSendWithImm:
+	case driver.WRSendWithImm:
 		if q.caps&capSendWithImm == 0 {
 			return errNoImm
 		}
 		imm = true
 		fallthrough
-	case uverbs.WRSend:
+	case driver.WRSend:
 		op = opSend
-		if wr.Flags&uverbs.SendSolicited != 0 {
+		if wr.Flags&driver.SendSolicited != 0 {
 			op = opSendSol
 		}
-	case uverbs.WRRDMAWriteWithImm:
+	case driver.WRRDMAWriteWithImm:
 		if q.caps&capWriteWithImm == 0 {
 			return errNoImm
 		}
 		imm = true
 		fallthrough
-	case uverbs.WRRDMAWrite:
+	case driver.WRRDMAWrite:
 		op = opRDMAWrite
-		if wr.Flags&uverbs.SendSolicited != 0 {
+		if wr.Flags&driver.SendSolicited != 0 {
 			op = opWriteSol
 		}
-	case uverbs.WRRDMARead:
+	case driver.WRRDMARead:
 		if uint32(len(wr.SGE)) > q.maxReadSGE {
 			return errReadSGE
 		}
@@ -304,7 +303,7 @@ func (q *qp) post(wr *uverbs.SendWR) error {
 	for i := range wr.SGE {
 		total += wr.SGE[i].Length
 	}
-	inline := wr.Flags&uverbs.SendInline != 0 && op != opRDMARead
+	inline := wr.Flags&driver.SendInline != 0 && op != opRDMARead
 	var quanta uint32
 	frags := len(wr.SGE)
 	if imm {
@@ -330,10 +329,10 @@ func (q *qp) post(wr *uverbs.SendWR) error {
 	wqe := sq.ring[idx*quantum : (idx+quanta)*quantum]
 	pol := sq.polarity
 	hdr := uint64(op)<<hdrOpcodeShift | pol<<63
-	if wr.Flags&uverbs.SendSignaled != 0 || q.sigAll {
+	if wr.Flags&driver.SendSignaled != 0 || q.sigAll {
 		hdr |= hdrSignaled
 	}
-	if wr.Flags&uverbs.SendFence != 0 {
+	if wr.Flags&driver.SendFence != 0 {
 		hdr |= hdrReadFence
 	}
 	if imm {
@@ -354,7 +353,7 @@ func (q *qp) post(wr *uverbs.SendWR) error {
 		addl := uint64(max(frags, 1) - 1)
 		i, off := 0, 32
 		if !imm {
-			var g *uverbs.SGE
+			var g *driver.SGE
 			if len(wr.SGE) > 0 {
 				g = &wr.SGE[0]
 			}
@@ -379,7 +378,7 @@ func (q *qp) post(wr *uverbs.SendWR) error {
 // copyInline copies the data the SGEs name into the WQE (irdma_copy_inline_data): 8
 // bytes in the first quantum (bytes 8 to 15), 31 in each further one, whose last byte
 // holds the valid bit (and the byte after the data in a last, partial quantum).
-func copyInline(wqe []byte, sges []uverbs.SGE, pol uint64) {
+func copyInline(wqe []byte, sges []driver.SGE, pol uint64) {
 	valid := byte(pol << inlineValidShift)
 	pos, room, first := 8, 8, true
 	for i := range sges {
@@ -464,12 +463,12 @@ func (q *qp) clearAhead(idx uint32) {
 
 // PostRecv posts one receive WQE. Receives need no doorbell: the device reads the
 // receive queue by the valid bits. It allocates nothing.
-func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
+func (q *qp) PostRecv(wr *driver.RecvWR) error {
 	rq := &q.rq
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
 	if q.closed {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	if q.inError.Load() {
 		return errState
@@ -488,7 +487,7 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 	rq.wrid[idx] = wr.ID
 	wqe := rq.ring[idx*rq.mult*quantum : (idx+1)*rq.mult*quantum]
 	pol := rq.polarity
-	var g *uverbs.SGE
+	var g *driver.SGE
 	if len(wr.SGE) > 0 {
 		g = &wr.SGE[0]
 	}

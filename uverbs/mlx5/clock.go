@@ -7,7 +7,7 @@ import (
 	"unsafe"
 )
 
-// Completion timestamps. A CQ created with uverbs.CQTimestamps
+// Completion timestamps. A CQ created with driver.CQTimestamps
 // (IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION) gets the device's clock in every CQE
 // (mlx5_cqe64.timestamp, big-endian). Which clock: mlx5_ib gives a QP whose CQs carry that
 // flag the free-running format (a cycle counter) and refuses to create the QP

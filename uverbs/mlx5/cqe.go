@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/gorping/gorping/internal/mmio"
-	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 // syndromeNames names the error CQE syndromes (MLX5_CQE_SYNDROME_*).
@@ -37,36 +37,36 @@ func SyndromeName(s uint8) string {
 }
 
 // syndromeStatus maps an error CQE syndrome to a completion status, as libmlx5 does.
-func syndromeStatus(s uint8) uverbs.WCStatus {
+func syndromeStatus(s uint8) driver.WCStatus {
 	switch s {
 	case 0x01:
-		return uverbs.WCLocLenErr
+		return driver.WCLocLenErr
 	case 0x02:
-		return uverbs.WCLocQPOpErr
+		return driver.WCLocQPOpErr
 	case 0x04:
-		return uverbs.WCLocProtErr
+		return driver.WCLocProtErr
 	case 0x05:
-		return uverbs.WCWRFlushErr
+		return driver.WCWRFlushErr
 	case 0x06:
-		return uverbs.WCMWBindErr
+		return driver.WCMWBindErr
 	case 0x10:
-		return uverbs.WCBadRespErr
+		return driver.WCBadRespErr
 	case 0x11:
-		return uverbs.WCLocAccessErr
+		return driver.WCLocAccessErr
 	case 0x12:
-		return uverbs.WCRemInvReqErr
+		return driver.WCRemInvReqErr
 	case 0x13:
-		return uverbs.WCRemAccessErr
+		return driver.WCRemAccessErr
 	case 0x14:
-		return uverbs.WCRemOpErr
+		return driver.WCRemOpErr
 	case 0x15:
-		return uverbs.WCRetryExcErr
+		return driver.WCRetryExcErr
 	case 0x16:
-		return uverbs.WCRNRRetryExcErr
+		return driver.WCRNRRetryExcErr
 	case 0x22:
-		return uverbs.WCRemAbortErr
+		return driver.WCRemAbortErr
 	}
-	return uverbs.WCGeneralErr
+	return driver.WCGeneralErr
 }
 
 // armWord is the CQ arm doorbell word: sequence number, command and consumer index.
@@ -172,11 +172,11 @@ func opOwn(cqe []byte) byte {
 
 // poll fills wc with up to len(wc) completions. It does not allocate unless an error CQE
 // is found.
-func (c *cqRing) poll(wc []uverbs.WC) (int, error) {
+func (c *cqRing) poll(wc []driver.WC) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.buf == nil {
-		return 0, uverbs.ErrClosed
+		return 0, driver.ErrClosed
 	}
 	n := 0
 	for n < len(wc) {
@@ -208,13 +208,13 @@ func (c *cqRing) poll(wc []uverbs.WC) (int, error) {
 
 // parse turns one CQE into *wc. It reports false for a CQE of a QP destroyed meanwhile
 // (libmlx5 removes those from the CQ when destroying the QP; skipping them is the same).
-func (c *cqRing) parse(cqe []byte, opcode byte, wc *uverbs.WC) (bool, error) {
+func (c *cqRing) parse(cqe []byte, opcode byte, wc *driver.WC) (bool, error) {
 	uidx := binary.BigEndian.Uint32(cqe[cqeSrqnUidx:]) & 0xffffff
 	q := c.table.get(uidx)
 	if q == nil {
 		return false, nil
 	}
-	*wc = uverbs.WC{QPNum: q.qpn}
+	*wc = driver.WC{QPNum: q.qpn}
 	if c.ts && opcode <= cqeRespSendInv {
 		wc.Timestamp = binary.BigEndian.Uint64(cqe[cqeTimestamp:])
 	}
@@ -229,20 +229,20 @@ func (c *cqRing) parse(cqe []byte, opcode byte, wc *uverbs.WC) (bool, error) {
 		s.tail.Store(s.wqeHead[idx] + 1)
 		switch cqe[cqeSopDropQpn] { // WQE opcode in the top byte
 		case opRDMAWrite:
-			wc.Opcode = uverbs.WCRDMAWrite
+			wc.Opcode = driver.WCRDMAWrite
 		case opRDMAWriteImm:
-			wc.Opcode, wc.Flags = uverbs.WCRDMAWrite, uverbs.WCFlagWithImm // as libmlx5 reports it
+			wc.Opcode, wc.Flags = driver.WCRDMAWrite, driver.WCFlagWithImm // as libmlx5 reports it
 		case opSend, opSendInval:
-			wc.Opcode = uverbs.WCSend
+			wc.Opcode = driver.WCSend
 		case opSendImm:
-			wc.Opcode, wc.Flags = uverbs.WCSend, uverbs.WCFlagWithImm
+			wc.Opcode, wc.Flags = driver.WCSend, driver.WCFlagWithImm
 		case opRDMARead:
-			wc.Opcode = uverbs.WCRDMARead
+			wc.Opcode = driver.WCRDMARead
 			wc.ByteLen = binary.BigEndian.Uint32(cqe[cqeByteCnt:])
 		case opAtomicCS:
-			wc.Opcode, wc.ByteLen = uverbs.WCCompSwap, 8
+			wc.Opcode, wc.ByteLen = driver.WCCompSwap, 8
 		case opAtomicFA:
-			wc.Opcode, wc.ByteLen = uverbs.WCFetchAdd, 8
+			wc.Opcode, wc.ByteLen = driver.WCFetchAdd, 8
 		}
 	case cqeRespWrImm, cqeRespSend, cqeRespSendImm, cqeRespSendInv:
 		r := q.rq
@@ -256,20 +256,20 @@ func (c *cqRing) parse(cqe []byte, opcode byte, wc *uverbs.WC) (bool, error) {
 		immRaw := binary.LittleEndian.Uint32(cqe[cqeImmInvalPkey:]) // network order as in memory
 		switch opcode {
 		case cqeRespWrImm:
-			wc.Opcode, wc.Flags, wc.Imm = uverbs.WCRecvRDMAWithImm, uverbs.WCFlagWithImm, immRaw
+			wc.Opcode, wc.Flags, wc.Imm = driver.WCRecvRDMAWithImm, driver.WCFlagWithImm, immRaw
 		case cqeRespSend:
-			wc.Opcode = uverbs.WCRecv
+			wc.Opcode = driver.WCRecv
 		case cqeRespSendImm:
-			wc.Opcode, wc.Flags, wc.Imm = uverbs.WCRecv, uverbs.WCFlagWithImm, immRaw
+			wc.Opcode, wc.Flags, wc.Imm = driver.WCRecv, driver.WCFlagWithImm, immRaw
 		case cqeRespSendInv:
-			wc.Opcode, wc.Flags = uverbs.WCRecv, uverbs.WCFlagWithInv
+			wc.Opcode, wc.Flags = driver.WCRecv, driver.WCFlagWithInv
 			wc.Imm = binary.BigEndian.Uint32(cqe[cqeImmInvalPkey:])
 		}
 		fr := binary.BigEndian.Uint32(cqe[cqeFlagsRqpn:])
 		wc.SrcQP = fr & 0xffffff
 		wc.SL = uint8(fr>>24) & 0xf
 		if (fr>>28)&3 != 0 {
-			wc.Flags |= uverbs.WCFlagGRH
+			wc.Flags |= driver.WCFlagGRH
 		}
 		wc.SLID = binary.BigEndian.Uint16(cqe[cqeSlid:])
 		wc.DLIDPathBits = cqe[cqeMlPath] & 0x7f
@@ -311,7 +311,7 @@ func (c *cqRing) arm(solicited bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.buf == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	w := armWord(c.armSN.Load(), solicited, c.ci)
 	storeBE32(&c.dbrec[dbrArm], w)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/gorping/gorping/internal/umem"
 	"github.com/gorping/gorping/internal/wire"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
@@ -19,7 +18,7 @@ func (c *context) PrepareCQ(req *driver.CQRequest) (driver.PendingCQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts := req.Flags&uverbs.CQTimestamps != 0
+	ts := req.Flags&driver.CQTimestamps != 0
 	if ts && c.clock == nil {
 		return nil, fmt.Errorf("mlx5: completion timestamps need the kernel's clock_info page, which %s's context lacks: %w", c.dev.Name, unix.EOPNOTSUPP)
 	}
@@ -82,7 +81,7 @@ type cq struct {
 	ring cqRing
 }
 
-func (q *cq) Poll(wc []uverbs.WC) (int, error) { return q.ring.poll(wc) }
+func (q *cq) Poll(wc []driver.WC) (int, error) { return q.ring.poll(wc) }
 func (q *cq) Arm(solicitedOnly bool) error     { return q.ring.arm(solicitedOnly) }
 func (q *cq) CompEvent()                       { q.ring.event() }
 
@@ -129,7 +128,7 @@ func (q *cq) Describe() string {
 // the SQ) and the doorbell record, and reserves the user index CQEs will carry. It raises
 // the core request's max_inline_data to what the WQE size allows, as libmlx5 does.
 func (c *context) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) {
-	if req.Type != uverbs.QPTypeRC && req.Type != uverbs.QPTypeUC {
+	if req.Type != driver.QPTypeRC && req.Type != driver.QPTypeUC {
 		return nil, fmt.Errorf("mlx5: QP type %d not supported by gorping (RC and UC only)", req.Type)
 	}
 	g, err := sizeQP(c.lim, int(req.Cap.MaxSendWR), int(req.Cap.MaxRecvWR), int(req.Cap.MaxSendSGE), int(req.Cap.MaxRecvSGE), int(req.Cap.MaxInlineData))
@@ -205,7 +204,7 @@ func (p *pendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byt
 	}
 	p.c.table.set(p.uidx, q)
 	// Report what the queues really take, as libmlx5 does.
-	core.Cap = uverbs.QPCap{
+	core.Cap = driver.QPCap{
 		MaxSendWR: uint32(g.sqMaxPost), MaxRecvWR: uint32(g.rqMaxPost),
 		MaxSendSGE: p.sendSGE, MaxRecvSGE: uint32(g.maxRecvSGE), MaxInlineData: uint32(g.maxInline),
 	}

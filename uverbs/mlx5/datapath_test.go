@@ -7,7 +7,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 	"golang.org/x/sys/unix"
 )
@@ -117,7 +116,7 @@ func TestWQEBytesAsLibmlx5Wrote(t *testing.T) {
 	const lkey = 0x110007
 	a := addrOf(data)
 
-	if err := tq.qp.PostRecv(&uverbs.RecvWR{ID: 1, SGE: []uverbs.SGE{{Addr: a, Length: 0x1000, LKey: lkey}}}); err != nil {
+	if err := tq.qp.PostRecv(&driver.RecvWR{ID: 1, SGE: []driver.SGE{{Addr: a, Length: 0x1000, LKey: lkey}}}); err != nil {
 		t.Fatal(err)
 	}
 	want := append([]byte{0, 0, 0x10, 0, 0, 0x11, 0, 7}, binary.BigEndian.AppendUint64(nil, a)...)
@@ -129,8 +128,8 @@ func TestWQEBytesAsLibmlx5Wrote(t *testing.T) {
 	}
 
 	sq := tq.buf[g.rqBytes:]
-	sge := []uverbs.SGE{{Addr: a, Length: 100, LKey: lkey}}
-	if err := tq.qp.PostSend(&uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGE: sge}); err != nil {
+	sge := []driver.SGE{{Addr: a, Length: 100, LKey: lkey}}
+	if err := tq.qp.PostSend(&driver.SendWR{ID: 2, Opcode: driver.WRSend, Flags: driver.SendSignaled, SGE: sge}); err != nil {
 		t.Fatal(err)
 	}
 	want = []byte{0, 0, 0, 0x0a, 0, 1, 0xa2, 2, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0x11, 0, 7}
@@ -146,7 +145,7 @@ func TestWQEBytesAsLibmlx5Wrote(t *testing.T) {
 		t.Errorf("UAR doorbell = % x, want % x", got, sq[:8])
 	}
 
-	if err := tq.qp.PostSend(&uverbs.SendWR{ID: 3, Opcode: uverbs.WRRDMAWrite, SGE: sge, RemoteAddr: 0x1122334455667788, RKey: 0xabcd}); err != nil {
+	if err := tq.qp.PostSend(&driver.SendWR{ID: 3, Opcode: driver.WRRDMAWrite, SGE: sge, RemoteAddr: 0x1122334455667788, RKey: 0xabcd}); err != nil {
 		t.Fatal(err)
 	}
 	w1 := sq[64:]
@@ -158,7 +157,7 @@ func TestWQEBytesAsLibmlx5Wrote(t *testing.T) {
 		t.Errorf("RDMA WRITE WQE = % x\nwant % x", got, want)
 	}
 
-	if err := tq.qp.PostSend(&uverbs.SendWR{ID: 5, Opcode: uverbs.WRRDMARead, SGE: sge, RemoteAddr: 0x1122334455667788, RKey: 0xabcd}); err != nil {
+	if err := tq.qp.PostSend(&driver.SendWR{ID: 5, Opcode: driver.WRRDMARead, SGE: sge, RemoteAddr: 0x1122334455667788, RKey: 0xabcd}); err != nil {
 		t.Fatal(err)
 	}
 	want[2], want[3], want[11] = 2, 0x10, 0
@@ -167,8 +166,8 @@ func TestWQEBytesAsLibmlx5Wrote(t *testing.T) {
 	}
 
 	copy(data, "0123456789abcdefghijklmn")
-	if err := tq.qp.PostSend(&uverbs.SendWR{ID: 4, Opcode: uverbs.WRSend, Flags: uverbs.SendInline | uverbs.SendSignaled,
-		SGE: []uverbs.SGE{{Addr: a, Length: 24}}}); err != nil {
+	if err := tq.qp.PostSend(&driver.SendWR{ID: 4, Opcode: driver.WRSend, Flags: driver.SendInline | driver.SendSignaled,
+		SGE: []driver.SGE{{Addr: a, Length: 24}}}); err != nil {
 		t.Fatal(err)
 	}
 	w2 := sq[3*64:]
@@ -176,13 +175,13 @@ func TestWQEBytesAsLibmlx5Wrote(t *testing.T) {
 	if got := w2[:len(want)]; !bytes.Equal(got, want) {
 		t.Errorf("inline SEND WQE = % x\nwant % x", got, want)
 	}
-	if err := tq.qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendInline, SGE: []uverbs.SGE{{Addr: a, Length: 125}}}); !errors.Is(err, errInlineLen) {
+	if err := tq.qp.PostSend(&driver.SendWR{Opcode: driver.WRSend, Flags: driver.SendInline, SGE: []driver.SGE{{Addr: a, Length: 125}}}); !errors.Is(err, errInlineLen) {
 		t.Errorf("inline of 125 bytes: %v", err)
 	}
-	if err := tq.qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRAtomicFetchAdd}); !errors.Is(err, errBadOpcode) {
+	if err := tq.qp.PostSend(&driver.SendWR{Opcode: driver.WRAtomicFetchAdd}); !errors.Is(err, errBadOpcode) {
 		t.Errorf("atomic: %v", err)
 	}
-	if err := tq.qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend, SGE: make([]uverbs.SGE, 2)}); !errors.Is(err, errTooManySGE) {
+	if err := tq.qp.PostSend(&driver.SendWR{Opcode: driver.WRSend, SGE: make([]driver.SGE, 2)}); !errors.Is(err, errTooManySGE) {
 		t.Errorf("two SGEs: %v", err)
 	}
 }
@@ -194,7 +193,7 @@ func TestBlueFlameAlternatesHalves(t *testing.T) {
 	sq := tq.buf[g.rqBytes:]
 	for i := 0; i < 3; i++ {
 		clear(tq.uar)
-		if err := tq.qp.PostSend(&uverbs.SendWR{ID: uint64(i), Opcode: uverbs.WRSend, SGE: []uverbs.SGE{{Addr: addrOf(data), Length: 8, LKey: 1}}}); err != nil {
+		if err := tq.qp.PostSend(&driver.SendWR{ID: uint64(i), Opcode: driver.WRSend, SGE: []driver.SGE{{Addr: addrOf(data), Length: 8, LKey: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 		off := bfOffset + (i%2)*0x100
@@ -216,13 +215,13 @@ func TestSQWrapsAndFills(t *testing.T) {
 	}
 	tq := newTestQP(t, g, 7, 0, 0)
 	data := mapAnon(t, 4096)
-	sge := []uverbs.SGE{{Addr: addrOf(data), Length: 1, LKey: 1}}
+	sge := []driver.SGE{{Addr: addrOf(data), Length: 1, LKey: 1}}
 	for i := 0; i < 2; i++ {
-		if err := tq.qp.PostSend(&uverbs.SendWR{ID: uint64(i), Opcode: uverbs.WRSend, SGE: sge}); err != nil {
+		if err := tq.qp.PostSend(&driver.SendWR{ID: uint64(i), Opcode: driver.WRSend, SGE: sge}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := tq.qp.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend, SGE: sge}); !errors.Is(err, driver.ErrQueueFull) {
+	if err := tq.qp.PostSend(&driver.SendWR{Opcode: driver.WRSend, SGE: sge}); !errors.Is(err, driver.ErrQueueFull) {
 		t.Fatalf("third post on a full SQ: %v", err)
 	}
 }
@@ -234,14 +233,14 @@ func TestArmWordAndSyndromes(t *testing.T) {
 	if w := armWord(5, true, 0x1234567); w != 1<<28|1<<24|0x234567 {
 		t.Errorf("armWord(5,true,..) = %#x", w)
 	}
-	if SyndromeName(0x13) != "REMOTE_ACCESS_ERR" || syndromeStatus(0x13) != uverbs.WCRemAccessErr {
+	if SyndromeName(0x13) != "REMOTE_ACCESS_ERR" || syndromeStatus(0x13) != driver.WCRemAccessErr {
 		t.Error("syndrome 0x13")
 	}
-	if SyndromeName(0x99) != "syndrome 0x99" || syndromeStatus(0x99) != uverbs.WCGeneralErr {
+	if SyndromeName(0x99) != "syndrome 0x99" || syndromeStatus(0x99) != driver.WCGeneralErr {
 		t.Errorf("unknown syndrome: %q", SyndromeName(0x99))
 	}
 	for s, name := range syndromeNames {
-		if syndromeStatus(s) == uverbs.WCGeneralErr {
+		if syndromeStatus(s) == driver.WCGeneralErr {
 			t.Errorf("syndrome %s maps to GENERAL", name)
 		}
 	}
@@ -259,11 +258,11 @@ func TestCQPollArm(t *testing.T) {
 	c := &cqRing{buf: buf, ncqe: 16, cqn: 0x40e, dbrec: (*[2]uint32)(unsafe.Pointer(&db[0])),
 		uarDB: unsafe.Pointer(&uar[cqDoorbellOffset]), table: tbl}
 	data := mapAnon(t, 4096)
-	sge := []uverbs.SGE{{Addr: addrOf(data), Length: 100, LKey: 1}}
-	tq.qp.PostRecv(&uverbs.RecvWR{ID: 77, SGE: sge})
-	tq.qp.PostSend(&uverbs.SendWR{ID: 88, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGE: sge})
+	sge := []driver.SGE{{Addr: addrOf(data), Length: 100, LKey: 1}}
+	tq.qp.PostRecv(&driver.RecvWR{ID: 77, SGE: sge})
+	tq.qp.PostSend(&driver.SendWR{ID: 88, Opcode: driver.WRSend, Flags: driver.SendSignaled, SGE: sge})
 
-	var wc [4]uverbs.WC
+	var wc [4]driver.WC
 	if n, err := c.poll(wc[:]); n != 0 || err != nil {
 		t.Fatalf("empty CQ: %d, %v", n, err)
 	}
@@ -283,10 +282,10 @@ func TestCQPollArm(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("poll = %d, %v", n, err)
 	}
-	if wc[0].WRID != 88 || wc[0].Opcode != uverbs.WCSend || wc[0].Status != 0 || wc[0].QPNum != 0x1a2 {
+	if wc[0].WRID != 88 || wc[0].Opcode != driver.WCSend || wc[0].Status != 0 || wc[0].QPNum != 0x1a2 {
 		t.Errorf("send completion %+v", wc[0])
 	}
-	if wc[1].WRID != 77 || wc[1].Opcode != uverbs.WCRecv || wc[1].ByteLen != 100 {
+	if wc[1].WRID != 77 || wc[1].Opcode != driver.WCRecv || wc[1].ByteLen != 100 {
 		t.Errorf("receive completion %+v", wc[1])
 	}
 	if got := dbrecWord(c.dbrec, dbrSetCI); got != 2 {
@@ -314,7 +313,7 @@ func TestCQPollArm(t *testing.T) {
 	var msg string
 	c.onError = func(s string) { msg = s }
 	n, err = c.poll(wc[:])
-	if err != nil || n != 1 || wc[0].Status != uverbs.WCRemAccessErr || wc[0].VendorErr != 0x88 || wc[0].WRID != 88 {
+	if err != nil || n != 1 || wc[0].Status != driver.WCRemAccessErr || wc[0].VendorErr != 0x88 || wc[0].WRID != 88 {
 		t.Fatalf("error CQE: %d %v %+v", n, err, wc[0])
 	}
 	if !bytes.Contains([]byte(msg), []byte("REMOTE_ACCESS_ERR (syndrome 0x13")) {

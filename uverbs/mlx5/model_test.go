@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorping/gorping/test/mlx5model"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/mlx5"
 )
 
@@ -27,8 +28,8 @@ type side struct {
 	bufs map[string]*uverbs.Buffer
 	mrs  map[string]*uverbs.MR
 	poll bool // busy-poll instead of waiting for events
-	wc   [4]uverbs.WC
-	have []uverbs.WC
+	wc   [4]driver.WC
+	have []driver.WC
 	// armed: an event is requested and not yet read. Like the product's loop, arm
 	// again only after reading that event; re-arming on every call would leave one
 	// unread event per arm in the channel (the kernel queues them all too).
@@ -36,12 +37,12 @@ type side struct {
 }
 
 const (
-	access = uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite
+	access = driver.AccessLocalWrite | driver.AccessRemoteRead | driver.AccessRemoteWrite
 	msgLen = 16
 )
 
 // page is the kernel page size the provider sees (0: this kernel's).
-func newSide(t testing.TB, nic *mlx5model.NIC, page, cqDepth int, cap uverbs.QPCap) *side {
+func newSide(t testing.TB, nic *mlx5model.NIC, page, cqDepth int, cap driver.QPCap) *side {
 	t.Helper()
 	s := &side{t: t, nic: nic, bufs: map[string]*uverbs.Buffer{}, mrs: map[string]*uverbs.MR{}}
 	var err error
@@ -57,7 +58,7 @@ func newSide(t testing.TB, nic *mlx5model.NIC, page, cqDepth int, cap uverbs.QPC
 	if s.cq, err = s.ctx.CreateCQ(cqDepth, s.ch, 0); err != nil {
 		t.Fatal(err)
 	}
-	if s.qp, err = s.pd.CreateQP(uverbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Type: uverbs.QPTypeRC, Cap: cap}); err != nil {
+	if s.qp, err = s.pd.CreateQP(uverbs.QPInitAttr{SendCQ: s.cq, RecvCQ: s.cq, Type: driver.QPTypeRC, Cap: cap}); err != nil {
 		t.Fatal(err)
 	}
 	for name, size := range map[string]int{"recv": msgLen, "send": msgLen, "rdma": 65536, "start": 65536} {
@@ -95,13 +96,13 @@ func connect(t testing.TB, a, b *side) {
 	for _, p := range [][2]*side{{a, b}, {b, a}} {
 		q, peer := p[0].qp, p[1].qp
 		steps := []struct {
-			attr uverbs.QPAttr
-			mask uverbs.QPAttrMask
+			attr driver.QPAttr
+			mask driver.QPAttrMask
 		}{
-			{uverbs.QPAttr{State: uverbs.QPSInit, PortNum: 1, AccessFlags: access}, 0x39},
-			{uverbs.QPAttr{State: uverbs.QPSRTR, PathMTU: uverbs.MTU1024, DestQPNum: peer.Num(), MaxDestRdAtomic: 1, MinRNRTimer: 12,
-				AH: uverbs.AHAttr{IsGlobal: 1, PortNum: 1}}, 0x129181},
-			{uverbs.QPAttr{State: uverbs.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}, 0x12e01},
+			{driver.QPAttr{State: driver.QPSInit, PortNum: 1, AccessFlags: access}, 0x39},
+			{driver.QPAttr{State: driver.QPSRTR, PathMTU: driver.MTU1024, DestQPNum: peer.Num(), MaxDestRdAtomic: 1, MinRNRTimer: 12,
+				AH: driver.AHAttr{IsGlobal: 1, PortNum: 1}}, 0x129181},
+			{driver.QPAttr{State: driver.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRdAtomic: 1}, 0x12e01},
 		}
 		for _, st := range steps {
 			if err := q.Modify(&st.attr, st.mask); err != nil {
@@ -113,7 +114,7 @@ func connect(t testing.TB, a, b *side) {
 
 // next returns the next completion: busy-polling, or (event mode) polling, arming,
 // re-polling and then sleeping on the completion channel.
-func (s *side) next() uverbs.WC {
+func (s *side) next() driver.WC {
 	s.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -155,16 +156,16 @@ func (s *side) next() uverbs.WC {
 	}
 }
 
-func (s *side) expect(op uverbs.WCOpcode, n uint32) {
+func (s *side) expect(op driver.WCOpcode, n uint32) {
 	s.t.Helper()
 	wc := s.next()
-	if wc.Status != uverbs.WCSuccess || wc.Opcode != op || (op != uverbs.WCSend && op != uverbs.WCRDMAWrite && wc.ByteLen != n) {
+	if wc.Status != driver.WCSuccess || wc.Opcode != op || (op != driver.WCSend && op != driver.WCRDMAWrite && wc.ByteLen != n) {
 		s.t.Fatalf("completion %+v, want %v of %d bytes", wc, op, n)
 	}
 }
 
-func (s *side) sge(name string, n int) []uverbs.SGE {
-	return []uverbs.SGE{{Addr: s.bufs[name].Addr(), Length: uint32(n), LKey: s.mrs[name].LKey}}
+func (s *side) sge(name string, n int) []driver.SGE {
+	return []driver.SGE{{Addr: s.bufs[name].Addr(), Length: uint32(n), LKey: s.mrs[name].LKey}}
 }
 
 // advert is rping's 16-byte message: buffer address, rkey, size (big-endian).
@@ -175,7 +176,7 @@ func (s *side) advert(name string, size int) {
 	binary.BigEndian.PutUint32(b[12:], uint32(size))
 }
 
-func (s *side) post(wr *uverbs.SendWR) {
+func (s *side) post(wr *driver.SendWR) {
 	s.t.Helper()
 	if err := s.qp.PostSend(wr); err != nil {
 		s.t.Fatal(err)
@@ -184,7 +185,7 @@ func (s *side) post(wr *uverbs.SendWR) {
 
 func (s *side) postRecv() {
 	s.t.Helper()
-	if err := s.qp.PostRecv(&uverbs.RecvWR{ID: 1, SGE: s.sge("recv", msgLen)}); err != nil {
+	if err := s.qp.PostRecv(&driver.RecvWR{ID: 1, SGE: s.sge("recv", msgLen)}); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -201,46 +202,46 @@ func pingPong(t *testing.T, client, server *side, count int) {
 		for j := range payload {
 			payload[j] = byte('A' + (i+j)%26)
 		}
-		inline := uverbs.SendSignaled
+		inline := driver.SendSignaled
 		if i%2 == 1 {
-			inline |= uverbs.SendInline // the inline path every other message
+			inline |= driver.SendInline // the inline path every other message
 		}
 		client.advert("start", size)
-		client.post(&uverbs.SendWR{ID: 10, Opcode: uverbs.WRSend, Flags: inline, SGE: client.sge("send", msgLen)})
-		client.expect(uverbs.WCSend, 0)
+		client.post(&driver.SendWR{ID: 10, Opcode: driver.WRSend, Flags: inline, SGE: client.sge("send", msgLen)})
+		client.expect(driver.WCSend, 0)
 
-		server.expect(uverbs.WCRecv, msgLen)
+		server.expect(driver.WCRecv, msgLen)
 		adv := server.bufs["recv"].Bytes()
 		raddr, rkey, n := binary.BigEndian.Uint64(adv), binary.BigEndian.Uint32(adv[8:]), int(binary.BigEndian.Uint32(adv[12:]))
 		if n != size {
 			t.Fatalf("ping %d: advert size %d, want %d", i, n, size)
 		}
 		server.postRecv()
-		server.post(&uverbs.SendWR{ID: 20, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled, SGE: server.sge("rdma", n), RemoteAddr: raddr, RKey: rkey})
-		server.expect(uverbs.WCRDMARead, uint32(n))
+		server.post(&driver.SendWR{ID: 20, Opcode: driver.WRRDMARead, Flags: driver.SendSignaled, SGE: server.sge("rdma", n), RemoteAddr: raddr, RKey: rkey})
+		server.expect(driver.WCRDMARead, uint32(n))
 		if !bytes.Equal(server.bufs["rdma"].Bytes()[:n], payload) {
 			t.Fatalf("ping %d: READ brought %q, want %q", i, server.bufs["rdma"].Bytes()[:n], payload)
 		}
-		server.post(&uverbs.SendWR{ID: 21, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled | uverbs.SendInline, SGE: server.sge("send", msgLen)})
-		server.expect(uverbs.WCSend, 0)
+		server.post(&driver.SendWR{ID: 21, Opcode: driver.WRSend, Flags: driver.SendSignaled | driver.SendInline, SGE: server.sge("send", msgLen)})
+		server.expect(driver.WCSend, 0)
 
-		client.expect(uverbs.WCRecv, msgLen)
+		client.expect(driver.WCRecv, msgLen)
 		client.postRecv()
 		clear(client.bufs["rdma"].Bytes()[:size])
 		client.advert("rdma", size)
-		client.post(&uverbs.SendWR{ID: 11, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGE: client.sge("send", msgLen)})
-		client.expect(uverbs.WCSend, 0)
+		client.post(&driver.SendWR{ID: 11, Opcode: driver.WRSend, Flags: driver.SendSignaled, SGE: client.sge("send", msgLen)})
+		client.expect(driver.WCSend, 0)
 
-		server.expect(uverbs.WCRecv, msgLen)
+		server.expect(driver.WCRecv, msgLen)
 		adv = server.bufs["recv"].Bytes()
 		raddr, rkey = binary.BigEndian.Uint64(adv), binary.BigEndian.Uint32(adv[8:])
 		server.postRecv()
-		server.post(&uverbs.SendWR{ID: 22, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled, SGE: server.sge("rdma", n), RemoteAddr: raddr, RKey: rkey})
-		server.expect(uverbs.WCRDMAWrite, 0)
-		server.post(&uverbs.SendWR{ID: 23, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGE: server.sge("send", msgLen)})
-		server.expect(uverbs.WCSend, 0)
+		server.post(&driver.SendWR{ID: 22, Opcode: driver.WRRDMAWrite, Flags: driver.SendSignaled, SGE: server.sge("rdma", n), RemoteAddr: raddr, RKey: rkey})
+		server.expect(driver.WCRDMAWrite, 0)
+		server.post(&driver.SendWR{ID: 23, Opcode: driver.WRSend, Flags: driver.SendSignaled, SGE: server.sge("send", msgLen)})
+		server.expect(driver.WCSend, 0)
 
-		client.expect(uverbs.WCRecv, msgLen)
+		client.expect(driver.WCRecv, msgLen)
 		client.postRecv()
 		if !bytes.Equal(client.bufs["rdma"].Bytes()[:size], payload) {
 			t.Fatalf("ping %d: echo %q, want %q", i, client.bufs["rdma"].Bytes()[:size], payload)
@@ -261,7 +262,7 @@ func TestModelPingPong(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: c.bf, PageSize: c.page})
 			// Small rings so that 10,000 pings wrap every ring many times.
-			cap := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}
+			cap := driver.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}
 			client, server := newSide(t, nic, c.page, 7, cap), newSide(t, nic, c.page, 7, cap)
 			client.poll, server.poll = c.poll, c.poll
 			connect(t, client, server)
@@ -310,22 +311,22 @@ func TestModelPingPong(t *testing.T) {
 // CQE's syndrome is named, and the QP's outstanding receive is flushed.
 func TestModelRemoteAccessError(t *testing.T) {
 	nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512})
-	cap := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}
+	cap := driver.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}
 	a, b := newSide(t, nic, 0, 7, cap), newSide(t, nic, 0, 7, cap)
 	defer a.close()
 	defer b.close()
 	connect(t, a, b)
 	a.postRecv()
-	a.post(&uverbs.SendWR{ID: 99, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled, SGE: a.sge("rdma", 64),
+	a.post(&driver.SendWR{ID: 99, Opcode: driver.WRRDMAWrite, Flags: driver.SendSignaled, SGE: a.sge("rdma", 64),
 		RemoteAddr: b.bufs["rdma"].Addr(), RKey: b.mrs["rdma"].RKey ^ 0xff00})
 	wc := a.next()
-	if wc.Status != uverbs.WCRemAccessErr || wc.WRID != 99 {
+	if wc.Status != driver.WCRemAccessErr || wc.WRID != 99 {
 		t.Fatalf("bad-rkey WRITE completed %+v, want REM_ACCESS_ERR for wr 99", wc)
 	}
 	if d := a.cq.Describe(); !strings.Contains(d, "REMOTE_ACCESS_ERR (syndrome 0x13") {
 		t.Errorf("CQ description does not name the syndrome: %s", d)
 	}
-	if wc := a.next(); wc.Status != uverbs.WCWRFlushErr || wc.WRID != 1 {
+	if wc := a.next(); wc.Status != driver.WCWRFlushErr || wc.WRID != 1 {
 		t.Errorf("outstanding receive completed %+v, want WR_FLUSH_ERR for wr 1", wc)
 	}
 	if errs := nic.Errors(); len(errs) != 1 || !strings.Contains(errs[0], "refused") {
@@ -338,12 +339,12 @@ func TestModelRemoteAccessError(t *testing.T) {
 // (a QP in ERR is flushed from them).
 func TestModelContextCloseReleasesObjects(t *testing.T) {
 	nic := mlx5model.NewForTest(t, mlx5model.Config{BfRegSize: 512})
-	cap := uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}
+	cap := driver.QPCap{MaxSendWR: 4, MaxRecvWR: 2, MaxSendSGE: 1, MaxRecvSGE: 1}
 	a, b := newSide(t, nic, 0, 7, cap), newSide(t, nic, 0, 7, cap)
 	defer b.close()
 	connect(t, a, b)
 	a.postRecv()
-	if err := a.qp.Modify(&uverbs.QPAttr{State: uverbs.QPSErr}, uverbs.QPAttrState); err != nil {
+	if err := a.qp.Modify(&driver.QPAttr{State: driver.QPSErr}, driver.QPAttrState); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.ctx.Close(); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorping/gorping/test/mlx5oracle"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/mlx5"
 	"golang.org/x/sys/unix"
 )
@@ -76,7 +77,7 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 		for i := range b.Bytes() {
 			b.Bytes()[i] = byte(i*7 + s.ID) // the harness's fill
 		}
-		mr, err := g.pd.RegMR(b, uverbs.AccessFlags(s.Access))
+		mr, err := g.pd.RegMR(b, driver.AccessFlags(s.Access))
 		if err != nil {
 			b.Free()
 			return fail(err)
@@ -95,9 +96,9 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 		if s.WithChannel {
 			ch = g.ch
 		}
-		var flags uverbs.CQFlags
+		var flags driver.CQFlags
 		if s.TS {
-			flags = uverbs.CQTimestamps
+			flags = driver.CQTimestamps
 		}
 		cq, err := g.ctx.CreateCQEx(s.CQE, ch, 0, flags) // flags 0: the legacy CREATE_CQ
 		if err != nil {
@@ -112,7 +113,7 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 		}
 		r.TSMask, r.HCAClock = a.CompletionTimestampMask, a.HCACoreClockKHz
 	case mlx5oracle.KPollTS:
-		wc := make([]uverbs.WC, s.N)
+		wc := make([]driver.WC, s.N)
 		n, err := g.cqs[s.ID].Poll(wc)
 		if err != nil {
 			return fail(err)
@@ -127,8 +128,8 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 				QPNum: w.QPNum, TS: w.Timestamp, NS: ns})
 		}
 	case mlx5oracle.KQP:
-		qp, err := g.pd.CreateQP(uverbs.QPInitAttr{SendCQ: g.cqs[s.SendCQ], RecvCQ: g.cqs[s.RecvCQ], Type: uverbs.QPTypeRC,
-			SigAll: s.SigAll, Cap: uverbs.QPCap{MaxSendWR: s.Caps.MaxSendWR, MaxRecvWR: s.Caps.MaxRecvWR,
+		qp, err := g.pd.CreateQP(uverbs.QPInitAttr{SendCQ: g.cqs[s.SendCQ], RecvCQ: g.cqs[s.RecvCQ], Type: driver.QPTypeRC,
+			SigAll: s.SigAll, Cap: driver.QPCap{MaxSendWR: s.Caps.MaxSendWR, MaxRecvWR: s.Caps.MaxRecvWR,
 				MaxSendSGE: s.Caps.MaxSendSGE, MaxRecvSGE: s.Caps.MaxRecvSGE, MaxInlineData: s.Caps.MaxInline}})
 		if err != nil {
 			return fail(err)
@@ -140,16 +141,16 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 		// The harness's fixed attributes.
 		q := g.qps[s.ID]
 		steps := []struct {
-			a uverbs.QPAttr
-			m uverbs.QPAttrMask
+			a driver.QPAttr
+			m driver.QPAttrMask
 		}{
-			{uverbs.QPAttr{State: uverbs.QPSInit, PortNum: 1, AccessFlags: uverbs.AccessLocalWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteWrite},
-				uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags},
-			{uverbs.QPAttr{State: uverbs.QPSRTR, PathMTU: uverbs.MTU1024, DestQPNum: 0x99, RQPSN: 0x1234, MaxDestRdAtomic: 1, MinRNRTimer: 12,
-				AH: uverbs.AHAttr{DLID: 2, PortNum: 1}},
-				uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN | uverbs.QPAttrMaxDestRdAtomic | uverbs.QPAttrMinRNRTimer},
-			{uverbs.QPAttr{State: uverbs.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: 0x5678, MaxRdAtomic: 1},
-				uverbs.QPAttrState | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrSQPSN | uverbs.QPAttrMaxQPRdAtomic},
+			{driver.QPAttr{State: driver.QPSInit, PortNum: 1, AccessFlags: driver.AccessLocalWrite | driver.AccessRemoteRead | driver.AccessRemoteWrite},
+				driver.QPAttrState | driver.QPAttrPKeyIndex | driver.QPAttrPort | driver.QPAttrAccessFlags},
+			{driver.QPAttr{State: driver.QPSRTR, PathMTU: driver.MTU1024, DestQPNum: 0x99, RQPSN: 0x1234, MaxDestRdAtomic: 1, MinRNRTimer: 12,
+				AH: driver.AHAttr{DLID: 2, PortNum: 1}},
+				driver.QPAttrState | driver.QPAttrAV | driver.QPAttrPathMTU | driver.QPAttrDestQPN | driver.QPAttrRQPSN | driver.QPAttrMaxDestRdAtomic | driver.QPAttrMinRNRTimer},
+			{driver.QPAttr{State: driver.QPSRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: 0x5678, MaxRdAtomic: 1},
+				driver.QPAttrState | driver.QPAttrTimeout | driver.QPAttrRetryCnt | driver.QPAttrRNRRetry | driver.QPAttrSQPSN | driver.QPAttrMaxQPRdAtomic},
 		}
 		for _, st := range steps {
 			if err := q.Modify(&st.a, st.m); err != nil {
@@ -159,7 +160,7 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 	case mlx5oracle.KRecv:
 		r.Bad = -1
 		for i, w := range s.Recvs {
-			if err := g.qps[s.ID].PostRecv(&uverbs.RecvWR{ID: w.WRID, SGE: g.sges(w.SGEs)}); err != nil {
+			if err := g.qps[s.ID].PostRecv(&driver.RecvWR{ID: w.WRID, SGE: g.sges(w.SGEs)}); err != nil {
 				r.Bad = i
 				return fail(err)
 			}
@@ -167,7 +168,7 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 	case mlx5oracle.KSend:
 		r.Bad = -1
 		for i, w := range s.Sends {
-			wr := uverbs.SendWR{ID: w.WRID, Opcode: uverbs.WROpcode(w.Opcode), Flags: uverbs.SendFlags(w.Flags),
+			wr := driver.SendWR{ID: w.WRID, Opcode: driver.WROpcode(w.Opcode), Flags: driver.SendFlags(w.Flags),
 				SGE: g.sges(w.SGEs), RemoteAddr: w.RAddr, RKey: w.RKey, Imm: bits.ReverseBytes32(w.Imm)}
 			if err := g.qps[s.ID].PostSend(&wr); err != nil {
 				r.Bad = i
@@ -178,7 +179,7 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 		buf := g.region(fmt.Sprintf("cq%d", s.ID))
 		copy(buf[s.Slot*64:s.Slot*64+64], s.Bytes[:])
 	case mlx5oracle.KPoll:
-		wc := make([]uverbs.WC, s.N)
+		wc := make([]driver.WC, s.N)
 		n, err := g.cqs[s.ID].Poll(wc)
 		if err != nil {
 			return fail(err)
@@ -186,9 +187,9 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 		r.N = n
 		for _, w := range wc[:n] {
 			// The oracle prints imm_data in host order and libibverbs' flag values (WITH_INV
-			// is 8 there, 4 in the kernel's ib_uverbs_wc that uverbs.WC mirrors).
-			flags := uint32(w.Flags &^ uverbs.WCFlagWithInv)
-			if w.Flags&uverbs.WCFlagWithInv != 0 {
+			// is 8 there, 4 in the kernel's ib_uverbs_wc that driver.WC mirrors).
+			flags := uint32(w.Flags &^ driver.WCFlagWithInv)
+			if w.Flags&driver.WCFlagWithInv != 0 {
 				flags |= 8
 			}
 			r.WC = append(r.WC, mlx5oracle.WC{WRID: w.WRID, Status: int(w.Status), Opcode: int(w.Opcode), VendorErr: w.VendorErr,
@@ -238,18 +239,18 @@ func (g *goRun) step(s mlx5oracle.Step) (mlx5oracle.Result, error) {
 	return r, nil
 }
 
-// invRKey is the invalidated rkey of a WITH_INV completion (uverbs.WC carries it in Imm).
-func invRKey(w uverbs.WC) uint32 {
-	if w.Flags&uverbs.WCFlagWithInv != 0 {
+// invRKey is the invalidated rkey of a WITH_INV completion (driver.WC carries it in Imm).
+func invRKey(w driver.WC) uint32 {
+	if w.Flags&driver.WCFlagWithInv != 0 {
 		return w.Imm
 	}
 	return 0
 }
 
-func (g *goRun) sges(s []mlx5oracle.SGE) []uverbs.SGE {
-	out := make([]uverbs.SGE, len(s))
+func (g *goRun) sges(s []mlx5oracle.SGE) []driver.SGE {
+	out := make([]driver.SGE, len(s))
 	for i, x := range s {
-		out[i] = uverbs.SGE{Addr: g.bufs[x.MR].Addr() + x.Off, Length: x.Len, LKey: g.mrs[x.MR].LKey}
+		out[i] = driver.SGE{Addr: g.bufs[x.MR].Addr() + x.Off, Length: x.Len, LKey: g.mrs[x.MR].LKey}
 	}
 	return out
 }

@@ -50,7 +50,7 @@ type provider struct{ pageSize int }
 func (provider) Info() driver.Info {
 	return driver.Info{
 		Driver: mlx5Driver, DriverID: mlx5DriverID, ABIMin: mlx5ABI, ABIMax: mlx5ABI,
-		Transport: uverbs.TransportIB,
+		Transport: driver.TransportIB,
 		Sysfs:     driver.SysfsMatch{BusDrivers: []string{"mlx5_core"}},
 		// None: doorbells and the CQ arm are stores to the UAR page, not commands.
 	}
@@ -103,7 +103,7 @@ type context struct {
 	clock *clockPage // the kernel's clock_info page; nil: no completion timestamps
 }
 
-func newContext(dev driver.Device, cmd driver.Commander, r *allocUcontextResp, attr uverbs.DeviceAttr, pageSize, lowLat int) (*context, error) {
+func newContext(dev driver.Device, cmd driver.Commander, r *allocUcontextResp, attr driver.DeviceAttr, pageSize, lowLat int) (*context, error) {
 	if r.TotBfregs == 0 {
 		return nil, errors.New("mlx5: the kernel gave the context no static UARs (dynamic UARs only), which gorping does not support")
 	}

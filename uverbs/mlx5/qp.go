@@ -2,7 +2,7 @@ package mlx5
 
 import (
 	"github.com/gorping/gorping/internal/umem"
-	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 // qp is the data path of one RC/UC queue pair: its queues in the QP buffer, its doorbell
@@ -22,14 +22,14 @@ type qp struct {
 	sendCQ, recvCQ *cq // cleaned of the QP's CQEs when it is destroyed
 }
 
-func (q *qp) PostSend(wr *uverbs.SendWR) error {
+func (q *qp) PostSend(wr *driver.SendWR) error {
 	if q.sq == nil {
 		return errNoSQ
 	}
 	return q.sq.post(wr)
 }
 
-func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
+func (q *qp) PostRecv(wr *driver.RecvWR) error {
 	if q.rq == nil {
 		return errNoRQ
 	}

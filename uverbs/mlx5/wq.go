@@ -9,7 +9,6 @@ import (
 	"unsafe"
 
 	"github.com/gorping/gorping/internal/mmio"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 	"golang.org/x/sys/unix"
@@ -112,7 +111,7 @@ func userBytes(addr uint64, n uint32) []byte {
 }
 
 // post writes one send WQE and rings the doorbell. It does not allocate.
-func (s *sendQueue) post(wr *uverbs.SendWR) error {
+func (s *sendQueue) post(wr *driver.SendWR) error {
 	opcode, raddr, err := sendOpcode(wr.Opcode)
 	if err != nil {
 		return err
@@ -124,7 +123,7 @@ func (s *sendQueue) post(wr *uverbs.SendWR) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.buf == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	if s.head-s.tail.Load() >= s.maxPost {
 		return driver.ErrQueueFull
@@ -156,17 +155,17 @@ func (s *sendQueue) post(wr *uverbs.SendWR) error {
 
 // sendOpcode is the WQE opcode of a work request, and whether it carries a remote
 // address segment.
-func sendOpcode(op uverbs.WROpcode) (opcode uint32, raddr bool, err error) {
+func sendOpcode(op driver.WROpcode) (opcode uint32, raddr bool, err error) {
 	switch op {
-	case uverbs.WRSend:
+	case driver.WRSend:
 		return opSend, false, nil
-	case uverbs.WRSendWithImm:
+	case driver.WRSendWithImm:
 		return opSendImm, false, nil
-	case uverbs.WRRDMAWrite:
+	case driver.WRRDMAWrite:
 		return opRDMAWrite, true, nil
-	case uverbs.WRRDMAWriteWithImm:
+	case driver.WRRDMAWriteWithImm:
 		return opRDMAWriteImm, true, nil
-	case uverbs.WRRDMARead:
+	case driver.WRRDMARead:
 		return opRDMARead, true, nil
 	}
 	return 0, false, errBadOpcode
@@ -174,11 +173,11 @@ func sendOpcode(op uverbs.WROpcode) (opcode uint32, raddr bool, err error) {
 
 // check holds a work request against the QP's limits and says whether its data goes
 // inline.
-func (s *sendQueue) check(wr *uverbs.SendWR) (inline bool, err error) {
+func (s *sendQueue) check(wr *driver.SendWR) (inline bool, err error) {
 	if len(wr.SGE) > s.maxSGE {
 		return false, errTooManySGE
 	}
-	inline = wr.Flags&uverbs.SendInline != 0 && len(wr.SGE) > 0
+	inline = wr.Flags&driver.SendInline != 0 && len(wr.SGE) > 0
 	if inline {
 		var total uint64
 		for i := range wr.SGE {
@@ -193,28 +192,28 @@ func (s *sendQueue) check(wr *uverbs.SendWR) (inline bool, err error) {
 
 // putCtrlFlags fills the control segment's signature, completion/solicited/fence flags
 // and immediate; the opcode, index, QPN and size follow once the WQE is written.
-func putCtrlFlags(ctrl []byte, wr *uverbs.SendWR, sigAll bool) {
+func putCtrlFlags(ctrl []byte, wr *driver.SendWR, sigAll bool) {
 	var fm byte
-	if sigAll || wr.Flags&uverbs.SendSignaled != 0 {
+	if sigAll || wr.Flags&driver.SendSignaled != 0 {
 		fm |= ctrlCQUpdate
 	}
-	if wr.Flags&uverbs.SendSolicited != 0 {
+	if wr.Flags&driver.SendSolicited != 0 {
 		fm |= ctrlSolicited
 	}
-	if wr.Flags&uverbs.SendFence != 0 {
+	if wr.Flags&driver.SendFence != 0 {
 		fm |= ctrlFence
 	}
 	ctrl[ctrlSignature], ctrl[9], ctrl[10], ctrl[ctrlFmCeSe] = 0, 0, 0, fm
 	// imm is stored as given: the caller's value is already in network order in memory.
 	var imm uint32
-	if wr.Opcode == uverbs.WRSendWithImm || wr.Opcode == uverbs.WRRDMAWriteWithImm {
+	if wr.Opcode == driver.WRSendWithImm || wr.Opcode == driver.WRRDMAWriteWithImm {
 		imm = wr.Imm
 	}
 	binary.LittleEndian.PutUint32(ctrl[ctrlImm:], imm)
 }
 
 // putRaddr fills a remote address segment.
-func putRaddr(seg []byte, wr *uverbs.SendWR) {
+func putRaddr(seg []byte, wr *driver.SendWR) {
 	binary.BigEndian.PutUint64(seg[raddrRaddr:], wr.RemoteAddr)
 	be32(seg[raddrRkey:], wr.RKey)
 	be32(seg[12:], 0)
@@ -222,7 +221,7 @@ func putRaddr(seg []byte, wr *uverbs.SendWR) {
 
 // putInline copies the SGEs' bytes into the WQE at off behind an inline header and
 // returns the 16-byte units it took (0 for no data).
-func (s *sendQueue) putInline(off int, sges []uverbs.SGE) int {
+func (s *sendQueue) putInline(off int, sges []driver.SGE) int {
 	q := s.buf
 	hdr := off
 	off += inlineHdrLen
@@ -246,7 +245,7 @@ func (s *sendQueue) putInline(off int, sges []uverbs.SGE) int {
 
 // putData writes a data segment per SGE at off (wrapping at the SQ end) and returns
 // how many it wrote: zero-length SGEs are skipped, as the device expects.
-func (s *sendQueue) putData(off int, sges []uverbs.SGE) int {
+func (s *sendQueue) putData(off int, sges []driver.SGE) int {
 	n := 0
 	for i := range sges {
 		if sges[i].Length == 0 {
@@ -263,7 +262,7 @@ func (s *sendQueue) putData(off int, sges []uverbs.SGE) int {
 }
 
 // putDataSeg fills one data segment (byte count, lkey, address; big-endian).
-func putDataSeg(seg []byte, sge *uverbs.SGE) {
+func putDataSeg(seg []byte, sge *driver.SGE) {
 	be32(seg[dataByteCount:], sge.Length)
 	be32(seg[dataLKey:], sge.LKey)
 	binary.BigEndian.PutUint64(seg[dataAddr:], sge.Addr)
@@ -301,14 +300,14 @@ func (s *sendQueue) ring(base, ds int, inline bool) {
 }
 
 // post writes one receive WQE and publishes it in the doorbell record (no MMIO).
-func (r *recvQueue) post(wr *uverbs.RecvWR) error {
+func (r *recvQueue) post(wr *driver.RecvWR) error {
 	if len(wr.SGE) > r.maxSGE {
 		return errTooManyRecvSGE
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.buf == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	if r.head-r.tailPub.Load() >= r.maxPost {
 		return driver.ErrQueueFull
@@ -325,7 +324,7 @@ func (r *recvQueue) post(wr *uverbs.RecvWR) error {
 		j++
 	}
 	if j < r.maxSGE { // the list's end: a segment with the invalid lkey
-		putDataSeg(r.buf[base+j*dataSegSize:base+(j+1)*dataSegSize], &uverbs.SGE{LKey: invalidLKey})
+		putDataSeg(r.buf[base+j*dataSegSize:base+(j+1)*dataSegSize], &driver.SGE{LKey: invalidLKey})
 	}
 	r.wrid[slot] = wr.ID
 	r.head++

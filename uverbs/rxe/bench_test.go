@@ -4,16 +4,16 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 // Data-path cost with fake rings (no kernel): what gorping adds per operation.
 
 func BenchmarkPostSend(b *testing.B) {
 	tq := newTestQP(b, 64, 4, false)
-	tq.qp.SetState(uverbs.QPSRTS)
+	tq.qp.SetState(driver.QPSRTS)
 	tq.cmd.record = false
-	wr := &uverbs.SendWR{ID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGE: []uverbs.SGE{{Addr: 0x1000, Length: 64, LKey: 1}}}
+	wr := &driver.SendWR{ID: 1, Opcode: driver.WRSend, Flags: driver.SendSignaled, SGE: []driver.SGE{{Addr: 0x1000, Length: 64, LKey: 1}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := tq.qp.PostSend(wr); err != nil {
@@ -25,8 +25,8 @@ func BenchmarkPostSend(b *testing.B) {
 
 func BenchmarkPostRecv(b *testing.B) {
 	tq := newTestQP(b, 4, 64, false)
-	tq.qp.SetState(uverbs.QPSInit)
-	wr := &uverbs.RecvWR{ID: 1, SGE: []uverbs.SGE{{Addr: 0x1000, Length: 64, LKey: 1}}}
+	tq.qp.SetState(driver.QPSInit)
+	wr := &driver.RecvWR{ID: 1, SGE: []driver.SGE{{Addr: 0x1000, Length: 64, LKey: 1}}}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := tq.qp.PostRecv(wr); err != nil {
@@ -38,7 +38,7 @@ func BenchmarkPostRecv(b *testing.B) {
 
 func BenchmarkPoll(b *testing.B) {
 	q, mem, _, _ := newTestCQ(b, 64)
-	wc := make([]uverbs.WC, 16)
+	wc := make([]driver.WC, 16)
 	b.ReportAllocs()
 	for b.Loop() {
 		p := atomic.LoadUint32(idx(mem, ringProdOff))

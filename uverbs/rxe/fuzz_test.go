@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gorping/gorping/internal/umem"
-	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 // FuzzRing feeds arbitrary kernel-written ring headers, indices and CQE bytes: mapping must
@@ -35,7 +35,7 @@ func FuzzRing(f *testing.F) {
 			t.Fatalf("accepted a ring larger than its mapping")
 		}
 		q := &cq{ring: r}
-		wc := make([]uverbs.WC, 8)
+		wc := make([]driver.WC, 8)
 		for i := 0; i < 3; i++ {
 			n, err := q.Poll(wc)
 			if err != nil || n < 0 || n > len(wc) {

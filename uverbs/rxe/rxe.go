@@ -25,7 +25,7 @@ type provider struct{}
 func (provider) Info() driver.Info {
 	return driver.Info{
 		Driver: rxeDriver, DriverID: rxeDriverID, ABIMin: rxeABIMin, ABIMax: rxeABIMax,
-		Transport: uverbs.TransportIB,
+		Transport: driver.TransportIB,
 		Sysfs:     driver.SysfsMatch{SoftParent: true},
 		// The send doorbell and the CQ arm: rxe's doorbell runs the whole send inline
 		// (WQE to packet, loopback, the peer's receive), but never sleeps.
@@ -84,7 +84,7 @@ func (c *rxeContext) NewCQ(cmd driver.Commander, core driver.CQCore, resp []byte
 	return cq, nil
 }
 
-func (c *rxeContext) QPUdata(attr *uverbs.QPInitAttr) ([]byte, int) {
+func (c *rxeContext) QPUdata() ([]byte, int) {
 	return nil, createQPLen // rxe rejects any driver input on CREATE_QP
 }
 
@@ -92,7 +92,7 @@ func (c *rxeContext) NewQP(cmd driver.Commander, core driver.QPCore, resp []byte
 	if len(resp) < createQPLen {
 		return nil, fmt.Errorf("rxe: CREATE_QP driver response is %d bytes, want %d", len(resp), createQPLen)
 	}
-	if core.Type != uverbs.QPTypeRC && core.Type != uverbs.QPTypeUC {
+	if core.Type != driver.QPTypeRC && core.Type != driver.QPTypeUC {
 		return nil, fmt.Errorf("rxe: QP type %d not supported by gorping (RC and UC only)", core.Type)
 	}
 	var r createQPResp
@@ -138,26 +138,26 @@ type cq struct {
 }
 
 // Poll copies up to len(wc) CQEs and returns them to the kernel in one index update.
-func (q *cq) Poll(wc []uverbs.WC) (int, error) {
+func (q *cq) Poll(wc []driver.WC) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.ring == nil {
-		return 0, uverbs.ErrClosed
+		return 0, driver.ErrClosed
 	}
 	r := q.ring
 	n := min(r.available(), uint32(min(len(wc), 1<<24)))
 	for i := uint32(0); i < n; i++ {
 		e := (*cqe)(r.slot(r.own + i))
-		wc[i] = uverbs.WC{
+		wc[i] = driver.WC{
 			WRID:         e.WRID,
-			Status:       uverbs.WCStatus(e.Status),
-			Opcode:       uverbs.WCOpcode(e.Opcode),
+			Status:       driver.WCStatus(e.Status),
+			Opcode:       driver.WCOpcode(e.Opcode),
 			VendorErr:    e.VendorErr,
 			ByteLen:      e.ByteLen,
 			Imm:          e.Ex,
 			QPNum:        e.QPNum,
 			SrcQP:        e.SrcQP,
-			Flags:        uverbs.WCFlags(e.WcFlags),
+			Flags:        driver.WCFlags(e.WcFlags),
 			PKeyIndex:    e.PkeyIndex,
 			SLID:         e.SLID,
 			SL:           e.SL,
@@ -174,7 +174,7 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 // Arm asks the kernel for one completion event (REQ_NOTIFY_CQ).
 func (q *cq) Arm(solicitedOnly bool) error {
 	if q.closed.Load() {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	return q.arm.Arm(q.cmd, solicitedOnly)
 }
@@ -213,7 +213,7 @@ type qp struct {
 	maxSendSGE int
 	maxRecvSGE int
 
-	state  atomic.Uint32 // uverbs.QPState last set through MODIFY_QP
+	state  atomic.Uint32 // driver.QPState last set through MODIFY_QP
 	closed atomic.Bool
 
 	sqMu      sync.Mutex
@@ -226,13 +226,13 @@ type qp struct {
 }
 
 // sendLength validates wr and returns its payload length.
-func (q *qp) sendLength(wr *uverbs.SendWR) (uint32, error) {
+func (q *qp) sendLength(wr *driver.SendWR) (uint32, error) {
 	switch wr.Opcode {
-	case uverbs.WRSend, uverbs.WRSendWithImm, uverbs.WRRDMAWrite, uverbs.WRRDMAWriteWithImm, uverbs.WRRDMARead:
+	case driver.WRSend, driver.WRSendWithImm, driver.WRRDMAWrite, driver.WRRDMAWriteWithImm, driver.WRRDMARead:
 	default:
 		return 0, errBadOpcode
 	}
-	if wr.Flags&uverbs.SendInline != 0 {
+	if wr.Flags&driver.SendInline != 0 {
 		return 0, errInline
 	}
 	if len(wr.SGE) > q.maxSendSGE {
@@ -241,7 +241,7 @@ func (q *qp) sendLength(wr *uverbs.SendWR) (uint32, error) {
 	return sgeLength(wr.SGE)
 }
 
-func sgeLength(sges []uverbs.SGE) (uint32, error) {
+func sgeLength(sges []driver.SGE) (uint32, error) {
 	var total uint64
 	for i := range sges {
 		total += uint64(sges[i].Length)
@@ -253,31 +253,31 @@ func sgeLength(sges []uverbs.SGE) (uint32, error) {
 }
 
 // PostSend writes one send WQE (rxe_send_wqe + SGEs) and rings the doorbell.
-func (q *qp) PostSend(wr *uverbs.SendWR) error {
+func (q *qp) PostSend(wr *driver.SendWR) error {
 	length, err := q.sendLength(wr)
 	if err != nil {
 		return err
 	}
 	flags := uint32(wr.Flags)
 	if q.sigAll {
-		flags |= uint32(uverbs.SendSignaled)
+		flags |= uint32(driver.SendSignaled)
 	}
 	var imm, rkey uint32
 	var raddr uint64
 	switch wr.Opcode {
-	case uverbs.WRSendWithImm:
+	case driver.WRSendWithImm:
 		imm = wr.Imm
-	case uverbs.WRRDMAWriteWithImm:
+	case driver.WRRDMAWriteWithImm:
 		imm = wr.Imm
 		raddr, rkey = wr.RemoteAddr, wr.RKey
-	case uverbs.WRRDMAWrite, uverbs.WRRDMARead:
+	case driver.WRRDMAWrite, driver.WRRDMARead:
 		raddr, rkey = wr.RemoteAddr, wr.RKey
 	}
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
 	r := q.sq
 	if r == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	if r.producerFull() {
 		return driver.ErrQueueFull
@@ -300,7 +300,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	}
 	putSGEs(unsafe.Add(p, sendWQESize), wr.SGE)
 	r.publish()
-	if uverbs.QPState(q.state.Load()) < uverbs.QPSRTS {
+	if driver.QPState(q.state.Load()) < driver.QPSRTS {
 		// The kernel refuses the doorbell (EINVAL) before RTS but keeps the WQE queued.
 		q.pendingDB = true
 		return nil
@@ -315,7 +315,7 @@ func (q *qp) doorbellLocked() error {
 }
 
 // PostRecv writes one receive WQE; the kernel picks it up without a system call.
-func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
+func (q *qp) PostRecv(wr *driver.RecvWR) error {
 	if len(wr.SGE) > q.maxRecvSGE {
 		return errTooManySGE
 	}
@@ -328,11 +328,11 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 	r := q.rq
 	if r == nil {
 		if q.closed.Load() {
-			return uverbs.ErrClosed
+			return driver.ErrClosed
 		}
 		return errNoRQ
 	}
-	if uverbs.QPState(q.state.Load()) == uverbs.QPSReset {
+	if driver.QPState(q.state.Load()) == driver.QPSReset {
 		return errRecvInReset
 	}
 	if r.producerFull() {
@@ -350,7 +350,7 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 
 // putSGEs writes sges as struct rxe_sge after a WQE header at p (the slot has room: the
 // count was checked against the slot size).
-func putSGEs(p unsafe.Pointer, sges []uverbs.SGE) {
+func putSGEs(p unsafe.Pointer, sges []driver.SGE) {
 	if len(sges) == 0 {
 		return
 	}
@@ -361,9 +361,9 @@ func putSGEs(p unsafe.Pointer, sges []uverbs.SGE) {
 }
 
 // SetState records the state MODIFY_QP set and rings a doorbell deferred until RTS.
-func (q *qp) SetState(s uverbs.QPState) error {
+func (q *qp) SetState(s driver.QPState) error {
 	q.state.Store(uint32(s))
-	if s < uverbs.QPSRTS {
+	if s < driver.QPSRTS {
 		return nil
 	}
 	q.sqMu.Lock()

@@ -64,7 +64,7 @@ func (f *fakeCtxCmd) GetContext(in []byte, outLen int) ([]byte, error) {
 	f.gets = append(f.gets, outLen)
 	return make([]byte, outLen), nil
 }
-func (f *fakeCtxCmd) QueryDevice() (uverbs.DeviceAttr, error) { return uverbs.DeviceAttr{}, nil }
+func (f *fakeCtxCmd) QueryDevice() (driver.DeviceAttr, error) { return driver.DeviceAttr{}, nil }
 
 // fakeKernelRings plays the kernel's side of the mmap: offsets name pre-built rings.
 type fakeKernelRings struct {
@@ -121,7 +121,7 @@ func TestProviderIdentity(t *testing.T) {
 	t.Parallel()
 	p := provider{}
 	info := p.Info()
-	if info.Driver != "rxe" || info.DriverID != 14 || info.Transport != uverbs.TransportIB {
+	if info.Driver != "rxe" || info.DriverID != 14 || info.Transport != driver.TransportIB {
 		t.Errorf("identity %s/%d/%v", info.Driver, info.DriverID, info.Transport)
 	}
 	if info.ABIMin > 2 || info.ABIMax < 2 {
@@ -142,7 +142,7 @@ func TestProviderIdentity(t *testing.T) {
 	if in, out := pcq.Udata(); in != nil || out != 16 {
 		t.Errorf("CREATE_CQ udata %v/%d, want 0 in / 16 out", in, out)
 	}
-	pqp, err := pc.PrepareQP(&driver.QPRequest{Type: uverbs.QPTypeRC})
+	pqp, err := pc.PrepareQP(&driver.QPRequest{Type: driver.QPTypeRC})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func wcBytes(id uint64, status, opcode, byteLen, qpn, flags uint32, port uint8) 
 func TestCQPoll(t *testing.T) {
 	t.Parallel()
 	q, mem, _, _ := newTestCQ(t, 4)
-	wc := make([]uverbs.WC, 8)
+	wc := make([]driver.WC, 8)
 	if n, err := q.Poll(wc); n != 0 || err != nil {
 		t.Fatalf("empty Poll = %d, %v", n, err)
 	}
@@ -193,8 +193,8 @@ func TestCQPoll(t *testing.T) {
 	if n != 2 || err != nil {
 		t.Fatalf("Poll = %d, %v; want 2", n, err)
 	}
-	want0 := uverbs.WC{WRID: 1, Status: uverbs.WCSuccess, Opcode: uverbs.WCSend, ByteLen: 16, Imm: 0xa1b2c3d4, QPNum: 0x11}
-	want1 := uverbs.WC{WRID: 2, Opcode: uverbs.WCRecv, ByteLen: 16, Imm: 0xa1b2c3d4, QPNum: 0x11, Flags: uverbs.WCFlagGRH, PortNum: 1}
+	want0 := driver.WC{WRID: 1, Status: driver.WCSuccess, Opcode: driver.WCSend, ByteLen: 16, Imm: 0xa1b2c3d4, QPNum: 0x11}
+	want1 := driver.WC{WRID: 2, Opcode: driver.WCRecv, ByteLen: 16, Imm: 0xa1b2c3d4, QPNum: 0x11, Flags: driver.WCFlagGRH, PortNum: 1}
 	if wc[0] != want0 || wc[1] != want1 {
 		t.Errorf("CQEs\n%+v\n%+v", wc[0], wc[1])
 	}
@@ -206,7 +206,7 @@ func TestCQPoll(t *testing.T) {
 	kernelCQE(mem, 0, wcBytes(5, 0, 2, 64, 0x11, 0, 0))
 	atomic.StoreUint32(idx(mem, ringProdOff), 1)
 	n, _ = q.Poll(wc)
-	if n != 3 || wc[0].WRID != 3 || wc[0].Status != uverbs.WCWRFlushErr || wc[1].WRID != 4 || wc[2].WRID != 5 || wc[2].Opcode != uverbs.WCRDMARead {
+	if n != 3 || wc[0].WRID != 3 || wc[0].Status != driver.WCWRFlushErr || wc[1].WRID != 4 || wc[2].WRID != 5 || wc[2].Opcode != driver.WCRDMARead {
 		t.Errorf("wrapped Poll = %d: %+v", n, wc[:n])
 	}
 	if c := atomic.LoadUint32(idx(mem, ringConsOff)); c != 1 {
@@ -241,10 +241,10 @@ func TestCQArmAndClose(t *testing.T) {
 	if err := q.Close(); err != nil || k.unmaps != 1 {
 		t.Fatalf("Close: %v, %d unmaps", err, k.unmaps)
 	}
-	if _, err := q.Poll(make([]uverbs.WC, 1)); !errors.Is(err, uverbs.ErrClosed) {
+	if _, err := q.Poll(make([]driver.WC, 1)); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("Poll after Close: %v", err)
 	}
-	if err := q.Arm(false); !errors.Is(err, uverbs.ErrClosed) {
+	if err := q.Arm(false); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("Arm after Close: %v", err)
 	}
 	if err := q.Close(); err != nil || k.unmaps != 1 {
@@ -296,8 +296,8 @@ func newTestQP(t testing.TB, sqSlots, rqSlots int, sigAll bool) testQP {
 	k.rings[2<<16] = sqMap
 	cmd := &fakeCmd{record: true, rings: k}
 	resp := append(mminfoBytes(1<<16, len(rq)), mminfoBytes(2<<16, len(sq))...)
-	core := driver.QPCore{Handle: 9, QPN: 0x11, Type: uverbs.QPTypeRC, SigAll: sigAll,
-		Cap: uverbs.QPCap{MaxSendWR: uint32(sqSlots - 1), MaxRecvWR: uint32(rqSlots - 1), MaxSendSGE: 3, MaxRecvSGE: 1}}
+	core := driver.QPCore{Handle: 9, QPN: 0x11, Type: driver.QPTypeRC, SigAll: sigAll,
+		Cap: driver.QPCap{MaxSendWR: uint32(sqSlots - 1), MaxRecvWR: uint32(rqSlots - 1), MaxSendSGE: 3, MaxRecvSGE: 1}}
 	p, err := ctx.NewQP(cmd, core, resp)
 	if err != nil {
 		t.Fatal(err)
@@ -316,8 +316,8 @@ func TestPostSendWQE(t *testing.T) {
 	for i := ringDataOff; i < ringDataOff+256; i++ {
 		tq.sq[i] = 0xee
 	}
-	wr := &uverbs.SendWR{ID: 0x1122334455667788, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-		SGE:        []uverbs.SGE{{Addr: 0xa000, Length: 100, LKey: 0x55}, {Addr: 0xb000, Length: 28, LKey: 0x66}},
+	wr := &driver.SendWR{ID: 0x1122334455667788, Opcode: driver.WRRDMAWrite, Flags: driver.SendSignaled,
+		SGE:        []driver.SGE{{Addr: 0xa000, Length: 100, LKey: 0x55}, {Addr: 0xb000, Length: 28, LKey: 0x66}},
 		RemoteAddr: 0xdead0000, RKey: 0x77, Imm: 0x12345678}
 	if err := q.PostSend(wr); err != nil {
 		t.Fatal(err)
@@ -366,12 +366,12 @@ func TestPostSendWQE(t *testing.T) {
 	if len(tq.cmd.cmds) != 0 {
 		t.Fatalf("doorbell rung before RTS: %v", tq.cmd.cmds)
 	}
-	for _, s := range []uverbs.QPState{uverbs.QPSInit, uverbs.QPSRTR} {
+	for _, s := range []driver.QPState{driver.QPSInit, driver.QPSRTR} {
 		if err := q.SetState(s); err != nil || len(tq.cmd.cmds) != 0 {
 			t.Fatalf("SetState(%v): %v, cmds %v", s, err, tq.cmd.cmds)
 		}
 	}
-	if err := q.SetState(uverbs.QPSRTS); err != nil {
+	if err := q.SetState(driver.QPSRTS); err != nil {
 		t.Fatal(err)
 	}
 	wantDB := []byte{0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 56, 0, 0, 0}
@@ -380,7 +380,7 @@ func TestPostSendWQE(t *testing.T) {
 	}
 	// In RTS every post rings. SEND_WITH_IMM carries the immediate.
 	// A stale RemoteAddr/RKey in a reused WR must not leak into a SEND WQE.
-	wr2 := &uverbs.SendWR{ID: 2, Opcode: uverbs.WRSendWithImm, SGE: wr.SGE[:1], Imm: 0x12345678, RemoteAddr: 0x999, RKey: 9}
+	wr2 := &driver.SendWR{ID: 2, Opcode: driver.WRSendWithImm, SGE: wr.SGE[:1], Imm: 0x12345678, RemoteAddr: 0x999, RKey: 9}
 	if err := q.PostSend(wr2); err != nil {
 		t.Fatal(err)
 	}
@@ -404,17 +404,17 @@ func TestSigAllAndValidation(t *testing.T) {
 	t.Parallel()
 	tq := newTestQP(t, 4, 4, true)
 	q := tq.qp
-	if err := q.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend}); err != nil {
+	if err := q.PostSend(&driver.SendWR{Opcode: driver.WRSend}); err != nil {
 		t.Fatal(err)
 	}
-	if f := binary.LittleEndian.Uint32(tq.sq[ringDataOff+16:]); f&uint32(uverbs.SendSignaled) == 0 {
+	if f := binary.LittleEndian.Uint32(tq.sq[ringDataOff+16:]); f&uint32(driver.SendSignaled) == 0 {
 		t.Errorf("sq_sig_all QP: send_flags %#x lacks SIGNALED", f)
 	}
-	bad := []*uverbs.SendWR{
-		{Opcode: uverbs.WRAtomicFetchAdd},
-		{Opcode: uverbs.WRSend, Flags: uverbs.SendInline},
-		{Opcode: uverbs.WRSend, SGE: make([]uverbs.SGE, 4)},
-		{Opcode: uverbs.WRSend, SGE: []uverbs.SGE{{Length: 1 << 31}, {Length: 1 << 31}}},
+	bad := []*driver.SendWR{
+		{Opcode: driver.WRAtomicFetchAdd},
+		{Opcode: driver.WRSend, Flags: driver.SendInline},
+		{Opcode: driver.WRSend, SGE: make([]driver.SGE, 4)},
+		{Opcode: driver.WRSend, SGE: []driver.SGE{{Length: 1 << 31}, {Length: 1 << 31}}},
 	}
 	for i, wr := range bad {
 		if err := q.PostSend(wr); !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
@@ -430,8 +430,8 @@ func TestQueueFullAndWrap(t *testing.T) {
 	t.Parallel()
 	tq := newTestQP(t, 4, 4, false)
 	q := tq.qp
-	q.SetState(uverbs.QPSRTS)
-	wr := &uverbs.SendWR{Opcode: uverbs.WRSend}
+	q.SetState(driver.QPSRTS)
+	wr := &driver.SendWR{Opcode: driver.WRSend}
 	for i := 0; i < 3; i++ {
 		wr.ID = uint64(i)
 		if err := q.PostSend(wr); err != nil {
@@ -465,11 +465,11 @@ func TestPostRecv(t *testing.T) {
 	t.Parallel()
 	tq := newTestQP(t, 4, 4, false)
 	q := tq.qp
-	wr := &uverbs.RecvWR{ID: 0xabc, SGE: []uverbs.SGE{{Addr: 0xc000, Length: 16, LKey: 0x99}}}
+	wr := &driver.RecvWR{ID: 0xabc, SGE: []driver.SGE{{Addr: 0xc000, Length: 16, LKey: 0x99}}}
 	if err := q.PostRecv(wr); !errors.Is(err, unix.EINVAL) {
 		t.Fatalf("PostRecv in RESET: %v, want EINVAL", err)
 	}
-	q.SetState(uverbs.QPSInit)
+	q.SetState(driver.QPSInit)
 	for i := ringDataOff; i < ringDataOff+64; i++ {
 		tq.rq[i] = 0xee
 	}
@@ -494,16 +494,16 @@ func TestPostRecv(t *testing.T) {
 	if len(tq.cmd.cmds) != 0 {
 		t.Errorf("PostRecv issued commands %v; receives need no syscall", tq.cmd.cmds)
 	}
-	if err := q.PostRecv(&uverbs.RecvWR{SGE: make([]uverbs.SGE, 2)}); !errors.Is(err, unix.EINVAL) {
+	if err := q.PostRecv(&driver.RecvWR{SGE: make([]driver.SGE, 2)}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("2 SGEs on a 1-SGE RQ: %v", err)
 	}
 	if err := q.Close(); err != nil || tq.k.unmaps != 2 {
 		t.Fatalf("Close: %v, unmaps %d", err, tq.k.unmaps)
 	}
-	if err := q.PostRecv(wr); !errors.Is(err, uverbs.ErrClosed) {
+	if err := q.PostRecv(wr); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("PostRecv after Close: %v", err)
 	}
-	if err := q.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend}); !errors.Is(err, uverbs.ErrClosed) {
+	if err := q.PostSend(&driver.SendWR{Opcode: driver.WRSend}); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("PostSend after Close: %v", err)
 	}
 }
@@ -512,10 +512,10 @@ func TestNewQPRejects(t *testing.T) {
 	t.Parallel()
 	ctx, k := newFakeRxe(t)
 	cmd := &fakeCmd{rings: k}
-	if _, err := ctx.NewQP(cmd, driver.QPCore{Type: uverbs.QPTypeRC}, make([]byte, 16)); err == nil {
+	if _, err := ctx.NewQP(cmd, driver.QPCore{Type: driver.QPTypeRC}, make([]byte, 16)); err == nil {
 		t.Error("short CREATE_QP response accepted")
 	}
-	if _, err := ctx.NewQP(cmd, driver.QPCore{Type: uverbs.QPTypeUD}, make([]byte, 32)); err == nil {
+	if _, err := ctx.NewQP(cmd, driver.QPCore{Type: driver.QPTypeUD}, make([]byte, 32)); err == nil {
 		t.Error("UD accepted")
 	}
 	// SQ maps, RQ does not: the SQ mapping is released again.
@@ -523,7 +523,7 @@ func TestNewQPRejects(t *testing.T) {
 	sq := sqMap.Bytes()
 	k.rings[2<<16] = sqMap
 	resp := append(mminfoBytes(1<<16, 4096), mminfoBytes(2<<16, len(sq))...)
-	if _, err := ctx.NewQP(cmd, driver.QPCore{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendSGE: 1, MaxRecvSGE: 1}}, resp); err == nil || k.unmaps != 1 {
+	if _, err := ctx.NewQP(cmd, driver.QPCore{Type: driver.QPTypeRC, Cap: driver.QPCap{MaxSendSGE: 1, MaxRecvSGE: 1}}, resp); err == nil || k.unmaps != 1 {
 		t.Errorf("RQ map failure: %v, unmaps %d", err, k.unmaps)
 	}
 }
@@ -531,14 +531,14 @@ func TestNewQPRejects(t *testing.T) {
 func TestDataPathAllocs(t *testing.T) {
 	tq := newTestQP(t, 64, 64, false)
 	q := tq.qp
-	q.SetState(uverbs.QPSRTS)
+	q.SetState(driver.QPSRTS)
 	tq.cmd.record = false
 	cqq, mem, cmd, _ := newTestCQ(t, 64)
 	cmd.record = false
-	sge := []uverbs.SGE{{Addr: 0x1000, Length: 16, LKey: 1}}
-	swr := &uverbs.SendWR{ID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGE: sge}
-	rwr := &uverbs.RecvWR{ID: 2, SGE: sge}
-	wc := make([]uverbs.WC, 4)
+	sge := []driver.SGE{{Addr: 0x1000, Length: 16, LKey: 1}}
+	swr := &driver.SendWR{ID: 1, Opcode: driver.WRSend, Flags: driver.SendSignaled, SGE: sge}
+	rwr := &driver.RecvWR{ID: 2, SGE: sge}
+	wc := make([]driver.WC, 4)
 	for name, f := range map[string]func(){
 		"PostSend": func() {
 			q.PostSend(swr)

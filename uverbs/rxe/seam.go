@@ -25,7 +25,7 @@ func (c *rxeContext) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) 
 	return pendingQP{c}, nil
 }
 
-func (p pendingQP) Udata() ([]byte, int) { return p.c.QPUdata(nil) }
+func (p pendingQP) Udata() ([]byte, int) { return p.c.QPUdata() }
 func (p pendingQP) Abort()               {}
 func (p pendingQP) Commit(cmd driver.Commander, core *driver.QPCore, resp []byte) (driver.QP, error) {
 	return p.c.NewQP(cmd, *core, resp)

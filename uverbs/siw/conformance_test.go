@@ -10,6 +10,7 @@ import (
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/test/providertest"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 func TestConformance(t *testing.T) {
@@ -78,16 +79,16 @@ func (kernelSiw) CreateQP(k *providertest.Kernel, qp *providertest.QP, in, out [
 	return nil
 }
 
-func sges(s []sge) []uverbs.SGE {
-	out := make([]uverbs.SGE, len(s))
+func sges(s []sge) []driver.SGE {
+	out := make([]driver.SGE, len(s))
 	for i := range s {
-		out[i] = uverbs.SGE{Addr: s[i].Laddr, Length: s[i].Length, LKey: s[i].Lkey}
+		out[i] = driver.SGE{Addr: s[i].Laddr, Length: s[i].Length, LKey: s[i].Lkey}
 	}
 	return out
 }
 
-var wrOpcode = map[uint8]uverbs.WROpcode{opSend: uverbs.WRSend, opSendRemoteInv: uverbs.WRSendWithInv,
-	opWrite: uverbs.WRRDMAWrite, opRead: uverbs.WRRDMARead}
+var wrOpcode = map[uint8]driver.WROpcode{opSend: driver.WRSend, opSendRemoteInv: driver.WRSendWithInv,
+	opWrite: driver.WRRDMAWrite, opRead: driver.WRRDMARead}
 
 func (kernelSiw) NextSend(qp *providertest.QP) (providertest.SendWR, bool) {
 	q := &qp.Driver.(*kqp).sq
@@ -97,7 +98,7 @@ func (kernelSiw) NextSend(qp *providertest.QP) (providertest.SendWR, bool) {
 	}
 	e := (*sqe)(q.at(q.next))
 	op, n := uint8(w>>24), min(uint8(w>>16), maxSGE)
-	wr := providertest.SendWR{SendWR: uverbs.SendWR{ID: e.ID, Opcode: wrOpcode[op], RemoteAddr: e.Raddr, RKey: e.Rkey,
+	wr := providertest.SendWR{SendWR: driver.SendWR{ID: e.ID, Opcode: wrOpcode[op], RemoteAddr: e.Raddr, RKey: e.Rkey,
 		SGE: sges(e.SGE[:n])}, Signaled: w&wqeSignalled != 0}
 	if op == opSendRemoteInv {
 		wr.Imm = e.Rkey
@@ -114,14 +115,14 @@ func (kernelSiw) NextRecv(qp *providertest.QP) (providertest.RecvWR, bool) {
 		return providertest.RecvWR{}, false
 	}
 	e := (*rqe)(q.at(q.next))
-	wr := providertest.RecvWR{RecvWR: uverbs.RecvWR{ID: e.ID, SGE: sges(e.SGE[:min(uint8(w>>16), maxSGE)])}}
+	wr := providertest.RecvWR{RecvWR: driver.RecvWR{ID: e.ID, SGE: sges(e.SGE[:min(uint8(w>>16), maxSGE)])}}
 	atomic.StoreUint32(q.word(q.next), 0)
 	q.next++
 	return wr, true
 }
 
 // siwStatus is the siw status of a WC status (wcStatus reversed); others are GENERAL_ERR.
-func siwStatus(s uverbs.WCStatus) uint16 {
+func siwStatus(s driver.WCStatus) uint16 {
 	for i, v := range wcStatus {
 		if v == s {
 			return uint16(i)
@@ -130,8 +131,8 @@ func siwStatus(s uverbs.WCStatus) uint16 {
 	return 9
 }
 
-var cqeOpcode = map[uverbs.WCOpcode]uint8{uverbs.WCSend: opSend, uverbs.WCRDMAWrite: opWrite, uverbs.WCRDMARead: opRead,
-	uverbs.WCRecv: opReceive}
+var cqeOpcode = map[driver.WCOpcode]uint8{driver.WCSend: opSend, driver.WCRDMAWrite: opWrite, driver.WCRDMARead: opRead,
+	driver.WCRecv: opReceive}
 
 func (kernelSiw) Complete(cq *providertest.CQ, wc providertest.Completion) bool {
 	q := cq.Driver.(*kqueue)
@@ -142,7 +143,7 @@ func (kernelSiw) Complete(cq *providertest.CQ, wc providertest.Completion) bool 
 	e := (*cqe)(q.at(q.next))
 	e.ID, e.Bytes, e.QPID, e.ImmData = wc.WRID, wc.ByteLen, uint64(wc.QPNum), 0
 	flags := uint32(wqeValid)
-	if wc.Flags&uverbs.WCFlagWithInv != 0 {
+	if wc.Flags&driver.WCFlagWithInv != 0 {
 		flags |= wqeRemInval
 		e.ImmData = uint64(wc.Imm)
 	}

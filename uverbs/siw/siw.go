@@ -31,7 +31,7 @@ type provider struct{}
 func (provider) Info() driver.Info {
 	return driver.Info{
 		Driver: siwDriver, DriverID: siwDriverID, ABIMin: siwABI, ABIMax: siwABI,
-		Transport: uverbs.TransportIWARP,
+		Transport: driver.TransportIWARP,
 		Sysfs:     driver.SysfsMatch{SoftNode: true},
 		// None: siw's send doorbell pushes the queued work into the TCP socket inline,
 		// which takes the socket lock and may wait for it; the scheduler must see that.
@@ -54,7 +54,7 @@ func (c *context) Close() error { return nil }
 
 // MRUdata: siw requires its REG_MR request (a stag key, 0 as in libsiw) and room for the
 // response carrying the STag.
-func (c *context) MRUdata(uverbs.AccessFlags) ([]byte, int) {
+func (c *context) MRUdata(driver.AccessFlags) ([]byte, int) {
 	var req regMRReq
 	return wire.Bytes(&req), regMRLen
 }
@@ -123,25 +123,25 @@ func newCQ(cmd driver.Commander, mem []byte, num uint32) *cq {
 }
 
 // siw status → ib_wc_status
-var wcStatus = [...]uverbs.WCStatus{
-	0: uverbs.WCSuccess, 1: uverbs.WCLocLenErr, 2: uverbs.WCLocProtErr, 3: uverbs.WCLocQPOpErr,
-	4: uverbs.WCWRFlushErr, 5: uverbs.WCBadRespErr, 6: uverbs.WCLocAccessErr, 7: uverbs.WCRemAccessErr,
-	8: uverbs.WCRemInvReqErr, 9: uverbs.WCGeneralErr,
+var wcStatus = [...]driver.WCStatus{
+	0: driver.WCSuccess, 1: driver.WCLocLenErr, 2: driver.WCLocProtErr, 3: driver.WCLocQPOpErr,
+	4: driver.WCWRFlushErr, 5: driver.WCBadRespErr, 6: driver.WCLocAccessErr, 7: driver.WCRemAccessErr,
+	8: driver.WCRemInvReqErr, 9: driver.WCGeneralErr,
 }
 
 // siw opcode → ib_wc_opcode
-var wcOpcode = [...]uverbs.WCOpcode{
-	opWrite: uverbs.WCRDMAWrite, opRead: uverbs.WCRDMARead, opReadLocalInv: uverbs.WCRDMARead,
-	opSend: uverbs.WCSend, opSendWithImm: uverbs.WCSend, opSendRemoteInv: uverbs.WCSend,
-	opFetchAndAdd: uverbs.WCFetchAdd, opCompAndSwap: uverbs.WCCompSwap, opReceive: uverbs.WCRecv,
+var wcOpcode = [...]driver.WCOpcode{
+	opWrite: driver.WCRDMAWrite, opRead: driver.WCRDMARead, opReadLocalInv: driver.WCRDMARead,
+	opSend: driver.WCSend, opSendWithImm: driver.WCSend, opSendRemoteInv: driver.WCSend,
+	opFetchAndAdd: driver.WCFetchAdd, opCompAndSwap: driver.WCCompSwap, opReceive: driver.WCRecv,
 }
 
 // Poll copies up to len(wc) completions.
-func (q *cq) Poll(wc []uverbs.WC) (int, error) {
+func (q *cq) Poll(wc []driver.WC) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.mem == nil {
-		return 0, uverbs.ErrClosed
+		return 0, driver.ErrClosed
 	}
 	n := 0
 	for n < len(wc) {
@@ -152,17 +152,17 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 			break
 		}
 		e := (*cqe)(unsafe.Pointer(&q.mem[off]))
-		status := uverbs.WCGeneralErr
+		status := driver.WCGeneralErr
 		if int(e.Status) < len(wcStatus) {
 			status = wcStatus[e.Status]
 		}
-		op := uverbs.WCOpcode(0xff)
+		op := driver.WCOpcode(0xff)
 		if int(e.Opcode) < len(wcOpcode) {
 			op = wcOpcode[e.Opcode]
 		}
-		wc[n] = uverbs.WC{WRID: e.ID, Status: status, Opcode: op, ByteLen: e.Bytes, QPNum: uint32(e.QPID)}
+		wc[n] = driver.WC{WRID: e.ID, Status: status, Opcode: op, ByteLen: e.Bytes, QPNum: uint32(e.QPID)}
 		if e.Flags&wqeRemInval != 0 {
-			wc[n].Flags = uverbs.WCFlagWithInv
+			wc[n].Flags = driver.WCFlagWithInv
 			wc[n].Imm = uint32(e.ImmData)
 		}
 		// Release: the slot is the kernel's again only after we read it.
@@ -179,7 +179,7 @@ func (q *cq) Arm(solicitedOnly bool) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.mem == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	f := uint32(notifySolicited | notifyNextCompletion)
 	if solicitedOnly {
@@ -212,7 +212,7 @@ type pendingQP struct{ req *driver.QPRequest }
 
 // PrepareQP checks what siw supports: RC only, at most 6 SGEs, inline data ≤ 80 bytes.
 func (c *context) PrepareQP(req *driver.QPRequest) (driver.PendingQP, error) {
-	if req.Type != uverbs.QPTypeRC {
+	if req.Type != driver.QPTypeRC {
 		return nil, fmt.Errorf("siw: QP type %d not supported (iWARP has RC only): %w", req.Type, unix.EOPNOTSUPP)
 	}
 	if req.Cap.MaxSendSGE > maxSGE || req.Cap.MaxRecvSGE > maxSGE {
@@ -307,27 +307,27 @@ func (q *qp) Describe() string {
 	return fmt.Sprintf("siw qp: %d SQEs, %d RQEs", q.numSQE, q.numRQE)
 }
 
-func siwOpcode(op uverbs.WROpcode) (uint8, bool) {
+func siwOpcode(op driver.WROpcode) (uint8, bool) {
 	switch op {
-	case uverbs.WRSend:
+	case driver.WRSend:
 		return opSend, true
-	case uverbs.WRSendWithInv:
+	case driver.WRSendWithInv:
 		return opSendRemoteInv, true
-	case uverbs.WRRDMAWrite:
+	case driver.WRRDMAWrite:
 		return opWrite, true
-	case uverbs.WRRDMARead:
+	case driver.WRRDMARead:
 		return opRead, true
 	}
 	return 0, false
 }
 
 // PostSend fills the next SQE, publishes it and rings the doorbell.
-func (q *qp) PostSend(wr *uverbs.SendWR) error {
+func (q *qp) PostSend(wr *driver.SendWR) error {
 	op, ok := siwOpcode(wr.Opcode)
 	if !ok {
 		return errBadOpcode
 	}
-	if wr.Flags&uverbs.SendInline != 0 {
+	if wr.Flags&driver.SendInline != 0 {
 		return errInline
 	}
 	if len(wr.SGE) > q.maxSendSGE {
@@ -337,13 +337,13 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 		return errReadSGE
 	}
 	flags := uint32(wqeValid)
-	if wr.Flags&uverbs.SendSignaled != 0 || q.sigAll {
+	if wr.Flags&driver.SendSignaled != 0 || q.sigAll {
 		flags |= wqeSignalled
 	}
-	if wr.Flags&uverbs.SendSolicited != 0 {
+	if wr.Flags&driver.SendSolicited != 0 {
 		flags |= wqeSolicited
 	}
-	if wr.Flags&uverbs.SendFence != 0 {
+	if wr.Flags&driver.SendFence != 0 {
 		flags |= wqeReadFence
 	}
 	rkey, raddr := wr.RKey, wr.RemoteAddr
@@ -356,7 +356,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
 	if q.sq == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	off := int(q.sqPut&(q.numSQE-1)) * sqeSize
 	word := (*uint32)(unsafe.Pointer(&q.sq[off+wordOff]))
@@ -378,7 +378,7 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 
 // PostRecv fills the next RQE and publishes it; the kernel picks it up without a system
 // call.
-func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
+func (q *qp) PostRecv(wr *driver.RecvWR) error {
 	if len(wr.SGE) > q.maxRecvSGE {
 		return errTooManySGE
 	}
@@ -386,7 +386,7 @@ func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
 	defer q.rqMu.Unlock()
 	if q.rq == nil {
 		if q.closed.Load() {
-			return uverbs.ErrClosed
+			return driver.ErrClosed
 		}
 		return errNoRQ
 	}

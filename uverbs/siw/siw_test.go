@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 	"golang.org/x/sys/unix"
 )
@@ -98,7 +97,7 @@ func TestCQPollAndArm(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
 	q, mem := newTestCQ(t, f, 4)
-	wc := make([]uverbs.WC, 8)
+	wc := make([]driver.WC, 8)
 	if n, err := q.Poll(wc); n != 0 || err != nil {
 		t.Fatalf("empty CQ polled %d, %v", n, err)
 	}
@@ -109,9 +108,9 @@ func TestCQPollAndArm(t *testing.T) {
 	if n != 2 || err != nil {
 		t.Fatalf("Poll = %d, %v; want 2", n, err)
 	}
-	want := []uverbs.WC{
-		{WRID: 11, Status: uverbs.WCSuccess, Opcode: uverbs.WCRecv, ByteLen: 64, QPNum: 0x44},
-		{WRID: 12, Status: uverbs.WCWRFlushErr, Opcode: uverbs.WCRDMARead, QPNum: 0x44},
+	want := []driver.WC{
+		{WRID: 11, Status: driver.WCSuccess, Opcode: driver.WCRecv, ByteLen: 64, QPNum: 0x44},
+		{WRID: 12, Status: driver.WCWRFlushErr, Opcode: driver.WCRDMARead, QPNum: 0x44},
 	}
 	for i := range want {
 		if wc[i] != want[i] {
@@ -124,7 +123,7 @@ func TestCQPollAndArm(t *testing.T) {
 	if mem[2*cqeSize+8] != wqeValid {
 		t.Error("an unpolled CQE was handed back")
 	}
-	if n, _ := q.Poll(wc); n != 1 || wc[0].Status != uverbs.WCGeneralErr || wc[0].Opcode != uverbs.WCRDMAWrite {
+	if n, _ := q.Poll(wc); n != 1 || wc[0].Status != driver.WCGeneralErr || wc[0].Opcode != driver.WCRDMAWrite {
 		t.Errorf("third poll: %d, %+v", n, wc[0])
 	}
 	// The consumer wraps: slot 3, then slot 0 again.
@@ -147,10 +146,10 @@ func TestCQPollAndArm(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.Poll(wc); !errors.Is(err, uverbs.ErrClosed) {
+	if _, err := q.Poll(wc); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("Poll after Close: %v", err)
 	}
-	if err := q.Arm(false); !errors.Is(err, uverbs.ErrClosed) {
+	if err := q.Arm(false); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("Arm after Close: %v", err)
 	}
 }
@@ -171,7 +170,7 @@ func TestCQCommitRejects(t *testing.T) {
 
 func newTestQP(t *testing.T, f *fakeCmd, nsq, nrq uint32, sigAll bool) (*qp, []byte, []byte) {
 	ctx := &context{}
-	req := &driver.QPRequest{Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: nsq, MaxRecvWR: nrq, MaxSendSGE: 2, MaxRecvSGE: 2}, SigAll: sigAll}
+	req := &driver.QPRequest{Type: driver.QPTypeRC, Cap: driver.QPCap{MaxSendWR: nsq, MaxRecvWR: nrq, MaxSendSGE: 2, MaxRecvSGE: 2}, SigAll: sigAll}
 	p, err := ctx.PrepareQP(req)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +178,7 @@ func newTestQP(t *testing.T, f *fakeCmd, nsq, nrq uint32, sigAll bool) (*qp, []b
 	if in, out := p.Udata(); in != nil || out != createQPLen {
 		t.Fatalf("CREATE_QP udata = %d in, %d out", len(in), out)
 	}
-	core := &driver.QPCore{Handle: 9, QPN: 0x44, Type: uverbs.QPTypeRC, Cap: req.Cap, SigAll: sigAll}
+	core := &driver.QPCore{Handle: 9, QPN: 0x44, Type: driver.QPTypeRC, Cap: req.Cap, SigAll: sigAll}
 	pq, err := p.Commit(f, core, qpResp(0x44, nsq, nrq, 0x1000, 0x2000))
 	if err != nil {
 		t.Fatal(err)
@@ -197,8 +196,8 @@ func TestPostSendEncoding(t *testing.T) {
 	if len(sq) != 2*sqeSize {
 		t.Fatalf("SQ mapping %d bytes", len(sq))
 	}
-	wr := uverbs.SendWR{ID: 0x1122, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-		SGE:        []uverbs.SGE{{Addr: 0xa000, Length: 100, LKey: 0x55}, {Addr: 0xb000, Length: 8, LKey: 0x56}},
+	wr := driver.SendWR{ID: 0x1122, Opcode: driver.WRRDMAWrite, Flags: driver.SendSignaled,
+		SGE:        []driver.SGE{{Addr: 0xa000, Length: 100, LKey: 0x55}, {Addr: 0xb000, Length: 8, LKey: 0x56}},
 		RemoteAddr: 0xdead0000, RKey: 0x77}
 	if err := q.PostSend(&wr); err != nil {
 		t.Fatal(err)
@@ -230,7 +229,7 @@ func TestPostSendEncoding(t *testing.T) {
 	}
 
 	// A plain send, unsignaled, on a QP without sq_sig_all: no SIGNALLED, no rkey.
-	if err := q.PostSend(&uverbs.SendWR{ID: 2, Opcode: uverbs.WRSend, RKey: 9, RemoteAddr: 9, SGE: wr.SGE[:1]}); err != nil {
+	if err := q.PostSend(&driver.SendWR{ID: 2, Opcode: driver.WRSend, RKey: 9, RemoteAddr: 9, SGE: wr.SGE[:1]}); err != nil {
 		t.Fatal(err)
 	}
 	e = sq[sqeSize:]
@@ -243,7 +242,7 @@ func TestPostSendEncoding(t *testing.T) {
 	}
 	// The kernel takes slot 0 (clears its flags); it is reused.
 	le.PutUint16(sq[8:], 0)
-	if err := q.PostSend(&uverbs.SendWR{ID: 3, Opcode: uverbs.WRRDMARead, SGE: wr.SGE[:1], RemoteAddr: 1, RKey: 2}); err != nil {
+	if err := q.PostSend(&driver.SendWR{ID: 3, Opcode: driver.WRRDMARead, SGE: wr.SGE[:1], RemoteAddr: 1, RKey: 2}); err != nil {
 		t.Fatal(err)
 	}
 	if le.Uint64(sq[0:]) != 3 || sq[11] != opRead || sq[10] != 1 {
@@ -255,13 +254,13 @@ func TestPostSendRejects(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
 	q, sq, _ := newTestQP(t, f, 4, 4, true)
-	sges := []uverbs.SGE{{Addr: 1, Length: 1, LKey: 1}, {Addr: 2, Length: 2, LKey: 2}, {Addr: 3, Length: 3, LKey: 3}}
-	for name, wr := range map[string]uverbs.SendWR{
-		"imm":       {Opcode: uverbs.WRSendWithImm},
-		"atomic":    {Opcode: uverbs.WRAtomicFetchAdd, SGE: sges[:1]},
-		"inline":    {Opcode: uverbs.WRSend, Flags: uverbs.SendInline},
-		"sges":      {Opcode: uverbs.WRSend, SGE: sges},
-		"read 2sge": {Opcode: uverbs.WRRDMARead, SGE: sges[:2]},
+	sges := []driver.SGE{{Addr: 1, Length: 1, LKey: 1}, {Addr: 2, Length: 2, LKey: 2}, {Addr: 3, Length: 3, LKey: 3}}
+	for name, wr := range map[string]driver.SendWR{
+		"imm":       {Opcode: driver.WRSendWithImm},
+		"atomic":    {Opcode: driver.WRAtomicFetchAdd, SGE: sges[:1]},
+		"inline":    {Opcode: driver.WRSend, Flags: driver.SendInline},
+		"sges":      {Opcode: driver.WRSend, SGE: sges},
+		"read 2sge": {Opcode: driver.WRRDMARead, SGE: sges[:2]},
 	} {
 		if err := q.PostSend(&wr); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -271,7 +270,7 @@ func TestPostSendRejects(t *testing.T) {
 		t.Error("a refused work request reached the queue or rang the doorbell")
 	}
 	// sq_sig_all signals every send.
-	if err := q.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend}); err != nil || le.Uint16(sq[8:]) != wqeValid|wqeSignalled {
+	if err := q.PostSend(&driver.SendWR{Opcode: driver.WRSend}); err != nil || le.Uint16(sq[8:]) != wqeValid|wqeSignalled {
 		t.Errorf("sig_all send: %v, flags %#x", err, le.Uint16(sq[8:]))
 	}
 }
@@ -284,7 +283,7 @@ func TestPostRecvEncoding(t *testing.T) {
 		t.Fatalf("RQ mapping %d bytes", len(rq))
 	}
 	for i := uint64(1); i <= 2; i++ {
-		if err := q.PostRecv(&uverbs.RecvWR{ID: i, SGE: []uverbs.SGE{{Addr: 0x1000 * i, Length: 64, LKey: 5}}}); err != nil {
+		if err := q.PostRecv(&driver.RecvWR{ID: i, SGE: []driver.SGE{{Addr: 0x1000 * i, Length: 64, LKey: 5}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -293,22 +292,22 @@ func TestPostRecvEncoding(t *testing.T) {
 		le.Uint64(e[16:]) != 0x2000 || le.Uint32(e[24:]) != 64 || le.Uint32(e[28:]) != 5 {
 		t.Errorf("RQE % x", e[:32])
 	}
-	if err := q.PostRecv(&uverbs.RecvWR{ID: 3}); !errors.Is(err, driver.ErrQueueFull) {
+	if err := q.PostRecv(&driver.RecvWR{ID: 3}); !errors.Is(err, driver.ErrQueueFull) {
 		t.Errorf("post to a full RQ: %v", err)
 	}
 	if len(f.writes) != 0 {
 		t.Errorf("PostRecv wrote commands %v", f.writes)
 	}
-	if err := q.PostRecv(&uverbs.RecvWR{SGE: make([]uverbs.SGE, 3)}); !errors.Is(err, unix.EINVAL) {
+	if err := q.PostRecv(&driver.RecvWR{SGE: make([]driver.SGE, 3)}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("too many SGEs: %v", err)
 	}
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.PostRecv(&uverbs.RecvWR{}); !errors.Is(err, uverbs.ErrClosed) {
+	if err := q.PostRecv(&driver.RecvWR{}); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("PostRecv after Close: %v", err)
 	}
-	if err := q.PostSend(&uverbs.SendWR{Opcode: uverbs.WRSend}); !errors.Is(err, uverbs.ErrClosed) {
+	if err := q.PostSend(&driver.SendWR{Opcode: driver.WRSend}); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("PostSend after Close: %v", err)
 	}
 }
@@ -317,9 +316,9 @@ func TestPrepareQPRejects(t *testing.T) {
 	t.Parallel()
 	ctx := &context{}
 	for name, req := range map[string]driver.QPRequest{
-		"UD":     {Type: uverbs.QPTypeUD, Cap: uverbs.QPCap{MaxSendWR: 1}},
-		"sge":    {Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: 1, MaxSendSGE: 7}},
-		"inline": {Type: uverbs.QPTypeRC, Cap: uverbs.QPCap{MaxSendWR: 1, MaxInlineData: 81}},
+		"UD":     {Type: driver.QPTypeUD, Cap: driver.QPCap{MaxSendWR: 1}},
+		"sge":    {Type: driver.QPTypeRC, Cap: driver.QPCap{MaxSendWR: 1, MaxSendSGE: 7}},
+		"inline": {Type: driver.QPTypeRC, Cap: driver.QPCap{MaxSendWR: 1, MaxInlineData: 81}},
 	} {
 		if _, err := ctx.PrepareQP(&req); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -337,7 +336,7 @@ func TestPrepareQPRejects(t *testing.T) {
 func TestMRUdata(t *testing.T) {
 	t.Parallel()
 	c := &context{}
-	in, out := c.MRUdata(uverbs.AccessLocalWrite)
+	in, out := c.MRUdata(driver.AccessLocalWrite)
 	if len(in) != 8 || out != 8 {
 		t.Fatalf("REG_MR udata %d in, %d out; want 8, 8", len(in), out)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/gorping/gorping/internal/wire"
 	"github.com/gorping/gorping/test/providertest"
 	"github.com/gorping/gorping/uverbs"
+	"github.com/gorping/gorping/uverbs/driver"
 )
 
 // The one line that gives a provider the conformance suite (with the kernel half below).
@@ -76,10 +77,10 @@ func take(r *kring) (*WQE, bool) {
 	return &w, true
 }
 
-func sges(w *WQE) []uverbs.SGE {
-	out := make([]uverbs.SGE, min(w.NumSGE, MaxSGE))
+func sges(w *WQE) []driver.SGE {
+	out := make([]driver.SGE, min(w.NumSGE, MaxSGE))
 	for i := range out {
-		out[i] = uverbs.SGE{Addr: w.SGE[i].Addr, Length: w.SGE[i].Length, LKey: w.SGE[i].LKey}
+		out[i] = driver.SGE{Addr: w.SGE[i].Addr, Length: w.SGE[i].Length, LKey: w.SGE[i].LKey}
 	}
 	return out
 }
@@ -89,8 +90,8 @@ func (kernel) NextSend(qp *providertest.QP) (providertest.SendWR, bool) {
 	if !ok {
 		return providertest.SendWR{}, false
 	}
-	return providertest.SendWR{SendWR: uverbs.SendWR{ID: w.ID, Opcode: uverbs.WROpcode(w.Opcode), Flags: uverbs.SendFlags(w.Flags),
-		RemoteAddr: w.RemoteAddr, RKey: w.RKey, Imm: w.Imm, SGE: sges(w)}, Signaled: w.Flags&uint32(uverbs.SendSignaled) != 0}, true
+	return providertest.SendWR{SendWR: driver.SendWR{ID: w.ID, Opcode: driver.WROpcode(w.Opcode), Flags: driver.SendFlags(w.Flags),
+		RemoteAddr: w.RemoteAddr, RKey: w.RKey, Imm: w.Imm, SGE: sges(w)}, Signaled: w.Flags&uint32(driver.SendSignaled) != 0}, true
 }
 
 func (kernel) NextRecv(qp *providertest.QP) (providertest.RecvWR, bool) {
@@ -98,7 +99,7 @@ func (kernel) NextRecv(qp *providertest.QP) (providertest.RecvWR, bool) {
 	if !ok {
 		return providertest.RecvWR{}, false
 	}
-	return providertest.RecvWR{RecvWR: uverbs.RecvWR{ID: w.ID, SGE: sges(w)}}, true
+	return providertest.RecvWR{RecvWR: driver.RecvWR{ID: w.ID, SGE: sges(w)}}, true
 }
 
 func (kernel) Complete(cq *providertest.CQ, wc providertest.Completion) bool {

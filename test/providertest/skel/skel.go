@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gorping/gorping/internal/wire"
-	"github.com/gorping/gorping/uverbs"
 	"github.com/gorping/gorping/uverbs/driver"
 	"github.com/gorping/gorping/uverbs/providerkit"
 )
@@ -29,7 +28,7 @@ type Provider struct{}
 func (Provider) Info() driver.Info {
 	return driver.Info{
 		Driver: Driver, DriverID: DriverID, ABIMin: 1, ABIMax: 1,
-		Transport: uverbs.TransportIB,
+		Transport: driver.TransportIB,
 		Sysfs:     driver.SysfsMatch{BusDrivers: []string{"skel_core"}},
 		// The doorbell and the arm never sleep in the (made-up) driver.
 		RawCommands: []uint32{driver.CmdPostSend, driver.CmdReqNotifyCQ},
@@ -79,11 +78,11 @@ type cq struct {
 	arm  driver.CQArm
 }
 
-func (q *cq) Poll(wc []uverbs.WC) (int, error) {
+func (q *cq) Poll(wc []driver.WC) (int, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.ring == nil {
-		return 0, uverbs.ErrClosed
+		return 0, driver.ErrClosed
 	}
 	n := 0
 	for ; n < len(wc); n++ {
@@ -92,8 +91,8 @@ func (q *cq) Poll(wc []uverbs.WC) (int, error) {
 			break
 		}
 		e := (*CQE)(p)
-		wc[n] = uverbs.WC{WRID: e.WRID, Status: uverbs.WCStatus(e.Status), Opcode: uverbs.WCOpcode(e.Opcode),
-			ByteLen: e.ByteLen, QPNum: e.QPN, SrcQP: e.SrcQP, Flags: uverbs.WCFlags(e.Flags), Imm: e.Imm}
+		wc[n] = driver.WC{WRID: e.WRID, Status: driver.WCStatus(e.Status), Opcode: driver.WCOpcode(e.Opcode),
+			ByteLen: e.ByteLen, QPNum: e.QPN, SrcQP: e.SrcQP, Flags: driver.WCFlags(e.Flags), Imm: e.Imm}
 		q.ring.release()
 	}
 	return n, nil
@@ -154,7 +153,7 @@ type qp struct {
 	db     driver.Doorbell
 }
 
-func putWQE(p unsafe.Pointer, w WQE, sges []uverbs.SGE) {
+func putWQE(p unsafe.Pointer, w WQE, sges []driver.SGE) {
 	for i, s := range sges {
 		w.SGE[i] = SGE{Addr: s.Addr, Length: s.Length, LKey: s.LKey}
 	}
@@ -162,18 +161,18 @@ func putWQE(p unsafe.Pointer, w WQE, sges []uverbs.SGE) {
 	*(*WQE)(p) = w
 }
 
-func (q *qp) PostSend(wr *uverbs.SendWR) error {
+func (q *qp) PostSend(wr *driver.SendWR) error {
 	if len(wr.SGE) > MaxSGE {
 		return errTooManySGE
 	}
 	flags := uint32(wr.Flags)
 	if q.sigAll {
-		flags |= uint32(uverbs.SendSignaled)
+		flags |= uint32(driver.SendSignaled)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.sq == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	p := q.sq.produce()
 	if p == nil {
@@ -184,14 +183,14 @@ func (q *qp) PostSend(wr *uverbs.SendWR) error {
 	return q.db.Ring(q.cmd)
 }
 
-func (q *qp) PostRecv(wr *uverbs.RecvWR) error {
+func (q *qp) PostRecv(wr *driver.RecvWR) error {
 	if len(wr.SGE) > MaxSGE {
 		return errTooManySGE
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.rq == nil {
-		return uverbs.ErrClosed
+		return driver.ErrClosed
 	}
 	p := q.rq.produce()
 	if p == nil {
