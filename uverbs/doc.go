@@ -6,7 +6,8 @@
 //
 // The data path (posting work requests, polling, arming) is driver specific and lives in
 // providers such as uverbs/rxe, uverbs/mlx5 and uverbs/siw, which register themselves with Register.
-// Import the providers you need for their side effect:
+// What a provider implements is package uverbs/driver, whose verbs types (WC, SendWR, QPAttr,
+// ...) this package names as its own. Import the providers you need for their side effect:
 //
 //	import _ "github.com/gorping/gorping/uverbs/rxe"
 //	import _ "github.com/gorping/gorping/uverbs/mlx5"
