@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
+	"github.com/gorping/gorping/mesh/probe"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -56,7 +57,7 @@ type Agent struct {
 
 // deps are the agent's seams to the world, replaced by host tests.
 type deps struct {
-	dial     dialFunc
+	dial     probe.Dial
 	resolver dnsResolver
 	respond  func(ctx context.Context, cfg rping.ResponderConfig) error
 	hup      <-chan os.Signal                     // nil: the process's SIGHUP
@@ -112,7 +113,7 @@ func newAgent(cfg Config, d deps) (*Agent, error) {
 		d.resolver = net.DefaultResolver
 	}
 	if d.dial == nil {
-		d.dial = rpingDialer(c.source, c.Size, c.ConnectTimeout)
+		d.dial = probe.RPing(c.source, c.Size, c.ConnectTimeout)
 	}
 	if d.respond == nil {
 		d.respond = rping.Respond
@@ -421,7 +422,7 @@ func (a *Agent) isTarget(key string) bool {
 func (a *Agent) respond(ctx context.Context, respond func(context.Context, rping.ResponderConfig) error) {
 	log := a.log.With("component", "responder")
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	bo := backoff{base: time.Second, max: 30 * time.Second, rnd: rnd}
+	bo := probe.Backoff{Base: time.Second, Max: 30 * time.Second, Rnd: rnd}
 	w := &dedupLog{log: log, level: slog.LevelWarn}
 	var last string
 	for {
@@ -440,9 +441,9 @@ func (a *Agent) respond(ctx context.Context, respond func(context.Context, rping
 			return
 		}
 		if time.Since(started) > time.Minute {
-			bo.reset()
+			bo.Reset()
 		}
-		wait := bo.next()
+		wait := bo.Next()
 		if msg := err.Error(); msg != last {
 			log.Warn("responder stopped; starting it again with backoff", "err", err, "retry_in", wait.Round(time.Millisecond))
 			last = msg

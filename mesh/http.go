@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/gorping/gorping/mesh/members"
-	"github.com/gorping/gorping/rping"
+	"github.com/gorping/gorping/mesh/probe"
 )
 
 // maxProbeCount bounds /probe's count; maxProbesInFlight how many run at once.
@@ -286,12 +286,12 @@ func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t targe
 		log.Info("probe failed", "reason", reason, "err", err)
 	}
 	if resolveErr != nil {
-		fail(count, reasonResolve, resolveErr)
+		fail(count, probe.ReasonResolve, resolveErr)
 		return
 	}
 	conn, err := a.d.dial(ctx, netip.Addr{}, netip.AddrPortFrom(addr, t.Port), 0, lineLog{log})
 	if err != nil {
-		fail(count, reasonOf(err), err)
+		fail(count, probe.Reason(err), err)
 		return
 	}
 	defer conn.Close()
@@ -304,7 +304,7 @@ func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t targe
 		}
 		d, err := conn.Ping(max(timeout, time.Millisecond))
 		if err != nil {
-			fail(count-i, reasonOf(err), err) // the connection is spent: the rest fail with it
+			fail(count-i, probe.Reason(err), err) // the connection is spent: the rest fail with it
 			break
 		}
 		probes.Inc()
@@ -315,10 +315,3 @@ func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t targe
 		success.Set(1)
 	}
 }
-
-// failureReasons lists what a probe or a slot can fail with, for the docs and tests.
-var failureReasons = []string{rping.ReasonNoDevice, rping.ReasonAddrError, rping.ReasonRouteError,
-	rping.ReasonConnectRefused, rping.ReasonUnreachable, rping.ReasonConnectError, rping.ReasonConnectTimeout,
-	rping.ReasonSetupError, rping.ReasonTimeout, rping.ReasonDisconnected, rping.ReasonDeviceRemoved,
-	rping.ReasonAsyncError, rping.ReasonDataMismatch, rping.ReasonCQError, rping.ReasonPostError,
-	rping.ReasonProtocolError, reasonResolve}

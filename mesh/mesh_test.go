@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"html"
 	"io"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/mesh/probe"
 	"github.com/gorping/gorping/rping"
 	"github.com/gorping/gorping/test/meshtest"
 )
@@ -77,82 +77,6 @@ func TestParseTargetFile(t *testing.T) {
 	}
 	if _, err := parsePeers("a,b c", 7174); err == nil {
 		t.Error("parsePeers accepted \"b c\"")
-	}
-}
-
-func TestSchedule(t *testing.T) {
-	const interval = time.Second
-	now := time.Unix(1000, 0)
-	var phases []time.Duration
-	for seed := range uint64(200) {
-		s := newSchedule(now, interval, 0.1, rand.New(rand.NewPCG(seed, 1)))
-		first := s.next()
-		phase := first.Sub(now)
-		if phase < -interval/10 || phase >= interval+interval/10 {
-			t.Fatalf("seed %d: first slot %v after start", seed, phase)
-		}
-		phases = append(phases, phase)
-		grid := s.start
-		for k := 1; k < 1000; k++ {
-			at := s.next()
-			off := at.Sub(grid.Add(time.Duration(k) * interval))
-			if off < -interval/10 || off > interval/10 {
-				t.Fatalf("seed %d slot %d: %v off its grid time, jitter is ±10%%", seed, k, off)
-			}
-		}
-	}
-	// Phases spread over the interval: agents started together do not beat in step.
-	var buckets [10]int
-	for _, p := range phases {
-		buckets[min(max(int(p*10/interval), 0), 9)]++
-	}
-	for i, n := range buckets {
-		if n < 5 {
-			t.Errorf("phase decile %d holds %d of 200 agents: %v", i, n, buckets)
-		}
-	}
-	// Jitter varies from slot to slot (it is not a fixed offset).
-	s := newSchedule(now, interval, 0.1, rand.New(rand.NewPCG(7, 7)))
-	a, b := s.next().Sub(s.start), s.next().Sub(s.start)-interval
-	if a == b {
-		t.Errorf("two slots with the same offset %v", a)
-	}
-	// A dial that outlasted slots skips them, counted.
-	s = newSchedule(now, interval, 0, rand.New(rand.NewPCG(1, 1)))
-	s.next()
-	if n := s.skipPast(s.start.Add(3*interval + interval/2)); n != 3 {
-		t.Errorf("skipPast 3.5 intervals later skipped %d slots, want 3", n)
-	}
-	if got := s.next().Sub(s.start); got != 4*interval {
-		t.Errorf("next slot after skipping at %v, want %v", got, 4*interval)
-	}
-	if n := s.skipPast(s.start); n != 0 {
-		t.Errorf("skipPast in the past skipped %d", n)
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	b := backoff{base: time.Second, max: 30 * time.Second, rnd: rand.New(rand.NewPCG(1, 2))}
-	want := []time.Duration{1, 2, 4, 8, 16, 30, 30, 30}
-	for i, w := range want {
-		d := b.next()
-		lo, hi := time.Duration(float64(w*time.Second)*0.8), time.Duration(float64(w*time.Second)*1.2)
-		if d < lo || d >= hi {
-			t.Errorf("attempt %d: %v, want in [%v, %v)", i+1, d, lo, hi)
-		}
-	}
-	b.reset()
-	if d := b.next(); d >= 1200*time.Millisecond {
-		t.Errorf("after reset: %v, want about the base", d)
-	}
-	// Jitter: many agents reconnecting after the same failure spread out.
-	seen := map[time.Duration]bool{}
-	for seed := range uint64(50) {
-		bb := backoff{base: time.Second, max: time.Minute, rnd: rand.New(rand.NewPCG(seed, 9))}
-		seen[bb.next().Round(10*time.Millisecond)] = true
-	}
-	if len(seen) < 20 {
-		t.Errorf("50 agents' first backoff takes only %d distinct values", len(seen))
 	}
 }
 
@@ -250,7 +174,7 @@ func (f *fakeNet) failConn(qpn uint32, reason string) {
 	f.failQPN[qpn] = reason
 }
 
-func (f *fakeNet) dial(ctx context.Context, src netip.Addr, addr netip.AddrPort, path int, _ io.Writer) (probeConn, error) {
+func (f *fakeNet) dial(ctx context.Context, src netip.Addr, addr netip.AddrPort, path int, _ io.Writer) (probe.Conn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dials[addr]++

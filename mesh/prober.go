@@ -3,55 +3,15 @@ package mesh
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"strconv"
 	"time"
 
-	"github.com/gorping/gorping/internal/meshenv"
+	"github.com/gorping/gorping/mesh/probe"
 	"github.com/gorping/gorping/rping"
 )
-
-// probeConn is one probing connection: *rping.Prober, a fake in host tests, a simulated
-// one in test/campaign. Its methods are documented on meshenv.ProbeConn, the one
-// declaration, which the simulated fabric implements too.
-type probeConn = meshenv.ProbeConn
-
-// dialFunc opens a probeConn to addr from src (zero: the dialer's default, --source or
-// the route's) for the target's path (its index; /probe's is 0). ctx is the
-// connection's life; the dial is bounded by the dialer itself. log receives rping's
-// lines about the connection. Errors carry a reason as *rping.ProbeError.
-type dialFunc func(ctx context.Context, src netip.Addr, addr netip.AddrPort, path int, log io.Writer) (probeConn, error)
-
-// rpingDialer dials with rping.DialProbe; defaultSrc is --source.
-func rpingDialer(defaultSrc netip.Addr, size int, connectTimeout time.Duration) dialFunc {
-	// The path needs nothing of its own: each dial is a new cm_id, QP and so flow.
-	return func(ctx context.Context, src netip.Addr, addr netip.AddrPort, _ int, log io.Writer) (probeConn, error) {
-		if !src.IsValid() {
-			src = defaultSrc
-		}
-		p, err := rping.DialProbe(ctx, rping.ProbeConfig{Target: addr, Source: src, Size: size,
-			ConnectTimeout: connectTimeout, Log: log})
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	}
-}
-
-// reasonOf is the failure reason of err.
-func reasonOf(err error) string {
-	var pe *rping.ProbeError
-	if errors.As(err, &pe) {
-		return pe.Reason
-	}
-	return rping.ReasonConnectError
-}
-
-// Failure reasons the agent itself adds to rping's.
-const reasonResolve = "resolve_error" // the target's name did not resolve
 
 // probeSettings are what every target's loop shares.
 type probeSettings struct {
@@ -63,7 +23,7 @@ type probeSettings struct {
 	// QPs, new rdma_cm port, so a new flow) after a lifetime drawn in [lifetime/2,
 	// 3·lifetime/2); 0: never (a connection lives until it fails).
 	lifetime time.Duration
-	dial     dialFunc
+	dial     probe.Dial
 	resolver dnsResolver
 	log      *slog.Logger
 	// dials bounds the connection setups in flight (maxParallelDials): an agent started
@@ -88,8 +48,8 @@ type targetLoop struct {
 	pm   *pathMetrics
 	log  *slog.Logger
 	rnd  *rand.Rand
-	conn probeConn
-	bo   backoff
+	conn probe.Conn
+	bo   probe.Backoff
 
 	retryAt    time.Time // no dial before this
 	lastReason string    // why the target is down ("" while it is up)
@@ -138,16 +98,16 @@ func newTargetLoop(t target, s *probeSettings, tm *targetMetrics, path int, seed
 		log = log.With("path", path)
 	}
 	return &targetLoop{t: t, s: s, path: path, pm: tm.paths[path], rnd: rnd, log: log,
-		bo: backoff{base: s.interval, max: max(s.backoffMax, s.interval), rnd: rnd}}
+		bo: probe.Backoff{Base: s.interval, Max: max(s.backoffMax, s.interval), Rnd: rnd}}
 }
 
 func (l *targetLoop) run(ctx context.Context) {
 	defer l.closeConn()
-	sched := newSchedule(time.Now(), l.s.interval, l.s.jitter, l.rnd)
+	sched := probe.NewSchedule(time.Now(), l.s.interval, l.s.jitter, l.rnd)
 	l.timer = time.NewTimer(time.Hour)
 	defer l.timer.Stop()
 	for {
-		due := sched.next()
+		due := sched.Next()
 		if !l.waitUntil(ctx, due) {
 			return
 		}
@@ -156,7 +116,7 @@ func (l *targetLoop) run(ctx context.Context) {
 		// Slots that passed while the slot ran (a dial up to --connect-timeout, a slow
 		// ping): while the target is down they fail with its reason; a target that is
 		// up was busy answering, and its skipped slots are not counted.
-		if n := sched.skipPast(time.Now()); n > 0 && l.lastReason != "" {
+		if n := sched.SkipPast(time.Now()); n > 0 && l.lastReason != "" {
 			l.pm.failed(l.lastReason, n)
 		}
 	}
@@ -180,7 +140,7 @@ func (l *targetLoop) waitUntil(ctx context.Context, t time.Time) bool {
 			_, err := l.conn.Ping(0) // a spent connection answers at once with its reason
 			l.connFailed()
 			l.closeConn()
-			l.pending = reasonOf(err)
+			l.pending = probe.Reason(err)
 			l.down(l.pending, err)
 		}
 	}
@@ -216,7 +176,7 @@ func (l *targetLoop) slot(ctx context.Context) {
 		if ctx.Err() != nil {
 			return // shutting down: not the target's failure
 		}
-		reason := reasonOf(err)
+		reason := probe.Reason(err)
 		l.pm.failure(reason)
 		l.connFailed()
 		l.closeConn()
@@ -240,26 +200,26 @@ func (l *targetLoop) dial(ctx context.Context) string {
 		if ctx.Err() != nil {
 			return rping.ReasonCanceled
 		}
-		reason := reasonOf(err)
+		reason := probe.Reason(err)
 		var dc *deadConnError
 		if errors.As(err, &dc) {
 			// The set-up worked: the next connection, a new flow, is tried at the next slot.
 			l.retryAt = time.Time{}
 			l.markHotIfOthersWork()
 		} else {
-			l.retryAt = time.Now().Add(l.bo.next())
+			l.retryAt = time.Now().Add(l.bo.Next())
 		}
 		l.down(reason, err)
 		return reason
 	}
-	l.bo.reset()
+	l.bo.Reset()
 	l.use(conn, addr)
 	return ""
 }
 
 // connect sets up a new connection to the target, holding one of the agent's dial
 // slots. Its error is a *rping.ProbeError; ReasonCanceled when ctx ended.
-func (l *targetLoop) connect(ctx context.Context) (probeConn, netip.Addr, error) {
+func (l *targetLoop) connect(ctx context.Context) (probe.Conn, netip.Addr, error) {
 	select {
 	case l.s.dials <- struct{}{}:
 		defer func() { <-l.s.dials }()
@@ -270,7 +230,7 @@ func (l *targetLoop) connect(ctx context.Context) (probeConn, netip.Addr, error)
 	addr, err := resolveTarget(rctx, l.s.resolver, l.t)
 	cancel()
 	if err != nil {
-		return nil, netip.Addr{}, &rping.ProbeError{Reason: reasonResolve, Err: err}
+		return nil, netip.Addr{}, &rping.ProbeError{Reason: probe.ReasonResolve, Err: err}
 	}
 	conn, err := l.s.dial(ctx, l.t.Src, netip.AddrPortFrom(addr, l.t.Port), l.path, lineLog{l.log})
 	if err != nil {
@@ -304,7 +264,7 @@ func (e *deadConnError) Error() string {
 func (e *deadConnError) Unwrap() error { return e.err }
 
 // use makes conn the path's connection.
-func (l *targetLoop) use(conn probeConn, addr netip.Addr) {
+func (l *targetLoop) use(conn probe.Conn, addr netip.Addr) {
 	l.conn = conn
 	l.connAt, l.draw = time.Now(), 0.5+l.rnd.Float64()
 	l.pm.connected(conn.Device(), strconv.Itoa(conn.Port()), conn.Flow(), conn.TSSource())
@@ -350,12 +310,12 @@ func (l *targetLoop) rotate(ctx context.Context) bool {
 		l.connAt = time.Now()
 		var dc *deadConnError
 		if errors.As(err, &dc) {
-			l.pm.failure(reasonOf(err))
+			l.pm.failure(probe.Reason(err))
 			l.markHotIfOthersWork()
 			l.log.Debug("a new connection of the path died at its first ping: keeping the old one", "err", err)
 			return false
 		}
-		l.log.Debug("cannot replace the path's connection: keeping it", "reason", reasonOf(err), "err", err)
+		l.log.Debug("cannot replace the path's connection: keeping it", "reason", probe.Reason(err), "err", err)
 		return true
 	}
 	l.closeConn()
