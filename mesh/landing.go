@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,14 +87,44 @@ func (a *Agent) newLanding(c web.LandingConfig) (*landing, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := httptest.NewRecorder()
-	page.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-	head, tail, ok := bytes.Cut(rec.Body.Bytes(), []byte(landingMarker))
+	req, err := http.NewRequest(http.MethodGet, "/", nil)
+	if err != nil {
+		return nil, err
+	}
+	var rec pageWriter
+	page.ServeHTTP(&rec, req)
+	if rec.code != 0 && rec.code != http.StatusOK {
+		return nil, fmt.Errorf("exporter-toolkit's page answered %d", rec.code)
+	}
+	head, tail, ok := bytes.Cut(rec.body.Bytes(), []byte(landingMarker))
 	if !ok || bytes.Contains(tail, []byte(landingMarker)) {
 		return nil, errors.New("exporter-toolkit's page does not have the agent's state's place once")
 	}
 	return &landing{a: a, head: head, tail: tail, slots: make(chan struct{}, landingMaxInFlight)}, nil
 }
+
+// pageWriter takes exporter-toolkit's page, rendered once at start. It is the least of
+// an http.ResponseWriter, so that net/http/httptest stays out of the product binary.
+type pageWriter struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (w *pageWriter) Header() http.Header {
+	if w.header == nil {
+		w.header = http.Header{}
+	}
+	return w.header
+}
+
+func (w *pageWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+
+func (w *pageWriter) Write(p []byte) (int, error) { return w.body.Write(p) }
 
 // landingPage is what the template renders.
 type landingPage struct {
