@@ -25,6 +25,7 @@ import (
 
 	"github.com/gorping/gorping/mesh/agentdesc"
 	"github.com/gorping/gorping/mesh/probe"
+	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -50,15 +51,15 @@ type Agent struct {
 	agentsHup   chan struct{}   // SIGHUP, for discovery (the agents file)
 	listenPorts map[uint16]bool // the listeners' ports: an agent address of this host on one is this agent
 	railMu      sync.Mutex
-	railGen     uint64   // generation of railList
-	railList    []target // discovery's rail targets, for the reloader
+	railGen     uint64          // generation of railList
+	railList    []target.Target // discovery's rail targets, for the reloader
 	railDone    *railApplied
 }
 
 // deps are the agent's seams to the world, replaced by host tests.
 type deps struct {
 	dial     probe.Dial
-	resolver dnsResolver
+	resolver target.Resolver
 	respond  func(ctx context.Context, cfg rping.ResponderConfig) error
 	hup      <-chan os.Signal                     // nil: the process's SIGHUP
 	local    func() map[netip.Addr]bool           // this host's addresses; nil: the interfaces'
@@ -493,7 +494,7 @@ func logFormat(s string) (*promslog.Format, error) {
 		s = "logfmt"
 	}
 	if f.Set(s) != nil {
-		return nil, fmt.Errorf("--log.format %s: want %s", quote(s), strings.Join(promslog.FormatFlagOptions, " or "))
+		return nil, fmt.Errorf("--log.format %s: want %s", target.Quote(s), strings.Join(promslog.FormatFlagOptions, " or "))
 	}
 	return f, nil
 }
@@ -501,7 +502,7 @@ func logFormat(s string) (*promslog.Format, error) {
 func logLevel(s string) (*promslog.Level, error) {
 	l := promslog.NewLevel()
 	if l.Set(s) != nil {
-		return nil, fmt.Errorf("--log.level %s: want %s", quote(s), strings.Join(promslog.LevelFlagOptions, ", "))
+		return nil, fmt.Errorf("--log.level %s: want %s", target.Quote(s), strings.Join(promslog.LevelFlagOptions, ", "))
 	}
 	return l, nil
 }

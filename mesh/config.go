@@ -15,6 +15,7 @@ import (
 	"github.com/gorping/gorping/mesh/agentdesc"
 	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
+	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -141,14 +142,14 @@ func parseAllow(s string) (netip.Prefix, error) {
 func parseDNSOption(opt, v string, defaultPort uint16) (string, uint16, error) {
 	name, port := v, defaultPort
 	if h, p, err := net.SplitHostPort(v); err == nil {
-		pp, perr := parsePort(p)
+		pp, perr := target.ParsePort(p)
 		if perr != nil {
-			return "", 0, usageErrorf("%s %s: %v", opt, quote(v), perr)
+			return "", 0, usageErrorf("%s %s: %v", opt, target.Quote(v), perr)
 		}
 		name, port = h, pp
 	}
-	if _, err := netip.ParseAddr(name); err != nil && !validHostname(name) {
-		return "", 0, usageErrorf("%s %s: not a host name", opt, quote(v))
+	if _, err := netip.ParseAddr(name); err != nil && !target.ValidHostname(name) {
+		return "", 0, usageErrorf("%s %s: not a host name", opt, target.Quote(v))
 	}
 	return name, port, nil
 }
@@ -166,12 +167,12 @@ type agentConfig struct {
 	port       uint16
 	bind       netip.Addr
 	source     netip.Addr
-	peers      []target
+	peers      []target.Target
 	probeAllow []netip.Prefix
 	dnsName    string
 	dnsPort    uint16
 
-	agents        []target
+	agents        []target.Target
 	agentsDNSName string
 	agentsDNSPort uint16
 	agentsHTTP    agentsHTTP
@@ -212,14 +213,14 @@ func (cfg Config) check() (*agentConfig, error) {
 		}
 	}
 	if len(cfg.Peers) > 0 {
-		if c.peers, err = parsePeers(strings.Join(cfg.Peers, ","), c.port); err != nil {
+		if c.peers, err = target.ParseList(strings.Join(cfg.Peers, ","), c.port); err != nil {
 			return nil, usageErrorf("--peers: %w", err)
 		}
 	}
 	for _, p := range cfg.ProbeAllow {
 		pf, err := parseAllow(p)
 		if err != nil {
-			return nil, usageErrorf("--probe.allow %s: %v", quote(p), err)
+			return nil, usageErrorf("--probe.allow %s: %v", target.Quote(p), err)
 		}
 		c.probeAllow = append(c.probeAllow, pf)
 	}
@@ -228,7 +229,7 @@ func (cfg Config) check() (*agentConfig, error) {
 	}
 	for _, l := range cfg.Listen {
 		if _, _, err := net.SplitHostPort(l); err != nil {
-			return nil, usageErrorf("--web.listen-address %s: want [HOST]:PORT", quote(l))
+			return nil, usageErrorf("--web.listen-address %s: want [HOST]:PORT", target.Quote(l))
 		}
 	}
 	if cfg.MaxTargets < 1 || cfg.MaxTargets > maxMaxTargets {
@@ -288,14 +289,14 @@ func (cfg Config) check() (*agentConfig, error) {
 			return nil, fmt.Errorf("--agent-name: no default: the host name: %w", err)
 		}
 		if pinglist.CheckHost(h) != nil {
-			return nil, usageErrorf("--agent-name: the host name %s cannot be an agent's name: give --agent-name", quote(h))
+			return nil, usageErrorf("--agent-name: the host name %s cannot be an agent's name: give --agent-name", target.Quote(h))
 		}
 		c.AgentName = h
 	} else if err := pinglist.CheckHost(c.AgentName); err != nil {
-		return nil, usageErrorf("--agent-name %s: %v", quote(c.AgentName), err)
+		return nil, usageErrorf("--agent-name %s: %v", target.Quote(c.AgentName), err)
 	}
 	if err := pinglist.CheckGroup(cfg.Group); err != nil {
-		return nil, usageErrorf("--group %s: %v", quote(cfg.Group), err)
+		return nil, usageErrorf("--group %s: %v", target.Quote(cfg.Group), err)
 	}
 	if cfg.WebConfigFile != "" {
 		// Regular files only (exporter-toolkit would block on a FIFO at every request).
@@ -314,7 +315,7 @@ func (c *agentConfig) checkAgents() error {
 	cfg := c.Config
 	var err error
 	if len(cfg.Agents) > 0 {
-		if c.agents, err = parsePeers(strings.Join(cfg.Agents, ","), defaultAgentPort); err != nil {
+		if c.agents, err = target.ParseList(strings.Join(cfg.Agents, ","), defaultAgentPort); err != nil {
 			return usageErrorf("--agents: %w", err)
 		}
 	}
@@ -329,7 +330,7 @@ func (c *agentConfig) checkAgents() error {
 	case railsAll:
 		c.railMode = agentdesc.AllRails
 	default:
-		return usageErrorf("--rails %s: want %s or %s", quote(cfg.Rails), railsSameSubnet, railsAll)
+		return usageErrorf("--rails %s: want %s or %s", target.Quote(cfg.Rails), railsSameSubnet, railsAll)
 	}
 	if cfg.MaxPeers < 0 || cfg.MaxPeers > maxMaxPeers {
 		return usageErrorf("--max-peers %d: want 0 (every peer) to %d", cfg.MaxPeers, maxMaxPeers)
@@ -345,7 +346,7 @@ func (c *agentConfig) checkAgents() error {
 	}
 	if cfg.AgentsKubernetes != "" {
 		if err := members.CheckSelector(cfg.AgentsKubernetes); err != nil {
-			return usageErrorf("--agents.kubernetes %s: %v", quote(cfg.AgentsKubernetes), err)
+			return usageErrorf("--agents.kubernetes %s: %v", target.Quote(cfg.AgentsKubernetes), err)
 		}
 	}
 	if c.agentsHTTP, err = loadAgentsHTTP(cfg.AgentsHTTPConfig); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/gorping/gorping/mesh/agentdesc"
 	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
+	"github.com/gorping/gorping/mesh/target"
 )
 
 // defaultAgentPort is a peer agent's default port: the listener's (defaultListen).
@@ -126,10 +127,10 @@ type discovery struct {
 	fileData  []byte
 	fileOK    bool
 	fileErr   string
-	fileAddrs []target
-	dnsAddrs  []target
+	fileAddrs []target.Target
+	dnsAddrs  []target.Target
 	kube      *members.Kubernetes // --agents.kubernetes; nil without
-	dnsR      dnsResolver         // --agents-dns' resolver: the agent's, watched for cut answers (members.DNS)
+	dnsR      target.Resolver     // --agents-dns' resolver: the agent's, watched for cut answers (members.DNS)
 	cond      members.Conditional // the last description and ETag of each agent read: If-None-Match
 	kubeWant  []string            // with --agents.kubernetes: the peers the pinglist chooses over its members, by name
 	planner   members.Planner     // the plan of the last membership --agents.kubernetes gave
@@ -243,7 +244,7 @@ func (dc *discovery) loadFile(force bool) bool {
 		if msg := err.Error(); msg != dc.fileErr || force {
 			dc.fileErr = msg
 			log.Error("cannot read the agents file; keeping its last agents", "file", dc.file, "err", err)
-			m.configErrors.WithLabelValues(sourceAgentsFile, "read").Inc()
+			m.configErrors.WithLabelValues(target.SourceAgentsFile, "read").Inc()
 		}
 		dc.fileOK = false
 		return false
@@ -253,7 +254,7 @@ func (dc *discovery) loadFile(force bool) bool {
 		return force
 	}
 	dc.fileData, dc.fileOK = data, true
-	ts, errs := parseTargetFile(data, defaultAgentPort)
+	ts, errs := target.ParseFile(data, defaultAgentPort)
 	const each = 10
 	for i, e := range errs {
 		if i == each {
@@ -276,10 +277,10 @@ func (dc *discovery) resolve(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ts, err := resolveDNS(ctx, dc.dnsR, cfg.agentsDNSName, cfg.agentsDNSPort)
+	ts, err := target.ResolveDNS(ctx, dc.dnsR, cfg.agentsDNSName, cfg.agentsDNSPort)
 	if err != nil {
 		dc.a.log.Warn("cannot resolve --agents-dns; keeping its last agents", "name", cfg.agentsDNSName, "err", err)
-		dc.a.m.configErrors.WithLabelValues(sourceAgentsDNS, "resolve").Inc()
+		dc.a.m.configErrors.WithLabelValues(target.SourceAgentsDNS, "resolve").Inc()
 		return
 	}
 	dc.dnsAddrs = ts
@@ -291,7 +292,7 @@ func (dc *discovery) addresses() []string {
 	local := dc.a.d.local()
 	seen := map[string]bool{}
 	var out []string
-	for _, list := range [][]target{dc.a.cfg.agents, dc.fileAddrs, dc.dnsAddrs, dc.kubeAddrs(time.Now())} {
+	for _, list := range [][]target.Target{dc.a.cfg.agents, dc.fileAddrs, dc.dnsAddrs, dc.kubeAddrs(time.Now())} {
 		for _, t := range list {
 			k := t.Key()
 			if seen[k] {
@@ -648,7 +649,7 @@ func (dc *discovery) apply(ctx context.Context, peers map[string]*knownPeer, now
 
 // railTargets pairs this agent's rails with each of names' (agentdesc.Pair), logging
 // each problem once while it lasts and setting gorping_rail_problems.
-func (dc *discovery) railTargets(peers map[string]*knownPeer, names []string) []target {
+func (dc *discovery) railTargets(peers map[string]*knownPeer, names []string) []target.Target {
 	self := dc.a.self.Load()
 	if self == nil {
 		return nil
@@ -659,7 +660,7 @@ func (dc *discovery) railTargets(peers map[string]*knownPeer, names []string) []
 			local[p.Addr()] = true
 		}
 	}
-	var out []target
+	var out []target.Target
 	problems := map[string]bool{}
 	byReason := map[string]int{}
 	sorted := slices.Clone(names)
@@ -683,7 +684,7 @@ func (dc *discovery) railTargets(peers map[string]*knownPeer, names []string) []
 			if local[t.Addr.Addr()] {
 				continue // never a sibling rail of this agent (Pair says so too)
 			}
-			out = append(out, target{Host: t.Addr.Addr().String(), Port: t.Addr.Port(), Source: sourceRails,
+			out = append(out, target.Target{Host: t.Addr.Addr().String(), Port: t.Addr.Port(), Source: target.SourceRails,
 				Src: t.Source, Device: t.Device, DevPort: t.Port, Peer: t.Peer})
 		}
 	}
@@ -733,7 +734,7 @@ func (r *railApplied) wait(ctx context.Context, gen uint64) bool {
 
 // setRailTargets hands ts to the reloader and waits until it has reconciled them (false:
 // ctx ended first).
-func (a *Agent) setRailTargets(ctx context.Context, ts []target) bool {
+func (a *Agent) setRailTargets(ctx context.Context, ts []target.Target) bool {
 	a.railMu.Lock()
 	a.railGen++
 	gen := a.railGen
@@ -744,7 +745,7 @@ func (a *Agent) setRailTargets(ctx context.Context, ts []target) bool {
 }
 
 // railTargetsNow is the latest rail targets and their generation.
-func (a *Agent) railTargetsNow() ([]target, uint64) {
+func (a *Agent) railTargetsNow() ([]target.Target, uint64) {
 	a.railMu.Lock()
 	defer a.railMu.Unlock()
 	return a.railList, a.railGen

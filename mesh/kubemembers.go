@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
+	"github.com/gorping/gorping/mesh/target"
 )
 
 // sourceAgentsKubernetes marks the agent addresses --agents.kubernetes gives.
@@ -53,7 +54,7 @@ func (dc *discovery) waitKube(ctx context.Context) {
 // lists, those the pinglist chooses for this epoch (all of them without --max-peers).
 // The plan needs only the members' names and groups, which the API server gives: the
 // descriptions read are the chosen peers', whatever the fleet's size.
-func (dc *discovery) kubeAddrs(now time.Time) []target {
+func (dc *discovery) kubeAddrs(now time.Time) []target.Target {
 	if dc.kube == nil {
 		return nil
 	}
@@ -72,7 +73,7 @@ func (dc *discovery) kubeAddrs(now time.Time) []target {
 		}
 	}
 	dc.kubeWant = dc.kubeWant[:0]
-	out := make([]target, 0, len(ms))
+	out := make([]target.Target, 0, len(ms))
 	for _, m := range ms {
 		if m.Name == dc.a.cfg.AgentName {
 			continue
@@ -83,7 +84,7 @@ func (dc *discovery) kubeAddrs(now time.Time) []target {
 			continue
 		}
 		port, _ := strconv.ParseUint(p, 10, 16)
-		out = append(out, target{Host: h, Port: uint16(port), Source: sourceAgentsKubernetes})
+		out = append(out, target.Target{Host: h, Port: uint16(port), Source: sourceAgentsKubernetes})
 	}
 	return out
 }

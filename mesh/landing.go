@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/gorping/gorping/mesh/target"
 )
 
 // The landing page, "/": exporter-toolkit's page (the agent's name, version and links,
@@ -253,7 +255,7 @@ func (l *landing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if state != "" && state != "down" {
-		http.Error(w, fmt.Sprintf("state %s: want down, or nothing", quote(state)), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("state %s: want down, or nothing", target.Quote(state)), http.StatusBadRequest)
 		return
 	}
 	select {

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gorping/gorping/mesh/target"
 )
 
 // manager runs a target's targetLoops (one per path, --paths) and reconciles them with the target list: a
@@ -28,7 +30,7 @@ type manager struct {
 }
 
 type running struct {
-	t      target
+	t      target.Target
 	tm     *targetMetrics
 	cancel context.CancelFunc // ends every path's loop
 	left   atomic.Int32       // loops still running: the last one closes done
@@ -42,8 +44,8 @@ func newManager(ctx context.Context, s *probeSettings, m *metrics) *manager {
 // reconcile makes the running loops those of targets. It stops the removed loops all
 // at once and deletes their series in time linear in their number; if ctx ends first it
 // returns, and stopAll releases what is left.
-func (mg *manager) reconcile(ctx context.Context, targets []target) {
-	want := make(map[string]target, len(targets))
+func (mg *manager) reconcile(ctx context.Context, targets []target.Target) {
+	want := make(map[string]target.Target, len(targets))
 	for _, t := range targets {
 		want[t.ID()] = t
 	}
@@ -135,12 +137,12 @@ const maxTargetFileBytes = 8 << 20
 // sources turns --targets, --peers and --targets-dns into the target list.
 type sources struct {
 	file        string
-	peers       []target
+	peers       []target.Target
 	dnsName     string
 	dnsPort     uint16
 	defaultPort uint16
 	selfPort    uint16 // the responder's port; 0: no responder, nothing is "self"
-	resolver    dnsResolver
+	resolver    target.Resolver
 	local       func() map[netip.Addr]bool // this host's addresses
 	log         *slog.Logger
 	m           *metrics
@@ -148,9 +150,9 @@ type sources struct {
 	fileData    []byte
 	fileLoaded  bool
 	fileErr     string // the last read error, "" after a good read
-	fileTargets []target
-	dnsTargets  []target
-	rails       []target        // discovery's rail targets (already paired: no self check)
+	fileTargets []target.Target
+	dnsTargets  []target.Target
+	rails       []target.Target // discovery's rail targets (already paired: no self check)
 	skipped     map[string]bool // self targets already logged
 	selfNames   map[string]bool // by key: whether a name on the responder's port is this host
 	maxTargets  int
@@ -171,7 +173,7 @@ func (s *sources) loadFile(force bool) bool {
 		if msg := err.Error(); msg != s.fileErr || force {
 			s.fileErr = msg
 			s.log.Error("cannot read the target file; keeping its last targets", "file", s.file, "err", err)
-			s.m.configErrors.WithLabelValues(sourceFile, "read").Inc()
+			s.m.configErrors.WithLabelValues(target.SourceFile, "read").Inc()
 		}
 		s.fileData, s.fileLoaded = nil, false
 		return false
@@ -181,7 +183,7 @@ func (s *sources) loadFile(force bool) bool {
 		return force // unchanged: nothing to log again
 	}
 	s.fileData, s.fileLoaded = data, true
-	ts, errs := parseTargetFile(data, s.defaultPort)
+	ts, errs := target.ParseFile(data, s.defaultPort)
 	const each = 10
 	for i, e := range errs {
 		if i == each {
@@ -251,10 +253,10 @@ func (s *sources) refreshDNS(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ts, err := resolveDNS(ctx, s.resolver, s.dnsName, s.dnsPort)
+	ts, err := target.ResolveDNS(ctx, s.resolver, s.dnsName, s.dnsPort)
 	if err != nil {
 		s.log.Warn("cannot resolve --targets-dns; keeping its last targets", "name", s.dnsName, "err", err)
-		s.m.configErrors.WithLabelValues(sourceDNS, "resolve").Inc()
+		s.m.configErrors.WithLabelValues(target.SourceDNS, "resolve").Inc()
 		return
 	}
 	s.dnsTargets = ts
@@ -262,8 +264,8 @@ func (s *sources) refreshDNS(ctx context.Context) {
 
 // targetList is what the sources give at one time.
 type targetList struct {
-	probe []target // to probe
-	names []target // host names on the responder's port: to check against this host's addresses
+	probe []target.Target // to probe
+	names []target.Target // host names on the responder's port: to check against this host's addresses
 	// unchecked counts the names not checked yet: they wait (they are neither probed nor
 	// skipped) until the background check answers for them.
 	unchecked int
@@ -277,10 +279,10 @@ type targetList struct {
 func (s *sources) targets() targetList {
 	local := s.local()
 	seen := map[string]bool{}
-	count := map[string]int{sourceFile: 0, sourcePeers: 0, sourceDNS: 0, sourceRails: 0}
+	count := map[string]int{target.SourceFile: 0, target.SourcePeers: 0, target.SourceDNS: 0, target.SourceRails: 0}
 	l := targetList{keys: map[string]bool{}}
 	over := 0 // targets beyond --max-targets
-	for _, list := range [][]target{s.fileTargets, s.peers, s.dnsTargets, s.rails} {
+	for _, list := range [][]target.Target{s.fileTargets, s.peers, s.dnsTargets, s.rails} {
 		for _, t := range list {
 			k := t.ID()
 			if seen[k] {
@@ -288,7 +290,7 @@ func (s *sources) targets() targetList {
 			}
 			seen[k] = true
 			self, known := false, true
-			if s.selfPort != 0 && t.Port == s.selfPort && t.Source != sourceRails {
+			if s.selfPort != 0 && t.Port == s.selfPort && t.Source != target.SourceRails {
 				if a, ok := t.Addr(); ok {
 					self = local[a]
 				} else {
@@ -345,7 +347,7 @@ const (
 
 // checkSelf resolves names and reports, by target key, which are this host. A name that
 // does not resolve is not (it fails as its own target, with reason resolve_error).
-func checkSelf(ctx context.Context, r dnsResolver, local map[netip.Addr]bool, names []target) map[string]bool {
+func checkSelf(ctx context.Context, r target.Resolver, local map[netip.Addr]bool, names []target.Target) map[string]bool {
 	out := make(map[string]bool, len(names))
 	var mu sync.Mutex
 	var wg sync.WaitGroup

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	buildinfo "github.com/prometheus/client_golang/prometheus/collectors/version"
 
+	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -178,7 +179,7 @@ func newMetrics(version string) *metrics {
 		m.targetPathsUp, m.pathUp, m.pathProbes, m.pathFailures, m.pathInfo, m.targets, m.configErrors, m.badLines, m.ignored,
 		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build, m.agentInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, s := range []string{sourceFile, sourcePeers, sourceDNS, sourceRails} {
+	for _, s := range []string{target.SourceFile, target.SourcePeers, target.SourceDNS, target.SourceRails} {
 		m.targets.WithLabelValues(s)
 	}
 	for _, o := range []string{"ok", "refused", "busy", "bad_request", "cancelled"} {
@@ -243,7 +244,7 @@ type pathMetrics struct {
 }
 
 // forTarget makes the children of t and of its k paths.
-func (m *metrics) forTarget(t target, k int) *targetMetrics {
+func (m *metrics) forTarget(t target.Target, k int) *targetMetrics {
 	port := ""
 	if t.Device != "" {
 		port = strconv.Itoa(t.DevPort)

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/test/meshtest"
 )
 
@@ -216,7 +217,7 @@ func TestTargetFileLongLine(t *testing.T) {
 	long := strings.Repeat("a", 2<<20)
 	nearly := strings.Repeat("b", 1<<20-10) + " x" // under bufio.Scanner's 1 MiB, two words
 	data := "192.0.2.1\n" + long + "\n192.0.2.2\n" + nearly + "\n192.0.2.3\n"
-	ts, errs := parseTargetFile([]byte(data), 7174)
+	ts, errs := target.ParseFile([]byte(data), 7174)
 	var keys []string
 	for _, tg := range ts {
 		keys = append(keys, tg.Key())
@@ -349,7 +350,7 @@ func BenchmarkRemoveTargets(b *testing.B) {
 			log := slog.New(slog.DiscardHandler)
 			s := &probeSettings{interval: time.Hour, timeout: time.Second, connectTimeout: time.Second, backoffMax: time.Hour,
 				dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}, log: log, dials: make(chan struct{}, 8)}
-			ts, _ := parseTargetFile(manyTargets(n), 7174)
+			ts, _ := target.ParseFile(manyTargets(n), 7174)
 			one := ts[:1]
 			for b.Loop() {
 				b.StopTimer()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gorping/gorping/mesh/probe"
+	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -24,7 +25,7 @@ type probeSettings struct {
 	// 3·lifetime/2); 0: never (a connection lives until it fails).
 	lifetime time.Duration
 	dial     probe.Dial
-	resolver dnsResolver
+	resolver target.Resolver
 	log      *slog.Logger
 	// dials bounds the connection setups in flight (maxParallelDials): an agent started
 	// with hundreds of targets, or all of whose peers came back at once, connects a few
@@ -42,7 +43,7 @@ const maxParallelDials = 8
 // pass while waiting to reconnect, or while a dial outlasts them, fail with the reason
 // that keeps the path down).
 type targetLoop struct {
-	t    target
+	t    target.Target
 	s    *probeSettings
 	path int
 	pm   *pathMetrics
@@ -88,7 +89,7 @@ func hotLifetime(interval time.Duration) time.Duration {
 	return max(minHotLifetime, time.Duration(hotSlotsPerConn)*interval)
 }
 
-func newTargetLoop(t target, s *probeSettings, tm *targetMetrics, path int, seed uint64) *targetLoop {
+func newTargetLoop(t target.Target, s *probeSettings, tm *targetMetrics, path int, seed uint64) *targetLoop {
 	rnd := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
 	log := s.log.With("target", t.Key())
 	if t.Device != "" {
@@ -227,7 +228,7 @@ func (l *targetLoop) connect(ctx context.Context) (probe.Conn, netip.Addr, error
 		return nil, netip.Addr{}, &rping.ProbeError{Reason: rping.ReasonCanceled, Err: ctx.Err()}
 	}
 	rctx, cancel := context.WithTimeout(ctx, l.s.connectTimeout)
-	addr, err := resolveTarget(rctx, l.s.resolver, l.t)
+	addr, err := target.Resolve(rctx, l.s.resolver, l.t)
 	cancel()
 	if err != nil {
 		return nil, netip.Addr{}, &rping.ProbeError{Reason: probe.ReasonResolve, Err: err}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/test/meshtest"
 )
 
@@ -180,7 +181,7 @@ func TestProbeLoopAllocs(t *testing.T) {
 			fn := newFakeNet()
 			fn.set(addr, behavior{rtt: 10 * time.Microsecond, nic: tc.nic})
 			m := newMetrics("v0.0.0-test")
-			tg := target{Host: "192.0.2.1", Port: 7174, Source: sourcePeers}
+			tg := target.Target{Host: "192.0.2.1", Port: 7174, Source: target.SourcePeers}
 			s := &probeSettings{interval: time.Second, timeout: time.Second, connectTimeout: time.Second,
 				backoffMax: time.Second, paths: 1, log: slog.New(slog.DiscardHandler), dials: make(chan struct{}, 1)}
 			l := newTargetLoop(tg, s, m.forTarget(tg, 1), 0, 1)
