@@ -34,7 +34,7 @@ type Agent struct {
 	cfg        *agentConfig
 	log        *slog.Logger
 	m          *metrics
-	mgr        *manager
+	mgr        *probe.Manager
 	src        *sources
 	d          deps
 	probeSlots chan struct{}
@@ -67,6 +67,7 @@ type deps struct {
 	rails    *hostRails                           // where this agent's rails are read; nil: this host
 	kube     func() (*rest.Config, string, error) // --agents.kubernetes' API server and namespace; nil: members.InCluster
 	kubePort uint16                               // the port of the agents it lists; 0: defaultAgentPort
+	hot      probe.Hot                            // how a hot target samples; zero: probe.DefaultHot
 	// webConfigPoll is how often the web configuration is checked; 0: webConfigPoll.
 	webConfigPoll time.Duration
 	// listener, if set, is the one HTTP listener in place of --web.listen-address's
@@ -187,10 +188,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	// told nothing: the last scrapes see the teardown.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
-	settings := &probeSettings{interval: cfg.Interval, timeout: cfg.Timeout, connectTimeout: cfg.ConnectTimeout,
-		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, paths: cfg.Paths, lifetime: cfg.PathLifetime, dial: d.dial, resolver: d.resolver, log: log,
-		dials: make(chan struct{}, maxParallelDials)}
-	a.mgr = newManager(work, settings, a.m)
+	a.mgr = probe.NewManager(work, probe.Settings{Interval: cfg.Interval, Timeout: cfg.Timeout, ConnectTimeout: cfg.ConnectTimeout,
+		BackoffMax: cfg.BackoffMax, Jitter: cfg.Jitter, Paths: cfg.Paths, Lifetime: cfg.PathLifetime, Hot: d.hot,
+		Dial: d.dial, Resolver: d.resolver, Log: log}, a.m)
 	selfPort := cfg.port
 	if cfg.NoResponder {
 		selfPort = 0
@@ -252,7 +252,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.stopProbes()
 	stopWork()
 	wg.Wait()
-	a.mgr.stopAll()
+	a.mgr.StopAll()
 	log.Info("every connection released; closing the metrics listener")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -393,7 +393,7 @@ func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 		}
 		l := a.src.targets()
 		a.targetKeys.Store(&l.keys)
-		a.mgr.reconcile(ctx, l.probe)
+		a.mgr.Reconcile(ctx, l.probe)
 		a.railDone.set(railGen)
 		if !checking && len(l.names) > 0 && (recheck || l.unchecked > 0) {
 			checking, recheck = true, false

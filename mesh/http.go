@@ -290,7 +290,7 @@ func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t targe
 		fail(count, probe.ReasonResolve, resolveErr)
 		return
 	}
-	conn, err := a.d.dial(ctx, netip.Addr{}, netip.AddrPortFrom(addr, t.Port), 0, lineLog{log})
+	conn, err := a.d.dial(ctx, netip.Addr{}, netip.AddrPortFrom(addr, t.Port), 0, probe.LineLog{Log: log})
 	if err != nil {
 		fail(count, probe.Reason(err), err)
 		return

@@ -418,25 +418,13 @@ func (l *landing) page(filter, state string) *landingPage {
 }
 
 // addState adds what the series do not say to the rows shown: why their paths are
-// down, and their median RTT. The manager's lock is held only to look the targets up.
+// down, and their median RTT. The metrics' lock is held only to look each target up.
 func (l *landing) addState(shown []*targetView) {
-	mg := l.a.mgr
-	if mg == nil {
-		return
-	}
-	tms := make([]*targetMetrics, len(shown))
-	mg.mu.Lock()
-	for i, v := range shown {
-		if r := mg.running[v.id]; r != nil {
-			tms[i] = r.tm
-		}
-	}
-	mg.mu.Unlock()
-	for i, tm := range tms {
+	for _, v := range shown {
+		tm := l.a.m.lookup(v.id)
 		if tm == nil {
 			continue
 		}
-		v := shown[i]
 		reasons := tm.reasons()
 		var down []string
 		for j, reason := range reasons {

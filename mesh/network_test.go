@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/gorping/gorping/mesh/probe"
 	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/test/meshtest"
 )
@@ -348,19 +349,19 @@ func BenchmarkRemoveTargets(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			log := slog.New(slog.DiscardHandler)
-			s := &probeSettings{interval: time.Hour, timeout: time.Second, connectTimeout: time.Second, backoffMax: time.Hour,
-				dial: newFakeNet().dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}, log: log, dials: make(chan struct{}, 8)}
+			s := probe.Settings{Interval: time.Hour, Timeout: time.Second, ConnectTimeout: time.Second, BackoffMax: time.Hour,
+				Dial: newFakeNet().dial, Resolver: &fakeResolver{m: map[string][]netip.Addr{}}, Log: log}
 			ts, _ := target.ParseFile(manyTargets(n), 7174)
 			one := ts[:1]
 			for b.Loop() {
 				b.StopTimer()
-				mg := newManager(ctx, s, newMetrics("bench"))
-				mg.reconcile(ctx, ts)
+				mg := probe.NewManager(ctx, s, newMetrics("bench"))
+				mg.Reconcile(ctx, ts)
 				runtime.GC()
 				b.StartTimer()
-				mg.reconcile(ctx, one)
+				mg.Reconcile(ctx, one)
 				b.StopTimer()
-				mg.stopAll()
+				mg.StopAll()
 				b.StartTimer()
 			}
 		})

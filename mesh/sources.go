@@ -7,129 +7,12 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/gorping/gorping/mesh/target"
 )
-
-// manager runs a target's targetLoops (one per path, --paths) and reconciles them with the target list: a
-// reload starts the new targets and stops the removed ones, and leaves every other loop
-// (its connection and its series) alone.
-type manager struct {
-	ctx     context.Context
-	s       *probeSettings
-	m       *metrics
-	mu      sync.Mutex
-	running map[string]*running
-	seed    uint64
-}
-
-type running struct {
-	t      target.Target
-	tm     *targetMetrics
-	cancel context.CancelFunc // ends every path's loop
-	left   atomic.Int32       // loops still running: the last one closes done
-	done   chan struct{}
-}
-
-func newManager(ctx context.Context, s *probeSettings, m *metrics) *manager {
-	return &manager{ctx: ctx, s: s, m: m, running: map[string]*running{}}
-}
-
-// reconcile makes the running loops those of targets. It stops the removed loops all
-// at once and deletes their series in time linear in their number; if ctx ends first it
-// returns, and stopAll releases what is left.
-func (mg *manager) reconcile(ctx context.Context, targets []target.Target) {
-	want := make(map[string]target.Target, len(targets))
-	for _, t := range targets {
-		want[t.ID()] = t
-	}
-	mg.mu.Lock()
-	var stop []*running
-	for k, r := range mg.running {
-		if _, ok := want[k]; !ok {
-			stop = append(stop, r)
-			delete(mg.running, k)
-		}
-	}
-	var started []string
-	for _, t := range targets {
-		k := t.ID()
-		if _, ok := mg.running[k]; ok {
-			continue
-		}
-		lctx, cancel := context.WithCancel(mg.ctx)
-		paths := max(mg.s.paths, 1)
-		r := &running{t: t, tm: mg.m.forTarget(t, paths), cancel: cancel, done: make(chan struct{})}
-		r.left.Store(int32(paths))
-		mg.running[k] = r
-		for p := range paths {
-			mg.seed++ // each path its own random phase and backoff
-			l := newTargetLoop(t, mg.s, r.tm, p, mg.seed)
-			go func() {
-				defer func() {
-					if r.left.Add(-1) == 0 {
-						close(r.done)
-					}
-				}()
-				l.run(lctx)
-			}()
-		}
-		started = append(started, k)
-	}
-	mg.mu.Unlock()
-	for _, r := range stop {
-		r.cancel()
-	}
-	var removed []string
-	for _, r := range stop {
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return
-		}
-		r.tm.remove()
-		removed = append(removed, r.t.ID())
-	}
-	slices.Sort(removed)
-	logTargets(mg.s.log, "target removed", removed)
-	logTargets(mg.s.log, "target added", started)
-}
-
-// logTargets logs one line per target, or for a long list the first few and a count:
-// a reload that replaces 10,000 targets is two lines, not 20,000.
-func logTargets(log *slog.Logger, msg string, keys []string) {
-	const each = 10
-	if len(keys) <= each {
-		for _, k := range keys {
-			log.Info(msg, "target", k)
-		}
-		return
-	}
-	log.Info(msg+" (a long list: the first few)", "count", len(keys), "first", strings.Join(keys[:each], ","))
-}
-
-// stopAll stops every loop and waits until each has released its connection. The
-// series stay, so a last scrape shows the last state.
-func (mg *manager) stopAll() {
-	mg.mu.Lock()
-	rs := make([]*running, 0, len(mg.running))
-	for _, r := range mg.running {
-		rs = append(rs, r)
-	}
-	mg.mu.Unlock()
-	for _, r := range rs {
-		r.cancel()
-	}
-	for _, r := range rs {
-		<-r.done
-	}
-}
 
 // maxTargetFileBytes bounds the target file read into memory.
 const maxTargetFileBytes = 8 << 20
