@@ -25,6 +25,7 @@ import (
 
 	"github.com/gorping/gorping/mesh/agentdesc"
 	"github.com/gorping/gorping/mesh/probe"
+	"github.com/gorping/gorping/mesh/source"
 	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/rping"
 )
@@ -195,9 +196,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	if cfg.NoResponder {
 		selfPort = 0
 	}
-	a.src = &sources{file: cfg.TargetsFile, peers: cfg.peers, defaultPort: cfg.port, selfPort: selfPort,
-		resolver: d.resolver, local: d.local, log: log, m: a.m, skipped: map[string]bool{}, selfNames: map[string]bool{},
-		dnsName: cfg.dnsName, dnsPort: cfg.dnsPort, maxTargets: cfg.MaxTargets}
+	a.src = &sources{peers: cfg.peers, selfPort: selfPort, local: d.local, log: log, m: a.m,
+		skipped: map[string]bool{}, selfNames: map[string]bool{}, maxTargets: cfg.MaxTargets,
+		file: &source.File{Path: cfg.TargetsFile, DefaultPort: cfg.port, Kind: source.Targets, Log: log,
+			Errors: a.m.configErrors, Source: target.SourceFile, BadLines: a.m.badLines},
+		dns: &source.DNS{Name: cfg.dnsName, Port: cfg.dnsPort, Option: "--targets-dns", Kind: source.Targets,
+			Resolver: d.resolver, Log: log, Errors: a.m.configErrors, Source: target.SourceDNS}}
 
 	// One server per listener: web.Serve wraps its server's handler, so two listeners
 	// on one server would race on it.
@@ -373,10 +377,10 @@ func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 		case <-rq.kick:
 			what := rq.take()
 			if what&(reloadFile|reloadForce) != 0 {
-				changed = a.src.loadFile(what&reloadForce != 0)
+				changed = a.src.file.Load(what&reloadForce != 0)
 			}
 			if what&reloadDNS != 0 {
-				a.src.refreshDNS(ctx)
+				a.src.dns.Refresh(ctx)
 				changed, recheck = true, true
 			}
 			if what&reloadRails != 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/gorping/gorping/mesh/agentdesc"
 	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
+	"github.com/gorping/gorping/mesh/source"
 	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/rping"
 )
@@ -300,7 +301,7 @@ func (cfg Config) check() (*agentConfig, error) {
 	}
 	if cfg.WebConfigFile != "" {
 		// Regular files only (exporter-toolkit would block on a FIFO at every request).
-		if _, err := readRegularFile(cfg.WebConfigFile, maxWebConfigBytes); err != nil {
+		if _, err := source.ReadRegularFile(cfg.WebConfigFile, maxWebConfigBytes); err != nil {
 			return nil, fmt.Errorf("--web.config.file: %w", err)
 		}
 		if err := web.Validate(cfg.WebConfigFile); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/gorping/gorping/mesh/agentdesc"
 	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
+	"github.com/gorping/gorping/mesh/source"
 	"github.com/gorping/gorping/mesh/target"
 )
 
@@ -69,7 +70,7 @@ func loadAgentsHTTP(path string) (agentsHTTP, error) {
 	if path == "" {
 		return h, nil
 	}
-	data, err := readRegularFile(path, maxHTTPConfigBytes)
+	data, err := source.ReadRegularFile(path, maxHTTPConfigBytes)
 	if err != nil {
 		return h, err
 	}
@@ -123,17 +124,12 @@ type discovery struct {
 	client *http.Client
 	scheme string
 
-	file      string
-	fileData  []byte
-	fileOK    bool
-	fileErr   string
-	fileAddrs []target.Target
-	dnsAddrs  []target.Target
-	kube      *members.Kubernetes // --agents.kubernetes; nil without
-	dnsR      target.Resolver     // --agents-dns' resolver: the agent's, watched for cut answers (members.DNS)
-	cond      members.Conditional // the last description and ETag of each agent read: If-None-Match
-	kubeWant  []string            // with --agents.kubernetes: the peers the pinglist chooses over its members, by name
-	planner   members.Planner     // the plan of the last membership --agents.kubernetes gave
+	file     *source.File        // --agents.file
+	dns      *source.DNS         // --agents.dns
+	kube     *members.Kubernetes // --agents.kubernetes; nil without
+	cond     members.Conditional // the last description and ETag of each agent read: If-None-Match
+	kubeWant []string            // with --agents.kubernetes: the peers the pinglist chooses over its members, by name
+	planner  members.Planner     // the plan of the last membership --agents.kubernetes gave
 
 	peers      map[string]*peerState // by agent address
 	selfSeen   map[string]bool       // addresses skipped as this agent, logged
@@ -156,12 +152,18 @@ func newDiscovery(a *Agent) (*discovery, error) {
 		return nil, fmt.Errorf("--agents.http-config: %w", err)
 	}
 	a.m.registerDiscovery()
-	dc := &discovery{a: a, client: client, scheme: h.scheme, file: a.cfg.AgentsFile,
-		peers: map[string]*peerState{}, selfSeen: map[string]bool{}, nameLogged: map[string]bool{}, problems: map[string]bool{},
-		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}, dnsR: a.d.resolver}
+	// --agents-dns' resolver: the agent's, watched for cut answers (members.DNS).
+	var dnsR target.Resolver = a.d.resolver
 	if a.d.resolver == net.DefaultResolver {
-		dc.dnsR = members.NewDNS(a.log, "--agents.dns", "--agents.kubernetes on Kubernetes, else --agents.file", "")
+		dnsR = members.NewDNS(a.log, "--agents.dns", "--agents.kubernetes on Kubernetes, else --agents.file", "")
 	}
+	dc := &discovery{a: a, client: client, scheme: h.scheme,
+		file: &source.File{Path: a.cfg.AgentsFile, DefaultPort: defaultAgentPort, Kind: source.Agents, Log: a.log,
+			Errors: a.m.configErrors, Source: target.SourceAgentsFile, BadLines: a.m.agentsBadLines},
+		dns: &source.DNS{Name: a.cfg.agentsDNSName, Port: a.cfg.agentsDNSPort, Option: "--agents-dns", Kind: source.Agents,
+			Resolver: dnsR, Log: a.log, Errors: a.m.configErrors, Source: target.SourceAgentsDNS},
+		peers: map[string]*peerState{}, selfSeen: map[string]bool{}, nameLogged: map[string]bool{}, problems: map[string]bool{},
+		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}}
 	if a.cfg.AgentsKubernetes != "" {
 		if dc.kube, err = newKubeMembers(a); err != nil {
 			return nil, fmt.Errorf("--agents.kubernetes: %w", err)
@@ -175,8 +177,8 @@ func newDiscovery(a *Agent) (*discovery, error) {
 // resolved every --dns-refresh, and the pinglist moves on at every epoch.
 func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 	cfg := dc.a.cfg
-	dc.loadFile(false)
-	dc.resolve(ctx)
+	dc.file.Load(false)
+	dc.dns.Refresh(ctx)
 	// --agents.kubernetes' changes are read at each round, not as they come: a fleet's
 	// pods change often, and a round per change would cost a plan per change.
 	if dc.kube != nil {
@@ -189,7 +191,7 @@ func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 	dns := time.NewTicker(cfg.DNSRefresh)
 	defer dns.Stop()
 	var fileTick <-chan time.Time
-	if dc.file != "" && cfg.TargetsReload > 0 {
+	if dc.file.Path != "" && cfg.TargetsReload > 0 {
 		t := time.NewTicker(cfg.TargetsReload)
 		defer t.Stop()
 		fileTick = t.C
@@ -203,14 +205,14 @@ func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 			return
 		case <-refresh.C:
 		case <-dns.C:
-			dc.resolve(ctx)
+			dc.dns.Refresh(ctx)
 		case <-fileTick:
-			if !dc.loadFile(false) {
+			if !dc.file.Load(false) {
 				continue
 			}
 		case <-hup:
-			dc.loadFile(true)
-			dc.resolve(ctx)
+			dc.file.Load(true)
+			dc.dns.Refresh(ctx)
 		case <-epoch.C:
 		}
 		dc.round(ctx)
@@ -232,67 +234,13 @@ func (dc *discovery) epoch(now time.Time) uint64 {
 	return uint64(now.Unix()) / uint64(dc.a.cfg.Rotate/time.Second)
 }
 
-// loadFile reads --agents-file as loadFile reads --targets, and reports whether its
-// agents may have changed.
-func (dc *discovery) loadFile(force bool) bool {
-	if dc.file == "" {
-		return false
-	}
-	log, m := dc.a.log, dc.a.m
-	data, err := readTargetFile(dc.file)
-	if err != nil {
-		if msg := err.Error(); msg != dc.fileErr || force {
-			dc.fileErr = msg
-			log.Error("cannot read the agents file; keeping its last agents", "file", dc.file, "err", err)
-			m.configErrors.WithLabelValues(target.SourceAgentsFile, "read").Inc()
-		}
-		dc.fileOK = false
-		return false
-	}
-	dc.fileErr = ""
-	if dc.fileOK && string(data) == string(dc.fileData) {
-		return force
-	}
-	dc.fileData, dc.fileOK = data, true
-	ts, errs := target.ParseFile(data, defaultAgentPort)
-	const each = 10
-	for i, e := range errs {
-		if i == each {
-			log.Warn("more bad lines in the agents file, not logged", "file", dc.file, "count", len(errs)-each)
-			break
-		}
-		log.Warn("bad line in the agents file", "file", dc.file, "line", e.Line, "err", e.Err)
-	}
-	m.agentsBadLines.Set(float64(len(errs)))
-	log.Info("agents file loaded", "file", dc.file, "agents", len(ts), "bad_lines", len(errs))
-	dc.fileAddrs = ts
-	return true
-}
-
-// resolve resolves --agents-dns; a failure keeps the last answer.
-func (dc *discovery) resolve(ctx context.Context) {
-	cfg := dc.a.cfg
-	if cfg.agentsDNSName == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ts, err := target.ResolveDNS(ctx, dc.dnsR, cfg.agentsDNSName, cfg.agentsDNSPort)
-	if err != nil {
-		dc.a.log.Warn("cannot resolve --agents-dns; keeping its last agents", "name", cfg.agentsDNSName, "err", err)
-		dc.a.m.configErrors.WithLabelValues(target.SourceAgentsDNS, "resolve").Inc()
-		return
-	}
-	dc.dnsAddrs = ts
-}
-
 // addresses are the agent addresses to read, each once, without this agent's own
 // listeners (an address of this host on a listener's port).
 func (dc *discovery) addresses() []string {
 	local := dc.a.d.local()
 	seen := map[string]bool{}
 	var out []string
-	for _, list := range [][]target.Target{dc.a.cfg.agents, dc.fileAddrs, dc.dnsAddrs, dc.kubeAddrs(time.Now())} {
+	for _, list := range [][]target.Target{dc.a.cfg.agents, dc.file.List(), dc.dns.List(), dc.kubeAddrs(time.Now())} {
 		for _, t := range list {
 			k := t.Key()
 			if seen[k] {

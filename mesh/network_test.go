@@ -28,6 +28,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/gorping/gorping/mesh/probe"
+	"github.com/gorping/gorping/mesh/source"
 	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/test/meshtest"
 )
@@ -412,7 +413,7 @@ func TestTargetFileNotRegular(t *testing.T) {
 	meshtest.WaitFor(t, 10*time.Second, "/dev/zero refused", func() (bool, string) {
 		return strings.Count(tb.logs.String(), "not a regular file") >= 1, ""
 	})
-	big := append([]byte("192.0.2.1\n"), make([]byte, maxTargetFileBytes)...)
+	big := append([]byte("192.0.2.1\n"), make([]byte, source.MaxFileBytes)...)
 	if err := os.WriteFile(file+".new", big, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -2,147 +2,31 @@ package mesh
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
-	"os"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/gorping/gorping/mesh/source"
 	"github.com/gorping/gorping/mesh/target"
 )
 
-// maxTargetFileBytes bounds the target file read into memory.
-const maxTargetFileBytes = 8 << 20
-
 // sources turns --targets, --peers and --targets-dns into the target list.
 type sources struct {
-	file        string
-	peers       []target.Target
-	dnsName     string
-	dnsPort     uint16
-	defaultPort uint16
-	selfPort    uint16 // the responder's port; 0: no responder, nothing is "self"
-	resolver    target.Resolver
-	local       func() map[netip.Addr]bool // this host's addresses
-	log         *slog.Logger
-	m           *metrics
+	file     *source.File
+	peers    []target.Target
+	dns      *source.DNS
+	selfPort uint16                     // the responder's port; 0: no responder, nothing is "self"
+	local    func() map[netip.Addr]bool // this host's addresses
+	log      *slog.Logger
+	m        *metrics
 
-	fileData    []byte
-	fileLoaded  bool
-	fileErr     string // the last read error, "" after a good read
-	fileTargets []target.Target
-	dnsTargets  []target.Target
 	rails       []target.Target // discovery's rail targets (already paired: no self check)
 	skipped     map[string]bool // self targets already logged
 	selfNames   map[string]bool // by key: whether a name on the responder's port is this host
 	maxTargets  int
 	lastOver    int  // the number of targets when --max-targets was last logged; 0: under it
 	warnedEmpty bool // the list is empty and that was logged
-}
-
-// loadFile reads the target file and reports whether its targets may have changed. A
-// file that cannot be read keeps the targets it last gave (a log line and a metric,
-// once per change of the error, and again on SIGHUP). Its bad lines are logged once
-// per change of the file and counted by gorping_target_file_bad_lines.
-func (s *sources) loadFile(force bool) bool {
-	if s.file == "" {
-		return false
-	}
-	data, err := readTargetFile(s.file)
-	if err != nil {
-		if msg := err.Error(); msg != s.fileErr || force {
-			s.fileErr = msg
-			s.log.Error("cannot read the target file; keeping its last targets", "file", s.file, "err", err)
-			s.m.configErrors.WithLabelValues(target.SourceFile, "read").Inc()
-		}
-		s.fileData, s.fileLoaded = nil, false
-		return false
-	}
-	s.fileErr = ""
-	if s.fileLoaded && string(data) == string(s.fileData) {
-		return force // unchanged: nothing to log again
-	}
-	s.fileData, s.fileLoaded = data, true
-	ts, errs := target.ParseFile(data, s.defaultPort)
-	const each = 10
-	for i, e := range errs {
-		if i == each {
-			s.log.Warn("more bad lines in the target file, not logged", "file", s.file, "count", len(errs)-each)
-			break
-		}
-		s.log.Warn("bad line in the target file", "file", s.file, "line", e.Line, "err", e.Err)
-	}
-	s.m.badLines.Set(float64(len(errs)))
-	s.log.Info("target file loaded", "file", s.file, "targets", len(ts), "bad_lines", len(errs))
-	s.fileTargets = ts
-	return true
-}
-
-// readTargetFile reads the target file if it is a regular file (or a symlink to one, as
-// a ConfigMap's is) of at most maxTargetFileBytes. It opens without blocking, so a FIFO
-// in its place is refused at once instead of waiting for a writer, and a device
-// (/dev/zero) is never read.
-func readTargetFile(path string) ([]byte, error) { return readRegularFile(path, maxTargetFileBytes) }
-
-// readRegularFile reads path if it is a regular file of at most limit bytes.
-func readRegularFile(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, fileKind(fi.Mode()))
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%s is larger than %d KiB (%d bytes)", path, limit>>10, fi.Size())
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d KiB (it grew while read)", path, limit>>10)
-	}
-	return data, nil
-}
-
-func fileKind(m os.FileMode) string {
-	switch {
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m.IsDir():
-		return "a directory"
-	}
-	return "mode " + m.Type().String()
-}
-
-// refreshDNS resolves --targets-dns. A failure keeps the last answer (a log line and a
-// metric), so a DNS hiccup does not drop every peer.
-func (s *sources) refreshDNS(ctx context.Context) {
-	if s.dnsName == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ts, err := target.ResolveDNS(ctx, s.resolver, s.dnsName, s.dnsPort)
-	if err != nil {
-		s.log.Warn("cannot resolve --targets-dns; keeping its last targets", "name", s.dnsName, "err", err)
-		s.m.configErrors.WithLabelValues(target.SourceDNS, "resolve").Inc()
-		return
-	}
-	s.dnsTargets = ts
 }
 
 // targetList is what the sources give at one time.
@@ -165,7 +49,7 @@ func (s *sources) targets() targetList {
 	count := map[string]int{target.SourceFile: 0, target.SourcePeers: 0, target.SourceDNS: 0, target.SourceRails: 0}
 	l := targetList{keys: map[string]bool{}}
 	over := 0 // targets beyond --max-targets
-	for _, list := range [][]target.Target{s.fileTargets, s.peers, s.dnsTargets, s.rails} {
+	for _, list := range [][]target.Target{s.file.List(), s.peers, s.dns.List(), s.rails} {
 		for _, t := range list {
 			k := t.ID()
 			if seen[k] {
