@@ -51,10 +51,7 @@ type Agent struct {
 	rq          *reloadRequests
 	agentsHup   chan struct{}   // SIGHUP, for discovery (the agents file)
 	listenPorts map[uint16]bool // the listeners' ports: an agent address of this host on one is this agent
-	railMu      sync.Mutex
-	railGen     uint64          // generation of railList
-	railList    []target.Target // discovery's rail targets, for the reloader
-	railDone    *railApplied
+	rails       *railHandoff    // discovery's rail targets, for the reloader
 }
 
 // deps are the agent's seams to the world, replaced by host tests.
@@ -129,10 +126,11 @@ func newAgent(cfg Config, d deps) (*Agent, error) {
 		d.rails = &r
 	}
 	probing, stopProbes := context.WithCancel(context.Background())
+	rq := &reloadRequests{kick: make(chan struct{}, 1)}
 	return &Agent{cfg: c, log: newLogger(c.Config, c.Log), m: newMetrics(c.Version), d: d, instance: agentdesc.NewInstance(),
 		probeSlots: make(chan struct{}, maxProbesInFlight), probing: probing, stopProbes: stopProbes,
-		rq: &reloadRequests{kick: make(chan struct{}, 1)}, agentsHup: make(chan struct{}, 1),
-		listenPorts: map[uint16]bool{}, railDone: newRailApplied()}, nil
+		rq: rq, agentsHup: make(chan struct{}, 1), listenPorts: map[uint16]bool{},
+		rails: newRailHandoff(func() { rq.ask(reloadRails) })}, nil
 }
 
 // Run runs the agent until ctx ends, then releases every connection and closes the
@@ -384,7 +382,7 @@ func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 				changed, recheck = true, true
 			}
 			if what&reloadRails != 0 {
-				a.src.rails, railGen = a.railTargetsNow()
+				a.src.rails, railGen = a.rails.take()
 				changed = true
 			}
 		case res := <-checked:
@@ -398,7 +396,7 @@ func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 		l := a.src.targets()
 		a.targetKeys.Store(&l.keys)
 		a.mgr.Reconcile(ctx, l.probe)
-		a.railDone.set(railGen)
+		a.rails.done(railGen)
 		if !checking && len(l.names) > 0 && (recheck || l.unchecked > 0) {
 			checking, recheck = true, false
 			names, local := l.names, a.d.local()

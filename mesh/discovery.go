@@ -138,6 +138,7 @@ type discovery struct {
 	peerUp     map[string]float64    // gorping_peer_up's current series, by peer label
 	peerInfo   map[[3]string]bool    // gorping_peer_info's current series
 	probing    []string              // the peers probed now, by name (pinglist.Steps moves it)
+	rails      *railHandoff          // where the rail targets go
 	lastPlan   string                // the last pinglist problem logged
 }
 
@@ -157,7 +158,7 @@ func newDiscovery(a *Agent) (*discovery, error) {
 	if a.d.resolver == net.DefaultResolver {
 		dnsR = members.NewDNS(a.log, "--agents.dns", "--agents.kubernetes on Kubernetes, else --agents.file", "")
 	}
-	dc := &discovery{a: a, client: client, scheme: h.scheme,
+	dc := &discovery{a: a, client: client, scheme: h.scheme, rails: a.rails,
 		file: &source.File{Path: a.cfg.AgentsFile, DefaultPort: defaultAgentPort, Kind: source.Agents, Log: a.log,
 			Errors: a.m.configErrors, Source: target.SourceAgentsFile, BadLines: a.m.agentsBadLines},
 		dns: &source.DNS{Name: a.cfg.agentsDNSName, Port: a.cfg.agentsDNSPort, Option: "--agents-dns", Kind: source.Agents,
@@ -572,7 +573,7 @@ func (dc *discovery) apply(ctx context.Context, peers map[string]*knownPeer, now
 	dc.probing = slices.DeleteFunc(dc.probing, func(n string) bool { return peers[n] == nil })
 	steps := pinglist.Steps(dc.probing, want, pinglistBatch)
 	if len(steps) == 0 {
-		dc.a.setRailTargets(ctx, dc.railTargets(peers, dc.probing))
+		dc.rails.put(ctx, dc.railTargets(peers, dc.probing))
 		return
 	}
 	for i, st := range steps {
@@ -585,11 +586,11 @@ func (dc *discovery) apply(ctx context.Context, peers map[string]*knownPeer, now
 			}
 		}
 		dc.probing = append(dc.probing, st.Add...)
-		if !dc.a.setRailTargets(ctx, dc.railTargets(peers, dc.probing)) {
+		if !dc.rails.put(ctx, dc.railTargets(peers, dc.probing)) {
 			return
 		}
 		dc.probing = slices.DeleteFunc(dc.probing, func(n string) bool { return slices.Contains(st.Remove, n) })
-		if !dc.a.setRailTargets(ctx, dc.railTargets(peers, dc.probing)) {
+		if !dc.rails.put(ctx, dc.railTargets(peers, dc.probing)) {
 			return
 		}
 	}
@@ -645,30 +646,36 @@ func (dc *discovery) railTargets(peers map[string]*knownPeer, names []string) []
 
 var railProblemReasons = []string{agentdesc.ReasonSelf, agentdesc.ReasonNoSubnet, agentdesc.ReasonGIDFamily, agentdesc.ReasonLinkLayer}
 
-// railApplied tells discovery when the reloader has applied a list of rail targets.
-type railApplied struct {
-	mu  sync.Mutex
-	gen uint64
-	ch  chan struct{}
+// railHandoff is how discovery hands its rail targets on: put gives the reloader a new
+// list and waits until it is reconciled (the pinglist's steps are paced on it); the
+// reloader takes the latest list and marks its generation applied. Data goes one way:
+// discovery never reaches into the agent.
+type railHandoff struct {
+	mu      sync.Mutex
+	gen     uint64          // generation of list
+	list    []target.Target // the latest list
+	applied uint64          // the latest generation reconciled
+	ch      chan struct{}   // closed and replaced when applied moves
+	kick    func()          // asks the reloader to take the list
 }
 
-func newRailApplied() *railApplied { return &railApplied{ch: make(chan struct{})} }
-
-func (r *railApplied) set(gen uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if gen > r.gen {
-		r.gen = gen
-		close(r.ch)
-		r.ch = make(chan struct{})
-	}
+func newRailHandoff(kick func()) *railHandoff {
+	return &railHandoff{ch: make(chan struct{}), kick: kick}
 }
 
-func (r *railApplied) wait(ctx context.Context, gen uint64) bool {
+// put hands ts on and waits until the reloader has reconciled them (false: ctx ended
+// first).
+func (h *railHandoff) put(ctx context.Context, ts []target.Target) bool {
+	h.mu.Lock()
+	h.gen++
+	gen := h.gen
+	h.list = ts
+	h.mu.Unlock()
+	h.kick()
 	for {
-		r.mu.Lock()
-		done, ch := r.gen >= gen, r.ch
-		r.mu.Unlock()
+		h.mu.Lock()
+		done, ch := h.applied >= gen, h.ch
+		h.mu.Unlock()
 		if done {
 			return true
 		}
@@ -680,21 +687,20 @@ func (r *railApplied) wait(ctx context.Context, gen uint64) bool {
 	}
 }
 
-// setRailTargets hands ts to the reloader and waits until it has reconciled them (false:
-// ctx ended first).
-func (a *Agent) setRailTargets(ctx context.Context, ts []target.Target) bool {
-	a.railMu.Lock()
-	a.railGen++
-	gen := a.railGen
-	a.railList = ts
-	a.railMu.Unlock()
-	a.rq.ask(reloadRails)
-	return a.railDone.wait(ctx, gen)
+// take is the latest list and its generation.
+func (h *railHandoff) take() ([]target.Target, uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.list, h.gen
 }
 
-// railTargetsNow is the latest rail targets and their generation.
-func (a *Agent) railTargetsNow() ([]target.Target, uint64) {
-	a.railMu.Lock()
-	defer a.railMu.Unlock()
-	return a.railList, a.railGen
+// done marks generation gen reconciled.
+func (h *railHandoff) done(gen uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if gen > h.applied {
+		h.applied = gen
+		close(h.ch)
+		h.ch = make(chan struct{})
+	}
 }
