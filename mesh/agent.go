@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
+	"github.com/gorping/gorping/mesh/discovery"
 	"github.com/gorping/gorping/mesh/probe"
 	"github.com/gorping/gorping/mesh/source"
 	"github.com/gorping/gorping/mesh/target"
@@ -64,7 +65,7 @@ type deps struct {
 	limits   *httpLimits                          // nil: defaultHTTPLimits
 	rails    *hostRails                           // where this agent's rails are read; nil: this host
 	kube     func() (*rest.Config, string, error) // --agents.kubernetes' API server and namespace; nil: members.InCluster
-	kubePort uint16                               // the port of the agents it lists; 0: defaultAgentPort
+	kubePort uint16                               // the port of the agents it lists; 0: discovery.DefaultAgentPort
 	hot      probe.Hot                            // how a hot target samples; zero: probe.DefaultHot
 	// webConfigPoll is how often the web configuration is checked; 0: webConfigPoll.
 	webConfigPoll time.Duration
@@ -173,7 +174,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		closeAll()
 		return err
 	}
-	var dc *discovery
+	var dc *discovery.Discovery
 	if cfg.discovers() {
 		if dc, err = newDiscovery(a); err != nil {
 			closeAll()
@@ -233,7 +234,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.watchSources(work, hup) })
 	wg.Go(func() { a.watchRails(work, railNotes) })
 	if dc != nil {
-		wg.Go(func() { dc.run(work, a.agentsHup) })
+		wg.Go(func() { dc.Run(work, a.agentsHup) })
 	}
 	if cfg.WebConfigFile != "" {
 		every := d.webConfigPoll

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
+	"github.com/gorping/gorping/mesh/discovery"
 	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
 	"github.com/gorping/gorping/mesh/source"
@@ -86,7 +87,7 @@ func DefaultConfig() Config {
 	return Config{Listen: []string{defaultListen}, Port: rping.DefaultPort, Bind: "::", TargetsReload: 2 * time.Second,
 		DNSRefresh: 30 * time.Second, MaxTargets: defaultMaxTargets, Interval: time.Second, Paths: 1, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
 		BackoffMax: 30 * time.Second, PathLifetime: defaultPathLifetime, Size: rping.DefaultSize, LogFormat: "logfmt", LogLevel: "info",
-		AgentsRefresh: 30 * time.Second, AgentsKeep: 5 * time.Minute, Rails: railsSameSubnet, Rotate: 5 * time.Minute}
+		AgentsRefresh: 30 * time.Second, AgentsKeep: 5 * time.Minute, Rails: discovery.RailsSameSubnet, Rotate: 5 * time.Minute}
 }
 
 // The shortest durations the agent takes: below them it would spend its time on
@@ -176,7 +177,7 @@ type agentConfig struct {
 	agents        []target.Target
 	agentsDNSName string
 	agentsDNSPort uint16
-	agentsHTTP    agentsHTTP
+	agentsHTTP    discovery.HTTP
 	railMode      agentdesc.Mode
 }
 
@@ -316,33 +317,33 @@ func (c *agentConfig) checkAgents() error {
 	cfg := c.Config
 	var err error
 	if len(cfg.Agents) > 0 {
-		if c.agents, err = target.ParseList(strings.Join(cfg.Agents, ","), defaultAgentPort); err != nil {
+		if c.agents, err = target.ParseList(strings.Join(cfg.Agents, ","), discovery.DefaultAgentPort); err != nil {
 			return usageErrorf("--agents: %w", err)
 		}
 	}
 	if cfg.AgentsDNS != "" {
-		if c.agentsDNSName, c.agentsDNSPort, err = parseDNSOption("--agents.dns", cfg.AgentsDNS, defaultAgentPort); err != nil {
+		if c.agentsDNSName, c.agentsDNSPort, err = parseDNSOption("--agents.dns", cfg.AgentsDNS, discovery.DefaultAgentPort); err != nil {
 			return err
 		}
 	}
 	switch cfg.Rails {
-	case railsSameSubnet:
+	case discovery.RailsSameSubnet:
 		c.railMode = agentdesc.SameSubnet
-	case railsAll:
+	case discovery.RailsAll:
 		c.railMode = agentdesc.AllRails
 	default:
-		return usageErrorf("--rails %s: want %s or %s", target.Quote(cfg.Rails), railsSameSubnet, railsAll)
+		return usageErrorf("--rails %s: want %s or %s", target.Quote(cfg.Rails), discovery.RailsSameSubnet, discovery.RailsAll)
 	}
-	if cfg.MaxPeers < 0 || cfg.MaxPeers > maxMaxPeers {
-		return usageErrorf("--max-peers %d: want 0 (every peer) to %d", cfg.MaxPeers, maxMaxPeers)
+	if cfg.MaxPeers < 0 || cfg.MaxPeers > discovery.MaxMaxPeers {
+		return usageErrorf("--max-peers %d: want 0 (every peer) to %d", cfg.MaxPeers, discovery.MaxMaxPeers)
 	}
-	if err := checkMin("--agents.refresh", cfg.AgentsRefresh, minAgentsRefresh); err != nil {
+	if err := checkMin("--agents.refresh", cfg.AgentsRefresh, discovery.MinRefresh); err != nil {
 		return err
 	}
 	if cfg.AgentsKeep < 0 {
 		return usageErrorf("--agents.keep %s: want 0 or more", cfg.AgentsKeep)
 	}
-	if err := checkMin("--rotate", cfg.Rotate, minRotate); err != nil {
+	if err := checkMin("--rotate", cfg.Rotate, discovery.MinRotate); err != nil {
 		return err
 	}
 	if cfg.AgentsKubernetes != "" {
@@ -350,7 +351,7 @@ func (c *agentConfig) checkAgents() error {
 			return usageErrorf("--agents.kubernetes %s: %v", target.Quote(cfg.AgentsKubernetes), err)
 		}
 	}
-	if c.agentsHTTP, err = loadAgentsHTTP(cfg.AgentsHTTPConfig); err != nil {
+	if c.agentsHTTP, err = discovery.LoadHTTP(cfg.AgentsHTTPConfig); err != nil {
 		return fmt.Errorf("--agents.http-config: %w", err)
 	}
 	return nil

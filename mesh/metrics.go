@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	buildinfo "github.com/prometheus/client_golang/prometheus/collectors/version"
 
+	"github.com/gorping/gorping/mesh/discovery"
 	"github.com/gorping/gorping/mesh/probe"
 	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/rping"
@@ -196,10 +197,10 @@ func newMetrics(version string) *metrics {
 // registerDiscovery registers the discovery's series: only agents that discover peers
 // (--agents, --agents-file, --agents-dns) have them.
 func (m *metrics) registerDiscovery() {
-	for _, r := range fetchReasons {
+	for _, r := range discovery.FetchReasons {
 		m.fetchFailures.WithLabelValues(r)
 	}
-	for _, r := range railProblemReasons {
+	for _, r := range discovery.RailProblemReasons {
 		m.railProblems.WithLabelValues(r)
 	}
 	m.reg.MustRegister(m.peerUp, m.peerInfo, m.fetches, m.fetchFailures, m.agentsBadLines, m.railProblems, m.nameConflicts)

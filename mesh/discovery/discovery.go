@@ -1,4 +1,9 @@
-package mesh
+// Package discovery finds the mesh agent's peer agents (--agents, --agents.file,
+// --agents.dns, --agents.kubernetes), reads their descriptions (/agent), chooses the
+// peers to probe (pinglists, --max-peers) and pairs this agent's rails with theirs. It
+// hands the resulting rail targets on (Deps.Hand) and writes into nothing else but its
+// own metrics.
+package discovery
 
 import (
 	"context"
@@ -13,8 +18,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/config"
 	"go.yaml.in/yaml/v2"
+	"k8s.io/client-go/rest"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
 	"github.com/gorping/gorping/mesh/members"
@@ -23,23 +30,23 @@ import (
 	"github.com/gorping/gorping/mesh/target"
 )
 
-// defaultAgentPort is a peer agent's default port: the listener's (defaultListen).
-const defaultAgentPort = 10174
+// DefaultAgentPort is a peer agent's default port: the listener's (defaultListen).
+const DefaultAgentPort = 10174
 
 // Discovery's bounds: one /agent request takes at most agentFetchTimeout, and at most
 // agentFetchParallel run at once.
 const (
 	agentFetchTimeout  = 5 * time.Second
 	agentFetchParallel = 8
-	minAgentsRefresh   = 100 * time.Millisecond
-	minRotate          = time.Second
-	maxMaxPeers        = pinglist.MaxMembers
+	MinRefresh         = 100 * time.Millisecond // --agents.refresh's least
+	MinRotate          = time.Second            // --rotate's least
+	MaxMaxPeers        = pinglist.MaxMembers    // --max-peers' most
 )
 
 // --rails values.
 const (
-	railsSameSubnet = "same-subnet"
-	railsAll        = "all"
+	RailsSameSubnet = "same-subnet"
+	RailsAll        = "all"
 )
 
 // Reasons of gorping_agent_fetch_failures_total.
@@ -51,22 +58,23 @@ const (
 	fetchBadDescripton = "bad_description" // the answer is not a description this gorping reads
 )
 
-var fetchReasons = []string{fetchUnreachable, fetchTimeout, fetchUnauthorized, fetchHTTPStatus, fetchBadDescripton}
+// FetchReasons are gorping_agent_fetch_failures_total's reasons.
+var FetchReasons = []string{fetchUnreachable, fetchTimeout, fetchUnauthorized, fetchHTTPStatus, fetchBadDescripton}
 
-// agentsHTTP is --agents.http-config: the scheme and Prometheus' HTTP client config.
-type agentsHTTP struct {
-	scheme string
-	client config.HTTPClientConfig
+// HTTP is --agents.http-config: the scheme and Prometheus' HTTP client config.
+type HTTP struct {
+	Scheme string
+	Client config.HTTPClientConfig
 }
 
 // maxHTTPConfigBytes bounds the --agents.http-config file.
 const maxHTTPConfigBytes = 1 << 20
 
-// loadAgentsHTTP reads --agents.http-config: a Prometheus HTTP client configuration
+// LoadHTTP reads --agents.http-config: a Prometheus HTTP client configuration
 // (tls_config, basic_auth, authorization, proxy_url, ...), as in a scrape config, with
 // the scrape config's `scheme` (http, the default, or https) beside it.
-func loadAgentsHTTP(path string) (agentsHTTP, error) {
-	h := agentsHTTP{scheme: "http", client: config.DefaultHTTPClientConfig}
+func LoadHTTP(path string) (HTTP, error) {
+	h := HTTP{Scheme: "http", Client: config.DefaultHTTPClientConfig}
 	if path == "" {
 		return h, nil
 	}
@@ -83,7 +91,7 @@ func loadAgentsHTTP(path string) (agentsHTTP, error) {
 		if s != "http" && s != "https" {
 			return h, fmt.Errorf("%s: scheme %v: want http or https", path, v)
 		}
-		h.scheme = s
+		h.Scheme = s
 		delete(top, "scheme")
 	}
 	rest, err := yaml.Marshal(top)
@@ -98,13 +106,8 @@ func loadAgentsHTTP(path string) (agentsHTTP, error) {
 	if err := c.Validate(); err != nil {
 		return h, fmt.Errorf("%s: %w", path, err)
 	}
-	h.client = *c
+	h.Client = *c
 	return h, nil
-}
-
-// discovers reports whether any discovery option is given.
-func (c *agentConfig) discovers() bool {
-	return len(c.agents) > 0 || c.AgentsFile != "" || c.agentsDNSName != "" || c.AgentsKubernetes != ""
 }
 
 // peerState is what the agent knows of one agent address.
@@ -117,12 +120,65 @@ type peerState struct {
 	self    bool   // it answered as this agent
 }
 
-// discovery finds the peer agents (--agents, --agents-file, --agents-dns), reads their
-// descriptions and turns them into rail targets.
-type discovery struct {
-	a      *Agent
+// Config is what discovery is told (the agent's checked options).
+type Config struct {
+	AgentName, Group, Version string
+	Instance                  string // this agent's instance ID (agentdesc.NewInstance)
+	Agents                    []target.Target
+	File                      string // --agents.file
+	DNSName                   string // --agents.dns
+	DNSPort                   uint16
+	Kubernetes                string // --agents.kubernetes' selector
+	HTTP                      HTTP
+	RailMode                  agentdesc.Mode
+	MaxPeers                  int
+	Refresh, Keep, Rotate     time.Duration // --agents.refresh, --agents.keep, --rotate
+	DNSRefresh, FileReload    time.Duration // --dns.refresh, --targets.reload
+	Interval                  time.Duration // between the pinglist's steps
+}
+
+// Metrics are discovery's series (the agent registers them).
+type Metrics struct {
+	PeerUp, PeerInfo *prometheus.GaugeVec
+	Fetches          prometheus.Counter
+	FetchFailures    *prometheus.CounterVec
+	AgentsBadLines   prometheus.Gauge
+	RailProblems     *prometheus.GaugeVec
+	NameConflicts    prometheus.Gauge
+	ConfigErrors     *prometheus.CounterVec // gorping_target_config_errors_total
+	Registerer       prometheus.Registerer  // --agents.kubernetes' own series
+}
+
+// Deps are discovery's contacts with the agent and the world.
+type Deps struct {
+	Log     *slog.Logger
+	Metrics Metrics
+	// Self is this agent's description; nil before it has described itself.
+	Self func() *agentdesc.Description
+	// Local are this host's addresses; ListensOn says whether one of the agent's own
+	// listeners is on a port (an agent address of this host there is this agent).
+	Local     func() map[netip.Addr]bool
+	ListensOn func(port uint16) bool
+	Resolver  target.Resolver
+	// AgentDial, if set, connects the /agent requests.
+	AgentDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Kube is --agents.kubernetes' API server and namespace (nil: members.InCluster);
+	// KubePort the port of the agents it lists (0: DefaultAgentPort).
+	Kube     func() (*rest.Config, string, error)
+	KubePort uint16
+	// Hand hands the rail targets on and waits until they are in place (false: ctx
+	// ended first).
+	Hand func(ctx context.Context, ts []target.Target) bool
+}
+
+// Discovery finds the peer agents, reads their descriptions and turns them into rail
+// targets.
+type Discovery struct {
+	cfg    Config
+	d      Deps
+	log    *slog.Logger
+	m      Metrics
 	client *http.Client
-	scheme string
 
 	file     *source.File        // --agents.file
 	dns      *source.DNS         // --agents.dns
@@ -138,46 +194,45 @@ type discovery struct {
 	peerUp     map[string]float64    // gorping_peer_up's current series, by peer label
 	peerInfo   map[[3]string]bool    // gorping_peer_info's current series
 	probing    []string              // the peers probed now, by name (pinglist.Steps moves it)
-	rails      *railHandoff          // where the rail targets go
 	lastPlan   string                // the last pinglist problem logged
 }
 
-func newDiscovery(a *Agent) (*discovery, error) {
-	h := a.cfg.agentsHTTP
+// New makes the discovery cfg describes.
+func New(cfg Config, d Deps) (*Discovery, error) {
 	var opts []config.HTTPClientOption
-	if a.d.agentDial != nil {
-		opts = append(opts, config.WithDialContextFunc(a.d.agentDial))
+	if d.AgentDial != nil {
+		opts = append(opts, config.WithDialContextFunc(d.AgentDial))
 	}
-	client, err := config.NewClientFromConfig(h.client, "gorping_mesh_agents", opts...)
+	client, err := config.NewClientFromConfig(cfg.HTTP.Client, "gorping_mesh_agents", opts...)
 	if err != nil {
 		return nil, fmt.Errorf("--agents.http-config: %w", err)
 	}
-	a.m.registerDiscovery()
 	// --agents-dns' resolver: the agent's, watched for cut answers (members.DNS).
-	var dnsR target.Resolver = a.d.resolver
-	if a.d.resolver == net.DefaultResolver {
-		dnsR = members.NewDNS(a.log, "--agents.dns", "--agents.kubernetes on Kubernetes, else --agents.file", "")
+	dnsR := d.Resolver
+	if dnsR == nil || dnsR == net.DefaultResolver {
+		dnsR = members.NewDNS(d.Log, "--agents.dns", "--agents.kubernetes on Kubernetes, else --agents.file", "")
 	}
-	dc := &discovery{a: a, client: client, scheme: h.scheme, rails: a.rails,
-		file: &source.File{Path: a.cfg.AgentsFile, DefaultPort: defaultAgentPort, Kind: source.Agents, Log: a.log,
-			Errors: a.m.configErrors, Source: target.SourceAgentsFile, BadLines: a.m.agentsBadLines},
-		dns: &source.DNS{Name: a.cfg.agentsDNSName, Port: a.cfg.agentsDNSPort, Option: "--agents-dns", Kind: source.Agents,
-			Resolver: dnsR, Log: a.log, Errors: a.m.configErrors, Source: target.SourceAgentsDNS},
+	m := d.Metrics
+	dc := &Discovery{cfg: cfg, d: d, log: d.Log, m: m, client: client,
+		file: &source.File{Path: cfg.File, DefaultPort: DefaultAgentPort, Kind: source.Agents, Log: d.Log,
+			Errors: m.ConfigErrors, Source: target.SourceAgentsFile, BadLines: m.AgentsBadLines},
+		dns: &source.DNS{Name: cfg.DNSName, Port: cfg.DNSPort, Option: "--agents-dns", Kind: source.Agents,
+			Resolver: dnsR, Log: d.Log, Errors: m.ConfigErrors, Source: target.SourceAgentsDNS},
 		peers: map[string]*peerState{}, selfSeen: map[string]bool{}, nameLogged: map[string]bool{}, problems: map[string]bool{},
 		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}}
-	if a.cfg.AgentsKubernetes != "" {
-		if dc.kube, err = newKubeMembers(a); err != nil {
+	if cfg.Kubernetes != "" {
+		if dc.kube, err = newKubeMembers(cfg, d); err != nil {
 			return nil, fmt.Errorf("--agents.kubernetes: %w", err)
 		}
 	}
 	return dc, nil
 }
 
-// run discovers until ctx ends: every --agents-refresh it reads every peer's
+// Run discovers until ctx ends: every --agents-refresh it reads every peer's
 // description, the file is checked every --targets-reload and on SIGHUP, the DNS name
 // resolved every --dns-refresh, and the pinglist moves on at every epoch.
-func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
-	cfg := dc.a.cfg
+func (dc *Discovery) Run(ctx context.Context, hup <-chan struct{}) {
+	cfg := dc.cfg
 	dc.file.Load(false)
 	dc.dns.Refresh(ctx)
 	// --agents.kubernetes' changes are read at each round, not as they come: a fleet's
@@ -187,13 +242,13 @@ func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 		dc.waitKube(ctx)
 	}
 	dc.round(ctx)
-	refresh := time.NewTicker(cfg.AgentsRefresh)
+	refresh := time.NewTicker(cfg.Refresh)
 	defer refresh.Stop()
 	dns := time.NewTicker(cfg.DNSRefresh)
 	defer dns.Stop()
 	var fileTick <-chan time.Time
-	if dc.file.Path != "" && cfg.TargetsReload > 0 {
-		t := time.NewTicker(cfg.TargetsReload)
+	if dc.file.Path != "" && cfg.FileReload > 0 {
+		t := time.NewTicker(cfg.FileReload)
 		defer t.Stop()
 		fileTick = t.C
 	}
@@ -222,36 +277,36 @@ func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 
 // untilNextEpoch is the time to the next epoch (only with --max-peers: without a
 // budget, epochs change nothing).
-func (dc *discovery) untilNextEpoch(now time.Time) time.Duration {
-	if dc.a.cfg.MaxPeers == 0 {
+func (dc *Discovery) untilNextEpoch(now time.Time) time.Duration {
+	if dc.cfg.MaxPeers == 0 {
 		return time.Hour
 	}
-	r := dc.a.cfg.Rotate
+	r := dc.cfg.Rotate
 	next := now.Truncate(r).Add(r)
 	return max(time.Until(next), time.Millisecond)
 }
 
-func (dc *discovery) epoch(now time.Time) uint64 {
-	return uint64(now.Unix()) / uint64(dc.a.cfg.Rotate/time.Second)
+func (dc *Discovery) epoch(now time.Time) uint64 {
+	return uint64(now.Unix()) / uint64(dc.cfg.Rotate/time.Second)
 }
 
 // addresses are the agent addresses to read, each once, without this agent's own
 // listeners (an address of this host on a listener's port).
-func (dc *discovery) addresses() []string {
-	local := dc.a.d.local()
+func (dc *Discovery) addresses() []string {
+	local := dc.d.Local()
 	seen := map[string]bool{}
 	var out []string
-	for _, list := range [][]target.Target{dc.a.cfg.agents, dc.file.List(), dc.dns.List(), dc.kubeAddrs(time.Now())} {
+	for _, list := range [][]target.Target{dc.cfg.Agents, dc.file.List(), dc.dns.List(), dc.kubeAddrs(time.Now())} {
 		for _, t := range list {
 			k := t.Key()
 			if seen[k] {
 				continue
 			}
 			seen[k] = true
-			if a, ok := t.Addr(); ok && local[a] && dc.a.listensOn(t.Port) {
+			if a, ok := t.Addr(); ok && local[a] && dc.d.ListensOn(t.Port) {
 				if !dc.selfSeen[k] {
 					dc.selfSeen[k] = true
-					dc.a.log.Info("skipping an agent address that is this agent's listener", "agent", k)
+					dc.log.Info("skipping an agent address that is this agent's listener", "agent", k)
 				}
 				continue
 			}
@@ -263,7 +318,7 @@ func (dc *discovery) addresses() []string {
 
 // round reads every agent's description, updates what is known of the peers and hands
 // the rail targets to the manager.
-func (dc *discovery) round(ctx context.Context) {
+func (dc *Discovery) round(ctx context.Context) {
 	addrs := dc.addresses()
 	listed := map[string]bool{}
 	for _, k := range addrs {
@@ -281,7 +336,7 @@ func (dc *discovery) round(ctx context.Context) {
 				if dc.kube != nil {
 					lvl = slog.LevelDebug
 				}
-				dc.a.log.Log(ctx, lvl, "agent no longer listed: forgetting it", "agent", k, "peer", p.desc.Name)
+				dc.log.Log(ctx, lvl, "agent no longer listed: forgetting it", "agent", k, "peer", p.desc.Name)
 			}
 			delete(dc.peers, k)
 		}
@@ -311,7 +366,7 @@ func (dc *discovery) round(ctx context.Context) {
 		return
 	}
 	now := time.Now()
-	log := dc.a.log
+	log := dc.log
 	for i, k := range addrs {
 		p, r := dc.peers[k], res[i]
 		if r.err == nil {
@@ -330,18 +385,18 @@ func (dc *discovery) round(ctx context.Context) {
 			p.desc, p.lastOK, p.up, p.lastErr = &d, now, true, ""
 			continue
 		}
-		dc.a.m.fetchFailures.WithLabelValues(r.reason).Inc()
+		dc.m.FetchFailures.WithLabelValues(r.reason).Inc()
 		p.up = false
 		if msg := r.err.Error(); msg != p.lastErr {
 			p.lastErr = msg
 			if p.desc != nil {
 				log.Warn("peer agent does not answer; keeping its rails for --agents-keep", "agent", k, "peer", p.desc.Name,
-					"reason", r.reason, "err", r.err, "keep", dc.a.cfg.AgentsKeep)
+					"reason", r.reason, "err", r.err, "keep", dc.cfg.Keep)
 			} else {
 				log.Warn("cannot read an agent's description", "agent", k, "reason", r.reason, "err", r.err)
 			}
 		}
-		if p.desc != nil && now.Sub(p.lastOK) > dc.a.cfg.AgentsKeep {
+		if p.desc != nil && now.Sub(p.lastOK) > dc.cfg.Keep {
 			log.Warn("peer agent silent for longer than --agents-keep: forgetting its rails", "agent", k, "peer", p.desc.Name,
 				"silent", now.Sub(p.lastOK).Round(time.Second))
 			p.desc = nil
@@ -353,17 +408,17 @@ func (dc *discovery) round(ctx context.Context) {
 }
 
 // fetch reads one agent's description.
-func (dc *discovery) fetch(ctx context.Context, addr string) (agentdesc.Description, string, error) {
-	dc.a.m.fetches.Inc()
+func (dc *Discovery) fetch(ctx context.Context, addr string) (agentdesc.Description, string, error) {
+	dc.m.Fetches.Inc()
 	ctx, cancel := context.WithTimeout(ctx, agentFetchTimeout)
 	defer cancel()
-	url := dc.scheme + "://" + addr + "/agent"
+	url := dc.cfg.HTTP.Scheme + "://" + addr + "/agent"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return agentdesc.Description{}, fetchUnreachable, err
 	}
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "gorping-mesh/"+dc.a.cfg.Version)
+	req.Header.Set("User-Agent", "gorping-mesh/"+dc.cfg.Version)
 	dc.cond.Ask(req, addr)
 	resp, err := dc.client.Do(req)
 	if err != nil {
@@ -403,12 +458,12 @@ type knownPeer struct {
 
 // isSelf says whether d is this agent's own description (its instance; a 1.0 peer's
 // by name and GIDs): an agent of the same name elsewhere is a peer.
-func (dc *discovery) isSelf(d agentdesc.Description) bool {
-	own := dc.a.self.Load()
+func (dc *Discovery) isSelf(d agentdesc.Description) bool {
+	own := dc.d.Self()
 	if own == nil {
-		return d.Name == dc.a.cfg.AgentName && (d.Instance == "" || d.Instance == dc.a.instance)
+		return d.Name == dc.cfg.AgentName && (d.Instance == "" || d.Instance == dc.cfg.Instance)
 	}
-	return d.SameAgent(own.desc)
+	return d.SameAgent(*own)
 }
 
 // known are the peers with a description, by name: an agent known at several addresses
@@ -417,7 +472,7 @@ func (dc *discovery) isSelf(d agentdesc.Description) bool {
 // an unset host name) are each a peer of their own, named NAME~INSTANCE (the first 8
 // digits; a 1.0 peer's agent address), logged once and counted in
 // gorping_peer_name_conflicts.
-func (dc *discovery) known() map[string]*knownPeer {
+func (dc *Discovery) known() map[string]*knownPeer {
 	addrs := make([]string, 0, len(dc.peers))
 	for k, p := range dc.peers {
 		if p.desc != nil && !p.self {
@@ -449,7 +504,7 @@ func (dc *discovery) known() map[string]*knownPeer {
 	conflicts := 0
 	for _, a := range agents {
 		name := a.kp.desc.Name
-		if names[name] > 1 || name == dc.a.cfg.AgentName {
+		if names[name] > 1 || name == dc.cfg.AgentName {
 			conflicts++
 			suffix := a.kp.desc.Instance
 			if len(suffix) > 8 {
@@ -465,25 +520,25 @@ func (dc *discovery) known() map[string]*knownPeer {
 			if !dc.nameLogged[key] {
 				dc.nameLogged[key] = true
 				what := "another peer agent"
-				if name == dc.a.cfg.AgentName {
+				if name == dc.cfg.AgentName {
 					what = "this agent"
 				}
-				dc.a.log.Warn("two agents answer with one name: probing both; give every agent its own --agent-name",
-					"agent", a.addr, "name", name, "same_name_as", what, "instance", a.kp.desc.Instance, "own_instance", dc.a.instance, "peer", key)
+				dc.log.Warn("two agents answer with one name: probing both; give every agent its own --agent-name",
+					"agent", a.addr, "name", name, "same_name_as", what, "instance", a.kp.desc.Instance, "own_instance", dc.cfg.Instance, "peer", key)
 			}
 			a.kp.desc.Name = key
 			name = key
 		}
 		out[name] = a.kp
 	}
-	dc.a.m.nameConflicts.Set(float64(conflicts))
+	dc.m.NameConflicts.Set(float64(conflicts))
 	return out
 }
 
 // export sets gorping_peer_up and gorping_peer_info: per peer by name, and per address
 // for an agent that has never answered (its name is not known).
-func (dc *discovery) export(peers map[string]*knownPeer) {
-	m := dc.a.m
+func (dc *Discovery) export(peers map[string]*knownPeer) {
+	m := dc.m
 	up := map[string]float64{}
 	info := map[[3]string]bool{}
 	for name, p := range peers {
@@ -500,28 +555,28 @@ func (dc *discovery) export(peers map[string]*knownPeer) {
 	}
 	for l := range dc.peerUp {
 		if _, ok := up[l]; !ok {
-			m.peerUp.DeleteLabelValues(l)
+			m.PeerUp.DeleteLabelValues(l)
 		}
 	}
 	for l, v := range up {
-		m.peerUp.WithLabelValues(l).Set(v)
+		m.PeerUp.WithLabelValues(l).Set(v)
 	}
 	dc.peerUp = up
 	for l := range dc.peerInfo {
 		if !info[l] {
-			m.peerInfo.DeleteLabelValues(l[0], l[1], l[2])
+			m.PeerInfo.DeleteLabelValues(l[0], l[1], l[2])
 		}
 	}
 	for l := range info {
-		m.peerInfo.WithLabelValues(l[0], l[1], l[2]).Set(1)
+		m.PeerInfo.WithLabelValues(l[0], l[1], l[2]).Set(1)
 	}
 	dc.peerInfo = info
 }
 
 // chosen are the peers to probe in this epoch, by name: every known peer, or with
 // --max-peers the pinglist's choice among the members (the known peers and this agent).
-func (dc *discovery) chosen(peers map[string]*knownPeer, now time.Time) []string {
-	cfg := dc.a.cfg
+func (dc *Discovery) chosen(peers map[string]*knownPeer, now time.Time) []string {
+	cfg := dc.cfg
 	names := make([]string, 0, len(peers))
 	for n := range peers {
 		names = append(names, n)
@@ -549,7 +604,7 @@ func (dc *discovery) chosen(peers map[string]*knownPeer, now time.Time) []string
 		// rather than none, and it is said once.
 		if msg := err.Error(); msg != dc.lastPlan {
 			dc.lastPlan = msg
-			dc.a.log.Error("cannot compute the pinglist: probing every known peer", "err", err)
+			dc.log.Error("cannot compute the pinglist: probing every known peer", "err", err)
 		}
 		return names
 	}
@@ -567,13 +622,13 @@ const pinglistBatch = 8
 // apply moves the probed peers to this epoch's choice in batches (pinglist.Steps: each
 // step's additions start before its removals stop) and hands the rail targets of the
 // probed peers to the manager after each change.
-func (dc *discovery) apply(ctx context.Context, peers map[string]*knownPeer, now time.Time) {
+func (dc *Discovery) apply(ctx context.Context, peers map[string]*knownPeer, now time.Time) {
 	want := dc.chosen(peers, now)
 	// A peer forgotten since goes at once: it has no description to pair with.
 	dc.probing = slices.DeleteFunc(dc.probing, func(n string) bool { return peers[n] == nil })
 	steps := pinglist.Steps(dc.probing, want, pinglistBatch)
 	if len(steps) == 0 {
-		dc.rails.put(ctx, dc.railTargets(peers, dc.probing))
+		dc.d.Hand(ctx, dc.railTargets(peers, dc.probing))
 		return
 	}
 	for i, st := range steps {
@@ -582,15 +637,15 @@ func (dc *discovery) apply(ctx context.Context, peers map[string]*knownPeer, now
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(dc.a.cfg.Interval):
+			case <-time.After(dc.cfg.Interval):
 			}
 		}
 		dc.probing = append(dc.probing, st.Add...)
-		if !dc.rails.put(ctx, dc.railTargets(peers, dc.probing)) {
+		if !dc.d.Hand(ctx, dc.railTargets(peers, dc.probing)) {
 			return
 		}
 		dc.probing = slices.DeleteFunc(dc.probing, func(n string) bool { return slices.Contains(st.Remove, n) })
-		if !dc.rails.put(ctx, dc.railTargets(peers, dc.probing)) {
+		if !dc.d.Hand(ctx, dc.railTargets(peers, dc.probing)) {
 			return
 		}
 	}
@@ -598,13 +653,13 @@ func (dc *discovery) apply(ctx context.Context, peers map[string]*knownPeer, now
 
 // railTargets pairs this agent's rails with each of names' (agentdesc.Pair), logging
 // each problem once while it lasts and setting gorping_rail_problems.
-func (dc *discovery) railTargets(peers map[string]*knownPeer, names []string) []target.Target {
-	self := dc.a.self.Load()
+func (dc *Discovery) railTargets(peers map[string]*knownPeer, names []string) []target.Target {
+	self := dc.d.Self()
 	if self == nil {
 		return nil
 	}
 	local := map[netip.Addr]bool{}
-	for _, r := range self.desc.Rails {
+	for _, r := range self.Rails {
 		for _, p := range r.Addresses {
 			local[p.Addr()] = true
 		}
@@ -619,13 +674,13 @@ func (dc *discovery) railTargets(peers map[string]*knownPeer, names []string) []
 		if p == nil {
 			continue
 		}
-		ts, probs := agentdesc.Pair(self.desc, p.desc, dc.a.cfg.railMode)
+		ts, probs := agentdesc.Pair(*self, p.desc, dc.cfg.RailMode)
 		for _, pr := range probs {
 			line := pr.Reason + " " + pr.Error()
 			problems[line] = true
 			byReason[pr.Reason]++
 			if !dc.problems[line] {
-				dc.a.log.Warn("a rail pair that cannot be probed", "peer", pr.Peer, "device", pr.Device, "port", pr.Port,
+				dc.log.Warn("a rail pair that cannot be probed", "peer", pr.Peer, "device", pr.Device, "port", pr.Port,
 					"reason", pr.Reason, "detail", pr.Detail)
 			}
 		}
@@ -638,69 +693,11 @@ func (dc *discovery) railTargets(peers map[string]*knownPeer, names []string) []
 		}
 	}
 	dc.problems = problems
-	for _, r := range railProblemReasons {
-		dc.a.m.railProblems.WithLabelValues(r).Set(float64(byReason[r]))
+	for _, r := range RailProblemReasons {
+		dc.m.RailProblems.WithLabelValues(r).Set(float64(byReason[r]))
 	}
 	return out
 }
 
-var railProblemReasons = []string{agentdesc.ReasonSelf, agentdesc.ReasonNoSubnet, agentdesc.ReasonGIDFamily, agentdesc.ReasonLinkLayer}
-
-// railHandoff is how discovery hands its rail targets on: put gives the reloader a new
-// list and waits until it is reconciled (the pinglist's steps are paced on it); the
-// reloader takes the latest list and marks its generation applied. Data goes one way:
-// discovery never reaches into the agent.
-type railHandoff struct {
-	mu      sync.Mutex
-	gen     uint64          // generation of list
-	list    []target.Target // the latest list
-	applied uint64          // the latest generation reconciled
-	ch      chan struct{}   // closed and replaced when applied moves
-	kick    func()          // asks the reloader to take the list
-}
-
-func newRailHandoff(kick func()) *railHandoff {
-	return &railHandoff{ch: make(chan struct{}), kick: kick}
-}
-
-// put hands ts on and waits until the reloader has reconciled them (false: ctx ended
-// first).
-func (h *railHandoff) put(ctx context.Context, ts []target.Target) bool {
-	h.mu.Lock()
-	h.gen++
-	gen := h.gen
-	h.list = ts
-	h.mu.Unlock()
-	h.kick()
-	for {
-		h.mu.Lock()
-		done, ch := h.applied >= gen, h.ch
-		h.mu.Unlock()
-		if done {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
-// take is the latest list and its generation.
-func (h *railHandoff) take() ([]target.Target, uint64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.list, h.gen
-}
-
-// done marks generation gen reconciled.
-func (h *railHandoff) done(gen uint64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if gen > h.applied {
-		h.applied = gen
-		close(h.ch)
-		h.ch = make(chan struct{})
-	}
-}
+// RailProblemReasons are gorping_rail_problems' reasons.
+var RailProblemReasons = []string{agentdesc.ReasonSelf, agentdesc.ReasonNoSubnet, agentdesc.ReasonGIDFamily, agentdesc.ReasonLinkLayer}
