@@ -22,7 +22,7 @@ type ProbeConn = probe.Conn
 // Env replaces an agent's every contact with the host and the network. Every field is
 // required except Registered.
 type Env struct {
-	// Dial opens a probing connection (mesh's dialFunc): to addr from src (zero: the
+	// Dial opens a probing connection (a probe.Dial): to addr from src (zero: the
 	// default source) for the target's path; errors carry a reason as *rping.ProbeError.
 	Dial func(ctx context.Context, src netip.Addr, addr netip.AddrPort, path int, log io.Writer) (ProbeConn, error)
 	// Local are this host's addresses.
