@@ -66,7 +66,7 @@ type deps struct {
 	rails    *hostRails                           // where this agent's rails are read; nil: this host
 	kube     func() (*rest.Config, string, error) // --agents.kubernetes' API server and namespace; nil: members.InCluster
 	kubePort uint16                               // the port of the agents it lists; 0: discovery.DefaultAgentPort
-	hot      probe.Hot                            // how a hot target samples; zero: probe.DefaultHot
+	hot      probe.Hot                            // how a hot target samples; zero: the defaults
 	// webConfigPoll is how often the web configuration is checked; 0: webConfigPoll.
 	webConfigPoll time.Duration
 	// listener, if set, is the one HTTP listener in place of --web.listen-address's

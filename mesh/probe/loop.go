@@ -23,7 +23,7 @@ type Settings struct {
 	// QPs, new rdma_cm port, so a new flow) after a lifetime drawn in [Lifetime/2,
 	// 3·Lifetime/2); 0: never (a connection lives until it fails).
 	Lifetime time.Duration
-	Hot      Hot // zero: DefaultHot
+	Hot      Hot // zero: the defaults (defaultHot)
 	Dial     Dial
 	Resolver target.Resolver
 	Log      *slog.Logger
@@ -73,12 +73,12 @@ type targetLoop struct {
 // time: a path that only reconnects on failure settles on the members that work and the
 // fault vanishes from its series. So connections are replaced on a schedule, and faster
 // while a target has just failed on a connected path (it is "hot"): then every path of
-// the target samples a new flow every hotLifetime, and each new connection whose first
+// the target samples a new flow every Hot lifetime, and each new connection whose first
 // ping fails (a dead connection: the CM's handshake crossed the fabric, its data flow
 // did not) renews the evidence, for as long as the fault lasts.
 //
 // Hot is how a hot target samples: it stays hot for Hold after its last failure on a
-// connected path, and a hot path's connection lives hotLifetime.
+// connected path, and a hot path's connection lives Hot.lifetime.
 type Hot struct {
 	Hold        time.Duration // a target stays hot this long after its last failure on a connected path
 	MinLifetime time.Duration // a hot path's connection lifetime: at least this, and
@@ -90,8 +90,8 @@ type Hot struct {
 	SlotsPerConn int
 }
 
-// DefaultHot is the agent's Hot.
-var DefaultHot = Hot{Hold: 5 * time.Minute, MinLifetime: 15 * time.Second, SlotsPerConn: 15}
+// defaultHot is the agent's Hot (a zero Settings.Hot).
+var defaultHot = Hot{Hold: 5 * time.Minute, MinLifetime: 15 * time.Second, SlotsPerConn: 15}
 
 // lifetime is a hot path's connection lifetime.
 func (h Hot) lifetime(interval time.Duration) time.Duration {
@@ -289,7 +289,7 @@ func (l *targetLoop) use(conn Conn, addr netip.Addr) {
 }
 
 // rotateDue says whether the path's connection has lived its lifetime at now: the
-// drawn share of --path-lifetime, or of hotLifetime while the target is hot.
+// drawn share of --path-lifetime, or of the Hot lifetime while the target is hot.
 func (l *targetLoop) rotateDue(now time.Time) bool {
 	life := l.s.Lifetime
 	if life <= 0 {
@@ -358,7 +358,7 @@ func (l *targetLoop) failed(reason string, n int) {
 // hot is the loop's Hot: its settings', or the default.
 func (l *targetLoop) hot() Hot {
 	if l.s.Hot == (Hot{}) {
-		return DefaultHot
+		return defaultHot
 	}
 	return l.s.Hot
 }
