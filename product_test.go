@@ -17,7 +17,8 @@ import (
 // TestProductLinksNoTestCode builds the product binary as `make build` does (static,
 // CGO_ENABLED=0, no build tags), but keeping its symbol table, and requires that no
 // symbol comes from a test-only package: the module's packages under test/, every
-// package named *test (hostenvtest, ...) and the standard library's testing. The device
+// package named *test (hostenvtest, ...) and the standard library's testing and
+// net/http/httptest (the mesh's landing page renders exporter-toolkit's page without it). The device
 // models, the ABI checker and the guest, mesh and Prometheus helpers live under test/
 // for that reason (docs/architecture.md).
 func TestProductLinksNoTestCode(t *testing.T) {
@@ -31,7 +32,7 @@ func TestProductLinksNoTestCode(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	mod := "github.com/gorping/gorping/"
-	testPkgs := []string{"testing"}
+	testPkgs := []string{"testing", "net/http/httptest"}
 	for _, p := range strings.Fields(string(out)) {
 		rel := strings.TrimPrefix(p, mod)
 		if strings.HasPrefix(rel, "test/") || strings.HasSuffix(p, "test") {

@@ -24,6 +24,10 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
+	"github.com/gorping/gorping/mesh/discovery"
+	"github.com/gorping/gorping/mesh/probe"
+	"github.com/gorping/gorping/mesh/source"
+	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -32,7 +36,7 @@ type Agent struct {
 	cfg        *agentConfig
 	log        *slog.Logger
 	m          *metrics
-	mgr        *manager
+	mgr        *probe.Manager
 	src        *sources
 	d          deps
 	probeSlots chan struct{}
@@ -48,23 +52,21 @@ type Agent struct {
 	rq          *reloadRequests
 	agentsHup   chan struct{}   // SIGHUP, for discovery (the agents file)
 	listenPorts map[uint16]bool // the listeners' ports: an agent address of this host on one is this agent
-	railMu      sync.Mutex
-	railGen     uint64   // generation of railList
-	railList    []target // discovery's rail targets, for the reloader
-	railDone    *railApplied
+	rails       *railHandoff    // discovery's rail targets, for the reloader
 }
 
 // deps are the agent's seams to the world, replaced by host tests.
 type deps struct {
-	dial     dialFunc
-	resolver dnsResolver
+	dial     probe.Dial
+	resolver target.Resolver
 	respond  func(ctx context.Context, cfg rping.ResponderConfig) error
 	hup      <-chan os.Signal                     // nil: the process's SIGHUP
 	local    func() map[netip.Addr]bool           // this host's addresses; nil: the interfaces'
 	limits   *httpLimits                          // nil: defaultHTTPLimits
 	rails    *hostRails                           // where this agent's rails are read; nil: this host
 	kube     func() (*rest.Config, string, error) // --agents.kubernetes' API server and namespace; nil: members.InCluster
-	kubePort uint16                               // the port of the agents it lists; 0: defaultAgentPort
+	kubePort uint16                               // the port of the agents it lists; 0: discovery.DefaultAgentPort
+	hot      probe.Hot                            // how a hot target samples; zero: the defaults
 	// webConfigPoll is how often the web configuration is checked; 0: webConfigPoll.
 	webConfigPoll time.Duration
 	// listener, if set, is the one HTTP listener in place of --web.listen-address's
@@ -112,7 +114,7 @@ func newAgent(cfg Config, d deps) (*Agent, error) {
 		d.resolver = net.DefaultResolver
 	}
 	if d.dial == nil {
-		d.dial = rpingDialer(c.source, c.Size, c.ConnectTimeout)
+		d.dial = probe.RPing(c.source, c.Size, c.ConnectTimeout)
 	}
 	if d.respond == nil {
 		d.respond = rping.Respond
@@ -125,10 +127,11 @@ func newAgent(cfg Config, d deps) (*Agent, error) {
 		d.rails = &r
 	}
 	probing, stopProbes := context.WithCancel(context.Background())
+	rq := &reloadRequests{kick: make(chan struct{}, 1)}
 	return &Agent{cfg: c, log: newLogger(c.Config, c.Log), m: newMetrics(c.Version), d: d, instance: agentdesc.NewInstance(),
 		probeSlots: make(chan struct{}, maxProbesInFlight), probing: probing, stopProbes: stopProbes,
-		rq: &reloadRequests{kick: make(chan struct{}, 1)}, agentsHup: make(chan struct{}, 1),
-		listenPorts: map[uint16]bool{}, railDone: newRailApplied()}, nil
+		rq: rq, agentsHup: make(chan struct{}, 1), listenPorts: map[uint16]bool{},
+		rails: newRailHandoff(func() { rq.ask(reloadRails) })}, nil
 }
 
 // Run runs the agent until ctx ends, then releases every connection and closes the
@@ -171,7 +174,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		closeAll()
 		return err
 	}
-	var dc *discovery
+	var dc *discovery.Discovery
 	if cfg.discovers() {
 		if dc, err = newDiscovery(a); err != nil {
 			closeAll()
@@ -185,17 +188,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	// told nothing: the last scrapes see the teardown.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
-	settings := &probeSettings{interval: cfg.Interval, timeout: cfg.Timeout, connectTimeout: cfg.ConnectTimeout,
-		backoffMax: cfg.BackoffMax, jitter: cfg.Jitter, paths: cfg.Paths, lifetime: cfg.PathLifetime, dial: d.dial, resolver: d.resolver, log: log,
-		dials: make(chan struct{}, maxParallelDials)}
-	a.mgr = newManager(work, settings, a.m)
+	a.mgr = probe.NewManager(work, probe.Settings{Interval: cfg.Interval, Timeout: cfg.Timeout, ConnectTimeout: cfg.ConnectTimeout,
+		BackoffMax: cfg.BackoffMax, Jitter: cfg.Jitter, Paths: cfg.Paths, Lifetime: cfg.PathLifetime, Hot: d.hot,
+		Dial: d.dial, Resolver: d.resolver, Log: log}, a.m)
 	selfPort := cfg.port
 	if cfg.NoResponder {
 		selfPort = 0
 	}
-	a.src = &sources{file: cfg.TargetsFile, peers: cfg.peers, defaultPort: cfg.port, selfPort: selfPort,
-		resolver: d.resolver, local: d.local, log: log, m: a.m, skipped: map[string]bool{}, selfNames: map[string]bool{},
-		dnsName: cfg.dnsName, dnsPort: cfg.dnsPort, maxTargets: cfg.MaxTargets}
+	a.src = &sources{peers: cfg.peers, selfPort: selfPort, local: d.local, log: log, m: a.m,
+		skipped: map[string]bool{}, selfNames: map[string]bool{}, maxTargets: cfg.MaxTargets,
+		file: &source.File{Path: cfg.TargetsFile, DefaultPort: cfg.port, Kind: source.Targets, Log: log,
+			Errors: a.m.configErrors, Source: target.SourceFile, BadLines: a.m.badLines},
+		dns: &source.DNS{Name: cfg.dnsName, Port: cfg.dnsPort, Option: "--targets-dns", Kind: source.Targets,
+			Resolver: d.resolver, Log: log, Errors: a.m.configErrors, Source: target.SourceDNS}}
 
 	// One server per listener: web.Serve wraps its server's handler, so two listeners
 	// on one server would race on it.
@@ -229,7 +234,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.watchSources(work, hup) })
 	wg.Go(func() { a.watchRails(work, railNotes) })
 	if dc != nil {
-		wg.Go(func() { dc.run(work, a.agentsHup) })
+		wg.Go(func() { dc.Run(work, a.agentsHup) })
 	}
 	if cfg.WebConfigFile != "" {
 		every := d.webConfigPoll
@@ -250,7 +255,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.stopProbes()
 	stopWork()
 	wg.Wait()
-	a.mgr.stopAll()
+	a.mgr.StopAll()
 	log.Info("every connection released; closing the metrics listener")
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -371,14 +376,14 @@ func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 		case <-rq.kick:
 			what := rq.take()
 			if what&(reloadFile|reloadForce) != 0 {
-				changed = a.src.loadFile(what&reloadForce != 0)
+				changed = a.src.file.Load(what&reloadForce != 0)
 			}
 			if what&reloadDNS != 0 {
-				a.src.refreshDNS(ctx)
+				a.src.dns.Refresh(ctx)
 				changed, recheck = true, true
 			}
 			if what&reloadRails != 0 {
-				a.src.rails, railGen = a.railTargetsNow()
+				a.src.rails, railGen = a.rails.take()
 				changed = true
 			}
 		case res := <-checked:
@@ -391,8 +396,8 @@ func (a *Agent) reloader(ctx context.Context, rq *reloadRequests) {
 		}
 		l := a.src.targets()
 		a.targetKeys.Store(&l.keys)
-		a.mgr.reconcile(ctx, l.probe)
-		a.railDone.set(railGen)
+		a.mgr.Reconcile(ctx, l.probe)
+		a.rails.done(railGen)
 		if !checking && len(l.names) > 0 && (recheck || l.unchecked > 0) {
 			checking, recheck = true, false
 			names, local := l.names, a.d.local()
@@ -421,7 +426,7 @@ func (a *Agent) isTarget(key string) bool {
 func (a *Agent) respond(ctx context.Context, respond func(context.Context, rping.ResponderConfig) error) {
 	log := a.log.With("component", "responder")
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	bo := backoff{base: time.Second, max: 30 * time.Second, rnd: rnd}
+	bo := probe.Backoff{Base: time.Second, Max: 30 * time.Second, Rnd: rnd}
 	w := &dedupLog{log: log, level: slog.LevelWarn}
 	var last string
 	for {
@@ -440,9 +445,9 @@ func (a *Agent) respond(ctx context.Context, respond func(context.Context, rping
 			return
 		}
 		if time.Since(started) > time.Minute {
-			bo.reset()
+			bo.Reset()
 		}
-		wait := bo.next()
+		wait := bo.Next()
 		if msg := err.Error(); msg != last {
 			log.Warn("responder stopped; starting it again with backoff", "err", err, "retry_in", wait.Round(time.Millisecond))
 			last = msg
@@ -492,7 +497,7 @@ func logFormat(s string) (*promslog.Format, error) {
 		s = "logfmt"
 	}
 	if f.Set(s) != nil {
-		return nil, fmt.Errorf("--log.format %s: want %s", quote(s), strings.Join(promslog.FormatFlagOptions, " or "))
+		return nil, fmt.Errorf("--log.format %s: want %s", target.Quote(s), strings.Join(promslog.FormatFlagOptions, " or "))
 	}
 	return f, nil
 }
@@ -500,7 +505,7 @@ func logFormat(s string) (*promslog.Format, error) {
 func logLevel(s string) (*promslog.Level, error) {
 	l := promslog.NewLevel()
 	if l.Set(s) != nil {
-		return nil, fmt.Errorf("--log.level %s: want %s", quote(s), strings.Join(promslog.LevelFlagOptions, ", "))
+		return nil, fmt.Errorf("--log.level %s: want %s", target.Quote(s), strings.Join(promslog.LevelFlagOptions, ", "))
 	}
 	return l, nil
 }

@@ -13,8 +13,11 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
+	"github.com/gorping/gorping/mesh/discovery"
 	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
+	"github.com/gorping/gorping/mesh/source"
+	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -84,7 +87,7 @@ func DefaultConfig() Config {
 	return Config{Listen: []string{defaultListen}, Port: rping.DefaultPort, Bind: "::", TargetsReload: 2 * time.Second,
 		DNSRefresh: 30 * time.Second, MaxTargets: defaultMaxTargets, Interval: time.Second, Paths: 1, Jitter: 0.1, ConnectTimeout: 5 * time.Second,
 		BackoffMax: 30 * time.Second, PathLifetime: defaultPathLifetime, Size: rping.DefaultSize, LogFormat: "logfmt", LogLevel: "info",
-		AgentsRefresh: 30 * time.Second, AgentsKeep: 5 * time.Minute, Rails: railsSameSubnet, Rotate: 5 * time.Minute}
+		AgentsRefresh: 30 * time.Second, AgentsKeep: 5 * time.Minute, Rails: discovery.RailsSameSubnet, Rotate: 5 * time.Minute}
 }
 
 // The shortest durations the agent takes: below them it would spend its time on
@@ -141,14 +144,14 @@ func parseAllow(s string) (netip.Prefix, error) {
 func parseDNSOption(opt, v string, defaultPort uint16) (string, uint16, error) {
 	name, port := v, defaultPort
 	if h, p, err := net.SplitHostPort(v); err == nil {
-		pp, perr := parsePort(p)
+		pp, perr := target.ParsePort(p)
 		if perr != nil {
-			return "", 0, usageErrorf("%s %s: %v", opt, quote(v), perr)
+			return "", 0, usageErrorf("%s %s: %v", opt, target.Quote(v), perr)
 		}
 		name, port = h, pp
 	}
-	if _, err := netip.ParseAddr(name); err != nil && !validHostname(name) {
-		return "", 0, usageErrorf("%s %s: not a host name", opt, quote(v))
+	if _, err := netip.ParseAddr(name); err != nil && !target.ValidHostname(name) {
+		return "", 0, usageErrorf("%s %s: not a host name", opt, target.Quote(v))
 	}
 	return name, port, nil
 }
@@ -166,15 +169,15 @@ type agentConfig struct {
 	port       uint16
 	bind       netip.Addr
 	source     netip.Addr
-	peers      []target
+	peers      []target.Target
 	probeAllow []netip.Prefix
 	dnsName    string
 	dnsPort    uint16
 
-	agents        []target
+	agents        []target.Target
 	agentsDNSName string
 	agentsDNSPort uint16
-	agentsHTTP    agentsHTTP
+	agentsHTTP    discovery.HTTP
 	railMode      agentdesc.Mode
 }
 
@@ -212,14 +215,14 @@ func (cfg Config) check() (*agentConfig, error) {
 		}
 	}
 	if len(cfg.Peers) > 0 {
-		if c.peers, err = parsePeers(strings.Join(cfg.Peers, ","), c.port); err != nil {
+		if c.peers, err = target.ParseList(strings.Join(cfg.Peers, ","), c.port); err != nil {
 			return nil, usageErrorf("--peers: %w", err)
 		}
 	}
 	for _, p := range cfg.ProbeAllow {
 		pf, err := parseAllow(p)
 		if err != nil {
-			return nil, usageErrorf("--probe.allow %s: %v", quote(p), err)
+			return nil, usageErrorf("--probe.allow %s: %v", target.Quote(p), err)
 		}
 		c.probeAllow = append(c.probeAllow, pf)
 	}
@@ -228,7 +231,7 @@ func (cfg Config) check() (*agentConfig, error) {
 	}
 	for _, l := range cfg.Listen {
 		if _, _, err := net.SplitHostPort(l); err != nil {
-			return nil, usageErrorf("--web.listen-address %s: want [HOST]:PORT", quote(l))
+			return nil, usageErrorf("--web.listen-address %s: want [HOST]:PORT", target.Quote(l))
 		}
 	}
 	if cfg.MaxTargets < 1 || cfg.MaxTargets > maxMaxTargets {
@@ -288,18 +291,18 @@ func (cfg Config) check() (*agentConfig, error) {
 			return nil, fmt.Errorf("--agent-name: no default: the host name: %w", err)
 		}
 		if pinglist.CheckHost(h) != nil {
-			return nil, usageErrorf("--agent-name: the host name %s cannot be an agent's name: give --agent-name", quote(h))
+			return nil, usageErrorf("--agent-name: the host name %s cannot be an agent's name: give --agent-name", target.Quote(h))
 		}
 		c.AgentName = h
 	} else if err := pinglist.CheckHost(c.AgentName); err != nil {
-		return nil, usageErrorf("--agent-name %s: %v", quote(c.AgentName), err)
+		return nil, usageErrorf("--agent-name %s: %v", target.Quote(c.AgentName), err)
 	}
 	if err := pinglist.CheckGroup(cfg.Group); err != nil {
-		return nil, usageErrorf("--group %s: %v", quote(cfg.Group), err)
+		return nil, usageErrorf("--group %s: %v", target.Quote(cfg.Group), err)
 	}
 	if cfg.WebConfigFile != "" {
 		// Regular files only (exporter-toolkit would block on a FIFO at every request).
-		if _, err := readRegularFile(cfg.WebConfigFile, maxWebConfigBytes); err != nil {
+		if _, err := source.ReadRegularFile(cfg.WebConfigFile, maxWebConfigBytes); err != nil {
 			return nil, fmt.Errorf("--web.config.file: %w", err)
 		}
 		if err := web.Validate(cfg.WebConfigFile); err != nil {
@@ -314,41 +317,41 @@ func (c *agentConfig) checkAgents() error {
 	cfg := c.Config
 	var err error
 	if len(cfg.Agents) > 0 {
-		if c.agents, err = parsePeers(strings.Join(cfg.Agents, ","), defaultAgentPort); err != nil {
+		if c.agents, err = target.ParseList(strings.Join(cfg.Agents, ","), discovery.DefaultAgentPort); err != nil {
 			return usageErrorf("--agents: %w", err)
 		}
 	}
 	if cfg.AgentsDNS != "" {
-		if c.agentsDNSName, c.agentsDNSPort, err = parseDNSOption("--agents.dns", cfg.AgentsDNS, defaultAgentPort); err != nil {
+		if c.agentsDNSName, c.agentsDNSPort, err = parseDNSOption("--agents.dns", cfg.AgentsDNS, discovery.DefaultAgentPort); err != nil {
 			return err
 		}
 	}
 	switch cfg.Rails {
-	case railsSameSubnet:
+	case discovery.RailsSameSubnet:
 		c.railMode = agentdesc.SameSubnet
-	case railsAll:
+	case discovery.RailsAll:
 		c.railMode = agentdesc.AllRails
 	default:
-		return usageErrorf("--rails %s: want %s or %s", quote(cfg.Rails), railsSameSubnet, railsAll)
+		return usageErrorf("--rails %s: want %s or %s", target.Quote(cfg.Rails), discovery.RailsSameSubnet, discovery.RailsAll)
 	}
-	if cfg.MaxPeers < 0 || cfg.MaxPeers > maxMaxPeers {
-		return usageErrorf("--max-peers %d: want 0 (every peer) to %d", cfg.MaxPeers, maxMaxPeers)
+	if cfg.MaxPeers < 0 || cfg.MaxPeers > discovery.MaxMaxPeers {
+		return usageErrorf("--max-peers %d: want 0 (every peer) to %d", cfg.MaxPeers, discovery.MaxMaxPeers)
 	}
-	if err := checkMin("--agents.refresh", cfg.AgentsRefresh, minAgentsRefresh); err != nil {
+	if err := checkMin("--agents.refresh", cfg.AgentsRefresh, discovery.MinRefresh); err != nil {
 		return err
 	}
 	if cfg.AgentsKeep < 0 {
 		return usageErrorf("--agents.keep %s: want 0 or more", cfg.AgentsKeep)
 	}
-	if err := checkMin("--rotate", cfg.Rotate, minRotate); err != nil {
+	if err := checkMin("--rotate", cfg.Rotate, discovery.MinRotate); err != nil {
 		return err
 	}
 	if cfg.AgentsKubernetes != "" {
 		if err := members.CheckSelector(cfg.AgentsKubernetes); err != nil {
-			return usageErrorf("--agents.kubernetes %s: %v", quote(cfg.AgentsKubernetes), err)
+			return usageErrorf("--agents.kubernetes %s: %v", target.Quote(cfg.AgentsKubernetes), err)
 		}
 	}
-	if c.agentsHTTP, err = loadAgentsHTTP(cfg.AgentsHTTPConfig); err != nil {
+	if c.agentsHTTP, err = discovery.LoadHTTP(cfg.AgentsHTTPConfig); err != nil {
 		return fmt.Errorf("--agents.http-config: %w", err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/gorping/gorping/mesh/discovery"
 	"github.com/gorping/gorping/mesh/pinglist"
 	"github.com/gorping/gorping/rping"
 	"github.com/gorping/gorping/test/meshtest"
@@ -246,8 +247,8 @@ func TestAgentsArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.agents) != 3 || c.agents[0].Port != defaultAgentPort || c.agents[1].Port != 9000 || c.agentsDNSPort != 10175 ||
-		c.agentsHTTP.scheme != "https" || c.agentsHTTP.client.BasicAuth == nil || c.MaxPeers != 64 || c.Rotate != 300*time.Second {
+	if len(c.agents) != 3 || c.agents[0].Port != discovery.DefaultAgentPort || c.agents[1].Port != 9000 || c.agentsDNSPort != 10175 ||
+		c.agentsHTTP.Scheme != "https" || c.agentsHTTP.Client.BasicAuth == nil || c.MaxPeers != 64 || c.Rotate != 300*time.Second {
 		t.Errorf("checkArgs: %+v", c)
 	}
 	// Bad values, and a client configuration that cannot be used, as the command line

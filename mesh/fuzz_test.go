@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/gorping/gorping/mesh/target"
 )
 
 // Parsers of what anyone can write (a target file, /probe's query) never panic, keep
@@ -14,12 +16,12 @@ import (
 // its port).
 const maxErrorBytes = 2*(4*64+40) + 100
 
-func checkTarget(t *testing.T, tg target) {
+func checkTarget(t *testing.T, tg target.Target) {
 	t.Helper()
 	if tg.Host == "" || tg.Port == 0 {
 		t.Fatalf("target %+v", tg)
 	}
-	again, err := parseTarget(tg.Key(), 1)
+	again, err := target.Parse(tg.Key(), 1)
 	if err != nil || again.Key() != tg.Key() {
 		t.Fatalf("target %q parses back as %q, %v", tg.Key(), again.Key(), err)
 	}
@@ -31,7 +33,7 @@ func FuzzParseTargetFile(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ts, errs := parseTargetFile(data, 7174)
+		ts, errs := target.ParseFile(data, 7174)
 		lines := bytes.Count(data, []byte("\n")) + 1
 		if len(ts)+len(errs) > lines {
 			t.Fatalf("%d targets and %d errors from %d lines", len(ts), len(errs), lines)

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/mesh/probe"
 	"github.com/gorping/gorping/rping"
 	"github.com/gorping/gorping/test/guesttest"
 	"github.com/gorping/gorping/test/meshtest"
@@ -153,7 +154,7 @@ func TestGuestMesh(t *testing.T) {
 	var reasons []string
 	for _, f := range fails {
 		reasons = append(reasons, fmt.Sprintf("%s=%g", f.Labels["reason"], f.Value))
-		if !slices.Contains(failureReasons, f.Labels["reason"]) && !strings.HasSuffix(f.Labels["reason"], "_err") {
+		if !slices.Contains(probe.Reasons, f.Labels["reason"]) && !strings.HasSuffix(f.Labels["reason"], "_err") {
 			t.Errorf("unknown failure reason %q", f.Labels["reason"])
 		}
 	}

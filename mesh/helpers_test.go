@@ -137,10 +137,7 @@ func checkArgs(args []string) (*agentConfig, error) {
 
 // running is how many target loops the agent runs.
 func (ta *testAgent) running() int {
-	mg := ta.a.mgr
-	mg.mu.Lock()
-	defer mg.mu.Unlock()
-	return len(mg.running)
+	return ta.a.mgr.Running()
 }
 
 // replaceFile gives path the content s at once (write beside it, rename), as an

@@ -17,7 +17,8 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/gorping/gorping/mesh/members"
-	"github.com/gorping/gorping/rping"
+	"github.com/gorping/gorping/mesh/probe"
+	"github.com/gorping/gorping/mesh/target"
 )
 
 // maxProbeCount bounds /probe's count; maxProbesInFlight how many run at once.
@@ -187,25 +188,25 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 // parseProbeQuery parses /probe's query: target=HOST[:PORT] (once) and count=N
 // (1..maxProbeCount, default 1); other parameters are ignored, as blackbox_exporter
 // ignores what it does not know. Errors quote the input briefly.
-func parseProbeQuery(raw string, defaultPort uint16) (target, int, error) {
+func parseProbeQuery(raw string, defaultPort uint16) (target.Target, int, error) {
 	q, err := url.ParseQuery(raw)
 	if err != nil {
-		return target{}, 0, fmt.Errorf("bad query: %s", quote(err.Error()))
+		return target.Target{}, 0, fmt.Errorf("bad query: %s", target.Quote(err.Error()))
 	}
 	if len(q["target"]) > 1 {
-		return target{}, 0, errors.New("target: given more than once")
+		return target.Target{}, 0, errors.New("target: given more than once")
 	}
-	t, err := parseTarget(q.Get("target"), defaultPort)
+	t, err := target.Parse(q.Get("target"), defaultPort)
 	if err != nil {
-		return target{}, 0, err
+		return target.Target{}, 0, err
 	}
 	count := 1
 	if c := q["count"]; len(c) > 1 {
-		return target{}, 0, errors.New("count: given more than once")
+		return target.Target{}, 0, errors.New("count: given more than once")
 	} else if len(c) == 1 {
 		count, err = strconv.Atoi(c[0])
 		if err != nil || count < 1 || count > maxProbeCount {
-			return target{}, 0, fmt.Errorf("count %s: want 1..%d", quote(c[0]), maxProbeCount)
+			return target.Target{}, 0, fmt.Errorf("count %s: want 1..%d", target.Quote(c[0]), maxProbeCount)
 		}
 	}
 	return t, count, nil
@@ -216,9 +217,9 @@ func parseProbeQuery(raw string, defaultPort uint16) (target, int, error) {
 // the agent's own targets and --probe-any resolve as any probe does; otherwise an
 // address literal is checked as it is, and a name is resolved only if --probe-allow
 // has prefixes its address could fall in.
-func (a *Agent) probeTarget(ctx context.Context, t target) (addr netip.Addr, allowed bool, resolveErr error) {
+func (a *Agent) probeTarget(ctx context.Context, t target.Target) (addr netip.Addr, allowed bool, resolveErr error) {
 	if a.cfg.ProbeAny || a.isTarget(t.Key()) {
-		addr, err := resolveTarget(ctx, a.d.resolver, t)
+		addr, err := target.Resolve(ctx, a.d.resolver, t)
 		return addr, true, err
 	}
 	if lit, ok := t.Addr(); ok {
@@ -227,7 +228,7 @@ func (a *Agent) probeTarget(ctx context.Context, t target) (addr netip.Addr, all
 	if len(a.cfg.probeAllow) == 0 {
 		return netip.Addr{}, false, nil
 	}
-	addr, err := resolveTarget(ctx, a.d.resolver, t)
+	addr, err := target.Resolve(ctx, a.d.resolver, t)
 	if err != nil {
 		return netip.Addr{}, false, nil // a name that does not resolve is in no prefix
 	}
@@ -236,7 +237,7 @@ func (a *Agent) probeTarget(ctx context.Context, t target) (addr netip.Addr, all
 
 // refusedOnSight reports whether t is refused without a lookup: not --probe-any, not a
 // target, and an address outside --probe-allow or a name with no --probe-allow at all.
-func (a *Agent) refusedOnSight(t target) bool {
+func (a *Agent) refusedOnSight(t target.Target) bool {
 	if a.cfg.ProbeAny || a.isTarget(t.Key()) {
 		return false
 	}
@@ -246,7 +247,7 @@ func (a *Agent) refusedOnSight(t target) bool {
 	return len(a.cfg.probeAllow) == 0
 }
 
-func (a *Agent) refuseProbe(w http.ResponseWriter, t target) {
+func (a *Agent) refuseProbe(w http.ResponseWriter, t target.Target) {
 	a.m.probeRequests.WithLabelValues("refused").Inc()
 	http.Error(w, fmt.Sprintf("target %s is not allowed: it is not one of this agent's targets and not in --probe-allow (--probe-any lifts this)", t.Key()),
 		http.StatusForbidden)
@@ -262,7 +263,7 @@ func (a *Agent) inProbeAllow(addr netip.Addr) bool {
 }
 
 // probeOnce runs count pings to t and registers their metrics on reg.
-func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t target, addr netip.Addr, resolveErr error, count int) {
+func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t target.Target, addr netip.Addr, resolveErr error, count int) {
 	// blackbox_exporter's names, so its users' probe_success alerts and dashboards work.
 	success := prometheus.NewGauge(prometheus.GaugeOpts{Name: "probe_success",
 		Help: "1 if every ping of this probe succeeded, else 0 (as blackbox_exporter's)."})
@@ -286,12 +287,12 @@ func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t targe
 		log.Info("probe failed", "reason", reason, "err", err)
 	}
 	if resolveErr != nil {
-		fail(count, reasonResolve, resolveErr)
+		fail(count, probe.ReasonResolve, resolveErr)
 		return
 	}
-	conn, err := a.d.dial(ctx, netip.Addr{}, netip.AddrPortFrom(addr, t.Port), 0, lineLog{log})
+	conn, err := a.d.dial(ctx, netip.Addr{}, netip.AddrPortFrom(addr, t.Port), 0, probe.LineLog{Log: log})
 	if err != nil {
-		fail(count, reasonOf(err), err)
+		fail(count, probe.Reason(err), err)
 		return
 	}
 	defer conn.Close()
@@ -304,7 +305,7 @@ func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t targe
 		}
 		d, err := conn.Ping(max(timeout, time.Millisecond))
 		if err != nil {
-			fail(count-i, reasonOf(err), err) // the connection is spent: the rest fail with it
+			fail(count-i, probe.Reason(err), err) // the connection is spent: the rest fail with it
 			break
 		}
 		probes.Inc()
@@ -315,10 +316,3 @@ func (a *Agent) probeOnce(ctx context.Context, reg *prometheus.Registry, t targe
 		success.Set(1)
 	}
 }
-
-// failureReasons lists what a probe or a slot can fail with, for the docs and tests.
-var failureReasons = []string{rping.ReasonNoDevice, rping.ReasonAddrError, rping.ReasonRouteError,
-	rping.ReasonConnectRefused, rping.ReasonUnreachable, rping.ReasonConnectError, rping.ReasonConnectTimeout,
-	rping.ReasonSetupError, rping.ReasonTimeout, rping.ReasonDisconnected, rping.ReasonDeviceRemoved,
-	rping.ReasonAsyncError, rping.ReasonDataMismatch, rping.ReasonCQError, rping.ReasonPostError,
-	rping.ReasonProtocolError, reasonResolve}

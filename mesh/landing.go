@@ -7,7 +7,6 @@ import (
 	"html/template"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/gorping/gorping/mesh/target"
 )
 
 // The landing page, "/": exporter-toolkit's page (the agent's name, version and links,
@@ -88,14 +89,44 @@ func (a *Agent) newLanding(c web.LandingConfig) (*landing, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := httptest.NewRecorder()
-	page.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
-	head, tail, ok := bytes.Cut(rec.Body.Bytes(), []byte(landingMarker))
+	req, err := http.NewRequest(http.MethodGet, "/", nil)
+	if err != nil {
+		return nil, err
+	}
+	var rec pageWriter
+	page.ServeHTTP(&rec, req)
+	if rec.code != 0 && rec.code != http.StatusOK {
+		return nil, fmt.Errorf("exporter-toolkit's page answered %d", rec.code)
+	}
+	head, tail, ok := bytes.Cut(rec.body.Bytes(), []byte(landingMarker))
 	if !ok || bytes.Contains(tail, []byte(landingMarker)) {
 		return nil, errors.New("exporter-toolkit's page does not have the agent's state's place once")
 	}
 	return &landing{a: a, head: head, tail: tail, slots: make(chan struct{}, landingMaxInFlight)}, nil
 }
+
+// pageWriter takes exporter-toolkit's page, rendered once at start. It is the least of
+// an http.ResponseWriter, so that net/http/httptest stays out of the product binary.
+type pageWriter struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (w *pageWriter) Header() http.Header {
+	if w.header == nil {
+		w.header = http.Header{}
+	}
+	return w.header
+}
+
+func (w *pageWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+}
+
+func (w *pageWriter) Write(p []byte) (int, error) { return w.body.Write(p) }
 
 // landingPage is what the template renders.
 type landingPage struct {
@@ -224,7 +255,7 @@ func (l *landing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if state != "" && state != "down" {
-		http.Error(w, fmt.Sprintf("state %s: want down, or nothing", quote(state)), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("state %s: want down, or nothing", target.Quote(state)), http.StatusBadRequest)
 		return
 	}
 	select {
@@ -387,25 +418,13 @@ func (l *landing) page(filter, state string) *landingPage {
 }
 
 // addState adds what the series do not say to the rows shown: why their paths are
-// down, and their median RTT. The manager's lock is held only to look the targets up.
+// down, and their median RTT. The metrics' lock is held only to look each target up.
 func (l *landing) addState(shown []*targetView) {
-	mg := l.a.mgr
-	if mg == nil {
-		return
-	}
-	tms := make([]*targetMetrics, len(shown))
-	mg.mu.Lock()
-	for i, v := range shown {
-		if r := mg.running[v.id]; r != nil {
-			tms[i] = r.tm
-		}
-	}
-	mg.mu.Unlock()
-	for i, tm := range tms {
+	for _, v := range shown {
+		tm := l.a.m.lookup(v.id)
 		if tm == nil {
 			continue
 		}
-		v := shown[i]
 		reasons := tm.reasons()
 		var down []string
 		for j, reason := range reasons {

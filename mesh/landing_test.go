@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"golang.org/x/net/html"
 
+	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/rping"
 	"github.com/gorping/gorping/test/browser"
 	"github.com/gorping/gorping/test/meshtest"
@@ -397,13 +398,13 @@ func BenchmarkLandingPage(b *testing.B) {
 		b.Fatal(err)
 	}
 	for i := range 10_000 {
-		tm := a.m.forTarget(target{Host: fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255), Port: 7174}, 3)
+		tm := a.m.forTarget(target.Target{Host: fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255), Port: 7174}, 3)
 		for p, pm := range tm.paths {
-			pm.connected("mlx5_0", "1", rping.Flow{LocalQPN: uint32(2*i*3 + p + 1), RemoteQPN: uint32(2*i*3 + p + 2), UDPSourcePort: 49152}, "sw")
+			pm.Connected("mlx5_0", "1", rping.Flow{LocalQPN: uint32(2*i*3 + p + 1), RemoteQPN: uint32(2*i*3 + p + 2), UDPSourcePort: 49152}, "sw")
 			if p == 1 && i%10 == 0 {
-				pm.failure("timeout")
+				pm.Failed("timeout", 1)
 			} else {
-				pm.success(3*time.Microsecond, 0, 0, false)
+				pm.Success(3*time.Microsecond, 0, 0, false)
 			}
 		}
 	}

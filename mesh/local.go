@@ -188,3 +188,18 @@ func queryMTU(dev uverbs.Device, port int) int {
 	}
 	return pa.ActiveMTU.Bytes()
 }
+
+// localAddrs is the set of this host's interface addresses, for skipping itself.
+func localAddrs() map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return m
+	}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			m[p.Addr().Unmap()] = true
+		}
+	}
+	return m
+}

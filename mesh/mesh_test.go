@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"html"
 	"io"
-	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -20,141 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/mesh/probe"
 	"github.com/gorping/gorping/rping"
 	"github.com/gorping/gorping/test/meshtest"
 )
-
-func TestParseTarget(t *testing.T) {
-	for _, c := range []struct{ in, key string }{
-		{"192.0.2.1", "192.0.2.1:7174"},
-		{"192.0.2.1:7000", "192.0.2.1:7000"},
-		{" node-1.example.org ", "node-1.example.org:7174"},
-		{"Node1.:9", "node1:9"},
-		{"gorping-mesh.monitoring.svc.cluster.local", "gorping-mesh.monitoring.svc.cluster.local:7174"},
-		{"2001:db8::1", "[2001:db8::1]:7174"},
-		{"[2001:db8::1]", "[2001:db8::1]:7174"},
-		{"[2001:db8::1]:7175", "[2001:db8::1]:7175"},
-		{"::ffff:192.0.2.1", "192.0.2.1:7174"},
-	} {
-		tg, err := parseTarget(c.in, 7174)
-		if err != nil || tg.Key() != c.key {
-			t.Errorf("parseTarget(%q) = %q, %v; want %q", c.in, tg.Key(), err, c.key)
-		}
-	}
-	for _, in := range []string{"", "host:", "host:0", "host:70000", "host:x", "[2001:db8::1", "[192.0.2.1]:7",
-		"[2001:db8::1]x", "2001:db8::zz", "-bad.example", "a..b", "under score!", "0.0.0.0", "::", "224.0.0.1",
-		"fe80::1%eth0", strings.Repeat("a", 64) + ".org"} {
-		if tg, err := parseTarget(in, 7174); err == nil {
-			t.Errorf("parseTarget(%q) = %q, want an error", in, tg.Key())
-		}
-	}
-}
-
-func TestParseTargetFile(t *testing.T) {
-	data := "# comment\n\n192.0.2.1\n  192.0.2.2:7000   # trailing comment\nnode#1\nbad target\n192.0.2.1:7174\n[2001:db8::1]:7\n:7174\n"
-	ts, errs := parseTargetFile([]byte(data), 7174)
-	var keys []string
-	for _, tg := range ts {
-		keys = append(keys, tg.Key())
-		if tg.Source != sourceFile {
-			t.Errorf("%s: source %q", tg.Key(), tg.Source)
-		}
-	}
-	if got, want := strings.Join(keys, " "), "192.0.2.1:7174 192.0.2.2:7000 [2001:db8::1]:7"; got != want {
-		t.Errorf("targets %q, want %q", got, want)
-	}
-	var lines []int
-	for _, e := range errs {
-		lines = append(lines, e.Line)
-	}
-	// "node#1" is one token ('#' starts a comment only at a line's start or after a
-	// blank) and not a valid name; line 6 has two words; line 9 has no host.
-	if fmt.Sprint(lines) != "[5 6 9]" {
-		t.Errorf("bad lines %v (%v), want [5 6 9]", lines, errs)
-	}
-	if ps, err := parsePeers("a, b:7,,[2001:db8::2]", 7174); err != nil || len(ps) != 3 || ps[2].Key() != "[2001:db8::2]:7174" {
-		t.Errorf("parsePeers: %v %v", ps, err)
-	}
-	if _, err := parsePeers("a,b c", 7174); err == nil {
-		t.Error("parsePeers accepted \"b c\"")
-	}
-}
-
-func TestSchedule(t *testing.T) {
-	const interval = time.Second
-	now := time.Unix(1000, 0)
-	var phases []time.Duration
-	for seed := range uint64(200) {
-		s := newSchedule(now, interval, 0.1, rand.New(rand.NewPCG(seed, 1)))
-		first := s.next()
-		phase := first.Sub(now)
-		if phase < -interval/10 || phase >= interval+interval/10 {
-			t.Fatalf("seed %d: first slot %v after start", seed, phase)
-		}
-		phases = append(phases, phase)
-		grid := s.start
-		for k := 1; k < 1000; k++ {
-			at := s.next()
-			off := at.Sub(grid.Add(time.Duration(k) * interval))
-			if off < -interval/10 || off > interval/10 {
-				t.Fatalf("seed %d slot %d: %v off its grid time, jitter is ±10%%", seed, k, off)
-			}
-		}
-	}
-	// Phases spread over the interval: agents started together do not beat in step.
-	var buckets [10]int
-	for _, p := range phases {
-		buckets[min(max(int(p*10/interval), 0), 9)]++
-	}
-	for i, n := range buckets {
-		if n < 5 {
-			t.Errorf("phase decile %d holds %d of 200 agents: %v", i, n, buckets)
-		}
-	}
-	// Jitter varies from slot to slot (it is not a fixed offset).
-	s := newSchedule(now, interval, 0.1, rand.New(rand.NewPCG(7, 7)))
-	a, b := s.next().Sub(s.start), s.next().Sub(s.start)-interval
-	if a == b {
-		t.Errorf("two slots with the same offset %v", a)
-	}
-	// A dial that outlasted slots skips them, counted.
-	s = newSchedule(now, interval, 0, rand.New(rand.NewPCG(1, 1)))
-	s.next()
-	if n := s.skipPast(s.start.Add(3*interval + interval/2)); n != 3 {
-		t.Errorf("skipPast 3.5 intervals later skipped %d slots, want 3", n)
-	}
-	if got := s.next().Sub(s.start); got != 4*interval {
-		t.Errorf("next slot after skipping at %v, want %v", got, 4*interval)
-	}
-	if n := s.skipPast(s.start); n != 0 {
-		t.Errorf("skipPast in the past skipped %d", n)
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	b := backoff{base: time.Second, max: 30 * time.Second, rnd: rand.New(rand.NewPCG(1, 2))}
-	want := []time.Duration{1, 2, 4, 8, 16, 30, 30, 30}
-	for i, w := range want {
-		d := b.next()
-		lo, hi := time.Duration(float64(w*time.Second)*0.8), time.Duration(float64(w*time.Second)*1.2)
-		if d < lo || d >= hi {
-			t.Errorf("attempt %d: %v, want in [%v, %v)", i+1, d, lo, hi)
-		}
-	}
-	b.reset()
-	if d := b.next(); d >= 1200*time.Millisecond {
-		t.Errorf("after reset: %v, want about the base", d)
-	}
-	// Jitter: many agents reconnecting after the same failure spread out.
-	seen := map[time.Duration]bool{}
-	for seed := range uint64(50) {
-		bb := backoff{base: time.Second, max: time.Minute, rnd: rand.New(rand.NewPCG(seed, 9))}
-		seen[bb.next().Round(10*time.Millisecond)] = true
-	}
-	if len(seen) < 20 {
-		t.Errorf("50 agents' first backoff takes only %d distinct values", len(seen))
-	}
-}
 
 // fakeNet is the RDMA fabric of the host tests: per address, how a dial and its pings go.
 type fakeNet struct {
@@ -250,7 +118,7 @@ func (f *fakeNet) failConn(qpn uint32, reason string) {
 	f.failQPN[qpn] = reason
 }
 
-func (f *fakeNet) dial(ctx context.Context, src netip.Addr, addr netip.AddrPort, path int, _ io.Writer) (probeConn, error) {
+func (f *fakeNet) dial(ctx context.Context, src netip.Addr, addr netip.AddrPort, path int, _ io.Writer) (probe.Conn, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.dials[addr]++

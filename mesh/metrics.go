@@ -4,13 +4,15 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	buildinfo "github.com/prometheus/client_golang/prometheus/collectors/version"
 
+	"github.com/gorping/gorping/mesh/discovery"
+	"github.com/gorping/gorping/mesh/probe"
+	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/rping"
 )
 
@@ -82,10 +84,15 @@ type metrics struct {
 	agentsBadLines  prometheus.Gauge
 	railProblems    *prometheus.GaugeVec
 	nameConflicts   prometheus.Gauge
+
+	// byID are the running targets' records, by target.ID: the landing page reads their
+	// paths' reasons and RTT histograms.
+	mu   sync.Mutex
+	byID map[string]*targetMetrics
 }
 
 func newMetrics(version string) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry()}
+	m := &metrics{reg: prometheus.NewRegistry(), byID: map[string]*targetMetrics{}}
 	// Every per-target series has target, and device, port (the local rail) and peer
 	// (the peer agent) for the rail targets; those are empty, so absent in Prometheus,
 	// for direct targets.
@@ -178,7 +185,7 @@ func newMetrics(version string) *metrics {
 		m.targetPathsUp, m.pathUp, m.pathProbes, m.pathFailures, m.pathInfo, m.targets, m.configErrors, m.badLines, m.ignored,
 		m.responderUp, m.responderStarts, m.probeRequests, m.slotDelay, build, m.agentInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, s := range []string{sourceFile, sourcePeers, sourceDNS, sourceRails} {
+	for _, s := range []string{target.SourceFile, target.SourcePeers, target.SourceDNS, target.SourceRails} {
 		m.targets.WithLabelValues(s)
 	}
 	for _, o := range []string{"ok", "refused", "busy", "bad_request", "cancelled"} {
@@ -190,10 +197,10 @@ func newMetrics(version string) *metrics {
 // registerDiscovery registers the discovery's series: only agents that discover peers
 // (--agents, --agents-file, --agents-dns) have them.
 func (m *metrics) registerDiscovery() {
-	for _, r := range fetchReasons {
+	for _, r := range discovery.FetchReasons {
 		m.fetchFailures.WithLabelValues(r)
 	}
-	for _, r := range railProblemReasons {
+	for _, r := range discovery.RailProblemReasons {
 		m.railProblems.WithLabelValues(r)
 	}
 	m.reg.MustRegister(m.peerUp, m.peerInfo, m.fetches, m.fetchFailures, m.agentsBadLines, m.railProblems, m.nameConflicts)
@@ -210,13 +217,11 @@ type targetMetrics struct {
 	probes      prometheus.Counter
 	up          prometheus.Gauge
 	connections prometheus.Counter
-	// deadConnections counts the connections whose first ping failed (prober.go).
+	// deadConnections counts the connections whose first ping failed (probe's loop).
 	deadConnections prometheus.Counter
 	pathsUp         prometheus.Gauge // nil with one path
 	paths           []*pathMetrics
-	// hotUntil (unix ns) is when the target stops being hot: its paths sample new flows
-	// fast until then (prober.go, hotHold). Its paths' loops share it.
-	hotUntil atomic.Int64
+	id              string // target.ID
 
 	mu       sync.Mutex
 	failures map[string]prometheus.Counter // by reason: the ones the target has had
@@ -242,14 +247,34 @@ type pathMetrics struct {
 	info     []string // the current gorping_path_info's labels; nil before the first connection
 }
 
+// Target is forTarget for the probers (probe.Recorder): it also keeps the record for the
+// landing page until Remove.
+func (m *metrics) Target(t target.Target, k int) probe.TargetRecorder {
+	tm := m.forTarget(t, k)
+	m.mu.Lock()
+	m.byID[tm.id] = tm
+	m.mu.Unlock()
+	return tm
+}
+
+// lookup is the running target id's record, or nil.
+func (m *metrics) lookup(id string) *targetMetrics {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.byID[id]
+}
+
+// SlotDelay records how late a probe slot started.
+func (m *metrics) SlotDelay(late time.Duration) { m.slotDelay.Observe(late.Seconds()) }
+
 // forTarget makes the children of t and of its k paths.
-func (m *metrics) forTarget(t target, k int) *targetMetrics {
+func (m *metrics) forTarget(t target.Target, k int) *targetMetrics {
 	port := ""
 	if t.Device != "" {
 		port = strconv.Itoa(t.DevPort)
 	}
 	l := []string{t.Key(), t.Device, port, t.Peer}
-	tm := &targetMetrics{m: m, labels: l, key: l[0], rtt: m.rtt.WithLabelValues(l...), probes: m.probes.WithLabelValues(l...),
+	tm := &targetMetrics{m: m, labels: l, key: l[0], id: t.ID(), rtt: m.rtt.WithLabelValues(l...), probes: m.probes.WithLabelValues(l...),
 		up: m.up.WithLabelValues(l...), connections: m.connections.WithLabelValues(l...),
 		deadConnections: m.deadConns.WithLabelValues(l...), failures: map[string]prometheus.Counter{}}
 	tm.up.Set(0)
@@ -271,9 +296,12 @@ func (m *metrics) forTarget(t target, k int) *targetMetrics {
 	return tm
 }
 
-// success records a successful slot: its RTT and, where split (ok), its NIC-timed and
+// Path is the record of path i.
+func (tm *targetMetrics) Path(i int) probe.PathRecorder { return tm.paths[i] }
+
+// Success records a successful slot: its RTT and, where split (ok), its NIC-timed and
 // host parts, into the target's histograms while its latest connection is NIC-timed.
-func (pm *pathMetrics) success(rtt, nic, host time.Duration, ok bool) {
+func (pm *pathMetrics) Success(rtt, nic, host time.Duration, ok bool) {
 	tm := pm.tm
 	tm.probes.Inc()
 	tm.rtt.Observe(rtt.Seconds())
@@ -293,10 +321,8 @@ func (pm *pathMetrics) success(rtt, nic, host time.Duration, ok bool) {
 	tm.setWorking(pm, true, "")
 }
 
-func (pm *pathMetrics) failure(reason string) { pm.failed(reason, 1) }
-
-// failed records n failed slots of the path with reason, on the path and the target.
-func (pm *pathMetrics) failed(reason string, n int) {
+// Failed records n failed slots of the path with reason, on the path and the target.
+func (pm *pathMetrics) Failed(reason string, n int) {
 	tm := pm.tm
 	tm.mu.Lock()
 	c, ok := tm.failures[reason]
@@ -317,12 +343,12 @@ func (pm *pathMetrics) failed(reason string, n int) {
 		pm.probes.Add(float64(n))
 		pc.Add(float64(n))
 	}
-	pm.down(reason)
+	pm.Down(reason)
 }
 
-// down records that the path does not work (a failed slot, a connection that died),
+// Down records that the path does not work (a failed slot, a connection that died),
 // and why.
-func (pm *pathMetrics) down(reason string) {
+func (pm *pathMetrics) Down(reason string) {
 	if pm.index != "" {
 		pm.up.Set(0)
 	}
@@ -353,10 +379,17 @@ func (tm *targetMetrics) setWorking(pm *pathMetrics, w bool, reason string) {
 	}
 }
 
-// connected records a new connection of the path: its local device and port and its
+// DeadConnection counts a connection whose first ping failed (a connection, and a dead
+// one).
+func (pm *pathMetrics) DeadConnection() {
+	pm.tm.connections.Inc()
+	pm.tm.deadConnections.Inc()
+}
+
+// Connected records a new connection of the path: its local device and port and its
 // ts_source (the target's), and the path's flow, whose series replaces the last
 // connection's.
-func (pm *pathMetrics) connected(device, port string, f rping.Flow, ts string) {
+func (pm *pathMetrics) Connected(device, port string, f rping.Flow, ts string) {
 	pm.tm.connected(device, port, ts)
 	if pm.index == "" {
 		return
@@ -429,6 +462,16 @@ func (tm *targetMetrics) deleteSplit() {
 	tm.networkRTT, tm.hostRTT = nil, nil
 }
 
+// Remove deletes the target's series (remove) and forgets its record.
+func (tm *targetMetrics) Remove() {
+	tm.remove()
+	tm.m.mu.Lock()
+	if tm.m.byID[tm.id] == tm {
+		delete(tm.m.byID, tm.id)
+	}
+	tm.m.mu.Unlock()
+}
+
 // remove deletes every series of the target and its paths (it left the target list),
 // each by its exact labels: DeletePartialMatch scans every series of a vector, which
 // made removing n targets O(n²) (10,000 targets: minutes, holding the vectors' locks
@@ -470,23 +513,6 @@ func (tm *targetMetrics) remove() {
 		}
 	}
 }
-
-// othersWork says whether a path of the target other than pm works.
-func (tm *targetMetrics) othersWork(pm *pathMetrics) bool {
-	tm.mu.Lock()
-	defer tm.mu.Unlock()
-	n := tm.working
-	if pm.working {
-		n--
-	}
-	return n > 0
-}
-
-// markHot makes the target hot for hotHold from now.
-func (tm *targetMetrics) markHot(now time.Time) { tm.hotUntil.Store(now.Add(hotHold).UnixNano()) }
-
-// hot says whether the target is hot at now.
-func (tm *targetMetrics) hot(now time.Time) bool { return now.UnixNano() < tm.hotUntil.Load() }
 
 // reasons returns why each of the target's paths is down ("" for a path that works), by
 // path index: what the landing page shows beside the series.

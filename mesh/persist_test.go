@@ -13,15 +13,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorping/gorping/mesh/probe"
 	"github.com/gorping/gorping/rping"
 )
 
-// shortRotation makes the rotation's bounds fit a host test (milliseconds, not minutes).
-func shortRotation(t *testing.T, hold, hot time.Duration) {
+// shortRotation makes the rotation's bounds fit a host test (milliseconds, not minutes):
+// --path-lifetime's least, and the hot rotation it returns for the agent's deps.
+func shortRotation(t *testing.T, hold, hot time.Duration) probe.Hot {
 	t.Helper()
-	oldHold, oldHot, oldSlots, oldMin := hotHold, minHotLifetime, hotSlotsPerConn, minPathLifetime
-	hotHold, minHotLifetime, hotSlotsPerConn, minPathLifetime = hold, hot, 1, 10*time.Millisecond
-	t.Cleanup(func() { hotHold, minHotLifetime, hotSlotsPerConn, minPathLifetime = oldHold, oldHot, oldSlots, oldMin })
+	oldMin := minPathLifetime
+	minPathLifetime = 10 * time.Millisecond
+	t.Cleanup(func() { minPathLifetime = oldMin })
+	return probe.Hot{Hold: hold, MinLifetime: hot, SlotsPerConn: 1}
 }
 
 // deadMember is a fake ECMP group of 4 members hashed on the destination QP, member 1
@@ -66,7 +69,7 @@ func failuresPerWindow(t *testing.T, ta *testAgent, sel string, window time.Dura
 // Without rotation (--path-lifetime 0) the same fault vanishes once every path has
 // reconnected onto a working member: the behaviour the rotation exists to undo.
 func TestDeadMemberStaysVisible(t *testing.T) {
-	shortRotation(t, 2*time.Second, 50*time.Millisecond)
+	hot := shortRotation(t, 2*time.Second, 50*time.Millisecond)
 	const target = "192.0.2.1:7174"
 	sel := `gorping_path_failures_total{target="` + target + `"}`
 	run := func(t *testing.T, lifetime string) (during, after []float64, ta *testAgent) {
@@ -75,7 +78,7 @@ func TestDeadMemberStaysVisible(t *testing.T) {
 		var dead atomic.Bool
 		dead.Store(true)
 		deadMember(fn, &dead)
-		ta = startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}},
+		ta = startAgent(t, deps{dial: fn.dial, resolver: &fakeResolver{m: map[string][]netip.Addr{}}, hot: hot},
 			"--interval", "10ms", "--timeout", "5ms", "--backoff-max", "20ms", "--paths", "4",
 			"--path-lifetime", lifetime, "--peers", "192.0.2.1")
 		ta.wait(t, `gorping_target_up{target="`+target+`"}`, eq(1))

@@ -7,10 +7,7 @@ package mesh
 // reconnections and removal, and the probe loop allocating nothing for it.
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"net/netip"
 	"path/filepath"
@@ -20,6 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gorping/gorping/mesh/probe"
+	"github.com/gorping/gorping/mesh/target"
+	"github.com/gorping/gorping/rping"
 	"github.com/gorping/gorping/test/meshtest"
 )
 
@@ -168,37 +168,34 @@ func TestRTTSplitPaths(t *testing.T) {
 	}
 }
 
-// TestProbeLoopAllocs: a slot that succeeds allocates nothing in the agent, the RTT
-// split's bookkeeping included (the fake connection allocates nothing either).
-func TestProbeLoopAllocs(t *testing.T) {
+// TestRecordAllocs: recording a slot that succeeds allocates nothing in the agent's
+// metrics, the RTT split's bookkeeping included (probe's TestSlotAllocs has the loop's
+// side of a slot).
+func TestRecordAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		nic  time.Duration
 	}{{"sw", 0}, {"nic", 7 * time.Microsecond}} {
 		t.Run(tc.name, func(t *testing.T) {
-			const addr = "192.0.2.1:7174"
-			fn := newFakeNet()
-			fn.set(addr, behavior{rtt: 10 * time.Microsecond, nic: tc.nic})
 			m := newMetrics("v0.0.0-test")
-			tg := target{Host: "192.0.2.1", Port: 7174, Source: sourcePeers}
-			s := &probeSettings{interval: time.Second, timeout: time.Second, connectTimeout: time.Second,
-				backoffMax: time.Second, paths: 1, log: slog.New(slog.DiscardHandler), dials: make(chan struct{}, 1)}
-			l := newTargetLoop(tg, s, m.forTarget(tg, 1), 0, 1)
-			ctx := context.Background()
-			c, err := fn.dial(ctx, netip.Addr{}, netip.MustParseAddrPort(addr), 0, io.Discard)
-			if err != nil {
-				t.Fatal(err)
+			tg := target.Target{Host: "192.0.2.1", Port: 7174, Source: target.SourcePeers}
+			var rec probe.Recorder = m
+			pm := rec.Target(tg, 1).Path(0)
+			ts := "sw"
+			if tc.nic > 0 {
+				ts = "nic"
 			}
-			l.conn = c
-			l.pm.connected(c.Device(), "1", c.Flow(), c.TSSource())
-			if per := testing.AllocsPerRun(1000, func() { l.slot(ctx) }); per != 0 {
+			pm.Connected("rxe0", "1", rping.Flow{LocalQPN: 17, RemoteQPN: 18}, ts)
+			rtt := 10 * time.Microsecond
+			if per := testing.AllocsPerRun(1000, func() { pm.Success(rtt, tc.nic, rtt-tc.nic, tc.nic > 0) }); per != 0 {
 				t.Errorf("%g allocations per slot", per)
 			}
-			if l.conn == nil || l.lastReason != "" {
-				t.Fatalf("the slots failed: %q", l.lastReason)
+			tm := m.lookup(tg.ID())
+			if tm == nil {
+				t.Fatal("the target's record is not kept for the landing page")
 			}
 			var d dto.Metric
-			if err := l.pm.tm.rtt.(prometheus.Metric).Write(&d); err != nil || d.GetHistogram().GetSampleCount() != 1001 {
+			if err := tm.rtt.(prometheus.Metric).Write(&d); err != nil || d.GetHistogram().GetSampleCount() != 1001 {
 				t.Errorf("RTT histogram %v (%v), want 1001 RTTs", d.GetHistogram().GetSampleCount(), err)
 			}
 			parts := uint64(0)
@@ -214,7 +211,6 @@ func TestProbeLoopAllocs(t *testing.T) {
 					t.Errorf("%d parts in a split histogram, want %d", n, parts)
 				}
 			}
-			l.closeConn()
 		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/exporter-toolkit/web"
 	"go.yaml.in/yaml/v2"
+
+	"github.com/gorping/gorping/mesh/source"
 )
 
 // webConfigPoll is how often the agent checks its web configuration for changes.
@@ -31,7 +33,7 @@ func (a *Agent) watchWebConfig(ctx context.Context, every time.Duration) {
 	broken := false
 	users := -1 // unknown
 	check := func() {
-		data, err := readRegularFile(path, maxWebConfigBytes)
+		data, err := source.ReadRegularFile(path, maxWebConfigBytes)
 		if read && err == nil && bytes.Equal(data, last) {
 			return
 		}

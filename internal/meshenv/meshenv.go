@@ -8,34 +8,21 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
-	"github.com/gorping/gorping/rping"
+	"github.com/gorping/gorping/mesh/probe"
 )
 
-// ProbeConn is one probing connection, as the agent's prober uses it (mesh's probeConn is
-// this type; *rping.Prober implements it).
-type ProbeConn interface {
-	Ping(timeout time.Duration) (time.Duration, error)
-	// LastSplit is the last successful ping's RTT split by the NIC's completion
-	// timestamps (ok false where there is none); TSSource is where the connection's
-	// split comes from, "nic" or "sw" (rping.Prober's).
-	LastSplit() (nic, host time.Duration, ok bool)
-	TSSource() string
-	Done() <-chan struct{}
-	Device() string
-	Port() int
-	Flow() rping.Flow
-	Close() error
-}
+// ProbeConn is one probing connection, as the agent's prober uses it: probe.Conn, the
+// one declaration (*rping.Prober implements it, and so does the simulated fabric).
+type ProbeConn = probe.Conn
 
 // Env replaces an agent's every contact with the host and the network. Every field is
 // required except Registered.
 type Env struct {
-	// Dial opens a probing connection (mesh's dialFunc): to addr from src (zero: the
+	// Dial opens a probing connection (a probe.Dial): to addr from src (zero: the
 	// default source) for the target's path; errors carry a reason as *rping.ProbeError.
 	Dial func(ctx context.Context, src netip.Addr, addr netip.AddrPort, path int, log io.Writer) (ProbeConn, error)
 	// Local are this host's addresses.

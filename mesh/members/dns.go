@@ -66,7 +66,7 @@ func NewDNS(log *slog.Logger, option, instead, server string) *DNS {
 // Cut reports whether the last answer was cut.
 func (d *DNS) Cut() bool { return d.cut.Load() }
 
-// LookupNetIP is net.Resolver's, watching the answers (mesh's dnsResolver).
+// LookupNetIP is net.Resolver's, watching the answers (mesh/target's Resolver).
 func (d *DNS) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
 	st := &lookupState{}
 	addrs, err := d.r.LookupNetIP(context.WithValue(ctx, lookupKey{}, st), network, host)

@@ -1,4 +1,9 @@
-package mesh
+// Package discovery finds the mesh agent's peer agents (--agents, --agents.file,
+// --agents.dns, --agents.kubernetes), reads their descriptions (/agent), chooses the
+// peers to probe (pinglists, --max-peers) and pairs this agent's rails with theirs. It
+// hands the resulting rail targets on (Deps.Hand) and writes into nothing else but its
+// own metrics.
+package discovery
 
 import (
 	"context"
@@ -13,31 +18,35 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/config"
 	"go.yaml.in/yaml/v2"
+	"k8s.io/client-go/rest"
 
 	"github.com/gorping/gorping/mesh/agentdesc"
 	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
+	"github.com/gorping/gorping/mesh/source"
+	"github.com/gorping/gorping/mesh/target"
 )
 
-// defaultAgentPort is a peer agent's default port: the listener's (defaultListen).
-const defaultAgentPort = 10174
+// DefaultAgentPort is a peer agent's default port: the listener's (defaultListen).
+const DefaultAgentPort = 10174
 
 // Discovery's bounds: one /agent request takes at most agentFetchTimeout, and at most
 // agentFetchParallel run at once.
 const (
 	agentFetchTimeout  = 5 * time.Second
 	agentFetchParallel = 8
-	minAgentsRefresh   = 100 * time.Millisecond
-	minRotate          = time.Second
-	maxMaxPeers        = pinglist.MaxMembers
+	MinRefresh         = 100 * time.Millisecond // --agents.refresh's least
+	MinRotate          = time.Second            // --rotate's least
+	MaxMaxPeers        = pinglist.MaxMembers    // --max-peers' most
 )
 
 // --rails values.
 const (
-	railsSameSubnet = "same-subnet"
-	railsAll        = "all"
+	RailsSameSubnet = "same-subnet"
+	RailsAll        = "all"
 )
 
 // Reasons of gorping_agent_fetch_failures_total.
@@ -49,26 +58,27 @@ const (
 	fetchBadDescripton = "bad_description" // the answer is not a description this gorping reads
 )
 
-var fetchReasons = []string{fetchUnreachable, fetchTimeout, fetchUnauthorized, fetchHTTPStatus, fetchBadDescripton}
+// FetchReasons are gorping_agent_fetch_failures_total's reasons.
+var FetchReasons = []string{fetchUnreachable, fetchTimeout, fetchUnauthorized, fetchHTTPStatus, fetchBadDescripton}
 
-// agentsHTTP is --agents.http-config: the scheme and Prometheus' HTTP client config.
-type agentsHTTP struct {
-	scheme string
-	client config.HTTPClientConfig
+// HTTP is --agents.http-config: the scheme and Prometheus' HTTP client config.
+type HTTP struct {
+	Scheme string
+	Client config.HTTPClientConfig
 }
 
 // maxHTTPConfigBytes bounds the --agents.http-config file.
 const maxHTTPConfigBytes = 1 << 20
 
-// loadAgentsHTTP reads --agents.http-config: a Prometheus HTTP client configuration
+// LoadHTTP reads --agents.http-config: a Prometheus HTTP client configuration
 // (tls_config, basic_auth, authorization, proxy_url, ...), as in a scrape config, with
 // the scrape config's `scheme` (http, the default, or https) beside it.
-func loadAgentsHTTP(path string) (agentsHTTP, error) {
-	h := agentsHTTP{scheme: "http", client: config.DefaultHTTPClientConfig}
+func LoadHTTP(path string) (HTTP, error) {
+	h := HTTP{Scheme: "http", Client: config.DefaultHTTPClientConfig}
 	if path == "" {
 		return h, nil
 	}
-	data, err := readRegularFile(path, maxHTTPConfigBytes)
+	data, err := source.ReadRegularFile(path, maxHTTPConfigBytes)
 	if err != nil {
 		return h, err
 	}
@@ -81,7 +91,7 @@ func loadAgentsHTTP(path string) (agentsHTTP, error) {
 		if s != "http" && s != "https" {
 			return h, fmt.Errorf("%s: scheme %v: want http or https", path, v)
 		}
-		h.scheme = s
+		h.Scheme = s
 		delete(top, "scheme")
 	}
 	rest, err := yaml.Marshal(top)
@@ -96,13 +106,8 @@ func loadAgentsHTTP(path string) (agentsHTTP, error) {
 	if err := c.Validate(); err != nil {
 		return h, fmt.Errorf("%s: %w", path, err)
 	}
-	h.client = *c
+	h.Client = *c
 	return h, nil
-}
-
-// discovers reports whether any discovery option is given.
-func (c *agentConfig) discovers() bool {
-	return len(c.agents) > 0 || c.AgentsFile != "" || c.agentsDNSName != "" || c.AgentsKubernetes != ""
 }
 
 // peerState is what the agent knows of one agent address.
@@ -115,24 +120,72 @@ type peerState struct {
 	self    bool   // it answered as this agent
 }
 
-// discovery finds the peer agents (--agents, --agents-file, --agents-dns), reads their
-// descriptions and turns them into rail targets.
-type discovery struct {
-	a      *Agent
-	client *http.Client
-	scheme string
+// Config is what discovery is told (the agent's checked options).
+type Config struct {
+	AgentName, Group, Version string
+	Instance                  string // this agent's instance ID (agentdesc.NewInstance)
+	Agents                    []target.Target
+	File                      string // --agents.file
+	DNSName                   string // --agents.dns
+	DNSPort                   uint16
+	Kubernetes                string // --agents.kubernetes' selector
+	HTTP                      HTTP
+	RailMode                  agentdesc.Mode
+	MaxPeers                  int
+	Refresh, Keep, Rotate     time.Duration // --agents.refresh, --agents.keep, --rotate
+	DNSRefresh, FileReload    time.Duration // --dns.refresh, --targets.reload
+	Interval                  time.Duration // between the pinglist's steps
+}
 
-	file      string
-	fileData  []byte
-	fileOK    bool
-	fileErr   string
-	fileAddrs []target
-	dnsAddrs  []target
-	kube      *members.Kubernetes // --agents.kubernetes; nil without
-	dnsR      dnsResolver         // --agents-dns' resolver: the agent's, watched for cut answers (members.DNS)
-	cond      members.Conditional // the last description and ETag of each agent read: If-None-Match
-	kubeWant  []string            // with --agents.kubernetes: the peers the pinglist chooses over its members, by name
-	planner   members.Planner     // the plan of the last membership --agents.kubernetes gave
+// Metrics are discovery's series (the agent registers them).
+type Metrics struct {
+	PeerUp, PeerInfo *prometheus.GaugeVec
+	Fetches          prometheus.Counter
+	FetchFailures    *prometheus.CounterVec
+	AgentsBadLines   prometheus.Gauge
+	RailProblems     *prometheus.GaugeVec
+	NameConflicts    prometheus.Gauge
+	ConfigErrors     *prometheus.CounterVec // gorping_target_config_errors_total
+	Registerer       prometheus.Registerer  // --agents.kubernetes' own series
+}
+
+// Deps are discovery's contacts with the agent and the world.
+type Deps struct {
+	Log     *slog.Logger
+	Metrics Metrics
+	// Self is this agent's description; nil before it has described itself.
+	Self func() *agentdesc.Description
+	// Local are this host's addresses; ListensOn says whether one of the agent's own
+	// listeners is on a port (an agent address of this host there is this agent).
+	Local     func() map[netip.Addr]bool
+	ListensOn func(port uint16) bool
+	Resolver  target.Resolver
+	// AgentDial, if set, connects the /agent requests.
+	AgentDial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Kube is --agents.kubernetes' API server and namespace (nil: members.InCluster);
+	// KubePort the port of the agents it lists (0: DefaultAgentPort).
+	Kube     func() (*rest.Config, string, error)
+	KubePort uint16
+	// Hand hands the rail targets on and waits until they are in place (false: ctx
+	// ended first).
+	Hand func(ctx context.Context, ts []target.Target) bool
+}
+
+// Discovery finds the peer agents, reads their descriptions and turns them into rail
+// targets.
+type Discovery struct {
+	cfg    Config
+	d      Deps
+	log    *slog.Logger
+	m      Metrics
+	client *http.Client
+
+	file     *source.File        // --agents.file
+	dns      *source.DNS         // --agents.dns
+	kube     *members.Kubernetes // --agents.kubernetes; nil without
+	cond     members.Conditional // the last description and ETag of each agent read: If-None-Match
+	kubeWant []string            // with --agents.kubernetes: the peers the pinglist chooses over its members, by name
+	planner  members.Planner     // the plan of the last membership --agents.kubernetes gave
 
 	peers      map[string]*peerState // by agent address
 	selfSeen   map[string]bool       // addresses skipped as this agent, logged
@@ -144,38 +197,44 @@ type discovery struct {
 	lastPlan   string                // the last pinglist problem logged
 }
 
-func newDiscovery(a *Agent) (*discovery, error) {
-	h := a.cfg.agentsHTTP
+// New makes the discovery cfg describes.
+func New(cfg Config, d Deps) (*Discovery, error) {
 	var opts []config.HTTPClientOption
-	if a.d.agentDial != nil {
-		opts = append(opts, config.WithDialContextFunc(a.d.agentDial))
+	if d.AgentDial != nil {
+		opts = append(opts, config.WithDialContextFunc(d.AgentDial))
 	}
-	client, err := config.NewClientFromConfig(h.client, "gorping_mesh_agents", opts...)
+	client, err := config.NewClientFromConfig(cfg.HTTP.Client, "gorping_mesh_agents", opts...)
 	if err != nil {
 		return nil, fmt.Errorf("--agents.http-config: %w", err)
 	}
-	a.m.registerDiscovery()
-	dc := &discovery{a: a, client: client, scheme: h.scheme, file: a.cfg.AgentsFile,
-		peers: map[string]*peerState{}, selfSeen: map[string]bool{}, nameLogged: map[string]bool{}, problems: map[string]bool{},
-		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}, dnsR: a.d.resolver}
-	if a.d.resolver == net.DefaultResolver {
-		dc.dnsR = members.NewDNS(a.log, "--agents.dns", "--agents.kubernetes on Kubernetes, else --agents.file", "")
+	// --agents-dns' resolver: the agent's, watched for cut answers (members.DNS).
+	dnsR := d.Resolver
+	if dnsR == nil || dnsR == net.DefaultResolver {
+		dnsR = members.NewDNS(d.Log, "--agents.dns", "--agents.kubernetes on Kubernetes, else --agents.file", "")
 	}
-	if a.cfg.AgentsKubernetes != "" {
-		if dc.kube, err = newKubeMembers(a); err != nil {
+	m := d.Metrics
+	dc := &Discovery{cfg: cfg, d: d, log: d.Log, m: m, client: client,
+		file: &source.File{Path: cfg.File, DefaultPort: DefaultAgentPort, Kind: source.Agents, Log: d.Log,
+			Errors: m.ConfigErrors, Source: target.SourceAgentsFile, BadLines: m.AgentsBadLines},
+		dns: &source.DNS{Name: cfg.DNSName, Port: cfg.DNSPort, Option: "--agents-dns", Kind: source.Agents,
+			Resolver: dnsR, Log: d.Log, Errors: m.ConfigErrors, Source: target.SourceAgentsDNS},
+		peers: map[string]*peerState{}, selfSeen: map[string]bool{}, nameLogged: map[string]bool{}, problems: map[string]bool{},
+		peerUp: map[string]float64{}, peerInfo: map[[3]string]bool{}}
+	if cfg.Kubernetes != "" {
+		if dc.kube, err = newKubeMembers(cfg, d); err != nil {
 			return nil, fmt.Errorf("--agents.kubernetes: %w", err)
 		}
 	}
 	return dc, nil
 }
 
-// run discovers until ctx ends: every --agents-refresh it reads every peer's
+// Run discovers until ctx ends: every --agents-refresh it reads every peer's
 // description, the file is checked every --targets-reload and on SIGHUP, the DNS name
 // resolved every --dns-refresh, and the pinglist moves on at every epoch.
-func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
-	cfg := dc.a.cfg
-	dc.loadFile(false)
-	dc.resolve(ctx)
+func (dc *Discovery) Run(ctx context.Context, hup <-chan struct{}) {
+	cfg := dc.cfg
+	dc.file.Load(false)
+	dc.dns.Refresh(ctx)
 	// --agents.kubernetes' changes are read at each round, not as they come: a fleet's
 	// pods change often, and a round per change would cost a plan per change.
 	if dc.kube != nil {
@@ -183,13 +242,13 @@ func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 		dc.waitKube(ctx)
 	}
 	dc.round(ctx)
-	refresh := time.NewTicker(cfg.AgentsRefresh)
+	refresh := time.NewTicker(cfg.Refresh)
 	defer refresh.Stop()
 	dns := time.NewTicker(cfg.DNSRefresh)
 	defer dns.Stop()
 	var fileTick <-chan time.Time
-	if dc.file != "" && cfg.TargetsReload > 0 {
-		t := time.NewTicker(cfg.TargetsReload)
+	if dc.file.Path != "" && cfg.FileReload > 0 {
+		t := time.NewTicker(cfg.FileReload)
 		defer t.Stop()
 		fileTick = t.C
 	}
@@ -202,14 +261,14 @@ func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 			return
 		case <-refresh.C:
 		case <-dns.C:
-			dc.resolve(ctx)
+			dc.dns.Refresh(ctx)
 		case <-fileTick:
-			if !dc.loadFile(false) {
+			if !dc.file.Load(false) {
 				continue
 			}
 		case <-hup:
-			dc.loadFile(true)
-			dc.resolve(ctx)
+			dc.file.Load(true)
+			dc.dns.Refresh(ctx)
 		case <-epoch.C:
 		}
 		dc.round(ctx)
@@ -218,90 +277,36 @@ func (dc *discovery) run(ctx context.Context, hup <-chan struct{}) {
 
 // untilNextEpoch is the time to the next epoch (only with --max-peers: without a
 // budget, epochs change nothing).
-func (dc *discovery) untilNextEpoch(now time.Time) time.Duration {
-	if dc.a.cfg.MaxPeers == 0 {
+func (dc *Discovery) untilNextEpoch(now time.Time) time.Duration {
+	if dc.cfg.MaxPeers == 0 {
 		return time.Hour
 	}
-	r := dc.a.cfg.Rotate
+	r := dc.cfg.Rotate
 	next := now.Truncate(r).Add(r)
 	return max(time.Until(next), time.Millisecond)
 }
 
-func (dc *discovery) epoch(now time.Time) uint64 {
-	return uint64(now.Unix()) / uint64(dc.a.cfg.Rotate/time.Second)
-}
-
-// loadFile reads --agents-file as loadFile reads --targets, and reports whether its
-// agents may have changed.
-func (dc *discovery) loadFile(force bool) bool {
-	if dc.file == "" {
-		return false
-	}
-	log, m := dc.a.log, dc.a.m
-	data, err := readTargetFile(dc.file)
-	if err != nil {
-		if msg := err.Error(); msg != dc.fileErr || force {
-			dc.fileErr = msg
-			log.Error("cannot read the agents file; keeping its last agents", "file", dc.file, "err", err)
-			m.configErrors.WithLabelValues(sourceAgentsFile, "read").Inc()
-		}
-		dc.fileOK = false
-		return false
-	}
-	dc.fileErr = ""
-	if dc.fileOK && string(data) == string(dc.fileData) {
-		return force
-	}
-	dc.fileData, dc.fileOK = data, true
-	ts, errs := parseTargetFile(data, defaultAgentPort)
-	const each = 10
-	for i, e := range errs {
-		if i == each {
-			log.Warn("more bad lines in the agents file, not logged", "file", dc.file, "count", len(errs)-each)
-			break
-		}
-		log.Warn("bad line in the agents file", "file", dc.file, "line", e.Line, "err", e.Err)
-	}
-	m.agentsBadLines.Set(float64(len(errs)))
-	log.Info("agents file loaded", "file", dc.file, "agents", len(ts), "bad_lines", len(errs))
-	dc.fileAddrs = ts
-	return true
-}
-
-// resolve resolves --agents-dns; a failure keeps the last answer.
-func (dc *discovery) resolve(ctx context.Context) {
-	cfg := dc.a.cfg
-	if cfg.agentsDNSName == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	ts, err := resolveDNS(ctx, dc.dnsR, cfg.agentsDNSName, cfg.agentsDNSPort)
-	if err != nil {
-		dc.a.log.Warn("cannot resolve --agents-dns; keeping its last agents", "name", cfg.agentsDNSName, "err", err)
-		dc.a.m.configErrors.WithLabelValues(sourceAgentsDNS, "resolve").Inc()
-		return
-	}
-	dc.dnsAddrs = ts
+func (dc *Discovery) epoch(now time.Time) uint64 {
+	return uint64(now.Unix()) / uint64(dc.cfg.Rotate/time.Second)
 }
 
 // addresses are the agent addresses to read, each once, without this agent's own
 // listeners (an address of this host on a listener's port).
-func (dc *discovery) addresses() []string {
-	local := dc.a.d.local()
+func (dc *Discovery) addresses() []string {
+	local := dc.d.Local()
 	seen := map[string]bool{}
 	var out []string
-	for _, list := range [][]target{dc.a.cfg.agents, dc.fileAddrs, dc.dnsAddrs, dc.kubeAddrs(time.Now())} {
+	for _, list := range [][]target.Target{dc.cfg.Agents, dc.file.List(), dc.dns.List(), dc.kubeAddrs(time.Now())} {
 		for _, t := range list {
 			k := t.Key()
 			if seen[k] {
 				continue
 			}
 			seen[k] = true
-			if a, ok := t.Addr(); ok && local[a] && dc.a.listensOn(t.Port) {
+			if a, ok := t.Addr(); ok && local[a] && dc.d.ListensOn(t.Port) {
 				if !dc.selfSeen[k] {
 					dc.selfSeen[k] = true
-					dc.a.log.Info("skipping an agent address that is this agent's listener", "agent", k)
+					dc.log.Info("skipping an agent address that is this agent's listener", "agent", k)
 				}
 				continue
 			}
@@ -313,7 +318,7 @@ func (dc *discovery) addresses() []string {
 
 // round reads every agent's description, updates what is known of the peers and hands
 // the rail targets to the manager.
-func (dc *discovery) round(ctx context.Context) {
+func (dc *Discovery) round(ctx context.Context) {
 	addrs := dc.addresses()
 	listed := map[string]bool{}
 	for _, k := range addrs {
@@ -331,7 +336,7 @@ func (dc *discovery) round(ctx context.Context) {
 				if dc.kube != nil {
 					lvl = slog.LevelDebug
 				}
-				dc.a.log.Log(ctx, lvl, "agent no longer listed: forgetting it", "agent", k, "peer", p.desc.Name)
+				dc.log.Log(ctx, lvl, "agent no longer listed: forgetting it", "agent", k, "peer", p.desc.Name)
 			}
 			delete(dc.peers, k)
 		}
@@ -361,7 +366,7 @@ func (dc *discovery) round(ctx context.Context) {
 		return
 	}
 	now := time.Now()
-	log := dc.a.log
+	log := dc.log
 	for i, k := range addrs {
 		p, r := dc.peers[k], res[i]
 		if r.err == nil {
@@ -380,18 +385,18 @@ func (dc *discovery) round(ctx context.Context) {
 			p.desc, p.lastOK, p.up, p.lastErr = &d, now, true, ""
 			continue
 		}
-		dc.a.m.fetchFailures.WithLabelValues(r.reason).Inc()
+		dc.m.FetchFailures.WithLabelValues(r.reason).Inc()
 		p.up = false
 		if msg := r.err.Error(); msg != p.lastErr {
 			p.lastErr = msg
 			if p.desc != nil {
 				log.Warn("peer agent does not answer; keeping its rails for --agents-keep", "agent", k, "peer", p.desc.Name,
-					"reason", r.reason, "err", r.err, "keep", dc.a.cfg.AgentsKeep)
+					"reason", r.reason, "err", r.err, "keep", dc.cfg.Keep)
 			} else {
 				log.Warn("cannot read an agent's description", "agent", k, "reason", r.reason, "err", r.err)
 			}
 		}
-		if p.desc != nil && now.Sub(p.lastOK) > dc.a.cfg.AgentsKeep {
+		if p.desc != nil && now.Sub(p.lastOK) > dc.cfg.Keep {
 			log.Warn("peer agent silent for longer than --agents-keep: forgetting its rails", "agent", k, "peer", p.desc.Name,
 				"silent", now.Sub(p.lastOK).Round(time.Second))
 			p.desc = nil
@@ -403,17 +408,17 @@ func (dc *discovery) round(ctx context.Context) {
 }
 
 // fetch reads one agent's description.
-func (dc *discovery) fetch(ctx context.Context, addr string) (agentdesc.Description, string, error) {
-	dc.a.m.fetches.Inc()
+func (dc *Discovery) fetch(ctx context.Context, addr string) (agentdesc.Description, string, error) {
+	dc.m.Fetches.Inc()
 	ctx, cancel := context.WithTimeout(ctx, agentFetchTimeout)
 	defer cancel()
-	url := dc.scheme + "://" + addr + "/agent"
+	url := dc.cfg.HTTP.Scheme + "://" + addr + "/agent"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return agentdesc.Description{}, fetchUnreachable, err
 	}
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "gorping-mesh/"+dc.a.cfg.Version)
+	req.Header.Set("User-Agent", "gorping-mesh/"+dc.cfg.Version)
 	dc.cond.Ask(req, addr)
 	resp, err := dc.client.Do(req)
 	if err != nil {
@@ -453,12 +458,12 @@ type knownPeer struct {
 
 // isSelf says whether d is this agent's own description (its instance; a 1.0 peer's
 // by name and GIDs): an agent of the same name elsewhere is a peer.
-func (dc *discovery) isSelf(d agentdesc.Description) bool {
-	own := dc.a.self.Load()
+func (dc *Discovery) isSelf(d agentdesc.Description) bool {
+	own := dc.d.Self()
 	if own == nil {
-		return d.Name == dc.a.cfg.AgentName && (d.Instance == "" || d.Instance == dc.a.instance)
+		return d.Name == dc.cfg.AgentName && (d.Instance == "" || d.Instance == dc.cfg.Instance)
 	}
-	return d.SameAgent(own.desc)
+	return d.SameAgent(*own)
 }
 
 // known are the peers with a description, by name: an agent known at several addresses
@@ -467,7 +472,7 @@ func (dc *discovery) isSelf(d agentdesc.Description) bool {
 // an unset host name) are each a peer of their own, named NAME~INSTANCE (the first 8
 // digits; a 1.0 peer's agent address), logged once and counted in
 // gorping_peer_name_conflicts.
-func (dc *discovery) known() map[string]*knownPeer {
+func (dc *Discovery) known() map[string]*knownPeer {
 	addrs := make([]string, 0, len(dc.peers))
 	for k, p := range dc.peers {
 		if p.desc != nil && !p.self {
@@ -499,7 +504,7 @@ func (dc *discovery) known() map[string]*knownPeer {
 	conflicts := 0
 	for _, a := range agents {
 		name := a.kp.desc.Name
-		if names[name] > 1 || name == dc.a.cfg.AgentName {
+		if names[name] > 1 || name == dc.cfg.AgentName {
 			conflicts++
 			suffix := a.kp.desc.Instance
 			if len(suffix) > 8 {
@@ -515,25 +520,25 @@ func (dc *discovery) known() map[string]*knownPeer {
 			if !dc.nameLogged[key] {
 				dc.nameLogged[key] = true
 				what := "another peer agent"
-				if name == dc.a.cfg.AgentName {
+				if name == dc.cfg.AgentName {
 					what = "this agent"
 				}
-				dc.a.log.Warn("two agents answer with one name: probing both; give every agent its own --agent-name",
-					"agent", a.addr, "name", name, "same_name_as", what, "instance", a.kp.desc.Instance, "own_instance", dc.a.instance, "peer", key)
+				dc.log.Warn("two agents answer with one name: probing both; give every agent its own --agent-name",
+					"agent", a.addr, "name", name, "same_name_as", what, "instance", a.kp.desc.Instance, "own_instance", dc.cfg.Instance, "peer", key)
 			}
 			a.kp.desc.Name = key
 			name = key
 		}
 		out[name] = a.kp
 	}
-	dc.a.m.nameConflicts.Set(float64(conflicts))
+	dc.m.NameConflicts.Set(float64(conflicts))
 	return out
 }
 
 // export sets gorping_peer_up and gorping_peer_info: per peer by name, and per address
 // for an agent that has never answered (its name is not known).
-func (dc *discovery) export(peers map[string]*knownPeer) {
-	m := dc.a.m
+func (dc *Discovery) export(peers map[string]*knownPeer) {
+	m := dc.m
 	up := map[string]float64{}
 	info := map[[3]string]bool{}
 	for name, p := range peers {
@@ -550,28 +555,28 @@ func (dc *discovery) export(peers map[string]*knownPeer) {
 	}
 	for l := range dc.peerUp {
 		if _, ok := up[l]; !ok {
-			m.peerUp.DeleteLabelValues(l)
+			m.PeerUp.DeleteLabelValues(l)
 		}
 	}
 	for l, v := range up {
-		m.peerUp.WithLabelValues(l).Set(v)
+		m.PeerUp.WithLabelValues(l).Set(v)
 	}
 	dc.peerUp = up
 	for l := range dc.peerInfo {
 		if !info[l] {
-			m.peerInfo.DeleteLabelValues(l[0], l[1], l[2])
+			m.PeerInfo.DeleteLabelValues(l[0], l[1], l[2])
 		}
 	}
 	for l := range info {
-		m.peerInfo.WithLabelValues(l[0], l[1], l[2]).Set(1)
+		m.PeerInfo.WithLabelValues(l[0], l[1], l[2]).Set(1)
 	}
 	dc.peerInfo = info
 }
 
 // chosen are the peers to probe in this epoch, by name: every known peer, or with
 // --max-peers the pinglist's choice among the members (the known peers and this agent).
-func (dc *discovery) chosen(peers map[string]*knownPeer, now time.Time) []string {
-	cfg := dc.a.cfg
+func (dc *Discovery) chosen(peers map[string]*knownPeer, now time.Time) []string {
+	cfg := dc.cfg
 	names := make([]string, 0, len(peers))
 	for n := range peers {
 		names = append(names, n)
@@ -599,7 +604,7 @@ func (dc *discovery) chosen(peers map[string]*knownPeer, now time.Time) []string
 		// rather than none, and it is said once.
 		if msg := err.Error(); msg != dc.lastPlan {
 			dc.lastPlan = msg
-			dc.a.log.Error("cannot compute the pinglist: probing every known peer", "err", err)
+			dc.log.Error("cannot compute the pinglist: probing every known peer", "err", err)
 		}
 		return names
 	}
@@ -617,13 +622,13 @@ const pinglistBatch = 8
 // apply moves the probed peers to this epoch's choice in batches (pinglist.Steps: each
 // step's additions start before its removals stop) and hands the rail targets of the
 // probed peers to the manager after each change.
-func (dc *discovery) apply(ctx context.Context, peers map[string]*knownPeer, now time.Time) {
+func (dc *Discovery) apply(ctx context.Context, peers map[string]*knownPeer, now time.Time) {
 	want := dc.chosen(peers, now)
 	// A peer forgotten since goes at once: it has no description to pair with.
 	dc.probing = slices.DeleteFunc(dc.probing, func(n string) bool { return peers[n] == nil })
 	steps := pinglist.Steps(dc.probing, want, pinglistBatch)
 	if len(steps) == 0 {
-		dc.a.setRailTargets(ctx, dc.railTargets(peers, dc.probing))
+		dc.d.Hand(ctx, dc.railTargets(peers, dc.probing))
 		return
 	}
 	for i, st := range steps {
@@ -632,15 +637,15 @@ func (dc *discovery) apply(ctx context.Context, peers map[string]*knownPeer, now
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(dc.a.cfg.Interval):
+			case <-time.After(dc.cfg.Interval):
 			}
 		}
 		dc.probing = append(dc.probing, st.Add...)
-		if !dc.a.setRailTargets(ctx, dc.railTargets(peers, dc.probing)) {
+		if !dc.d.Hand(ctx, dc.railTargets(peers, dc.probing)) {
 			return
 		}
 		dc.probing = slices.DeleteFunc(dc.probing, func(n string) bool { return slices.Contains(st.Remove, n) })
-		if !dc.a.setRailTargets(ctx, dc.railTargets(peers, dc.probing)) {
+		if !dc.d.Hand(ctx, dc.railTargets(peers, dc.probing)) {
 			return
 		}
 	}
@@ -648,18 +653,18 @@ func (dc *discovery) apply(ctx context.Context, peers map[string]*knownPeer, now
 
 // railTargets pairs this agent's rails with each of names' (agentdesc.Pair), logging
 // each problem once while it lasts and setting gorping_rail_problems.
-func (dc *discovery) railTargets(peers map[string]*knownPeer, names []string) []target {
-	self := dc.a.self.Load()
+func (dc *Discovery) railTargets(peers map[string]*knownPeer, names []string) []target.Target {
+	self := dc.d.Self()
 	if self == nil {
 		return nil
 	}
 	local := map[netip.Addr]bool{}
-	for _, r := range self.desc.Rails {
+	for _, r := range self.Rails {
 		for _, p := range r.Addresses {
 			local[p.Addr()] = true
 		}
 	}
-	var out []target
+	var out []target.Target
 	problems := map[string]bool{}
 	byReason := map[string]int{}
 	sorted := slices.Clone(names)
@@ -669,13 +674,13 @@ func (dc *discovery) railTargets(peers map[string]*knownPeer, names []string) []
 		if p == nil {
 			continue
 		}
-		ts, probs := agentdesc.Pair(self.desc, p.desc, dc.a.cfg.railMode)
+		ts, probs := agentdesc.Pair(*self, p.desc, dc.cfg.RailMode)
 		for _, pr := range probs {
 			line := pr.Reason + " " + pr.Error()
 			problems[line] = true
 			byReason[pr.Reason]++
 			if !dc.problems[line] {
-				dc.a.log.Warn("a rail pair that cannot be probed", "peer", pr.Peer, "device", pr.Device, "port", pr.Port,
+				dc.log.Warn("a rail pair that cannot be probed", "peer", pr.Peer, "device", pr.Device, "port", pr.Port,
 					"reason", pr.Reason, "detail", pr.Detail)
 			}
 		}
@@ -683,69 +688,16 @@ func (dc *discovery) railTargets(peers map[string]*knownPeer, names []string) []
 			if local[t.Addr.Addr()] {
 				continue // never a sibling rail of this agent (Pair says so too)
 			}
-			out = append(out, target{Host: t.Addr.Addr().String(), Port: t.Addr.Port(), Source: sourceRails,
+			out = append(out, target.Target{Host: t.Addr.Addr().String(), Port: t.Addr.Port(), Source: target.SourceRails,
 				Src: t.Source, Device: t.Device, DevPort: t.Port, Peer: t.Peer})
 		}
 	}
 	dc.problems = problems
-	for _, r := range railProblemReasons {
-		dc.a.m.railProblems.WithLabelValues(r).Set(float64(byReason[r]))
+	for _, r := range RailProblemReasons {
+		dc.m.RailProblems.WithLabelValues(r).Set(float64(byReason[r]))
 	}
 	return out
 }
 
-var railProblemReasons = []string{agentdesc.ReasonSelf, agentdesc.ReasonNoSubnet, agentdesc.ReasonGIDFamily, agentdesc.ReasonLinkLayer}
-
-// railApplied tells discovery when the reloader has applied a list of rail targets.
-type railApplied struct {
-	mu  sync.Mutex
-	gen uint64
-	ch  chan struct{}
-}
-
-func newRailApplied() *railApplied { return &railApplied{ch: make(chan struct{})} }
-
-func (r *railApplied) set(gen uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if gen > r.gen {
-		r.gen = gen
-		close(r.ch)
-		r.ch = make(chan struct{})
-	}
-}
-
-func (r *railApplied) wait(ctx context.Context, gen uint64) bool {
-	for {
-		r.mu.Lock()
-		done, ch := r.gen >= gen, r.ch
-		r.mu.Unlock()
-		if done {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
-// setRailTargets hands ts to the reloader and waits until it has reconciled them (false:
-// ctx ended first).
-func (a *Agent) setRailTargets(ctx context.Context, ts []target) bool {
-	a.railMu.Lock()
-	a.railGen++
-	gen := a.railGen
-	a.railList = ts
-	a.railMu.Unlock()
-	a.rq.ask(reloadRails)
-	return a.railDone.wait(ctx, gen)
-}
-
-// railTargetsNow is the latest rail targets and their generation.
-func (a *Agent) railTargetsNow() ([]target, uint64) {
-	a.railMu.Lock()
-	defer a.railMu.Unlock()
-	return a.railList, a.railGen
-}
+// RailProblemReasons are gorping_rail_problems' reasons.
+var RailProblemReasons = []string{agentdesc.ReasonSelf, agentdesc.ReasonNoSubnet, agentdesc.ReasonGIDFamily, agentdesc.ReasonLinkLayer}

@@ -1,15 +1,15 @@
-package mesh
+package probe
 
 import (
 	"math/rand/v2"
 	"time"
 )
 
-// schedule places a target's probe slots: slot k is due at phase + k·interval, moved by
+// Schedule places a target's probe slots: slot k is due at phase + k·interval, moved by
 // up to ±jitter·interval. The phase is random in [0, interval), so agents started
 // together do not probe in step, and the jitter does not accumulate, so the long-run
 // rate stays exactly one probe per interval.
-type schedule struct {
+type Schedule struct {
 	start    time.Time // slot 0's grid time
 	interval time.Duration
 	jitter   float64 // fraction of the interval, [0, 0.5)
@@ -17,14 +17,15 @@ type schedule struct {
 	k        int64 // the next slot
 }
 
-func newSchedule(now time.Time, interval time.Duration, jitter float64, rnd *rand.Rand) *schedule {
+// NewSchedule is the schedule of a path started at now.
+func NewSchedule(now time.Time, interval time.Duration, jitter float64, rnd *rand.Rand) *Schedule {
 	jitter = min(max(jitter, 0), 0.49)
 	phase := time.Duration(rnd.Int64N(int64(interval)))
-	return &schedule{start: now.Add(phase), interval: interval, jitter: jitter, rnd: rnd}
+	return &Schedule{start: now.Add(phase), interval: interval, jitter: jitter, rnd: rnd}
 }
 
-// next returns when the next slot is due and advances to the one after.
-func (s *schedule) next() time.Time {
+// Next returns when the next slot is due and advances to the one after.
+func (s *Schedule) Next() time.Time {
 	t := s.start.Add(time.Duration(s.k) * s.interval)
 	if s.jitter > 0 {
 		j := (s.rnd.Float64()*2 - 1) * s.jitter * float64(s.interval)
@@ -34,9 +35,9 @@ func (s *schedule) next() time.Time {
 	return t
 }
 
-// skipPast moves past the slots whose grid time is already before now (a dial or a ping
+// SkipPast moves past the slots whose grid time is already before now (a dial or a ping
 // outlasted them) and returns how many it skipped, computed rather than counted.
-func (s *schedule) skipPast(now time.Time) int {
+func (s *Schedule) SkipPast(now time.Time) int {
 	elapsed := now.Sub(s.start)
 	if elapsed <= 0 {
 		return 0
@@ -51,25 +52,25 @@ func (s *schedule) skipPast(now time.Time) int {
 	return int(n)
 }
 
-// backoff is the capped exponential wait between reconnection attempts: base, 2·base,
+// Backoff is the capped exponential wait between reconnection attempts: base, 2·base,
 // 4·base, ... up to max, each scaled by a random factor in [0.8, 1.2) so that the
 // agents that lost the same peer do not reconnect in step.
-type backoff struct {
-	base, max time.Duration
-	rnd       *rand.Rand
+type Backoff struct {
+	Base, Max time.Duration
+	Rnd       *rand.Rand
 	fails     int
 }
 
-// next returns the wait after one more failure.
-func (b *backoff) next() time.Duration {
+// Next returns the wait after one more failure.
+func (b *Backoff) Next() time.Duration {
 	b.fails++
-	d := b.base
-	for i := 1; i < b.fails && d < b.max; i++ {
+	d := b.Base
+	for i := 1; i < b.fails && d < b.Max; i++ {
 		d *= 2
 	}
-	d = min(d, b.max)
-	return time.Duration(float64(d) * (0.8 + 0.4*b.rnd.Float64()))
+	d = min(d, b.Max)
+	return time.Duration(float64(d) * (0.8 + 0.4*b.Rnd.Float64()))
 }
 
-// reset forgets the failures (a connection succeeded).
-func (b *backoff) reset() { b.fails = 0 }
+// Reset forgets the failures (a connection succeeded).
+func (b *Backoff) Reset() { b.fails = 0 }

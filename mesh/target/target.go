@@ -1,4 +1,7 @@
-package mesh
+// Package target is what the mesh agent probes: a host and port (Target), where it came
+// from, and its parsing (a target, a target file, a comma list) and resolution. Every
+// source of targets and agents parses here; the prober, discovery and /probe take it.
+package target
 
 import (
 	"bytes"
@@ -12,13 +15,13 @@ import (
 	"strings"
 )
 
-// target is one rping server to probe: a host name or address literal and a port.
-type target struct {
+// Target is one rping server to probe: a host name or address literal and a port.
+type Target struct {
 	Host   string // as given: "node1", "192.0.2.1", "2001:db8::1" (no brackets)
 	Port   uint16
-	Source string // where it came from: sourceFile, sourcePeers, sourceDNS, sourceRails
+	Source string // where it came from: SourceFile, SourcePeers, SourceDNS, SourceRails
 
-	// A rail target (sourceRails, from a peer's description) is probed from the local
+	// A rail target (SourceRails, from a peer's description) is probed from the local
 	// rail Device/DevPort, leaving from its address Src; Peer is the peer agent's name.
 	// Direct targets have none of these: the route picks the device.
 	Src     netip.Addr
@@ -29,22 +32,22 @@ type target struct {
 
 // Target sources, the values of the source label.
 const (
-	sourceFile  = "file"
-	sourcePeers = "peers"
-	sourceDNS   = "dns"
-	sourceRails = "rails" // a peer agent's rail, paired with a local one (agentdesc.Pair)
+	SourceFile  = "file"
+	SourcePeers = "peers"
+	SourceDNS   = "dns"
+	SourceRails = "rails" // a peer agent's rail, paired with a local one (agentdesc.Pair)
 
 	// Sources of agents (gorping_target_config_errors_total's source label).
-	sourceAgentsFile = "agents_file"
-	sourceAgentsDNS  = "agents_dns"
+	SourceAgentsFile = "agents_file"
+	SourceAgentsDNS  = "agents_dns"
 )
 
 // Key is the target's label value: host:port, IPv6 in brackets ("[2001:db8::1]:7174").
-func (t target) Key() string { return net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port))) }
+func (t Target) Key() string { return net.JoinHostPort(t.Host, strconv.Itoa(int(t.Port))) }
 
 // ID tells the agent's targets apart: the key, and for a rail target also the local
 // rail and the peer (with --rails all, two local rails probe one peer address).
-func (t target) ID() string {
+func (t Target) ID() string {
 	if t.Device == "" {
 		return t.Key()
 	}
@@ -52,7 +55,7 @@ func (t target) ID() string {
 }
 
 // Addr returns the target's address if its host is an address literal.
-func (t target) Addr() (netip.Addr, bool) {
+func (t Target) Addr() (netip.Addr, bool) {
 	a, err := netip.ParseAddr(t.Host)
 	if err != nil {
 		return netip.Addr{}, false
@@ -60,44 +63,44 @@ func (t target) Addr() (netip.Addr, bool) {
 	return a.Unmap(), true
 }
 
-// parseTarget parses "host", "host:port", "[v6]", "[v6]:port" or a bare IPv6 literal;
+// Parse parses "host", "host:port", "[v6]", "[v6]:port" or a bare IPv6 literal;
 // a missing port is defaultPort. Hosts are address literals or DNS names.
-func parseTarget(s string, defaultPort uint16) (target, error) {
+func Parse(s string, defaultPort uint16) (Target, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return target{}, errors.New("empty target")
+		return Target{}, errors.New("empty target")
 	}
 	host, port := s, defaultPort
 	switch {
 	case strings.HasPrefix(s, "["):
 		end := strings.IndexByte(s, ']')
 		if end < 0 {
-			return target{}, fmt.Errorf("target %s: missing ']'", quote(s))
+			return Target{}, fmt.Errorf("target %s: missing ']'", Quote(s))
 		}
 		host = s[1:end]
 		rest := s[end+1:]
 		if rest != "" {
 			if !strings.HasPrefix(rest, ":") {
-				return target{}, fmt.Errorf("target %s: junk after ']'", quote(s))
+				return Target{}, fmt.Errorf("target %s: junk after ']'", Quote(s))
 			}
-			p, err := parsePort(rest[1:])
+			p, err := ParsePort(rest[1:])
 			if err != nil {
-				return target{}, fmt.Errorf("target %s: %w", quote(s), err)
+				return Target{}, fmt.Errorf("target %s: %w", Quote(s), err)
 			}
 			port = p
 		}
 		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
-			return target{}, fmt.Errorf("target %s: not an IPv6 address in brackets", quote(s))
+			return Target{}, fmt.Errorf("target %s: not an IPv6 address in brackets", Quote(s))
 		}
 	case strings.Count(s, ":") > 1: // a bare IPv6 literal, no port
 		if _, err := netip.ParseAddr(s); err != nil {
-			return target{}, fmt.Errorf("target %s: not an IPv6 address (write [address]:port)", quote(s))
+			return Target{}, fmt.Errorf("target %s: not an IPv6 address (write [address]:port)", Quote(s))
 		}
 	case strings.Contains(s, ":"):
 		h, p, _ := strings.Cut(s, ":")
-		pp, err := parsePort(p)
+		pp, err := ParsePort(p)
 		if err != nil {
-			return target{}, fmt.Errorf("target %s: %w", quote(s), err)
+			return Target{}, fmt.Errorf("target %s: %w", Quote(s), err)
 		}
 		host, port = h, pp
 	}
@@ -110,22 +113,22 @@ func parseTarget(s string, defaultPort uint16) (target, error) {
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		if a.Zone() != "" {
-			return target{}, fmt.Errorf("target %s: zoned addresses are not supported", quote(s))
+			return Target{}, fmt.Errorf("target %s: zoned addresses are not supported", Quote(s))
 		}
 		if a.IsUnspecified() || a.IsMulticast() {
-			return target{}, fmt.Errorf("target %s: %s is not a host address", quote(s), a)
+			return Target{}, fmt.Errorf("target %s: %s is not a host address", Quote(s), a)
 		}
-		return target{Host: a.Unmap().String(), Port: port}, nil
+		return Target{Host: a.Unmap().String(), Port: port}, nil
 	}
-	if !validHostname(host) {
-		return target{}, fmt.Errorf("target %s: neither an address nor a host name", quote(s))
+	if !ValidHostname(host) {
+		return Target{}, fmt.Errorf("target %s: neither an address nor a host name", Quote(s))
 	}
-	return target{Host: strings.ToLower(strings.TrimSuffix(host, ".")), Port: port}, nil
+	return Target{Host: strings.ToLower(strings.TrimSuffix(host, ".")), Port: port}, nil
 }
 
-// quote quotes s for an error message, cut to 64 bytes: errors echo their input, and
+// Quote quotes s for an error message, cut to 64 bytes: errors echo their input, and
 // input can be anything (a 1 MiB file line, a 6 KB /probe query).
-func quote(s string) string {
+func Quote(s string) string {
 	const most = 64
 	if len(s) <= most {
 		return strconv.Quote(s)
@@ -133,17 +136,18 @@ func quote(s string) string {
 	return strconv.Quote(s[:most]) + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
-func parsePort(s string) (uint16, error) {
+// ParsePort parses a port, 1..65535.
+func ParsePort(s string) (uint16, error) {
 	n, err := strconv.ParseUint(s, 10, 16)
 	if err != nil || n == 0 {
-		return 0, fmt.Errorf("bad port %s (1..65535)", quote(s))
+		return 0, fmt.Errorf("bad port %s (1..65535)", Quote(s))
 	}
 	return uint16(n), nil
 }
 
-// validHostname accepts DNS names: dot-separated labels of letters, digits, '-' and
+// ValidHostname accepts DNS names: dot-separated labels of letters, digits, '-' and
 // '_' (Kubernetes service names), none empty or over 63 bytes, at most 253 in all.
-func validHostname(h string) bool {
+func ValidHostname(h string) bool {
 	h = strings.TrimSuffix(h, ".")
 	if h == "" || len(h) > 253 {
 		return false
@@ -162,25 +166,25 @@ func validHostname(h string) bool {
 	return true
 }
 
-// lineError is a target file line that does not parse.
-type lineError struct {
+// LineError is a target file line that does not parse.
+type LineError struct {
 	Line int
 	Err  error
 }
 
-func (e lineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+func (e LineError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
 
 // maxLineBytes bounds a target file line: a target is at most 253+6 bytes, and a line
 // with a comment rarely passes 200. A longer line is one bad line, skipped unread.
 const maxLineBytes = 4096
 
-// parseTargetFile parses a target file: one host[:port] per line, '#' starts a comment
+// ParseFile parses a target file: one host[:port] per line, '#' starts a comment
 // (at the start of a line or after white space), blank lines are ignored. It returns the
 // targets that parse (each once, in file order) and an error per line that does not;
 // every other line applies, whatever a bad one holds.
-func parseTargetFile(data []byte, defaultPort uint16) ([]target, []lineError) {
-	var ts []target
-	var errs []lineError
+func ParseFile(data []byte, defaultPort uint16) ([]Target, []LineError) {
+	var ts []Target
+	var errs []LineError
 	seen := map[string]bool{}
 	for n := 1; len(data) > 0; n++ {
 		raw := data
@@ -190,7 +194,7 @@ func parseTargetFile(data []byte, defaultPort uint16) ([]target, []lineError) {
 			data = nil
 		}
 		if len(raw) > maxLineBytes {
-			errs = append(errs, lineError{n, fmt.Errorf("longer than %d bytes (%d)", maxLineBytes, len(raw))})
+			errs = append(errs, LineError{n, fmt.Errorf("longer than %d bytes (%d)", maxLineBytes, len(raw))})
 			continue
 		}
 		line := string(raw)
@@ -202,15 +206,15 @@ func parseTargetFile(data []byte, defaultPort uint16) ([]target, []lineError) {
 			continue
 		}
 		if strings.ContainsAny(line, " \t") {
-			errs = append(errs, lineError{n, fmt.Errorf("%s: one target per line", quote(line))})
+			errs = append(errs, LineError{n, fmt.Errorf("%s: one target per line", Quote(line))})
 			continue
 		}
-		t, err := parseTarget(line, defaultPort)
+		t, err := Parse(line, defaultPort)
 		if err != nil {
-			errs = append(errs, lineError{n, err})
+			errs = append(errs, LineError{n, err})
 			continue
 		}
-		t.Source = sourceFile
+		t.Source = SourceFile
 		if !seen[t.Key()] {
 			seen[t.Key()] = true
 			ts = append(ts, t)
@@ -228,32 +232,32 @@ func commentStart(line string) int {
 	return -1
 }
 
-// parsePeers parses --peers: comma-separated targets.
-func parsePeers(s string, defaultPort uint16) ([]target, error) {
-	var ts []target
+// ParseList parses --peers: comma-separated targets.
+func ParseList(s string, defaultPort uint16) ([]Target, error) {
+	var ts []Target
 	var errs []error
 	for _, f := range strings.Split(s, ",") {
 		if strings.TrimSpace(f) == "" {
 			continue
 		}
-		t, err := parseTarget(f, defaultPort)
+		t, err := Parse(f, defaultPort)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		t.Source = sourcePeers
+		t.Source = SourcePeers
 		ts = append(ts, t)
 	}
 	return ts, errors.Join(errs...)
 }
 
-// dnsResolver is what the agent needs of DNS (*net.dnsResolver).
-type dnsResolver interface {
+// Resolver is what the agent needs of DNS (*net.Resolver).
+type Resolver interface {
 	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 }
 
-// resolveDNS resolves the --targets-dns name (A and AAAA) into address targets on port.
-func resolveDNS(ctx context.Context, r dnsResolver, name string, port uint16) ([]target, error) {
+// ResolveDNS resolves the --targets-dns name (A and AAAA) into address targets on port.
+func ResolveDNS(ctx context.Context, r Resolver, name string, port uint16) ([]Target, error) {
 	addrs, err := r.LookupNetIP(ctx, "ip", name)
 	if err != nil {
 		return nil, err
@@ -266,16 +270,16 @@ func resolveDNS(ctx context.Context, r dnsResolver, name string, port uint16) ([
 	}
 	slices.SortFunc(as, netip.Addr.Compare)
 	as = slices.Compact(as)
-	ts := make([]target, 0, len(as))
+	ts := make([]Target, 0, len(as))
 	for _, a := range as {
-		ts = append(ts, target{Host: a.String(), Port: port, Source: sourceDNS})
+		ts = append(ts, Target{Host: a.String(), Port: port, Source: SourceDNS})
 	}
 	return ts, nil
 }
 
-// resolveTarget returns the address to dial for t: the literal, or the first address DNS
+// Resolve returns the address to dial for t: the literal, or the first address DNS
 // gives for its name.
-func resolveTarget(ctx context.Context, r dnsResolver, t target) (netip.Addr, error) {
+func Resolve(ctx context.Context, r Resolver, t Target) (netip.Addr, error) {
 	if a, ok := t.Addr(); ok {
 		return a, nil
 	}
@@ -287,19 +291,4 @@ func resolveTarget(ctx context.Context, r dnsResolver, t target) (netip.Addr, er
 		return netip.Addr{}, fmt.Errorf("%s has no address", t.Host)
 	}
 	return addrs[0].Unmap(), nil
-}
-
-// localAddrs is the set of this host's interface addresses, for skipping itself.
-func localAddrs() map[netip.Addr]bool {
-	m := map[netip.Addr]bool{}
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return m
-	}
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil {
-			m[p.Addr().Unmap()] = true
-		}
-	}
-	return m
 }

@@ -1,4 +1,4 @@
-package mesh
+package discovery
 
 import (
 	"context"
@@ -8,15 +8,16 @@ import (
 
 	"github.com/gorping/gorping/mesh/members"
 	"github.com/gorping/gorping/mesh/pinglist"
+	"github.com/gorping/gorping/mesh/target"
 )
 
 // sourceAgentsKubernetes marks the agent addresses --agents.kubernetes gives.
 const sourceAgentsKubernetes = "agents_kubernetes"
 
 // newKubeMembers makes --agents.kubernetes' source: the pods of this pod's namespace,
-// read as its service account (deps.kube in tests).
-func newKubeMembers(a *Agent) (*members.Kubernetes, error) {
-	in := a.d.kube
+// read as its service account (Deps.Kube in tests).
+func newKubeMembers(cfg Config, d Deps) (*members.Kubernetes, error) {
+	in := d.Kube
 	if in == nil {
 		in = members.InCluster
 	}
@@ -24,12 +25,12 @@ func newKubeMembers(a *Agent) (*members.Kubernetes, error) {
 	if err != nil {
 		return nil, err
 	}
-	port := uint16(defaultAgentPort)
-	if a.d.kubePort != 0 {
-		port = a.d.kubePort
+	port := uint16(DefaultAgentPort)
+	if d.KubePort != 0 {
+		port = d.KubePort
 	}
-	return members.NewKubernetes(members.KubernetesConfig{REST: rc, Namespace: ns, Selector: a.cfg.AgentsKubernetes,
-		Port: port, Log: a.log, Registerer: a.m.reg})
+	return members.NewKubernetes(members.KubernetesConfig{REST: rc, Namespace: ns, Selector: cfg.Kubernetes,
+		Port: port, Log: d.Log, Registerer: d.Metrics.Registerer})
 }
 
 // kubeFirstList bounds the wait for the API server's first list at the start: a slow
@@ -37,7 +38,7 @@ func newKubeMembers(a *Agent) (*members.Kubernetes, error) {
 const kubeFirstList = 10 * time.Second
 
 // waitKube waits for the first list of --agents.kubernetes, for at most kubeFirstList.
-func (dc *discovery) waitKube(ctx context.Context) {
+func (dc *Discovery) waitKube(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, kubeFirstList)
 	defer cancel()
 	for !dc.kube.Synced() {
@@ -53,28 +54,28 @@ func (dc *discovery) waitKube(ctx context.Context) {
 // lists, those the pinglist chooses for this epoch (all of them without --max-peers).
 // The plan needs only the members' names and groups, which the API server gives: the
 // descriptions read are the chosen peers', whatever the fleet's size.
-func (dc *discovery) kubeAddrs(now time.Time) []target {
+func (dc *Discovery) kubeAddrs(now time.Time) []target.Target {
 	if dc.kube == nil {
 		return nil
 	}
 	ms := dc.kube.Members()
-	if dc.a.cfg.MaxPeers > 0 {
-		c, err := dc.planner.Choose(pinglist.Member{Host: dc.a.cfg.AgentName, Group: dc.a.cfg.Group}, ms, dc.a.cfg.MaxPeers, dc.epoch(now))
+	if dc.cfg.MaxPeers > 0 {
+		c, err := dc.planner.Choose(pinglist.Member{Host: dc.cfg.AgentName, Group: dc.cfg.Group}, ms, dc.cfg.MaxPeers, dc.epoch(now))
 		if err != nil {
 			// Cannot happen with the members' checked names; if it does, every member is
 			// read rather than none, and it is said once.
 			if msg := err.Error(); msg != dc.lastPlan {
 				dc.lastPlan = msg
-				dc.a.log.Error("cannot compute the pinglist: reading every member", "err", err)
+				dc.log.Error("cannot compute the pinglist: reading every member", "err", err)
 			}
 		} else {
 			ms = c
 		}
 	}
 	dc.kubeWant = dc.kubeWant[:0]
-	out := make([]target, 0, len(ms))
+	out := make([]target.Target, 0, len(ms))
 	for _, m := range ms {
-		if m.Name == dc.a.cfg.AgentName {
+		if m.Name == dc.cfg.AgentName {
 			continue
 		}
 		dc.kubeWant = append(dc.kubeWant, m.Name)
@@ -83,7 +84,7 @@ func (dc *discovery) kubeAddrs(now time.Time) []target {
 			continue
 		}
 		port, _ := strconv.ParseUint(p, 10, 16)
-		out = append(out, target{Host: h, Port: uint16(port), Source: sourceAgentsKubernetes})
+		out = append(out, target.Target{Host: h, Port: uint16(port), Source: sourceAgentsKubernetes})
 	}
 	return out
 }

@@ -1,78 +1,37 @@
-package mesh
+package probe
 
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/netip"
 	"strconv"
 	"time"
 
-	"github.com/gorping/gorping/internal/meshenv"
+	"github.com/gorping/gorping/mesh/target"
 	"github.com/gorping/gorping/rping"
 )
 
-// probeConn is one probing connection: *rping.Prober, a fake in host tests, a simulated
-// one in test/campaign. Its methods are documented on meshenv.ProbeConn, the one
-// declaration, which the simulated fabric implements too.
-type probeConn = meshenv.ProbeConn
-
-// dialFunc opens a probeConn to addr from src (zero: the dialer's default, --source or
-// the route's) for the target's path (its index; /probe's is 0). ctx is the
-// connection's life; the dial is bounded by the dialer itself. log receives rping's
-// lines about the connection. Errors carry a reason as *rping.ProbeError.
-type dialFunc func(ctx context.Context, src netip.Addr, addr netip.AddrPort, path int, log io.Writer) (probeConn, error)
-
-// rpingDialer dials with rping.DialProbe; defaultSrc is --source.
-func rpingDialer(defaultSrc netip.Addr, size int, connectTimeout time.Duration) dialFunc {
-	// The path needs nothing of its own: each dial is a new cm_id, QP and so flow.
-	return func(ctx context.Context, src netip.Addr, addr netip.AddrPort, _ int, log io.Writer) (probeConn, error) {
-		if !src.IsValid() {
-			src = defaultSrc
-		}
-		p, err := rping.DialProbe(ctx, rping.ProbeConfig{Target: addr, Source: src, Size: size,
-			ConnectTimeout: connectTimeout, Log: log})
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	}
+// Settings are what every target's loops share.
+type Settings struct {
+	Interval, Timeout, ConnectTimeout time.Duration
+	BackoffMax                        time.Duration
+	Jitter                            float64
+	Paths                             int // --paths: connections (loops) per target
+	// Lifetime is --path-lifetime: a path's connection is replaced by a new one (new
+	// QPs, new rdma_cm port, so a new flow) after a lifetime drawn in [Lifetime/2,
+	// 3·Lifetime/2); 0: never (a connection lives until it fails).
+	Lifetime time.Duration
+	Hot      Hot // zero: the defaults (defaultHot)
+	Dial     Dial
+	Resolver target.Resolver
+	Log      *slog.Logger
 }
 
-// reasonOf is the failure reason of err.
-func reasonOf(err error) string {
-	var pe *rping.ProbeError
-	if errors.As(err, &pe) {
-		return pe.Reason
-	}
-	return rping.ReasonConnectError
-}
-
-// Failure reasons the agent itself adds to rping's.
-const reasonResolve = "resolve_error" // the target's name did not resolve
-
-// probeSettings are what every target's loop shares.
-type probeSettings struct {
-	interval, timeout, connectTimeout time.Duration
-	backoffMax                        time.Duration
-	jitter                            float64
-	paths                             int // --paths: connections (loops) per target
-	// lifetime is --path-lifetime: a path's connection is replaced by a new one (new
-	// QPs, new rdma_cm port, so a new flow) after a lifetime drawn in [lifetime/2,
-	// 3·lifetime/2); 0: never (a connection lives until it fails).
-	lifetime time.Duration
-	dial     dialFunc
-	resolver dnsResolver
-	log      *slog.Logger
-	// dials bounds the connection setups in flight (maxParallelDials): an agent started
-	// with hundreds of targets, or all of whose peers came back at once, connects a few
-	// at a time instead of timing every setup out in a storm.
-	dials chan struct{}
-}
-
-// maxParallelDials is how many connections an agent sets up at once.
+// maxParallelDials is how many connections an agent sets up at once: an agent started
+// with hundreds of targets, or all of whose peers came back at once, connects a few at a
+// time instead of timing every setup out in a storm.
 const maxParallelDials = 8
 
 // targetLoop probes one path of a target, one slot per interval, over one connection it
@@ -82,14 +41,19 @@ const maxParallelDials = 8
 // pass while waiting to reconnect, or while a dial outlasts them, fail with the reason
 // that keeps the path down).
 type targetLoop struct {
-	t    target
-	s    *probeSettings
+	t    target.Target
+	s    *Settings
+	sh   *shared // the target's loops' common state
 	path int
-	pm   *pathMetrics
+	pm   PathRecorder
+	rec  Recorder
 	log  *slog.Logger
 	rnd  *rand.Rand
-	conn probeConn
-	bo   backoff
+	conn Conn
+	// dials bounds the connection setups in flight (maxParallelDials), shared by the
+	// manager's loops.
+	dials chan struct{}
+	bo    Backoff
 
 	retryAt    time.Time // no dial before this
 	lastReason string    // why the target is down ("" while it is up)
@@ -109,55 +73,61 @@ type targetLoop struct {
 // time: a path that only reconnects on failure settles on the members that work and the
 // fault vanishes from its series. So connections are replaced on a schedule, and faster
 // while a target has just failed on a connected path (it is "hot"): then every path of
-// the target samples a new flow every hotLifetime, and each new connection whose first
+// the target samples a new flow every Hot lifetime, and each new connection whose first
 // ping fails (a dead connection: the CM's handshake crossed the fabric, its data flow
 // did not) renews the evidence, for as long as the fault lasts.
-var (
-	hotHold        = 5 * time.Minute  // a target stays hot this long after its last failure on a connected path
-	minHotLifetime = 15 * time.Second // a hot path's connection lifetime: at least this, and
-)
-
-// hotSlotsPerConn: at least this many intervals. Every connection is a set-up at both
-// ends: at 10 intervals the cluster-shaped bed's single-CPU guests, every target of
-// which turned hot at some ping's timeout, spent more on connecting than on probing; at
-// 30 a hot target met the dead member too seldom to show it in every 2-minute window.
-var hotSlotsPerConn = 15
-
-// hotLifetime is a hot path's connection lifetime.
-func hotLifetime(interval time.Duration) time.Duration {
-	return max(minHotLifetime, time.Duration(hotSlotsPerConn)*interval)
+//
+// Hot is how a hot target samples: it stays hot for Hold after its last failure on a
+// connected path, and a hot path's connection lives Hot.lifetime.
+type Hot struct {
+	Hold        time.Duration // a target stays hot this long after its last failure on a connected path
+	MinLifetime time.Duration // a hot path's connection lifetime: at least this, and
+	// SlotsPerConn: at least this many intervals. Every connection is a set-up at both
+	// ends: at 10 intervals the cluster-shaped bed's single-CPU guests, every target of
+	// which turned hot at some ping's timeout, spent more on connecting than on probing;
+	// at 30 a hot target met the dead member too seldom to show it in every 2-minute
+	// window.
+	SlotsPerConn int
 }
 
-func newTargetLoop(t target, s *probeSettings, tm *targetMetrics, path int, seed uint64) *targetLoop {
+// defaultHot is the agent's Hot (a zero Settings.Hot).
+var defaultHot = Hot{Hold: 5 * time.Minute, MinLifetime: 15 * time.Second, SlotsPerConn: 15}
+
+// lifetime is a hot path's connection lifetime.
+func (h Hot) lifetime(interval time.Duration) time.Duration {
+	return max(h.MinLifetime, time.Duration(h.SlotsPerConn)*interval)
+}
+
+func newTargetLoop(t target.Target, s *Settings, sh *shared, rec Recorder, tr TargetRecorder, path int, seed uint64) *targetLoop {
 	rnd := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
-	log := s.log.With("target", t.Key())
+	log := s.Log.With("target", t.Key())
 	if t.Device != "" {
 		log = log.With("device", t.Device, "port", t.DevPort, "peer", t.Peer)
 	}
-	if len(tm.paths) > 1 {
+	if len(sh.working) > 1 {
 		log = log.With("path", path)
 	}
-	return &targetLoop{t: t, s: s, path: path, pm: tm.paths[path], rnd: rnd, log: log,
-		bo: backoff{base: s.interval, max: max(s.backoffMax, s.interval), rnd: rnd}}
+	return &targetLoop{t: t, s: s, sh: sh, path: path, pm: tr.Path(path), rec: rec, rnd: rnd, log: log,
+		bo: Backoff{Base: s.Interval, Max: max(s.BackoffMax, s.Interval), Rnd: rnd}}
 }
 
 func (l *targetLoop) run(ctx context.Context) {
 	defer l.closeConn()
-	sched := newSchedule(time.Now(), l.s.interval, l.s.jitter, l.rnd)
+	sched := NewSchedule(time.Now(), l.s.Interval, l.s.Jitter, l.rnd)
 	l.timer = time.NewTimer(time.Hour)
 	defer l.timer.Stop()
 	for {
-		due := sched.next()
+		due := sched.Next()
 		if !l.waitUntil(ctx, due) {
 			return
 		}
-		l.pm.tm.m.slotDelay.Observe(max(time.Since(due), 0).Seconds())
+		l.rec.SlotDelay(max(time.Since(due), 0))
 		l.slot(ctx)
 		// Slots that passed while the slot ran (a dial up to --connect-timeout, a slow
 		// ping): while the target is down they fail with its reason; a target that is
 		// up was busy answering, and its skipped slots are not counted.
-		if n := sched.skipPast(time.Now()); n > 0 && l.lastReason != "" {
-			l.pm.failed(l.lastReason, n)
+		if n := sched.SkipPast(time.Now()); n > 0 && l.lastReason != "" {
+			l.failed(l.lastReason, n)
 		}
 	}
 }
@@ -180,7 +150,7 @@ func (l *targetLoop) waitUntil(ctx context.Context, t time.Time) bool {
 			_, err := l.conn.Ping(0) // a spent connection answers at once with its reason
 			l.connFailed()
 			l.closeConn()
-			l.pending = reasonOf(err)
+			l.pending = Reason(err)
 			l.down(l.pending, err)
 		}
 	}
@@ -191,7 +161,7 @@ func (l *targetLoop) slot(ctx context.Context) {
 	if l.pending != "" {
 		// The connection died since the last slot: this slot fails with that, and the
 		// connection is set up again for the next one.
-		l.pm.failure(l.pending)
+		l.failure(l.pending)
 		l.pending = ""
 		l.dial(ctx)
 		return
@@ -201,23 +171,23 @@ func (l *targetLoop) slot(ctx context.Context) {
 	}
 	if l.conn == nil {
 		if time.Now().Before(l.retryAt) {
-			l.pm.failure(l.downReason())
+			l.failure(l.downReason())
 			return
 		}
 		if reason := l.dial(ctx); reason != "" {
 			if ctx.Err() == nil {
-				l.pm.failure(reason)
+				l.failure(reason)
 			}
 			return
 		}
 	}
-	rtt, err := l.conn.Ping(l.s.timeout)
+	rtt, err := l.conn.Ping(l.s.Timeout)
 	if err != nil {
 		if ctx.Err() != nil {
 			return // shutting down: not the target's failure
 		}
-		reason := reasonOf(err)
-		l.pm.failure(reason)
+		reason := Reason(err)
+		l.failure(reason)
 		l.connFailed()
 		l.closeConn()
 		l.retryAt = time.Time{} // redial at the next slot; repeated dial failures back off
@@ -225,7 +195,8 @@ func (l *targetLoop) slot(ctx context.Context) {
 		return
 	}
 	nic, host, split := l.conn.LastSplit()
-	l.pm.success(rtt, nic, host, split)
+	l.pm.Success(rtt, nic, host, split)
+	l.sh.setWorking(l.path, true)
 	if l.lastReason != "" {
 		l.log.Info("target up", "device", l.conn.Device(), "port", l.conn.Port(), "rtt", rtt)
 		l.lastReason = ""
@@ -240,39 +211,39 @@ func (l *targetLoop) dial(ctx context.Context) string {
 		if ctx.Err() != nil {
 			return rping.ReasonCanceled
 		}
-		reason := reasonOf(err)
+		reason := Reason(err)
 		var dc *deadConnError
 		if errors.As(err, &dc) {
 			// The set-up worked: the next connection, a new flow, is tried at the next slot.
 			l.retryAt = time.Time{}
 			l.markHotIfOthersWork()
 		} else {
-			l.retryAt = time.Now().Add(l.bo.next())
+			l.retryAt = time.Now().Add(l.bo.Next())
 		}
 		l.down(reason, err)
 		return reason
 	}
-	l.bo.reset()
+	l.bo.Reset()
 	l.use(conn, addr)
 	return ""
 }
 
 // connect sets up a new connection to the target, holding one of the agent's dial
 // slots. Its error is a *rping.ProbeError; ReasonCanceled when ctx ended.
-func (l *targetLoop) connect(ctx context.Context) (probeConn, netip.Addr, error) {
+func (l *targetLoop) connect(ctx context.Context) (Conn, netip.Addr, error) {
 	select {
-	case l.s.dials <- struct{}{}:
-		defer func() { <-l.s.dials }()
+	case l.dials <- struct{}{}:
+		defer func() { <-l.dials }()
 	case <-ctx.Done():
 		return nil, netip.Addr{}, &rping.ProbeError{Reason: rping.ReasonCanceled, Err: ctx.Err()}
 	}
-	rctx, cancel := context.WithTimeout(ctx, l.s.connectTimeout)
-	addr, err := resolveTarget(rctx, l.s.resolver, l.t)
+	rctx, cancel := context.WithTimeout(ctx, l.s.ConnectTimeout)
+	addr, err := target.Resolve(rctx, l.s.Resolver, l.t)
 	cancel()
 	if err != nil {
-		return nil, netip.Addr{}, &rping.ProbeError{Reason: reasonResolve, Err: err}
+		return nil, netip.Addr{}, &rping.ProbeError{Reason: ReasonResolve, Err: err}
 	}
-	conn, err := l.s.dial(ctx, l.t.Src, netip.AddrPortFrom(addr, l.t.Port), l.path, lineLog{l.log})
+	conn, err := l.s.Dial(ctx, l.t.Src, netip.AddrPortFrom(addr, l.t.Port), l.path, LineLog{l.log})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, addr, &rping.ProbeError{Reason: rping.ReasonCanceled, Err: err}
@@ -283,13 +254,12 @@ func (l *targetLoop) connect(ctx context.Context) (probeConn, netip.Addr, error)
 	// than a ping's: a host slow at its first exchange (a loaded guest) is not a dropped
 	// flow, a flow that answers nothing within --connect-timeout is. Its RTT is not a
 	// slot's. One that fails is a dead connection.
-	if _, err := conn.Ping(max(l.s.connectTimeout, l.s.timeout)); err != nil {
+	if _, err := conn.Ping(max(l.s.ConnectTimeout, l.s.Timeout)); err != nil {
 		conn.Close()
 		if ctx.Err() != nil {
 			return nil, addr, &rping.ProbeError{Reason: rping.ReasonCanceled, Err: err}
 		}
-		l.pm.tm.connections.Inc()
-		l.pm.tm.deadConnections.Inc()
+		l.pm.DeadConnection()
 		return nil, addr, &deadConnError{err}
 	}
 	return conn, addr, nil
@@ -304,10 +274,10 @@ func (e *deadConnError) Error() string {
 func (e *deadConnError) Unwrap() error { return e.err }
 
 // use makes conn the path's connection.
-func (l *targetLoop) use(conn probeConn, addr netip.Addr) {
+func (l *targetLoop) use(conn Conn, addr netip.Addr) {
 	l.conn = conn
 	l.connAt, l.draw = time.Now(), 0.5+l.rnd.Float64()
-	l.pm.connected(conn.Device(), strconv.Itoa(conn.Port()), conn.Flow(), conn.TSSource())
+	l.pm.Connected(conn.Device(), strconv.Itoa(conn.Port()), conn.Flow(), conn.TSSource())
 	if l.t.Device != "" && (conn.Device() != l.t.Device || conn.Port() != l.t.DevPort) && !l.warnedPath {
 		// The source address picks the device; another one means the host's addresses
 		// and its description disagree (an address moved since it was described).
@@ -319,14 +289,14 @@ func (l *targetLoop) use(conn probeConn, addr netip.Addr) {
 }
 
 // rotateDue says whether the path's connection has lived its lifetime at now: the
-// drawn share of --path-lifetime, or of hotLifetime while the target is hot.
+// drawn share of --path-lifetime, or of the Hot lifetime while the target is hot.
 func (l *targetLoop) rotateDue(now time.Time) bool {
-	life := l.s.lifetime
+	life := l.s.Lifetime
 	if life <= 0 {
 		return false
 	}
-	if l.pm.tm.hot(now) {
-		life = min(life, hotLifetime(l.s.interval))
+	if l.sh.hot(now) {
+		life = min(life, l.hot().lifetime(l.s.Interval))
 	}
 	return now.Sub(l.connAt) >= time.Duration(l.draw*float64(life))
 }
@@ -339,7 +309,7 @@ func (l *targetLoop) rotateDue(now time.Time) bool {
 // in use. One that cannot be set up at all keeps the old one too, only logged: the
 // path works.
 func (l *targetLoop) rotate(ctx context.Context) bool {
-	if len(l.s.dials) == cap(l.s.dials) {
+	if len(l.dials) == cap(l.dials) {
 		return true
 	}
 	conn, addr, err := l.connect(ctx)
@@ -350,12 +320,12 @@ func (l *targetLoop) rotate(ctx context.Context) bool {
 		l.connAt = time.Now()
 		var dc *deadConnError
 		if errors.As(err, &dc) {
-			l.pm.failure(reasonOf(err))
+			l.failure(Reason(err))
 			l.markHotIfOthersWork()
 			l.log.Debug("a new connection of the path died at its first ping: keeping the old one", "err", err)
 			return false
 		}
-		l.log.Debug("cannot replace the path's connection: keeping it", "reason", reasonOf(err), "err", err)
+		l.log.Debug("cannot replace the path's connection: keeping it", "reason", Reason(err), "err", err)
 		return true
 	}
 	l.closeConn()
@@ -371,14 +341,32 @@ func (l *targetLoop) connFailed() { l.markHotIfOthersWork() }
 // dropped, not the host or its rail (rotating connections to a host that fails them all
 // would only add to its load).
 func (l *targetLoop) markHotIfOthersWork() {
-	if l.pm.tm.othersWork(l.pm) {
-		l.pm.tm.markHot(time.Now())
+	if l.sh.othersWork(l.path) {
+		l.sh.markHot(time.Now(), l.hot().Hold)
 	}
+}
+
+// failure records a failed slot of the path.
+func (l *targetLoop) failure(reason string) { l.failed(reason, 1) }
+
+// failed records n failed slots of the path with reason.
+func (l *targetLoop) failed(reason string, n int) {
+	l.pm.Failed(reason, n)
+	l.sh.setWorking(l.path, false)
+}
+
+// hot is the loop's Hot: its settings', or the default.
+func (l *targetLoop) hot() Hot {
+	if l.s.Hot == (Hot{}) {
+		return defaultHot
+	}
+	return l.s.Hot
 }
 
 // down records why the path is down, logging when the reason changes.
 func (l *targetLoop) down(reason string, err error) {
-	l.pm.down(reason)
+	l.pm.Down(reason)
+	l.sh.setWorking(l.path, false)
 	if reason == l.lastReason {
 		return
 	}
@@ -400,16 +388,16 @@ func (l *targetLoop) closeConn() {
 	}
 }
 
-// lineLog logs rping's lines about a connection at debug level.
-type lineLog struct{ log *slog.Logger }
+// LineLog logs rping's lines about a connection at debug level.
+type LineLog struct{ Log *slog.Logger }
 
-func (w lineLog) Write(p []byte) (int, error) {
-	if w.log.Enabled(context.Background(), slog.LevelDebug) {
+func (w LineLog) Write(p []byte) (int, error) {
+	if w.Log.Enabled(context.Background(), slog.LevelDebug) {
 		s := string(p)
 		for len(s) > 0 && (s[len(s)-1] == '\n' || s[len(s)-1] == '\r') {
 			s = s[:len(s)-1]
 		}
-		w.log.Debug("rping", "line", s)
+		w.Log.Debug("rping", "line", s)
 	}
 	return len(p), nil
 }
