@@ -130,7 +130,7 @@ unit: $(TESTTIMES) ## unit tests with -race, in full
 # agent: its target file and /probe's query. make unit runs every fuzz test's seed
 # corpus (testdata/fuzz included) but does not fuzz; FUZZ lists package:FuzzName.
 FUZZTIME ?= 15s
-FUZZ     := ./mesh:FuzzParseTargetFile ./mesh:FuzzProbeQuery
+FUZZ     := ./mesh/target:FuzzParseTargetFile ./mesh/target:FuzzProbeQuery
 fuzz: $(TESTTIMES)
 	@for f in $(FUZZ); do pkg=$${f%%:*}; name=$${f#*:}; echo "fuzz $$name for $(FUZZTIME)"; \
 		$(TT) $(GO) test -json -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; done

@@ -3,12 +3,10 @@ package mesh
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -139,7 +137,7 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "/probe takes GET or HEAD", http.StatusMethodNotAllowed)
 		return
 	}
-	t, count, err := parseProbeQuery(r.URL.RawQuery, a.cfg.port)
+	t, count, err := target.ParseProbeQuery(r.URL.RawQuery, a.cfg.port, maxProbeCount)
 	if err != nil {
 		a.m.probeRequests.WithLabelValues("bad_request").Inc()
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -183,33 +181,6 @@ func (a *Agent) probeHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	a.m.probeRequests.WithLabelValues("ok").Inc()
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(w, r)
-}
-
-// parseProbeQuery parses /probe's query: target=HOST[:PORT] (once) and count=N
-// (1..maxProbeCount, default 1); other parameters are ignored, as blackbox_exporter
-// ignores what it does not know. Errors quote the input briefly.
-func parseProbeQuery(raw string, defaultPort uint16) (target.Target, int, error) {
-	q, err := url.ParseQuery(raw)
-	if err != nil {
-		return target.Target{}, 0, fmt.Errorf("bad query: %s", target.Quote(err.Error()))
-	}
-	if len(q["target"]) > 1 {
-		return target.Target{}, 0, errors.New("target: given more than once")
-	}
-	t, err := target.Parse(q.Get("target"), defaultPort)
-	if err != nil {
-		return target.Target{}, 0, err
-	}
-	count := 1
-	if c := q["count"]; len(c) > 1 {
-		return target.Target{}, 0, errors.New("count: given more than once")
-	} else if len(c) == 1 {
-		count, err = strconv.Atoi(c[0])
-		if err != nil || count < 1 || count > maxProbeCount {
-			return target.Target{}, 0, fmt.Errorf("count %s: want 1..%d", target.Quote(c[0]), maxProbeCount)
-		}
-	}
-	return t, count, nil
 }
 
 // probeTarget applies /probe's allow-list to t and returns the address to probe (or

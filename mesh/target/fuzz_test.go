@@ -1,11 +1,9 @@
-package mesh
+package target
 
 import (
 	"bytes"
 	"strings"
 	"testing"
-
-	"github.com/gorping/gorping/mesh/target"
 )
 
 // Parsers of what anyone can write (a target file, /probe's query) never panic, keep
@@ -16,12 +14,15 @@ import (
 // its port).
 const maxErrorBytes = 2*(4*64+40) + 100
 
-func checkTarget(t *testing.T, tg target.Target) {
+// maxProbeCount is the agent's /probe bound (mesh/http.go), as the fuzzed parser gets it.
+const maxProbeCount = 100
+
+func checkTarget(t *testing.T, tg Target) {
 	t.Helper()
 	if tg.Host == "" || tg.Port == 0 {
 		t.Fatalf("target %+v", tg)
 	}
-	again, err := target.Parse(tg.Key(), 1)
+	again, err := Parse(tg.Key(), 1)
 	if err != nil || again.Key() != tg.Key() {
 		t.Fatalf("target %q parses back as %q, %v", tg.Key(), again.Key(), err)
 	}
@@ -33,7 +34,7 @@ func FuzzParseTargetFile(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ts, errs := target.ParseFile(data, 7174)
+		ts, errs := ParseFile(data, 7174)
 		lines := bytes.Count(data, []byte("\n")) + 1
 		if len(ts)+len(errs) > lines {
 			t.Fatalf("%d targets and %d errors from %d lines", len(ts), len(errs), lines)
@@ -65,7 +66,7 @@ func FuzzProbeQuery(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
-		tg, count, err := parseProbeQuery(raw, 7174)
+		tg, count, err := ParseProbeQuery(raw, 7174, maxProbeCount)
 		if err != nil {
 			if n := len(err.Error()); n > maxErrorBytes {
 				t.Fatalf("a %d-byte error: %.100q", n, err.Error())
